@@ -1,0 +1,1 @@
+"""The otel-session OTLP collector (installed as ``otel_session.collector``)."""

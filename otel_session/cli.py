@@ -1,0 +1,126 @@
+"""The ``otel-session`` command line."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+import click
+import orjson
+
+from otel_session import config
+from otel_session.read import BundleRead, BundleStatus, find_bundles, iter_runs, read_bundle
+
+_DIR_OPTION = click.option(
+    "--dir",
+    "bundle_root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help=f"Bundle root (default: ${config.ENV_BUNDLE_DIR}, else {config.DEFAULT_BUNDLE_DIR}).",
+)
+
+
+def _echo_json(value: object) -> None:
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="otel-session")
+def main() -> None:
+    """Record, verify, inspect and replay conversational agent runs."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of one line per bundle.")
+@click.option("--allow-recording", is_flag=True, help="Accept bundles whose capture is still recording.")
+@click.option("--strict", is_flag=True, help="Fail on warnings too (torn tail, upstream drops).")
+def verify(paths: tuple[Path, ...], as_json: bool, allow_recording: bool, strict: bool) -> None:
+    """Check the integrity of bundles at or below PATHS.
+
+    Exit 0 when every bundle is complete (or recording, with --allow-recording), 1 otherwise.
+    """
+    results = [read_bundle(path) for path in find_bundles(paths)]
+    if as_json:
+        _echo_json([result.as_json() for result in results])
+    else:
+        for result in results:
+            click.echo(_verify_line(result))
+        if not results:
+            click.echo("no bundles found under " + ", ".join(map(str, paths)), err=True)
+    accepted = {BundleStatus.COMPLETE} | ({BundleStatus.RECORDING} if allow_recording else set())
+    ok = bool(results) and all(
+        result.status in accepted and not (strict and result.has_warnings) for result in results
+    )
+    sys.exit(0 if ok else 1)
+
+
+def _verify_line(result: BundleRead) -> str:
+    line = f"{result.status.value:<9} {len(result.events):>7} events  {result.path}"
+    details = "; ".join(f"{d.severity.value} {d.code.value}: {d.message}" for d in result.diagnostics)
+    return f"{line}  ({details})" if details else line
+
+
+@main.command()
+@_DIR_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--evals", is_flag=True, help="Include eval runs (never part of the live index).")
+def sessions(bundle_root: Path | None, as_json: bool, evals: bool) -> None:
+    """List sessions and their runs, newest first."""
+    by_session: dict[str, list] = defaultdict(list)
+    for run in iter_runs(config.bundle_dir(bundle_root), include_evals=evals):
+        by_session[run.session_id].append(run)
+    for runs in by_session.values():
+        runs.sort(key=lambda run: (run.created_at, run.run_id), reverse=True)
+    ordered = sorted(by_session.items(), key=lambda item: item[1][0].created_at, reverse=True)
+    if as_json:
+        _echo_json([{"session_id": sid, "runs": [run.as_json() for run in runs]} for sid, runs in ordered])
+        return
+    if not ordered:
+        click.echo("no sessions")
+    for session_id, runs in ordered:
+        click.echo(session_id)
+        for run in runs:
+            click.echo(f"  {run.run_id}  {run.kind:<4}  {run.created_at}  {run.capture_status or 'no capture'}")
+
+
+@main.command()
+@_DIR_OPTION
+def demo(bundle_root: Path | None) -> None:
+    """Record a short scripted run through the bundle writer and verify it."""
+    from otel_session.write import BundleWriter
+
+    root = config.bundle_dir(bundle_root)
+    writer = BundleWriter(root)
+    try:
+        run = writer.open_run(
+            session_id="demo-session", run_id=f"run-{uuid.uuid4()}", agent="booking", service="otel-session-demo"
+        )
+        run.append("run_started", {"kind": "live", "agent": "booking"})
+        run.append("turn_started", {"state": "ask_date", "required_slots": ["date"]}, turn_index=0)
+        run.append("message_started", {"role": "assistant"}, turn_index=0, message_id="m1")
+        for chunk in ("Which ", "day ", "would ", "you ", "like?"):
+            run.append("assistant_delta", {"index": 0, "kind": "text", "delta": chunk}, turn_index=0, message_id="m1")
+        run.append(
+            "message_finished",
+            {"settled": True, "content": [{"index": 0, "kind": "text", "text": "Which day would you like?"}]},
+            turn_index=0,
+            message_id="m1",
+        )
+        run.append(
+            "turn_finished",
+            {"state": "ask_date", "required_slots": ["date"], "missing_required_slots": ["date"]},
+            turn_index=0,
+        )
+        run.close(run_status="ok")
+    finally:
+        writer.shutdown()
+    result = read_bundle(run.path)
+    click.echo(_verify_line(result))
+    sys.exit(0 if result.status is BundleStatus.COMPLETE else 1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,76 @@
+"""Where bundles live on disk (SPEC §5.1), and the only place paths are derived from ids.
+
+``<root>/sessions/<session-dir>/<run_id>/`` for live runs and
+``<root>/evals/<eval-dir>/sessions/<session-dir>/<run_id>/`` for eval runs. A session id that is a
+safe name (``[A-Za-z0-9._-]{1,128}``, not ``.`` or ``..``) is its own directory name; any other id
+is stored as ``~`` followed by the first 40 hex digits of the SHA-256 of its UTF-8 bytes (the true
+id is in ``run.json``). No path derived from input ever leaves the root.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+__all__ = [
+    "CAPTURE_FILE",
+    "EVENTS_FILE",
+    "FEEDBACK_FILE",
+    "LOCK_FILE",
+    "RUN_FILE",
+    "UnsafePathError",
+    "is_valid_run_id",
+    "run_dir",
+    "safe_dir_name",
+    "session_dir",
+]
+
+RUN_FILE = "run.json"
+EVENTS_FILE = "events.ndjson"
+CAPTURE_FILE = "capture.json"
+FEEDBACK_FILE = "feedback.ndjson"
+LOCK_FILE = ".writer.lock"
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
+_RUN_ID = re.compile(r"run-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_ENCODED_PREFIX = "~"
+
+
+class UnsafePathError(ValueError):
+    """An id would resolve outside the bundle root."""
+
+
+def safe_dir_name(identifier: str) -> str:
+    """Return the directory name that stores ``identifier`` (a session or eval id)."""
+    if _SAFE_NAME.fullmatch(identifier) and identifier not in (".", ".."):
+        return identifier
+    digest = hashlib.sha256(identifier.encode("utf-8", "surrogatepass")).hexdigest()
+    return _ENCODED_PREFIX + digest[:40]
+
+
+def is_valid_run_id(run_id: str) -> bool:
+    """True for ``run-`` followed by a lower-case UUID, the only run ids this project writes."""
+    return isinstance(run_id, str) and _RUN_ID.fullmatch(run_id) is not None
+
+
+def session_dir(root: Path, session_id: str, *, eval_id: str | None = None) -> Path:
+    """Return the directory of a session's runs (live, or under one eval)."""
+    base = root / "sessions" if eval_id is None else root / "evals" / safe_dir_name(eval_id) / "sessions"
+    return _inside(root, base / safe_dir_name(session_id))
+
+
+def run_dir(root: Path, session_id: str, run_id: str, *, eval_id: str | None = None) -> Path:
+    """Return the bundle directory of one run; raise ``UnsafePathError`` for a malformed run id."""
+    if not is_valid_run_id(run_id):
+        raise UnsafePathError(f"malformed run id {run_id!r}: expected 'run-' followed by a UUID")
+    return _inside(root, session_dir(root, session_id, eval_id=eval_id) / run_id)
+
+
+def _inside(root: Path, path: Path) -> Path:
+    real_root = os.path.realpath(root)
+    real_path = os.path.realpath(path)
+    if os.path.commonpath([real_root, real_path]) != real_root:
+        raise UnsafePathError(f"{path} resolves outside the bundle root {root}")
+    return path

@@ -1,0 +1,398 @@
+"""The tolerant bundle reader: integrity status and diagnostics (SPEC §5.5), tailing, the run index.
+
+Contract::
+
+    result = read_bundle(path)      # -> BundleRead(status, events, diagnostics, manifest, capture)
+    tail = JournalTail(events_path) # tail.poll() -> new complete records, never a partial line
+    for run in iter_runs(root): ... # RunInfo of every live run (eval runs on request)
+
+Reading is pure: nothing is written, garbage and unknown lines never raise. Unknown fields are
+kept, unknown record types stay in place, garbage lines are reported and skipped, a torn final line
+is buffered (normal while recording). Any diagnostic of severity ``error`` makes the status
+``invalid``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from otel_session import layout
+from otel_session.journal import CAPTURE_SCHEMA, REQUIRED_FIELDS, RUN_SCHEMA, CaptureStatus, EventType, decode_line
+
+__all__ = [
+    "BundleRead",
+    "BundleStatus",
+    "Diagnostic",
+    "DiagnosticCode",
+    "JournalTail",
+    "RunInfo",
+    "Severity",
+    "find_bundles",
+    "iter_runs",
+    "parse_journal",
+    "read_bundle",
+    "read_manifest",
+]
+
+
+class BundleStatus(str, Enum):
+    RECORDING = "recording"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    INVALID = "invalid"
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+class DiagnosticCode(str, Enum):
+    MISSING_CAPTURE = "missing_capture"
+    INVALID_CAPTURE = "invalid_capture"
+    INVALID_MANIFEST = "invalid_manifest"
+    SEQ_GAP = "seq_gap"
+    COUNT_MISMATCH = "count_mismatch"
+    TORN_TAIL = "torn_tail"
+    GARBAGE_LINE = "garbage_line"
+    UPSTREAM_DROP = "upstream_drop"
+    RECONCILE_MISMATCH = "reconcile_mismatch"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: DiagnosticCode
+    severity: Severity
+    message: str
+    line: int | None = None
+    seq: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        value: dict[str, Any] = {"code": self.code.value, "severity": self.severity.value, "message": self.message}
+        if self.line is not None:
+            value["line"] = self.line
+        if self.seq is not None:
+            value["seq"] = self.seq
+        return value
+
+
+@dataclass
+class BundleRead:
+    path: Path
+    status: BundleStatus
+    manifest: dict[str, Any] | None
+    capture: dict[str, Any] | None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def session_id(self) -> str | None:
+        return (self.manifest or {}).get("session_id")
+
+    @property
+    def run_id(self) -> str | None:
+        return (self.manifest or {}).get("run_id")
+
+    @property
+    def has_warnings(self) -> bool:
+        return any(d.severity is Severity.WARNING for d in self.diagnostics)
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``verify --json`` / ``…/integrity`` shape."""
+        return {
+            "path": str(self.path),
+            "session_id": self.session_id,
+            "run_id": self.run_id,
+            "status": self.status.value,
+            "event_count": len(self.events),
+            "diagnostics": [d.as_json() for d in self.diagnostics],
+        }
+
+
+def _is_record(value: dict[str, Any]) -> bool:
+    return (
+        all(name in value for name in REQUIRED_FIELDS)
+        and type(value["seq"]) is int
+        and isinstance(value["type"], str)
+        and isinstance(value["at"], str)
+    )
+
+
+def parse_journal(
+    data: bytes, *, first_line: int = 1
+) -> tuple[list[dict[str, Any]], list[Diagnostic], bytes]:
+    """Parse complete lines of ``data``; return (records, garbage diagnostics, trailing partial line)."""
+    end = data.rfind(b"\n") + 1
+    records: list[dict[str, Any]] = []
+    diagnostics: list[Diagnostic] = []
+    line_number = first_line - 1
+    for raw in data[:end].split(b"\n")[:-1]:
+        line_number += 1
+        if not raw.strip():
+            diagnostics.append(Diagnostic(DiagnosticCode.GARBAGE_LINE, Severity.ERROR, "empty line", line=line_number))
+            continue
+        try:
+            value = decode_line(raw)
+        except ValueError as exc:
+            diagnostics.append(
+                Diagnostic(DiagnosticCode.GARBAGE_LINE, Severity.ERROR, f"not a JSON object: {exc}", line=line_number)
+            )
+            continue
+        if not _is_record(value):
+            missing = [name for name in REQUIRED_FIELDS if name not in value]
+            reason = f"missing {', '.join(missing)}" if missing else "seq, at or type has the wrong type"
+            diagnostics.append(
+                Diagnostic(DiagnosticCode.GARBAGE_LINE, Severity.ERROR, f"not a journal record: {reason}", line=line_number)
+            )
+            continue
+        records.append(value)
+    return records, diagnostics, data[end:]
+
+
+def _load_json_object(path: Path) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    """Return a bundle's ``run.json`` if it is a valid v1 manifest, else ``None``."""
+    manifest = _load_json_object(path / layout.RUN_FILE)
+    if (
+        manifest is None
+        or manifest.get("schema") != RUN_SCHEMA
+        or not isinstance(manifest.get("session_id"), str)
+        or not isinstance(manifest.get("run_id"), str)
+    ):
+        return None
+    return manifest
+
+
+def _check_capture(capture: dict[str, Any] | None, path: Path) -> tuple[dict[str, Any] | None, list[Diagnostic]]:
+    if not (path / layout.CAPTURE_FILE).exists():
+        return None, [Diagnostic(DiagnosticCode.MISSING_CAPTURE, Severity.ERROR, f"{layout.CAPTURE_FILE} is missing")]
+    statuses = {status.value for status in CaptureStatus}
+    if (
+        capture is None
+        or capture.get("schema") != CAPTURE_SCHEMA
+        or capture.get("status") not in statuses
+        or type(capture.get("event_count")) is not int
+    ):
+        return None, [
+            Diagnostic(
+                DiagnosticCode.INVALID_CAPTURE,
+                Severity.ERROR,
+                f"{layout.CAPTURE_FILE} is not a valid {CAPTURE_SCHEMA} document",
+            )
+        ]
+    return capture, []
+
+
+def read_bundle(path: str | os.PathLike[str]) -> BundleRead:
+    """Read one bundle directory and judge its integrity. Never raises for bad content."""
+    path = Path(path)
+    diagnostics: list[Diagnostic] = []
+    manifest = read_manifest(path)
+    if manifest is None:
+        diagnostics.append(
+            Diagnostic(DiagnosticCode.INVALID_MANIFEST, Severity.ERROR, f"{layout.RUN_FILE} is missing or not {RUN_SCHEMA}")
+        )
+    capture, capture_diagnostics = _check_capture(_load_json_object(path / layout.CAPTURE_FILE), path)
+    diagnostics += capture_diagnostics
+    try:
+        data = (path / layout.EVENTS_FILE).read_bytes()
+    except FileNotFoundError:
+        data = b""
+    except OSError as exc:
+        data = b""
+        diagnostics.append(Diagnostic(DiagnosticCode.GARBAGE_LINE, Severity.ERROR, f"cannot read journal: {exc}"))
+    events, garbage, torn = parse_journal(data)
+    diagnostics += garbage
+    capture_status = capture.get("status") if capture else None
+
+    expected = 1
+    for event in events:
+        if manifest is not None and (event["session_id"], event["run_id"]) != (manifest["session_id"], manifest["run_id"]):
+            diagnostics.append(
+                Diagnostic(
+                    DiagnosticCode.GARBAGE_LINE, Severity.ERROR, "record belongs to another session or run", seq=event["seq"]
+                )
+            )
+        if event["seq"] != expected:
+            diagnostics.append(
+                Diagnostic(
+                    DiagnosticCode.SEQ_GAP,
+                    Severity.ERROR,
+                    f"expected seq {expected}, found {event['seq']}",
+                    seq=event["seq"],
+                )
+            )
+        expected = event["seq"] + 1
+        if event["type"] == EventType.UPSTREAM_DROP.value:
+            payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+            diagnostics.append(
+                Diagnostic(
+                    DiagnosticCode.UPSTREAM_DROP,
+                    Severity.WARNING,
+                    f"a span lost {payload.get('dropped_events', 0)} events and "
+                    f"{payload.get('dropped_attributes', 0)} attributes before it reached the collector",
+                    seq=event["seq"],
+                )
+            )
+
+    if torn:
+        severity = Severity.ERROR if capture_status == CaptureStatus.COMPLETE.value else Severity.WARNING
+        diagnostics.append(
+            Diagnostic(
+                DiagnosticCode.TORN_TAIL,
+                severity,
+                f"final line is incomplete ({len(torn)} bytes without a newline)",
+                line=data.count(b"\n") + 1,
+            )
+        )
+    complete_lines = data.count(b"\n")
+    if capture is not None and capture_status != CaptureStatus.RECORDING.value and capture["event_count"] != complete_lines:
+        diagnostics.append(
+            Diagnostic(
+                DiagnosticCode.COUNT_MISMATCH,
+                Severity.ERROR,
+                f"{layout.CAPTURE_FILE} counts {capture['event_count']} events, the journal has {complete_lines} lines",
+            )
+        )
+
+    if any(d.severity is Severity.ERROR for d in diagnostics):
+        status = BundleStatus.INVALID
+    else:
+        status = BundleStatus(capture_status)
+    return BundleRead(path, status, manifest, capture, events, diagnostics)
+
+
+class JournalTail:
+    """Incremental reader of a growing ``events.ndjson``: yields complete records only.
+
+    A partial final line is kept back until its newline arrives; garbage lines are reported in
+    ``diagnostics`` and skipped.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], offset: int = 0) -> None:
+        self.path = Path(path)
+        self.offset = offset
+        self._line = 1
+        self.diagnostics: list[Diagnostic] = []
+
+    def poll(self, max_bytes: int = 4 << 20) -> list[dict[str, Any]]:
+        """Return the records completed since the last poll (from at most ``max_bytes`` new bytes)."""
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read(max_bytes)
+        except FileNotFoundError:
+            return []
+        records, garbage, torn = parse_journal(data, first_line=self._line)
+        consumed = len(data) - len(torn)
+        if consumed == 0 and len(data) == max_bytes:
+            # One line longer than max_bytes: skip it as garbage rather than stall forever.
+            self.diagnostics.append(
+                Diagnostic(DiagnosticCode.GARBAGE_LINE, Severity.ERROR, "line longer than the tail buffer", line=self._line)
+            )
+            consumed = len(data)
+        self.offset += consumed
+        self._line += data[:consumed].count(b"\n")
+        self.diagnostics += garbage
+        return records
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run as the index sees it (from ``run.json`` and ``capture.json``)."""
+
+    path: Path
+    session_id: str
+    run_id: str
+    kind: str
+    created_at: str
+    capture_status: str | None
+    agent: str | None = None
+    eval_id: str | None = None
+    service: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "run_id": self.run_id,
+            "kind": self.kind,
+            "created_at": self.created_at,
+            "capture_status": self.capture_status,
+            "agent": self.agent,
+            "eval_id": self.eval_id,
+            "service": self.service,
+        }
+
+
+def _run_info(run_path: Path) -> RunInfo | None:
+    manifest = read_manifest(run_path)
+    if manifest is None:
+        return None
+    capture = _load_json_object(run_path / layout.CAPTURE_FILE) or {}
+    return RunInfo(
+        path=run_path,
+        session_id=manifest["session_id"],
+        run_id=manifest["run_id"],
+        kind=str(manifest.get("kind", "live")),
+        created_at=str(manifest.get("created_at", "")),
+        capture_status=capture.get("status") if isinstance(capture.get("status"), str) else None,
+        agent=manifest.get("agent"),
+        eval_id=manifest.get("eval_id"),
+        service=manifest.get("service"),
+    )
+
+
+def _runs_under(sessions_root: Path) -> Iterator[RunInfo]:
+    if not sessions_root.is_dir():
+        return
+    for session_path in sorted(sessions_root.iterdir()):
+        if not session_path.is_dir() or session_path.is_symlink():
+            continue
+        for run_path in sorted(session_path.iterdir()):
+            if run_path.is_dir() and not run_path.is_symlink() and layout.is_valid_run_id(run_path.name):
+                info = _run_info(run_path)
+                if info is not None:
+                    yield info
+
+
+def iter_runs(root: str | os.PathLike[str], *, include_evals: bool = False) -> Iterator[RunInfo]:
+    """Every run under ``root``: live runs, and eval runs only when asked (never in the live index)."""
+    root = Path(root)
+    yield from _runs_under(root / "sessions")
+    if include_evals and (root / "evals").is_dir():
+        for eval_path in sorted((root / "evals").iterdir()):
+            if eval_path.is_dir() and not eval_path.is_symlink():
+                yield from _runs_under(eval_path / "sessions")
+
+
+def find_bundles(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
+    """Bundle directories at or below each path (a directory with ``run.json`` or ``events.ndjson``)."""
+    for start in paths:
+        start = Path(start)
+        if _is_bundle(start):
+            yield start
+            continue
+        for directory, subdirs, _files in os.walk(start):
+            subdirs.sort()
+            candidate = Path(directory)
+            if candidate != start and _is_bundle(candidate):
+                subdirs.clear()
+                yield candidate
+
+
+def _is_bundle(path: Path) -> bool:
+    return (path / layout.RUN_FILE).is_file() or (path / layout.EVENTS_FILE).is_file()

@@ -1,0 +1,664 @@
+"""The bundle writer: run-scoped, append-only, bounded, never blocking the producer (SPEC §5.3–5.4).
+
+Contract::
+
+    writer = BundleWriter(root)                       # one writer thread for all runs
+    run = writer.open_run(session_id=..., run_id=...)  # creates the bundle, takes the run's lock
+    run.append("turn_started", {"state": "greet", "required_slots": []}, at_ns=...)  # -> AppendResult
+    run.close()                                       # drain, count lines, write terminal capture
+    writer.force_flush(); writer.shutdown()           # like an OTel SpanExporter
+
+Producers enqueue fully stamped records (``seq`` assigned at enqueue, ``at`` from the event's own
+timestamp) and never touch the disk; the writer thread appends them in batches (flush after 25 ms,
+256 records or 256 KiB, one ``write`` per batch, one line per record). Reaching a queue bound, an
+oversized event or an append error marks that run's capture ``failed`` with a code, stops its
+recording and is logged; nothing raises into the producer and nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import fcntl
+import logging
+import os
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from otel_session import layout
+from otel_session.journal import (
+    CAPTURE_SCHEMA,
+    RUN_SCHEMA,
+    CaptureStatus,
+    EventType,
+    RunKind,
+    decode_line,
+    encode_record,
+    format_timestamp,
+)
+
+__all__ = [
+    "AppendResult",
+    "BundleWriter",
+    "FailureCode",
+    "RunLockedError",
+    "RunRecorder",
+    "RunSealedError",
+    "WriterClosedError",
+    "WriterLimits",
+    "write_json_atomic",
+]
+
+logger = logging.getLogger(__name__)
+
+_DIR_MODE = 0o700
+_FILE_MODE = 0o600
+
+
+class AppendResult(Enum):
+    """What became of one record handed to :meth:`RunRecorder.append`."""
+
+    ACCEPTED = "accepted"
+    """Queued; the writer thread will append it."""
+    CAPTURE_STOPPED = "capture_stopped"
+    """Refused: the run's capture is closed or failed (see ``RunRecorder.failure``)."""
+
+
+class FailureCode(str, Enum):
+    """``capture.json`` failure codes; each names the bound or error that stopped a capture."""
+
+    QUEUE_RECORDS_EXCEEDED = "queue_records_exceeded"
+    QUEUE_BYTES_EXCEEDED = "queue_bytes_exceeded"
+    EVENT_TOO_LARGE = "event_too_large"
+    DISK_FULL = "disk_full"
+    PERMISSION_DENIED = "permission_denied"
+    IO_ERROR = "io_error"
+    WRITER_SHUTDOWN = "writer_shutdown"
+
+
+class WriterClosedError(RuntimeError):
+    """The writer was shut down; no run can be opened."""
+
+
+class RunLockedError(RuntimeError):
+    """Another writer (this or another process) holds the run directory."""
+
+
+class RunSealedError(RuntimeError):
+    """The run's capture is already terminal; its bundle never changes again."""
+
+
+@dataclass(frozen=True)
+class WriterLimits:
+    """Batching and bounds. The defaults are the ones SPEC §5.4 gives."""
+
+    flush_interval_s: float = 0.025
+    batch_records: int = 256
+    batch_bytes: int = 256 * 1024
+    max_queue_records: int = 8192
+    max_queue_bytes: int = 16 * 1024 * 1024
+    max_event_bytes: int = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CaptureFailure:
+    failed_at: str
+    code: FailureCode
+    message: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"failed_at": self.failed_at, "code": self.code.value, "message": self.message}
+
+
+def write_json_atomic(path: Path, value: dict[str, Any]) -> None:
+    """Replace ``path`` with ``value`` as JSON: write a temporary file, fsync, rename, fsync dir."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
+    try:
+        os.fchmod(fd, _FILE_MODE)
+        os.write(fd, orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _failure_code_for(error: OSError) -> FailureCode:
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return FailureCode.DISK_FULL
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return FailureCode.PERMISSION_DENIED
+    return FailureCode.IO_ERROR
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+
+
+def _makedirs_private(path: Path) -> None:
+    missing = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, _DIR_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(directory, _DIR_MODE)
+
+
+def _count_complete_lines(fd: int) -> int:
+    count = 0
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        count += chunk.count(b"\n")
+        offset += len(chunk)
+    return count
+
+
+class RunRecorder:
+    """The recording of one run. ``append`` is safe from any thread and never waits for disk."""
+
+    def __init__(
+        self,
+        writer: BundleWriter,
+        path: Path,
+        manifest: dict[str, Any],
+        events_fd: int,
+        lock_fd: int,
+        next_seq: int,
+        recovered_torn_bytes: int,
+    ) -> None:
+        self.path = path
+        self.session_id: str = manifest["session_id"]
+        self.run_id: str = manifest["run_id"]
+        self.manifest = manifest
+        self.recovered_torn_bytes = recovered_torn_bytes
+        """Bytes of a torn final line cut when this run was reopened after a crash (0 if none)."""
+        self._writer = writer
+        self._limits = writer.limits
+        self._events_fd = events_fd
+        self._lock_fd = lock_fd
+        self._lock = threading.Lock()
+        self._next_seq = next_seq
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._scheduled = False
+        self._accepting = True
+        self._close_requested = False
+        self._discard_pending = False
+        self._sealed = threading.Event()
+        self._failure: CaptureFailure | None = None
+        self.peak_queued_records = 0
+        self.peak_queued_bytes = 0
+        self.batches_written = 0
+
+    # -- producer side ---------------------------------------------------------------------
+
+    def append(
+        self,
+        event_type: str | EventType,
+        payload: dict[str, Any] | None = None,
+        *,
+        at_ns: int | None = None,
+        turn_index: int | None = None,
+        message_id: str | None = None,
+        tool_call_id: str | None = None,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+    ) -> AppendResult:
+        """Stamp and enqueue one journal record. Never raises, never blocks on disk."""
+        record: dict[str, Any] = {
+            "seq": 0,
+            "at": format_timestamp(_now_ns() if at_ns is None else at_ns),
+            "type": event_type.value if isinstance(event_type, EventType) else event_type,
+            "session_id": self.session_id,
+            "run_id": self.run_id,
+        }
+        if turn_index is not None:
+            record["turn_index"] = turn_index
+        if message_id is not None:
+            record["message_id"] = message_id
+        if tool_call_id is not None:
+            record["tool_call_id"] = tool_call_id
+        if trace_id is not None:
+            record["trace_id"] = trace_id
+        if span_id is not None:
+            record["span_id"] = span_id
+        if payload is not None:
+            record["payload"] = payload
+        limits = self._limits
+        with self._lock:
+            if not self._accepting:
+                return AppendResult.CAPTURE_STOPPED
+            record["seq"] = self._next_seq
+            try:
+                line = encode_record(record)
+            except Exception as exc:  # noqa: BLE001 - an encoder bug must not reach the producer
+                line = encode_record({**record, "payload": {"encode_error": repr(exc)}})
+            size = len(line)
+            if size > limits.max_event_bytes:
+                self._fail_locked(
+                    FailureCode.EVENT_TOO_LARGE,
+                    f"event seq {record['seq']} ({record['type']}) is {size} bytes; "
+                    f"the limit is {limits.max_event_bytes}",
+                )
+                return AppendResult.CAPTURE_STOPPED
+            if len(self._pending) + 1 > limits.max_queue_records:
+                self._fail_locked(
+                    FailureCode.QUEUE_RECORDS_EXCEEDED,
+                    f"{limits.max_queue_records} records already queued at seq {record['seq']}",
+                )
+                return AppendResult.CAPTURE_STOPPED
+            if self._pending_bytes + size > limits.max_queue_bytes:
+                self._fail_locked(
+                    FailureCode.QUEUE_BYTES_EXCEEDED,
+                    f"{self._pending_bytes} bytes already queued at seq {record['seq']}; "
+                    f"the limit is {limits.max_queue_bytes}",
+                )
+                return AppendResult.CAPTURE_STOPPED
+            self._next_seq += 1
+            self._pending.append(line)
+            bytes_before = self._pending_bytes
+            self._pending_bytes += size
+            queued = len(self._pending)
+            if queued > self.peak_queued_records:
+                self.peak_queued_records = queued
+            if self._pending_bytes > self.peak_queued_bytes:
+                self.peak_queued_bytes = self._pending_bytes
+            first = not self._scheduled
+            self._scheduled = True
+            # Wake the writer once, when the queue first reaches a batch threshold.
+            full = queued == limits.batch_records or (
+                bytes_before < limits.batch_bytes <= self._pending_bytes
+            )
+        if first or full:
+            self._writer._schedule(self, urgent=full)
+        return AppendResult.ACCEPTED
+
+    def close(self, *, run_status: str | None = None) -> None:
+        """Stop accepting records; the writer drains, counts lines and writes terminal capture.
+
+        With ``run_status`` a final ``run_finished`` record with that status is appended first.
+        Idempotent; returns at once (use :meth:`wait_sealed` or ``BundleWriter.force_flush``).
+        """
+        if run_status is not None:
+            self.append(EventType.RUN_FINISHED, {"status": run_status})
+        with self._lock:
+            if self._close_requested:
+                return
+            self._accepting = False
+            self._close_requested = True
+        self._writer._schedule(self, urgent=True)
+
+    @property
+    def failure(self) -> CaptureFailure | None:
+        """The first failure that stopped this capture, if any."""
+        return self._failure
+
+    @property
+    def accepting(self) -> bool:
+        return self._accepting
+
+    @property
+    def sealed(self) -> bool:
+        return self._sealed.is_set()
+
+    def wait_sealed(self, timeout: float | None = None) -> bool:
+        """Wait until terminal capture status is on disk."""
+        return self._sealed.wait(timeout)
+
+    def _fail_locked(self, code: FailureCode, message: str) -> None:
+        if self._failure is None:
+            self._failure = CaptureFailure(format_timestamp(_now_ns()), code, message)
+            logger.error("capture of %s failed (%s): %s", self.path, code.value, message)
+        self._accepting = False
+        if not self._close_requested:
+            self._close_requested = True
+            self._writer._schedule(self, urgent=True)
+
+    # -- writer-thread side ----------------------------------------------------------------
+
+    def _drain(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, []
+            self._pending_bytes = 0
+            self._scheduled = False
+            closing = self._close_requested
+            discard = self._discard_pending
+        if pending and not discard and not self._io_failed():
+            self._write_batches(pending)
+        if closing:
+            self._seal()
+
+    def _io_failed(self) -> bool:
+        failure = self._failure
+        return failure is not None and failure.code in (
+            FailureCode.DISK_FULL,
+            FailureCode.PERMISSION_DENIED,
+            FailureCode.IO_ERROR,
+        )
+
+    def _write_batches(self, lines: list[bytes]) -> None:
+        limits = self._limits
+        start = 0
+        while start < len(lines):
+            end = start
+            size = 0
+            while end < len(lines) and end - start < limits.batch_records:
+                if size and size + len(lines[end]) > limits.batch_bytes:
+                    break
+                size += len(lines[end])
+                end += 1
+            chunk = b"".join(lines[start:end])
+            try:
+                self._write_all(chunk)
+            except OSError as exc:
+                with self._lock:
+                    self._fail_locked(
+                        _failure_code_for(exc),
+                        f"append to {layout.EVENTS_FILE} failed: {exc}; "
+                        f"{len(lines) - start} queued records not written",
+                    )
+                    self._discard_pending = True
+                return
+            self.batches_written += 1
+            start = end
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = self._writer._write(self._events_fd, view)
+            view = view[written:]
+
+    def _seal(self) -> None:
+        if self._sealed.is_set():
+            return
+        try:
+            try:
+                os.fsync(self._events_fd)
+            except OSError as exc:
+                with self._lock:
+                    self._fail_locked(_failure_code_for(exc), f"fsync of {layout.EVENTS_FILE} failed: {exc}")
+            capture: dict[str, Any] = {
+                "schema": CAPTURE_SCHEMA,
+                "status": CaptureStatus.FAILED.value if self._failure else CaptureStatus.COMPLETE.value,
+                "event_count": _count_complete_lines(self._events_fd),
+            }
+            if self._failure is not None:
+                capture["failure"] = self._failure.as_json()
+            capture.update(self._writer._capture_extras.get(self.run_id, {}))
+            write_json_atomic(self.path / layout.CAPTURE_FILE, capture)
+        except OSError:
+            logger.exception("could not write terminal capture of %s", self.path)
+        finally:
+            os.close(self._events_fd)
+            try:
+                os.unlink(self.path / layout.LOCK_FILE)
+            except OSError:
+                pass
+            os.close(self._lock_fd)
+            self._sealed.set()
+            self._writer._forget(self)
+
+
+class BundleWriter:
+    """Writes run bundles under ``root`` with one background thread. Follows the exporter contract:
+    :meth:`force_flush` and :meth:`shutdown` (idempotent, drains once, leaves no thread or file)."""
+
+    def __init__(self, root: str | os.PathLike[str], *, limits: WriterLimits | None = None) -> None:
+        self.root = Path(root)
+        self.limits = limits or WriterLimits()
+        self._cond = threading.Condition()
+        self._dirty: dict[RunRecorder, None] = {}
+        self._deadline = 0.0
+        self._urgent = False
+        self._busy = False
+        self._stopping = False
+        self._closed = False
+        self._open_runs: dict[str, RunRecorder] = {}
+        self._open_lock = threading.Lock()
+        self._capture_extras: dict[str, dict[str, Any]] = {}
+        self._thread = threading.Thread(target=self._run, name="otel-session-writer", daemon=True)
+        self._thread.start()
+        self._atexit = _weak_atexit(self)
+
+    # -- opening runs ----------------------------------------------------------------------
+
+    def open_run(
+        self,
+        *,
+        session_id: str,
+        run_id: str,
+        kind: RunKind | str = RunKind.LIVE,
+        eval_id: str | None = None,
+        agent: str | None = None,
+        service: str | None = None,
+        created_at_ns: int | None = None,
+    ) -> RunRecorder:
+        """Create (or continue, after a crash) the bundle of one run and take its lock.
+
+        Raises ``UnsafePathError`` for ids that would leave the root, ``RunLockedError`` when
+        another writer holds the run, ``RunSealedError`` when its capture is already terminal,
+        ``WriterClosedError`` after shutdown, and ``OSError`` when the directory cannot be made.
+        """
+        kind = RunKind(kind)
+        if kind is RunKind.EVAL and not eval_id:
+            raise ValueError("an eval run needs an eval_id")
+        path = layout.run_dir(self.root, session_id, run_id, eval_id=eval_id if kind is RunKind.EVAL else None)
+        with self._open_lock:
+            if self._closed:
+                raise WriterClosedError("the bundle writer was shut down")
+            if run_id in self._open_runs:
+                raise RunLockedError(f"run {run_id} is already open in this writer")
+            _makedirs_private(path)
+            lock_fd = self._lock_run(path)
+            try:
+                recorder = self._open_locked_run(
+                    path, lock_fd, session_id, run_id, kind, eval_id, agent, service, created_at_ns
+                )
+            except BaseException:
+                os.close(lock_fd)
+                raise
+            self._open_runs[run_id] = recorder
+        return recorder
+
+    def _lock_run(self, path: Path) -> int:
+        lock_fd = os.open(path / layout.LOCK_FILE, os.O_WRONLY | os.O_CREAT, _FILE_MODE)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock_fd)
+            raise RunLockedError(
+                f"another writer holds {path} (lock {layout.LOCK_FILE}); one writer per run"
+            ) from None
+        os.ftruncate(lock_fd, 0)
+        os.write(lock_fd, f"{os.getpid()}\n".encode())
+        return lock_fd
+
+    def _open_locked_run(
+        self,
+        path: Path,
+        lock_fd: int,
+        session_id: str,
+        run_id: str,
+        kind: RunKind,
+        eval_id: str | None,
+        agent: str | None,
+        service: str | None,
+        created_at_ns: int | None,
+    ) -> RunRecorder:
+        capture_path = path / layout.CAPTURE_FILE
+        manifest_path = path / layout.RUN_FILE
+        events_path = path / layout.EVENTS_FILE
+        next_seq, torn = 1, 0
+        if manifest_path.exists():
+            manifest = orjson.loads(manifest_path.read_bytes())
+            try:
+                status = orjson.loads(capture_path.read_bytes()).get("status")
+            except (OSError, orjson.JSONDecodeError):
+                status = None
+            if status != CaptureStatus.RECORDING.value:
+                raise RunSealedError(f"capture of {path} is {status or 'missing'}; a sealed bundle never changes")
+            next_seq, torn = _recover_journal(events_path)
+            if torn:
+                logger.warning("reopened %s: cut a torn final line of %d bytes", path, torn)
+        else:
+            manifest = {
+                "schema": RUN_SCHEMA,
+                "session_id": session_id,
+                "run_id": run_id,
+                "kind": kind.value,
+                "created_at": format_timestamp(created_at_ns or _now_ns()),
+                "service": service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service",
+            }
+            if eval_id:
+                manifest["eval_id"] = eval_id
+            if agent:
+                manifest["agent"] = agent
+            write_json_atomic(manifest_path, manifest)
+            write_json_atomic(
+                capture_path, {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0}
+            )
+        events_fd = os.open(events_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, _FILE_MODE)
+        os.fchmod(events_fd, _FILE_MODE)
+        return RunRecorder(self, path, manifest, events_fd, lock_fd, next_seq, torn)
+
+    def set_capture_extras(self, run_id: str, extras: dict[str, Any]) -> None:
+        """Extra fields for a run's terminal ``capture.json`` (e.g. the collector's ``order``)."""
+        self._capture_extras[run_id] = dict(extras)
+
+    # -- exporter contract -----------------------------------------------------------------
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Write everything enqueued so far (and seal runs already closed). True when done in time."""
+        deadline = time.monotonic() + timeout_millis / 1000
+        with self._cond:
+            self._urgent = True
+            self._cond.notify_all()
+            while self._dirty or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._thread.is_alive():
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def shutdown(self, timeout_millis: int = 30_000) -> None:
+        """Finish open runs as interrupted, drain once, stop the thread. Idempotent."""
+        with self._open_lock:
+            if self._closed:
+                return
+            self._closed = True
+            open_runs = list(self._open_runs.values())
+        for recorder in open_runs:
+            if recorder.accepting:
+                recorder.close(run_status="interrupted")
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout_millis / 1000)
+        if self._thread.is_alive():
+            logger.error("bundle writer did not drain within %d ms", timeout_millis)
+        atexit.unregister(self._atexit)
+
+    @property
+    def open_runs(self) -> list[RunRecorder]:
+        with self._open_lock:
+            return list(self._open_runs.values())
+
+    # -- writer thread ---------------------------------------------------------------------
+
+    def _schedule(self, recorder: RunRecorder, *, urgent: bool) -> None:
+        # May be called with the recorder's lock held: the condition is never held while
+        # taking a recorder's lock, so the two locks are always taken in this order.
+        with self._cond:
+            if not self._dirty:
+                self._deadline = time.monotonic() + self.limits.flush_interval_s
+            self._dirty[recorder] = None
+            if urgent:
+                self._urgent = True
+            self._cond.notify()
+
+    def _forget(self, recorder: RunRecorder) -> None:
+        with self._open_lock:
+            self._open_runs.pop(recorder.run_id, None)
+        self._capture_extras.pop(recorder.run_id, None)
+
+    def _write(self, fd: int, data: memoryview) -> int:
+        """The one syscall that appends journal bytes (a seam for fault-injection tests)."""
+        return os.write(fd, data)
+
+    def _run(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while not self._dirty and not self._stopping:
+                    cond.wait()
+                while self._dirty and not self._urgent and not self._stopping:
+                    remaining = self._deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    cond.wait(remaining)
+                if not self._dirty and self._stopping:
+                    cond.notify_all()
+                    return
+                runs = list(self._dirty)
+                self._dirty.clear()
+                self._urgent = False
+                self._busy = True
+            for recorder in runs:
+                try:
+                    recorder._drain()
+                except Exception:  # noqa: BLE001 - one run's bug must not stop the others
+                    logger.exception("bundle writer failed on %s", recorder.path)
+            with cond:
+                self._busy = False
+                cond.notify_all()
+
+
+def _recover_journal(events_path: Path) -> tuple[int, int]:
+    """Cut a torn final line from a journal being continued; return (next seq, bytes cut)."""
+    try:
+        data = events_path.read_bytes()
+    except FileNotFoundError:
+        return 1, 0
+    end = data.rfind(b"\n") + 1
+    torn = len(data) - end
+    if torn:
+        with open(events_path, "r+b") as handle:
+            handle.truncate(end)
+    complete = data[:end]
+    if not complete:
+        return 1, torn
+    last_line = complete[complete.rfind(b"\n", 0, len(complete) - 1) + 1 :]
+    try:
+        return int(decode_line(last_line)["seq"]) + 1, torn
+    except (ValueError, KeyError, TypeError):
+        return complete.count(b"\n") + 1, torn
+
+
+def _weak_atexit(writer: BundleWriter):
+    """Register shutdown at exit without keeping the writer alive."""
+    reference = weakref.ref(writer)
+
+    def shutdown_at_exit() -> None:
+        live = reference()
+        if live is not None:
+            live.shutdown()
+
+    atexit.register(shutdown_at_exit)
+    return shutdown_at_exit

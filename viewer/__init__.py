@@ -1,0 +1,1 @@
+"""The otel-session viewer (installed as ``otel_session.viewer``)."""
