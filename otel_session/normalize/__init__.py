@@ -1,0 +1,168 @@
+"""Normalize: finished spans (from the SDK or from OTLP) → journal events (SPEC §3, §4).
+
+Contract::
+
+    span = SpanData.from_readable_span(readable_span)   # the in-process path
+    span = <collector decoder>(otlp_span, resource, scope)  # the collector path, same SpanData
+    events: list[JournalEvent] = normalize_span(span)
+
+One normalizer serves both paths. ``JournalEvent`` holds raw (unredacted) values; the redact stage
+runs next, then the writer stamps ``seq`` and ``at``. Mappings live beside this module:
+``own`` for this project's ``otel_session.*`` spans and events, ``genai`` for the OpenTelemetry
+GenAI conventions (old and new spellings), OpenInference and OpenLLMetry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from otel_session.journal import EventType, run_id_from_trace_id
+
+__all__ = [
+    "SESSION_ID_KEYS",
+    "JournalEvent",
+    "SpanData",
+    "SpanEventData",
+    "normalize_span",
+    "session_id_of",
+]
+
+# Attribute keys read as the session id, in order of preference (SPEC §4.1; OpenInference uses
+# ``session.id`` too; OpenLLMetry puts it in association properties).
+SESSION_ID_KEYS = (
+    "session.id",
+    "gen_ai.conversation.id",
+    "traceloop.association.properties.session_id",
+    "traceloop.association.properties.session.id",
+)
+
+
+@dataclass(frozen=True)
+class SpanEventData:
+    name: str
+    time_ns: int
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SpanData:
+    """A finished span, whatever it came from: the normalizer's only input."""
+
+    trace_id: int
+    span_id: int
+    parent_span_id: int | None
+    name: str
+    start_time_ns: int
+    end_time_ns: int
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    events: Sequence[SpanEventData] = ()
+    status_code: str = "unset"  # "unset" | "ok" | "error"
+    status_message: str | None = None
+    kind: int = 0  # opentelemetry.trace.SpanKind value
+    resource_attributes: Mapping[str, Any] = field(default_factory=dict)
+    scope_name: str = ""
+    dropped_attributes: int = 0
+    dropped_events: int = 0
+
+    @property
+    def run_id(self) -> str:
+        return run_id_from_trace_id(self.trace_id)
+
+    @property
+    def trace_id_hex(self) -> str:
+        return f"{self.trace_id:032x}"
+
+    @property
+    def span_id_hex(self) -> str:
+        return f"{self.span_id:016x}"
+
+    @property
+    def service_name(self) -> str | None:
+        value = self.resource_attributes.get("service.name")
+        return str(value) if value is not None else None
+
+    @classmethod
+    def from_readable_span(cls, span: Any) -> SpanData:
+        """Build from an SDK ``ReadableSpan`` (what span processors and exporters receive)."""
+        context = span.context
+        status = span.status
+        return cls(
+            trace_id=context.trace_id,
+            span_id=context.span_id,
+            parent_span_id=span.parent.span_id if span.parent is not None else None,
+            name=span.name,
+            start_time_ns=span.start_time or 0,
+            end_time_ns=span.end_time or span.start_time or 0,
+            attributes=dict(span.attributes or {}),
+            events=tuple(
+                SpanEventData(event.name, event.timestamp, dict(event.attributes or {})) for event in span.events
+            ),
+            status_code=status.status_code.name.lower(),
+            status_message=status.description,
+            kind=span.kind.value,
+            resource_attributes=dict(span.resource.attributes) if span.resource is not None else {},
+            scope_name=span.instrumentation_scope.name if span.instrumentation_scope is not None else "",
+            dropped_attributes=span.dropped_attributes,
+            dropped_events=span.dropped_events,
+        )
+
+
+@dataclass
+class JournalEvent:
+    """One journal record before redaction and stamping (``seq``/``at`` come from the writer)."""
+
+    type: str
+    at_ns: int
+    payload: dict[str, Any] = field(default_factory=dict)
+    turn_index: int | None = None
+    message_id: str | None = None
+    tool_call_id: str | None = None
+    trace_id: str | None = None
+    span_id: str | None = None
+
+    def correlation(self) -> dict[str, Any]:
+        """Keyword arguments for ``RunRecorder.append``."""
+        return {
+            "at_ns": self.at_ns,
+            "turn_index": self.turn_index,
+            "message_id": self.message_id,
+            "tool_call_id": self.tool_call_id,
+            "trace_id": self.trace_id,
+            "span_id": self.span_id,
+        }
+
+
+def session_id_of(*attribute_maps: Mapping[str, Any]) -> str | None:
+    """The session id found in the first map that has one of ``SESSION_ID_KEYS``."""
+    for attributes in attribute_maps:
+        for key in SESSION_ID_KEYS:
+            value = attributes.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return None
+
+
+def upstream_drop_event(span: SpanData) -> JournalEvent | None:
+    """An ``upstream_drop`` record when the span lost events or attributes before it reached us."""
+    if not (span.dropped_events or span.dropped_attributes):
+        return None
+    return JournalEvent(
+        EventType.UPSTREAM_DROP.value,
+        span.end_time_ns,
+        {"dropped_events": span.dropped_events, "dropped_attributes": span.dropped_attributes, "span_name": span.name},
+        trace_id=span.trace_id_hex,
+        span_id=span.span_id_hex,
+    )
+
+
+def normalize_span(span: SpanData) -> list[JournalEvent]:
+    """Journal events of one finished span, in event-time order (start, span events, end)."""
+    from otel_session.normalize import genai, own
+
+    events = own.map_span(span) if own.is_own_span(span) else genai.map_span(span)
+    drop = upstream_drop_event(span)
+    if drop is not None:
+        events.append(drop)
+    return events
