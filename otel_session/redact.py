@@ -150,6 +150,17 @@ def load_or_create_key(bundle_dir: str | os.PathLike[str] | None) -> bytes:
         return secrets.token_bytes(32)
     path = Path(bundle_dir) / KEY_FILE
     try:
+        return _read_or_make_key_file(path)
+    except (OSError, ValueError) as exc:
+        logger.warning(
+            "cannot keep a redaction key at %s (%s); using a key for this process only, so hashes "
+            "will not match other processes' (set %s)", path, exc, ENV_REDACTION_KEY,
+        )
+        return secrets.token_bytes(32)
+
+
+def _read_or_make_key_file(path: Path) -> bytes:
+    try:
         return bytes.fromhex(path.read_text().strip())
     except FileNotFoundError:
         pass
