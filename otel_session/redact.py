@@ -473,7 +473,12 @@ class Redactor:
         return result
 
     def _structural_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
-        return dict(payload)
+        # The project's own vocabulary (states, slot and guard names, flags, counts): PII
+        # detectors run over its strings in case an integration put user data there.
+        return {key: self._map_leaves(item, self._scan_strings) for key, item in payload.items()}
+
+    def _scan_strings(self, value: Any) -> Any:
+        return self._scan(value) if isinstance(value, str) else value
 
     _payload_handlers: dict[str, Callable[[Redactor, dict[str, Any]], dict[str, Any]]] = {
         EventType.SLOT_WRITE.value: _slot_payload,
@@ -484,7 +489,6 @@ class Redactor:
         EventType.TOOL_EXECUTION_UPDATED.value: _tool_finished_payload,
         EventType.TOOL_EXECUTION_FINISHED.value: _tool_finished_payload,
         EventType.TRANSITION_VERDICT.value: _verdict_payload,
-        # names, states, slot names, flags and counts: the project's own vocabulary, not user data
         EventType.RUN_STARTED.value: _structural_payload,
         EventType.TURN_STARTED.value: _structural_payload,
         EventType.TURN_FINISHED.value: _structural_payload,
