@@ -13,6 +13,7 @@ import functools
 import inspect
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ from otel_session import semconv as sc
 from otel_session.instrument import reconcile
 from otel_session.instrument._runtime import Recorder, current_recorder, warn_once
 from otel_session.journal import EventType, RunKind, run_id_from_trace_id
+from otel_session.redact import Redactor
 from otel_session.write import RunRecorder
 
 __all__ = [
@@ -293,7 +295,7 @@ class run(_Section):  # noqa: N801
         if handle is None:
             return
         try:
-            _end_span(handle.span, exc)
+            _end_span(handle.span, exc, handle.redactor)
             handle.finish("error" if exc is not None else "ok")
         except Exception:  # noqa: BLE001
             _capture_failed("the end of a run")
@@ -311,11 +313,24 @@ class _NoRun:
 _NO_RUN = _NoRun()
 
 
-def _end_span(span: trace.Span, exc: BaseException | None) -> None:
+def _mark_error(span: trace.Span, exc: BaseException, redactor: Redactor) -> None:
+    """Like ``span.record_exception``, but the message and stack trace are redacted first."""
+    error_type = type(exc).__qualname__
+    span.add_event(
+        "exception",
+        {
+            "exception.type": error_type,
+            "exception.message": redactor.text(str(exc)),
+            "exception.stacktrace": redactor.text("".join(traceback.format_exception(exc))),
+        },
+    )
+    span.set_attribute(sc.ERROR_TYPE, error_type)
+    span.set_status(Status(StatusCode.ERROR, error_type))
+
+
+def _end_span(span: trace.Span, exc: BaseException | None, redactor: Redactor) -> None:
     if exc is not None:
-        span.record_exception(exc)
-        span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
-        span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+        _mark_error(span, exc, redactor)
     span.end()
 
 
@@ -491,9 +506,7 @@ class turn(_Section):  # noqa: N801
         if handle is None:
             return
         if exc is not None and not handle.finished:
-            handle.span.record_exception(exc)
-            handle.span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
-            handle.span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            _mark_error(handle.span, exc, handle.run.redactor)
         handle.finish(interrupted=exc is not None)
 
 
@@ -780,9 +793,7 @@ class message(_Section):  # noqa: N801
         if handle is None:
             return
         if exc is not None and not handle.finished:
-            handle.span.record_exception(exc)
-            handle.span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
-            handle.span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            _mark_error(handle.span, exc, handle.run.redactor)
         handle.finish(settled=exc is None)
 
 
@@ -912,7 +923,7 @@ class tool_execution(_Section):  # noqa: N801
         if handle is None:
             return
         if exc is not None and not handle.finished:
-            handle.span.record_exception(exc)
+            _mark_error(handle.span, exc, handle.run.redactor)
             handle.finish(error=exc)
         else:
             handle.finish()
