@@ -75,6 +75,7 @@ REDACTED_ERROR = "<redacted error>"
 DEFAULT_DETECTORS = ("email", "phone", "card", "national_id")
 _HASH_PREFIX = "hmac-sha256:"
 _HASH_HEX_DIGITS = 16
+_HASH_CACHE_SIZE = 4096
 
 
 class FieldMode(str, Enum):
@@ -252,8 +253,11 @@ class _Scanner:
         return self._pattern.sub(self._replacement, text)
 
     def scan_after(self, tail: str, value: str) -> str:
-        if not tail or not (_NEEDS_SCAN.search(value) or _NEEDS_SCAN.search(tail)):
-            return self.scan(value)
+        needs = _NEEDS_SCAN.search
+        if not needs(value) and (not tail or not needs(tail)):
+            return value
+        if not tail:
+            return self._pattern.sub(self._replacement, value)
         join = len(tail)
         for match in self._pattern.finditer(tail + value):
             if match.start() >= join:
@@ -294,8 +298,11 @@ class Redactor:
     def __init__(self, policy: RedactionPolicy | None = None, *, key: bytes | None = None) -> None:
         self.policy = policy or RedactionPolicy()
         self._key = key if key is not None else secrets.token_bytes(32)
+        self._hash_cache: dict[Any, str] = {}  # recent values (the next write's "previous" is the last value)
         self._scanner = _Scanner(self.policy.detectors)
         self._scan = self._scanner.scan
+        self._scan_after = self._scanner.scan_after
+        self._scan_text = self.policy.text is FieldMode.SCAN
         self._slot_leaf = self._whole_value_function(self.policy.slot_values)
         self._text = self._leaf_function(self.policy.text)
         self._tool_arguments_leaf = self._leaf_function(self.policy.tool_arguments)
@@ -306,10 +313,20 @@ class Redactor:
     def _hash(self, value: Any) -> str:
         if value is None:
             return None  # type: ignore[return-value]  # absence is not personal data
+        cacheable = type(value) in (str, int)
+        if cacheable:
+            cached = self._hash_cache.get(value)
+            if cached is not None:
+                return cached
         if isinstance(value, str) and (_IS_HASH(value) or _IS_MASK(value)):
             return value
         data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else _canonical(value)
-        return _HASH_PREFIX + hmac.new(self._key, data, hashlib.sha256).hexdigest()[:_HASH_HEX_DIGITS]
+        result = _HASH_PREFIX + hmac.digest(self._key, data, "sha256").hex()[:_HASH_HEX_DIGITS]
+        if cacheable:
+            if len(self._hash_cache) >= _HASH_CACHE_SIZE:
+                self._hash_cache.clear()
+            self._hash_cache[value] = result
+        return result
 
     @staticmethod
     def _mask(value: Any) -> Any:
@@ -383,10 +400,10 @@ class Redactor:
         A match that straddles the join (an e-mail split across two deltas) is masked in ``value``
         from its start up to the end of the match; the part already streamed cannot be recalled.
         """
-        if self.policy.text is not FieldMode.SCAN:
+        if not self._scan_text:
             return self.text(value)
         try:
-            return self._scanner.scan_after(before[-64:], value)
+            return self._scan_after(before[-64:], value)
         except Exception:  # noqa: BLE001
             logger.warning("redaction failed; the whole delta was replaced", exc_info=True)
             return REDACTED_ERROR

@@ -16,10 +16,12 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import orjson
 from opentelemetry import baggage, context, trace
+from opentelemetry.sdk.trace import Event as _SdkEvent
 from opentelemetry.trace import Link, Status, StatusCode
 
 from otel_session import semconv as sc
@@ -50,6 +52,7 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 _SCOPE_KEY = context.create_key("otel_session.scope")
+_TAIL_CHARS = 64  # raw text kept per content block to catch PII split across deltas
 _time_ns = time.time_ns
 
 
@@ -59,6 +62,30 @@ def _json(value: Any) -> str:
 
 def _capture_failed(what: str) -> None:
     warn_once(f"capture:{what}", "otel_session: recording %s failed; the app goes on", what, exc_info=True)
+
+
+def _event_adder(span: trace.Span) -> Callable[[str, dict[str, Any], int], None]:
+    """``span.add_event`` for attributes this module built itself (known types, few keys).
+
+    The SDK's ``add_event`` re-validates every attribute into a ``BoundedAttributes``; that is most
+    of its cost. For our own events the values are already valid, so the event is appended as an
+    immutable mapping directly. Falls back to the public ``add_event`` when the SDK's internals
+    differ or an attribute length/count limit would have to be applied.
+    """
+    append = getattr(span, "_add_event", None)
+    limits = getattr(span, "_limits", None)
+    if (
+        append is None
+        or limits is None
+        or limits.max_attribute_length is not None
+        or (limits.max_event_attributes is not None and limits.max_event_attributes < 8)
+    ):
+        return lambda name, attributes, timestamp: span.add_event(name, attributes, timestamp=timestamp)
+
+    def add_event(name: str, attributes: dict[str, Any], timestamp: int) -> None:
+        append(_SdkEvent(name, MappingProxyType(attributes), timestamp))
+
+    return add_event
 
 
 @dataclass(frozen=True)
@@ -355,6 +382,7 @@ class TurnHandle:
         self.state = state
         self.required_slots = list(required_slots)
         self.slots = slots
+        self.writable_slots = slots if isinstance(slots, MutableMapping) else None
         self.span_id_hex = f"{span.get_span_context().span_id:016x}"
         self.before = reconcile.snapshot(slots)
         self.writes: list[reconcile.AttributedWrite] = []
@@ -362,11 +390,16 @@ class TurnHandle:
         self.guards_truncated = 0
         self.finished = False
         self._lock = threading.Lock()
+        self._add_event = _event_adder(span)
+        self._journal = run_handle.journal_recorder
+        self._correlation = {"turn_index": index, "trace_id": run_handle.trace_id_hex, "span_id": self.span_id_hex}
 
     def _event(self, name: str, attributes: dict[str, Any], event_type: str, payload: dict[str, Any]) -> None:
         now = _time_ns()
-        self.span.add_event(name, attributes, timestamp=now)
-        self.run.journal(event_type, payload, now, turn_index=self.index, span_id=self.span_id_hex)
+        self._add_event(name, attributes, now)
+        journal = self._journal
+        if journal is not None:
+            journal.append(event_type, payload, at_ns=now, **self._correlation)
 
     def finish(
         self,
@@ -521,10 +554,6 @@ class _NoTurn:
 _NO_TURN = _NoTurn()
 
 
-def _turn_or_run_target(api: str) -> tuple[RunHandle, TurnHandle | None] | None:
-    return _current_run_for(api)
-
-
 def _emit(
     run_handle: RunHandle,
     turn_handle: TurnHandle | None,
@@ -556,24 +585,27 @@ def slot_write(
 
     ``previous`` defaults to the value in the turn's mapping before the write.
     """
-    found = _turn_or_run_target("slot_write")
+    found = _current_run_for("slot_write")
     if found is None:
         if apply:
             warn_once("slot_write-no-apply", "otel_session.slot_write outside a turn does not change any mapping")
         return
     run_handle, turn_handle = found
+    writable = turn_handle.writable_slots if turn_handle is not None else None
     try:
-        slots = turn_handle.slots if turn_handle is not None else None
-        if previous is reconcile.UNKNOWN and slots is not None:
-            previous = reconcile.snapshot({slot: slots.get(slot, reconcile.MISSING)})[slot]  # type: ignore[union-attr]
-        if apply and isinstance(slots, MutableMapping):
-            slots[slot] = value
         if turn_handle is not None:
-            written = reconcile.snapshot({slot: value})[slot]  # type: ignore[index]
-            turn_handle.writes.append(reconcile.AttributedWrite(slot, written, previous))
+            slots = turn_handle.slots
+            if previous is reconcile.UNKNOWN and slots is not None:
+                previous = reconcile.copy_value(slots.get(slot, reconcile.MISSING))
+            turn_handle.writes.append(reconcile.AttributedWrite(slot, reconcile.copy_value(value), previous))
+        if apply and writable is not None:
+            writable[slot] = value
+            writable = None  # done: the except branch must not write again
         redactor = run_handle.redactor
         red_value = redactor.slot_value(slot, value)
-        red_previous = redactor.slot_value(slot, _plain(previous))
+        red_previous = (
+            None if previous is reconcile.MISSING or previous is reconcile.UNKNOWN else redactor.slot_value(slot, previous)
+        )
         attributes: dict[str, Any] = {
             sc.SLOT_NAME: slot,
             sc.SLOT_VALUE: _json(red_value),
@@ -584,14 +616,14 @@ def slot_write(
             attributes[sc.SLOT_SOURCE] = source
         _emit(run_handle, turn_handle, sc.EVENT_SLOT_WRITE, attributes, EventType.SLOT_WRITE.value, payload)
     except Exception:  # noqa: BLE001
-        if apply and isinstance(turn_handle.slots if turn_handle else None, MutableMapping):
-            turn_handle.slots[slot] = value  # type: ignore[index,union-attr]  # the app's write still happens
+        if apply and writable is not None:
+            writable[slot] = value  # the app's write still happens
         _capture_failed("a slot write")
 
 
 def guard(name: str, passed: bool, *, state: str | None = None) -> None:
     """Record a guard checked before a transition (at most 24 per turn; the rest are counted)."""
-    found = _turn_or_run_target("guard")
+    found = _current_run_for("guard")
     if found is None:
         return
     run_handle, turn_handle = found
@@ -620,7 +652,7 @@ def transition(
     candidates: Sequence[Any] | None = None,
 ) -> None:
     """Record the transition verdict: from, to, why, and the candidates considered (at most 24)."""
-    found = _turn_or_run_target("transition")
+    found = _current_run_for("transition")
     if found is None:
         return
     run_handle, turn_handle = found
@@ -661,7 +693,9 @@ class MessageHandle:
         self.finished = False
         self.delta_count = 0
         self._blocks: dict[int, tuple[str, list[str]]] = {}
+        self._tails: dict[int, str] = {}
         self._redact_after = run_handle.redactor.text_after
+        self._add_event = _event_adder(span)
         self._journal = run_handle.journal_recorder
         self._correlation = {
             "turn_index": turn_index,
@@ -687,13 +721,13 @@ class MessageHandle:
             block = self._blocks.get(index)
             if block is None:
                 block = self._blocks[index] = (kind, [])
-            parts = block[1]
-            redacted = self._redact_after(parts[-1] if parts else "", chunk)
-            parts.append(chunk)
+            block[1].append(chunk)
+            tails = self._tails
+            tail = tails.get(index, "")
+            redacted = self._redact_after(tail, chunk)
+            tails[index] = (tail + chunk)[-_TAIL_CHARS:]
             self.delta_count += 1
-            self.span.add_event(
-                sc.EVENT_DELTA, {sc.DELTA_INDEX: index, sc.DELTA_KIND: kind, sc.DELTA_TEXT: redacted}, timestamp=now
-            )
+            self._add_event(sc.EVENT_DELTA, {sc.DELTA_INDEX: index, sc.DELTA_KIND: kind, sc.DELTA_TEXT: redacted}, now)
             journal = self._journal
             if journal is not None:
                 journal.append(
