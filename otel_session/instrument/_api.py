@@ -587,8 +587,6 @@ def slot_write(
     """
     found = _current_run_for("slot_write")
     if found is None:
-        if apply:
-            warn_once("slot_write-no-apply", "otel_session.slot_write outside a turn does not change any mapping")
         return
     run_handle, turn_handle = found
     writable = turn_handle.writable_slots if turn_handle is not None else None
