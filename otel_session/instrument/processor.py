@@ -17,6 +17,7 @@ from opentelemetry import baggage, context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_session import semconv as sc
+from otel_session.instrument._api import _scope
 from otel_session.normalize import SpanData, normalize_span
 
 if TYPE_CHECKING:
@@ -37,8 +38,6 @@ class SessionSpanProcessor(SpanProcessor):
         if not self._recorder.active:
             return
         try:
-            from otel_session.instrument._api import _scope
-
             scope = _scope(parent_context)
             attributes = span.attributes or {}
             if scope is not None:

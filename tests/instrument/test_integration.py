@@ -206,3 +206,31 @@ def test_instrumentor_can_be_disabled(tmp_path, disabled):
         [str(BIN / "opentelemetry-instrument"), sys.executable, str(app)], env=env, capture_output=True, text=True, timeout=60
     )
     assert result.stdout.strip() == "None", result.stderr
+
+
+def test_plain_python_configures_itself_from_the_environment(tmp_path):
+    app = tmp_path / "app.py"
+    app.write_text(
+        "import otel_session\n"
+        "with otel_session.session('auto'), otel_session.run(agent='a') as run:\n"
+        "    otel_session.guard('g', passed=True)\n"
+        "print(run.run_id)\n"
+    )
+    env = {**os.environ, "OTEL_SESSION_DIR": str(tmp_path / "data"), "OTEL_SESSION_REDACTION_KEY": "k"}
+    result = subprocess.run([sys.executable, str(app)], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    bundle = read_bundle(next(find_bundles([tmp_path / "data"])))
+    assert bundle.status is BundleStatus.COMPLETE and bundle.run_id == result.stdout.strip()
+    assert not (tmp_path / "data" / ".redaction-key").exists()  # the key came from the environment
+
+
+def test_nothing_is_recorded_after_shutdown(tmp_path, provider, exporter, caplog):
+    recorder = otel_session.configure(tmp_path, tracer_provider=provider)
+    recorder.shutdown()
+    recorder.shutdown()  # idempotent
+    with otel_session.session("s"), otel_session.run(agent="a") as run:
+        otel_session.guard("g", passed=True)
+    assert run.run_id is None
+    assert list(find_bundles([tmp_path])) == []
+    assert exporter.get_finished_spans() == ()
+    assert any("shut down" in record.getMessage() for record in caplog.records)
