@@ -222,6 +222,7 @@ class RunHandle:
         now = _time_ns()
         self.journal(EventType.RUN_FINISHED.value, {"status": status}, now, span_id=self.span_id_hex)
         self._recorder.runs.pop(self.trace_id, None)
+        self._recorder.finished_traces.append(self.trace_id)
         if self.journal_recorder is not None:
             self.journal_recorder.close()
 

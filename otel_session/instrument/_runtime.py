@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,8 @@ class Recorder:
         self.tracer = tracer_provider.get_tracer(SCOPE_NAME, __version__)
         self.runs: dict[int, RunHandle] = {}
         """Open runs by trace id (the span processor journals other spans of these traces)."""
+        self.finished_traces: deque[int] = deque(maxlen=4096)
+        """Recently finished runs: a span of one that ends late is reported, not silently lost."""
         self.active = True
         self.processor = SessionSpanProcessor(self)
         tracer_provider.add_span_processor(self.processor)

@@ -141,3 +141,13 @@ def test_foreign_spans_inside_a_run_are_journaled_once_when_they_end(monkeypatch
     assert foreign[0]["payload"] == {"role": "assistant", "via": "[email]"}
     assert foreign[0]["turn_index"] == 4
     assert foreign[1]["payload"]["dropped_events"] == 72
+
+
+def test_a_span_ending_after_its_run_is_reported(provider, caplog):
+    with capture_bundle(tracer_provider=provider):
+        other = provider.get_tracer("background")
+        with otel_session.session("s"):
+            with otel_session.run(agent="a"):
+                straggler = other.start_span("still running")
+            straggler.end()
+    assert any("ended after its run finished" in record.getMessage() for record in caplog.records)
