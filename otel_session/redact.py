@@ -298,6 +298,7 @@ class Redactor:
     def __init__(self, policy: RedactionPolicy | None = None, *, key: bytes | None = None) -> None:
         self.policy = policy or RedactionPolicy()
         self._key = key if key is not None else secrets.token_bytes(32)
+        self._keep_slots = self.policy.keep_slots
         self._hash_cache: dict[Any, str] = {}  # recent values (the next write's "previous" is the last value)
         self._scanner = _Scanner(self.policy.detectors)
         self._scan = self._scanner.scan
@@ -382,9 +383,13 @@ class Redactor:
 
     def slot_value(self, slot: str, value: Any) -> Any:
         """A slot value (or previous value): kept when the slot is allow-listed, else per policy."""
-        if slot in self.policy.keep_slots:
+        if slot in self._keep_slots:
             return value
-        return self._guarded(self._slot_leaf, value)
+        try:
+            return self._slot_leaf(value)
+        except Exception:  # noqa: BLE001 - a redactor error redacts the whole value
+            logger.warning("redaction failed; the whole value was replaced", exc_info=True)
+            return REDACTED_ERROR
 
     def text(self, value: str) -> str:
         """Free text: message text, deltas, reasons, error messages."""

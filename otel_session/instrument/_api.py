@@ -56,8 +56,12 @@ _TAIL_CHARS = 64  # raw text kept per content block to catch PII split across de
 _time_ns = time.time_ns
 
 
+_dumps = orjson.dumps
+_NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
+
+
 def _json(value: Any) -> str:
-    return orjson.dumps(value, default=repr, option=orjson.OPT_NON_STR_KEYS).decode()
+    return _dumps(value, default=repr, option=_NON_STR_KEYS).decode()
 
 
 def _capture_failed(what: str) -> None:
@@ -586,10 +590,12 @@ def slot_write(
 
     ``previous`` defaults to the value in the turn's mapping before the write.
     """
-    found = _current_run_for("slot_write")
-    if found is None:
+    scope = context.get_value(_SCOPE_KEY)
+    run_handle = scope.run if scope is not None else None  # type: ignore[union-attr]
+    if run_handle is None or not run_handle.open:
+        _current_run_for("slot_write")  # says so, once
         return
-    run_handle, turn_handle = found
+    turn_handle = scope.turn  # type: ignore[union-attr]
     writable = turn_handle.writable_slots if turn_handle is not None else None
     try:
         if turn_handle is not None:
@@ -607,13 +613,16 @@ def slot_write(
         )
         attributes: dict[str, Any] = {
             sc.SLOT_NAME: slot,
-            sc.SLOT_VALUE: _json(red_value),
-            sc.SLOT_PREVIOUS: _json(red_previous),
+            sc.SLOT_VALUE: _dumps(red_value, default=repr, option=_NON_STR_KEYS).decode(),
+            sc.SLOT_PREVIOUS: _dumps(red_previous, default=repr, option=_NON_STR_KEYS).decode(),
         }
         payload: dict[str, Any] = {"slot": slot, "value": red_value, "previous": red_previous, "source": source}
         if source is not None:
             attributes[sc.SLOT_SOURCE] = source
-        _emit(run_handle, turn_handle, sc.EVENT_SLOT_WRITE, attributes, EventType.SLOT_WRITE.value, payload)
+        if turn_handle is not None and not turn_handle.finished:
+            turn_handle._event(sc.EVENT_SLOT_WRITE, attributes, "slot_write", payload)
+        else:
+            _emit(run_handle, None, sc.EVENT_SLOT_WRITE, attributes, EventType.SLOT_WRITE.value, payload)
     except Exception:  # noqa: BLE001
         if apply and writable is not None:
             writable[slot] = value  # the app's write still happens

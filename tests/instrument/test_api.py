@@ -355,3 +355,14 @@ def test_run_span_is_a_root_linked_to_the_current_span(recorder, exporter, provi
     assert root.context.trace_id != http_span.get_span_context().trace_id
     assert root.links[0].context.span_id == http_span.get_span_context().span_id
     assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+def test_odd_slot_values_are_recorded():
+    keep = otel_session.RedactionPolicy(slot_values="keep")
+    with capture_bundle(redaction=keep) as captured:
+        with otel_session.session("s"), otel_session.run(agent="a"), otel_session.turn(0, slots={}):
+            otel_session.slot_write("seats", {1: "window", 2: ("aisle",)})
+            otel_session.slot_write("when", object())
+    writes = [event["payload"]["value"] for event in captured.events("slot_write")]
+    assert writes[0] == {"1": "window", "2": ["aisle"]}
+    assert writes[1].startswith("<object object")
