@@ -246,10 +246,7 @@ class RunRecorder:
             if not self._accepting:
                 return AppendResult.CAPTURE_STOPPED
             record["seq"] = self._next_seq
-            try:
-                line = encode_record(record)
-            except Exception as exc:  # noqa: BLE001 - an encoder bug must not reach the producer
-                line = encode_record({**record, "payload": {"encode_error": repr(exc)}})
+            line = encode_record(record)
             size = len(line)
             if size > limits.max_event_bytes:
                 self._fail_locked(
@@ -457,6 +454,9 @@ class BundleWriter:
         ``WriterClosedError`` after shutdown, and ``OSError`` when the directory cannot be made.
         """
         kind = RunKind(kind)
+        for name, value in (("session_id", session_id), ("eval_id", eval_id), ("agent", agent), ("service", service)):
+            if isinstance(value, str) and value.encode("utf-8", "replace").decode("utf-8") != value:
+                raise ValueError(f"{name} {value!r} is not valid Unicode text")
         if kind is RunKind.EVAL and not eval_id:
             raise ValueError("an eval run needs an eval_id")
         path = layout.run_dir(self.root, session_id, run_id, eval_id=eval_id if kind is RunKind.EVAL else None)
