@@ -12,15 +12,14 @@ thread's own CPU time (``time.thread_time``: the cost the app thread pays; the w
 runs beside it) and as wall time (which also counts waits for the GIL while the writer thread
 appends; noisy on a loaded machine). The target is an app-thread cost of at most 1.5× the bare
 ``add_event``. Every recorded bundle is verified complete, so a run that
-hit a writer bound (and stopped recording) cannot pass as fast. Writes ``bench/results-instrument.json``.
+hit a writer bound (and stopped recording) cannot pass as fast. Writes ``bench/results-instrument.json``
+(the ``bench`` harness format) and prints one line per figure.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from pathlib import Path
 from opentelemetry.sdk.trace import TracerProvider
 
 import otel_session
+from bench import Figure, write_results
 from otel_session.read import find_bundles, read_bundle
 
 TARGET_RATIO = 1.5
@@ -57,13 +57,7 @@ def _best_interleaved(measures: dict, repeats: int, ops: int) -> dict[str, dict[
     return {name: {kind: seconds / ops * 1e6 for kind, seconds in pair.items()} for name, pair in best.items()}
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m bench.instrument", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ops", type=int, default=2_000)
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("results-instrument.json"))
-    args = parser.parse_args(argv)
-    ops, repeats = args.ops, args.repeats
+def main(ops: int = 2_000, repeats: int = 25) -> dict:
 
     root = Path(tempfile.mkdtemp(prefix="bench-instrument-"))
     provider = TracerProvider()
@@ -134,39 +128,47 @@ def main(argv: list[str] | None = None) -> dict:
     bundles = [read_bundle(path) for path in find_bundles([root])]
     incomplete = [str(bundle.path) for bundle in bundles if bundle.status.value != "complete"]
 
-    def ratio(api: str, bare: str, kind: str) -> float:
-        return round(figures[api][kind] / figures[bare][kind], 3)
-
-    result = {
-        "benchmark": "instrument",
-        "python": platform.python_version(),
-        "load_average_1m": os.getloadavg()[0],
+    target = f"<= {TARGET_RATIO}x bare add_event (app-thread CPU)"
+    figure_list = []
+    for api, bare, label in (
+        ("message_delta", "bare_add_event_delta", "message.delta()"),
+        ("slot_write", "bare_add_event_slot", "slot_write()"),
+    ):
+        cpu, bare_cpu = figures[api]["cpu"], figures[bare]["cpu"]
+        figure_list.append(
+            Figure(
+                f"{label} app-thread CPU",
+                round(cpu, 3),
+                "us/op",
+                baseline=round(bare_cpu, 3),
+                target=target,
+                ok=cpu <= TARGET_RATIO * bare_cpu and not incomplete,
+                note="baseline: bare span.add_event of the same attributes, same run",
+            )
+        )
+        figure_list.append(
+            Figure(
+                f"{label} wall",
+                round(figures[api]["wall"], 3),
+                "us/op",
+                baseline=round(figures[bare]["wall"], 3),
+                note="wall time also counts GIL waits while the writer thread appends; noisy under load",
+            )
+        )
+    details = {
         "ops_per_repeat": ops,
         "repeats": repeats,
+        "load_average_1m": os.getloadavg()[0],
         "us_per_op": {name: {kind: round(value, 3) for kind, value in pair.items()} for name, pair in figures.items()},
-        "delta_ratio_cpu": ratio("message_delta", "bare_add_event_delta", "cpu"),
-        "slot_write_ratio_cpu": ratio("slot_write", "bare_add_event_slot", "cpu"),
-        "delta_ratio_wall": ratio("message_delta", "bare_add_event_delta", "wall"),
-        "slot_write_ratio_wall": ratio("slot_write", "bare_add_event_slot", "wall"),
-        "target_ratio": TARGET_RATIO,
         "bundles": len(bundles),
         "bundles_incomplete": incomplete,
     }
-    result["meets_target"] = (
-        result["delta_ratio_cpu"] <= TARGET_RATIO and result["slot_write_ratio_cpu"] <= TARGET_RATIO and not incomplete
-    )
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    us = result["us_per_op"]
-    print(
-        f"app-thread CPU µs/op: delta {us['message_delta']['cpu']:.2f} vs bare add_event "
-        f"{us['bare_add_event_delta']['cpu']:.2f} ({result['delta_ratio_cpu']}×), slot_write "
-        f"{us['slot_write']['cpu']:.2f} vs {us['bare_add_event_slot']['cpu']:.2f} ({result['slot_write_ratio_cpu']}×); "
-        f"wall ratios {result['delta_ratio_wall']}× / {result['slot_write_ratio_wall']}×; target ≤ {TARGET_RATIO}×; "
-        f"{len(bundles)} bundles, {len(incomplete)} incomplete; load {result['load_average_1m']:.1f} → "
-        f"{'OK' if result['meets_target'] else 'MISSED'}"
-    )
-    return result
+    return write_results("instrument", figure_list, details)
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(prog="python -m bench.instrument", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ops", type=int, default=2_000)
+    parser.add_argument("--repeats", type=int, default=25)
+    arguments = parser.parse_args()
+    main(arguments.ops, arguments.repeats)
