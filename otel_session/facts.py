@@ -39,6 +39,7 @@ __all__ = [
     "build_session_facts",
     "load_session_facts",
     "resolve_run",
+    "run_events",
 ]
 
 GUARD_CAP = 24
@@ -171,15 +172,24 @@ def _str_list_or_none(value: Any) -> list[str] | None:
     return [item for item in value if isinstance(item, str)] if isinstance(value, list) else None
 
 
-def _own_events(bundle: BundleRead) -> tuple[str | None, str | None, list[dict[str, Any]]]:
-    """The run's own records in ``seq`` order: records of another session or run are left out."""
-    session_id, run_id = bundle.session_id, bundle.run_id
-    if run_id is None and bundle.events:
-        session_id, run_id = bundle.events[0]["session_id"], bundle.events[0]["run_id"]
-    own = [event for event in bundle.events if event["run_id"] == run_id and event["session_id"] == session_id]
-    own.sort(key=lambda event: event["seq"])
-    deduplicated = [event for position, event in enumerate(own) if position == 0 or event["seq"] != own[position - 1]["seq"]]
-    return session_id, run_id, deduplicated
+def _bundle_ids(bundle: BundleRead) -> tuple[str | None, str | None]:
+    if bundle.run_id is None and bundle.events:
+        return bundle.events[0]["session_id"], bundle.events[0]["run_id"]
+    return bundle.session_id, bundle.run_id
+
+
+def run_events(bundle: BundleRead) -> list[dict[str, Any]]:
+    """The bundle's own records (its manifest's session and run) in ``seq`` order, each ``seq`` once.
+
+    Records of another session or run that found their way into the journal are left out: feed
+    these, not ``bundle.events``, to the reducer and to facts.
+    """
+    session_id, run_id = _bundle_ids(bundle)
+    own = sorted(
+        (event for event in bundle.events if event["run_id"] == run_id and event["session_id"] == session_id),
+        key=lambda event: event["seq"],
+    )
+    return [event for position, event in enumerate(own) if position == 0 or event["seq"] != own[position - 1]["seq"]]
 
 
 def _group_turns(events: list[dict[str, Any]]) -> tuple[dict[int, list[dict[str, Any]]], list[str]]:
@@ -307,7 +317,8 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
 
 def build_session_facts(bundle: BundleRead, *, fallback_to_latest_run: bool = False) -> dict[str, Any]:
     """Return the per-turn facts of one run bundle (SPEC §7.2), with its integrity verdict."""
-    session_id, run_id, events = _own_events(bundle)
+    session_id, run_id = _bundle_ids(bundle)
+    events = run_events(bundle)
     grouped, notes = _group_turns(events)
     slot_events = [event for event in events if event["type"] in _SLOT_TYPES]
     slots: dict[str, Any] = {}

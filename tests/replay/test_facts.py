@@ -17,8 +17,10 @@ from otel_session.facts import (
     build_session_facts,
     load_session_facts,
     resolve_run,
+    run_events,
 )
 from otel_session.read import read_bundle
+from otel_session.reduce import replay_state
 
 
 def _turn(index: int, *, state_before: str, state: str, required: list[str], missing: list[str] | None,
@@ -165,6 +167,8 @@ def test_facts_of_one_run_never_include_another_runs_events(record_run):
     assert b"hmac:bb" not in dumped and b"leak" not in dumped
     assert facts_a["integrity"]["status"] == "invalid"
     assert any("another session or run" in note for note in facts_a["notes"])
+    replayed = replay_state(run_events(read_bundle(path_a)))
+    assert replayed["run_id"] == path_a.name and "secret" not in replayed["slots"]
     facts_b = build_session_facts(read_bundle(path_b))
     assert b"hmac:4a" not in orjson.dumps(facts_b) and len(facts_b["turns"]) == 1
 
