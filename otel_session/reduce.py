@@ -41,11 +41,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from otel_session.read import parse_journal
+
 __all__ = [
     "CHECKPOINT_INTERVAL",
     "ReducerCode",
     "Replayer",
     "canonical_json",
+    "expected_states",
     "iter_states",
     "replay_state",
 ]
@@ -83,7 +86,7 @@ _NO_PAYLOAD: dict[str, Any] = {}
 class _Message:
     """One message being folded. Copied on write when it belongs to an older generation."""
 
-    __slots__ = ("message_id", "role", "turn_index", "settled", "finished", "folded", "blocks", "_rendered")
+    __slots__ = ("_rendered", "blocks", "finished", "folded", "message_id", "role", "settled", "turn_index")
 
     def __init__(self, message_id: str) -> None:
         self.message_id = message_id
@@ -119,7 +122,7 @@ class _Message:
 
 
 class _Tool:
-    __slots__ = ("fields", "_rendered")
+    __slots__ = ("_rendered", "fields")
 
     def __init__(self, tool_call_id: str) -> None:
         self.fields: dict[str, Any] = {
@@ -153,8 +156,20 @@ class _State:
     added since, copies a message or tool on its first change, and renders by patching the
     checkpoint's rendered lists, so a seek costs O(events folded) plus one copy of those lists."""
 
-    __slots__ = ("seq", "run_id", "turn_index", "state", "run_status", "messages", "tools", "slots",
-                 "verdicts", "diagnostics", "base", "_lists")
+    __slots__ = (
+        "_lists",
+        "base",
+        "diagnostics",
+        "messages",
+        "run_id",
+        "run_status",
+        "seq",
+        "slots",
+        "state",
+        "tools",
+        "turn_index",
+        "verdicts",
+    )
 
     def __init__(self, base: _State | None = None) -> None:
         self.seq = 0 if base is None else base.seq
@@ -522,7 +537,7 @@ _by_seq = operator.itemgetter("seq")
 
 def _ordered(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Records with an integer ``seq``, stably sorted by it (file order breaks no ties)."""
-    return sorted([event for event in events if type(event.get("seq")) is int], key=_by_seq)
+    return sorted([event for event in events if isinstance(event, dict) and type(event.get("seq")) is int], key=_by_seq)
 
 
 def replay_state(events: Sequence[dict[str, Any]], seq: int | None = None) -> dict[str, Any]:
@@ -688,8 +703,6 @@ def canonical_json(value: Any) -> bytes:
 def expected_states(journal: bytes) -> bytes:
     """The ``*.expected.ndjson`` body for a journal: the canonical state before any event, then
     after each complete record in ``seq`` order (garbage lines skipped, a torn tail left out)."""
-    from otel_session.read import parse_journal
-
     events, _garbage, _torn = parse_journal(journal)
     return b"".join(canonical_json(state) + b"\n" for state in iter_states(events))
 
