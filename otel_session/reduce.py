@@ -274,9 +274,9 @@ class _State:
         seq = event["seq"]
         if seq != self.seq + 1:
             if seq <= self.seq:
-                self.diagnose(ReducerCode.DUPLICATE_SEQ, f"seq {seq} repeats; the later record is ignored", seq)
+                self.diagnose(ReducerCode.DUPLICATE_SEQ, f"seq {_num(seq)} repeats; the later record is ignored", seq)
                 return
-            self.diagnose(ReducerCode.SEQ_GAP, f"expected seq {self.seq + 1}, found {seq}", seq)
+            self.diagnose(ReducerCode.SEQ_GAP, f"expected seq {_num(self.seq + 1)}, found {_num(seq)}", seq)
         self.seq = seq
         run_id = event.get("run_id")
         if isinstance(run_id, str):
@@ -300,6 +300,11 @@ def _patched(base: list, positions: dict[str, int], changed: dict[str, Any]) -> 
         else:
             rendered[position] = item.render()
     return rendered
+
+
+def _num(value: int) -> str:
+    """An integer in a diagnostic message, written as JavaScript writes it (``1e+22`` past 1e21)."""
+    return str(value) if -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER else _js_number(float(value))
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -434,7 +439,7 @@ def _on_message_finished(state: _State, event: dict[str, Any], payload: dict[str
             state.diagnose(
                 ReducerCode.RECONCILE_MISMATCH,
                 f"message {message.message_id}: folded deltas differ from the final content at block "
-                f"{', '.join(map(str, differing))}; the final content wins",
+                f"{', '.join(map(_num, differing))}; the final content wins",
                 event["seq"],
             )
         message.blocks = final
@@ -509,7 +514,7 @@ def _on_upstream_drop(state: _State, event: dict[str, Any], payload: dict[str, A
     attributes = _int_or_none(payload.get("dropped_attributes")) or 0
     state.diagnose(
         ReducerCode.UPSTREAM_DROP,
-        f"a span lost {events} events and {attributes} attributes before it was received",
+        f"a span lost {_num(events)} events and {_num(attributes)} attributes before it was received",
         event["seq"],
     )
 

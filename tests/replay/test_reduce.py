@@ -289,3 +289,78 @@ def test_the_reducer_never_changes_its_input(journal: Path):
     replayer.state_at(None)
     replayer.state_at(1)
     assert json.dumps(events, sort_keys=True) == before
+
+
+def _random_journal(rng: random.Random, length: int) -> list[dict]:
+    """A journal of plausible and broken records alike: every rule and edge gets exercised."""
+    types = ["run_started", "turn_started", "message_started", "assistant_delta", "assistant_delta", "assistant_delta",
+             "message_finished", "tool_execution_started", "tool_execution_updated", "tool_execution_finished",
+             "slot_write", "slot_diff", "guard_evaluated", "transition_verdict", "turn_finished", "run_finished",
+             "upstream_drop", "not_a_known_type"]
+    odd = [None, 1.5, 2.0, -1, "x", [], {"k": 1}, True, 10**22, 1e-9]
+    events, seq = [], 0
+    for _ in range(length):
+        seq += rng.choice([1, 1, 1, 1, 1, 1, 0, 2])  # mostly sound, with repeats and gaps
+        event_type = rng.choice(types)
+        record = {"seq": seq, "at": f"2026-11-29T22:52:{rng.randrange(60):02d}.000000Z", "type": event_type,
+                  "session_id": "s", "run_id": rng.choice(["run-a", "run-a", "run-a", 7])}
+        if rng.random() < 0.8:
+            record["message_id"] = rng.choice(["m1", "m2", "m3", "", None, ["m"]] if rng.random() < 0.1 else ["m1", "m2"])
+        if rng.random() < 0.5:
+            record["tool_call_id"] = rng.choice(["c1", "c2", 3])
+        if rng.random() < 0.5:
+            record["turn_index"] = rng.choice([0, 1, 2, 2.0, "1", None])
+        payload = {
+            "index": rng.choice([0, 1, 2, 1.0, "0"]) if rng.random() < 0.95 else rng.choice(odd),
+            "kind": rng.choice(["text", "thinking", "tool_call", "text", "audio", None]),
+            "delta": rng.choice(["Hé", "llo ", "\u2028", "😀", "\x00", ""]) if rng.random() < 0.95 else rng.choice(odd),
+            "settled": rng.choice([True, True, False, None, 1]),
+            "content": rng.choice([
+                [{"index": 0, "kind": "text", "text": "Héllo "}, {"index": 1, "kind": "thinking", "text": "hm"}],
+                [{"kind": "tool_call", "text": "{}"}, "junk", {"index": 0}],
+                "not a list",
+            ]),
+            "role": rng.choice(["user", "assistant", "", None]),
+            "state": rng.choice(["greet", "ask_date", "", None, ["x"]]),
+            "status": rng.choice(["ok", "error", "weird", None]),
+            "name": rng.choice(["lookup", None, 4]),
+            "slot": rng.choice(["date", "size", "😀", "\uffff", None]),
+            "value": rng.choice(odd + ["hmac:1"]),
+            "to": rng.choice(["confirm", None, 3]),
+            "from": rng.choice(["greet", None]),
+            "candidates": rng.choice([["a", "b"], "all", None]),
+            "dropped_events": rng.choice(odd),
+        }
+        if rng.random() < 0.9:
+            record["payload"] = {key: payload[key] for key in rng.sample(sorted(payload), rng.randrange(4, len(payload)))}
+        elif rng.random() < 0.5:
+            record["payload"] = "not an object"
+        events.append(record)
+    rng.shuffle(events)  # file order must not matter
+    return events
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed: the JavaScript reducer parity test did NOT run")
+def test_javascript_reducer_matches_python_on_random_journals():
+    rng = random.Random(20261129)
+    journals = [_random_journal(rng, rng.randrange(5, 120)) for _ in range(30)]
+    script = (
+        "import { iterStates, canonicalJson, Replayer } from './viewer/static/reducer.js';"
+        "let input = ''; process.stdin.on('data', (chunk) => { input += chunk; });"
+        "process.stdin.on('end', () => { for (const events of JSON.parse(input)) {"
+        "  for (const state of iterStates(events)) process.stdout.write(canonicalJson(state) + '\\n');"
+        "  const replayer = new Replayer(events); process.stdout.write(canonicalJson(replayer.stateAt(null)) + '\\n'); } });"
+    )
+    completed = subprocess.run(
+        [NODE, "--input-type=module", "-e", script], cwd=REPO, input=json.dumps(journals).encode(), capture_output=True,
+        timeout=120, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    expected = []
+    for events in journals:
+        expected += [canonical_json(state) for state in iter_states(events)]
+        expected.append(canonical_json(Replayer(events).state_at(None)))
+    actual = completed.stdout.split(b"\n")[:-1]
+    assert len(actual) == len(expected)
+    for position, (js, py) in enumerate(zip(actual, expected)):
+        assert js == py, f"state #{position} differs\njs: {js[:2000]!r}\npy: {py[:2000]!r}"
