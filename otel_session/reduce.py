@@ -648,11 +648,15 @@ def _js_number(value: float) -> str:
     return sign + body
 
 
+def _escape_surrogates(text: str) -> str:
+    """Escape lone surrogates as ``JSON.stringify`` does (they cannot be encoded as UTF-8)."""
+    if _SURROGATE.search(text):
+        return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    return text
+
+
 def _js_string(value: str) -> str:
-    encoded = json.dumps(value, ensure_ascii=False)
-    if _SURROGATE.search(encoded):
-        encoded = _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", encoded)
-    return encoded
+    return _escape_surrogates(json.dumps(value, ensure_ascii=False))
 
 
 def _utf16_order(key: str) -> bytes:
@@ -693,10 +697,37 @@ def _encode(value: Any, parts: list[str]) -> None:
         raise TypeError(f"{type(value).__name__} is not a JSON value")
 
 
+def _plain(value: Any) -> bool:
+    """True when the C ``json`` encoder already writes the canonical form: no floats, integers
+    within ±2**53, ASCII object keys (so code point order is UTF-16 order)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str or item is None or kind is bool:
+            continue
+        if kind is int:
+            if not -_MAX_SAFE_INTEGER <= item <= _MAX_SAFE_INTEGER:
+                return False
+        elif kind is dict:
+            for key in item:
+                if type(key) is not str or not key.isascii():
+                    return False
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        else:
+            return False
+    return True
+
+
 def canonical_json(value: Any) -> bytes:
     """Return the canonical JSON of ``value``: UTF-8, no whitespace, object keys sorted by UTF-16
     code units, numbers and string escapes exactly as JavaScript's ``JSON.stringify`` writes them
     (non-finite numbers become ``null``, lone surrogates are escaped as ``\\udxxx``)."""
+    if _plain(value):
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return _escape_surrogates(text).encode("utf-8")
     parts: list[str] = []
     _encode(value, parts)
     return "".join(parts).encode("utf-8")

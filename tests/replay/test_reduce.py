@@ -364,3 +364,17 @@ def test_javascript_reducer_matches_python_on_random_journals():
     assert len(actual) == len(expected)
     for position, (js, py) in enumerate(zip(actual, expected)):
         assert js == py, f"state #{position} differs\njs: {js[:2000]!r}\npy: {py[:2000]!r}"
+
+
+def test_the_fast_canonical_path_writes_the_exact_bytes():
+    from otel_session import reduce
+
+    rng = random.Random(3)
+    values = [_random_value(rng) for _ in range(300)] + [load_events(journal) for journal in JOURNALS]
+    plain = 0
+    for value in values:
+        parts: list[str] = []
+        reduce._encode(value, parts)
+        assert canonical_json(value) == "".join(parts).encode("utf-8")
+        plain += reduce._plain(value)
+    assert 0 < plain < len(values)  # both paths were taken
