@@ -124,3 +124,8 @@ def demo(bundle_root: Path | None) -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+from otel_session.viewer.serve import view  # noqa: E402  (the viewer registers its own command)
+
+main.add_command(view)
