@@ -42,6 +42,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     if test_config is not None:
         app.config.from_mapping(test_config)
     app.json.sort_keys = False
+    app.url_map.merge_slashes = False  # "//etc" is a hostile id, never redirected to "/etc"
     app.extensions["otel_session_store"] = BundleStore(app.config["BUNDLE_DIR"])
 
     errors.init_app(app)

@@ -58,7 +58,9 @@ def runs(session_id: str) -> Response:
 def session_facts(session_id: str) -> Response:
     """Per-turn facts of one run: the one named by ``run_id``, else the latest (and say so)."""
     run = store().resolve(session_id, request.args.get("run_id"))
-    built = facts.build_session_facts(store().read(run), fallback_to_latest_run=run.fallback_to_latest_run)
+    bundle = store().read(run)
+    built = facts.build_session_facts(bundle, fallback_to_latest_run=run.fallback_to_latest_run)
+    built["integrity"] = {**built["integrity"], "capture": bundle.capture}
     return jsonify(built)
 
 
@@ -86,8 +88,7 @@ def state(session_id: str, run_id: str) -> Response:
     """The replay state at ``seq`` (default: the newest record), as canonical JSON."""
     seq = _int_arg("seq", None, minimum=0)
     run = store().resolve(session_id, run_id)
-    bundle = store().read(run)
-    return Response(reduce.canonical_json(reduce.replay_state(bundle.events, seq)), mimetype="application/json")
+    return Response(reduce.canonical_json(store().state(run, seq)), mimetype="application/json")
 
 
 @bp.get("/sessions/<path:session_id>/runs/<run_id>/integrity")

@@ -7,6 +7,7 @@ Contract::
     store.runs(session_id)                    # runs of one session, newest first (404 if none)
     run = store.resolve(session_id, run_id)   # ResolvedRun(path, session_id, run_id, fallback_to_latest_run)
     store.read(run)                           # BundleRead (tolerant: a bad bundle reads as invalid)
+    store.state(run, seq)                     # replay state through the reducer's checkpoints
     store.bundle_tar(run)                     # bytes of an uncompressed tar of the run directory
     store.append_feedback(run, rating=, comment=)
 
@@ -31,6 +32,7 @@ from typing import Any
 import orjson
 
 from otel_session import facts, layout
+from otel_session.reduce import Replayer
 from otel_session.journal import EventType, format_timestamp
 from otel_session.read import BundleRead, RunInfo, iter_runs, read_bundle
 
@@ -74,7 +76,7 @@ class BundleStore:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
-        self._cache: OrderedDict[Path, tuple[tuple[Any, ...], BundleRead]] = OrderedDict()
+        self._cache: OrderedDict[Path, _CachedBundle] = OrderedDict()
         self._cache_lock = threading.Lock()
 
     # -- index -----------------------------------------------------------------------------
@@ -83,7 +85,8 @@ class BundleStore:
         """Every live session with its runs; sessions by their newest run, newest first."""
         by_session: dict[str, list[RunInfo]] = defaultdict(list)
         for info in iter_runs(self.root):
-            by_session[info.session_id].append(info)
+            if self._is_contained(info.path):
+                by_session[info.session_id].append(info)
         listed = [
             {"session_id": session_id, "runs": [self._summary(info) for info in _newest_first(runs)]}
             for session_id, runs in by_session.items()
@@ -94,7 +97,7 @@ class BundleStore:
     def runs(self, session_id: str) -> list[dict[str, Any]]:
         """The runs of one session, newest first; 404 when the session has none."""
         check_session_id(session_id)
-        runs = [info for info in iter_runs(self.root) if info.session_id == session_id]
+        runs = [info for info in iter_runs(self.root) if info.session_id == session_id and self._is_contained(info.path)]
         if not runs:
             raise ApiError(404, "session_not_found", f"no runs for session {session_id!r}")
         return [self._summary(info) for info in _newest_first(runs)]
@@ -132,11 +135,17 @@ class BundleStore:
         return ResolvedRun(path, info.session_id, info.run_id, fallback_to_latest_run=run_id is None)
 
     def _contained(self, path: Path) -> Path:
-        """Refuse a run directory that is, or passes through, a symlink leading out of the root."""
-        real_root = os.path.realpath(self.root)
-        if os.path.commonpath([real_root, os.path.realpath(path)]) != real_root:
+        if not self._is_contained(path):
             raise ApiError(404, "run_not_found", "no such run inside the bundle root")
         return path
+
+    def _is_contained(self, path: Path) -> bool:
+        """False when the run directory or one of its files is a symlink leading out of the root."""
+        real_root = os.path.realpath(self.root)
+        return all(
+            os.path.commonpath([real_root, os.path.realpath(candidate)]) == real_root
+            for candidate in (path, *(path / name for name in BUNDLE_FILES))
+        )
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -144,20 +153,31 @@ class BundleStore:
         """The run's bundle through the tolerant reader (cached until one of its files changes)."""
         return self._read_path(run.path)
 
+    def state(self, run: ResolvedRun, seq: int | None = None) -> dict[str, Any]:
+        """The replay state after every event with ``seq`` <= ``seq`` (the newest when ``None``)."""
+        cached = self._cached(run.path)
+        with cached.lock:
+            if cached.replayer is None:
+                cached.replayer = Replayer(cached.bundle.events)
+            return cached.replayer.state_at(seq)
+
     def _read_path(self, path: Path) -> BundleRead:
+        return self._cached(path).bundle
+
+    def _cached(self, path: Path) -> _CachedBundle:
         key = _stat_key(path)
         with self._cache_lock:
             cached = self._cache.get(path)
-            if cached is not None and cached[0] == key:
+            if cached is not None and cached.key == key:
                 self._cache.move_to_end(path)
-                return cached[1]
-        bundle = read_bundle(path)
+                return cached
+        cached = _CachedBundle(key, read_bundle(path))
         with self._cache_lock:
-            self._cache[path] = (key, bundle)
+            self._cache[path] = cached
             self._cache.move_to_end(path)
             while len(self._cache) > _READ_CACHE_SIZE:
                 self._cache.popitem(last=False)
-        return bundle
+        return cached
 
     def relative(self, path: Path) -> str:
         """A bundle path as shown to clients: relative to the root, never the server's absolute path."""
@@ -173,7 +193,7 @@ class BundleStore:
             for name in BUNDLE_FILES:
                 try:
                     data = _read_regular_file(run.path / name)
-                except FileNotFoundError:
+                except OSError:  # absent, or a symlink planted in the bundle: never followed
                     continue
                 member = tarfile.TarInfo(f"{run.run_id}/{name}")
                 member.size = len(data)
@@ -205,6 +225,16 @@ class BundleStore:
         finally:
             os.close(fd)
         return record
+
+
+class _CachedBundle:
+    """A parsed bundle, valid while its files' stats are unchanged, and its replayer once asked for."""
+
+    def __init__(self, key: tuple[Any, ...], bundle: BundleRead) -> None:
+        self.key = key
+        self.bundle = bundle
+        self.replayer: Replayer | None = None
+        self.lock = threading.Lock()
 
 
 def _newest_first(runs: list[RunInfo]) -> list[RunInfo]:

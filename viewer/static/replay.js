@@ -21,9 +21,7 @@ const view = {
   sessionId: document.body.dataset.sessionId,
   runId: document.body.dataset.runId,
   offline: document.body.dataset.offline === "true",
-  events: [],
-  replayer: null,
-  dirty: true,
+  replayer: new Replayer([]),
   cursor: 0,
   firstSeen: new Map(),
   captureStatus: null,
@@ -34,20 +32,25 @@ const view = {
   renderQueued: false,
 };
 
-// -- model -------------------------------------------------------------------------------------
+// -- model: the reducer's Replayer owns the seq-ordered journal --------------------------------
+
+function events() {
+  return view.replayer.events;
+}
 
 function lastSeq() {
-  return view.events.length ? view.events[view.events.length - 1].seq : 0;
+  return view.replayer.lastSeq;
 }
 
 /** Index of the last event with seq <= cursor (-1 before the first). */
 function indexAt(seq) {
+  const list = events();
   let low = 0;
-  let high = view.events.length - 1;
+  let high = list.length - 1;
   let found = -1;
   while (low <= high) {
     const middle = (low + high) >> 1;
-    if (view.events[middle].seq <= seq) {
+    if (list[middle].seq <= seq) {
       found = middle;
       low = middle + 1;
     } else {
@@ -57,21 +60,20 @@ function indexAt(seq) {
   return found;
 }
 
-function setEvents(events) {
-  view.events = events;
+function setEvents(records) {
+  view.replayer = new Replayer(records);
   view.firstSeen = new Map();
-  noteEvents(events);
-  view.dirty = true;
+  fill(ui.turnJump, h("option", { value: "" }, "jump to…"));
+  noteEvents(events());
 }
 
-function appendEvents(events) {
-  view.events.push(...events);
-  noteEvents(events);
-  view.dirty = true;
+function appendEvents(records) {
+  view.replayer.extend(records);
+  noteEvents(records);
 }
 
-function noteEvents(events) {
-  for (const event of events) {
+function noteEvents(records) {
+  for (const event of records) {
     for (const key of [event.message_id && `m:${event.message_id}`, event.tool_call_id && `t:${event.tool_call_id}`]) {
       if (key && !view.firstSeen.has(key)) view.firstSeen.set(key, event.seq);
     }
@@ -80,14 +82,6 @@ function noteEvents(events) {
         `turn ${event.turn_index ?? "?"} · ${event.payload?.state ?? ""} (seq ${event.seq})`));
     }
   }
-}
-
-function stateAt(seq) {
-  if (view.dirty || !view.replayer) {
-    view.replayer = new Replayer(view.events);
-    view.dirty = false;
-  }
-  return view.replayer.stateAt(seq);
 }
 
 // -- rendering ---------------------------------------------------------------------------------
@@ -130,14 +124,14 @@ function renderPanel(state, event) {
 
 function render() {
   view.renderQueued = false;
-  const state = stateAt(view.cursor);
+  const state = view.replayer.stateAt(view.cursor);
   const items = [
     ...(state.messages ?? []).map((message) => [view.firstSeen.get(`m:${message.message_id}`) ?? 0, messageView(message)]),
     ...(state.tools ?? []).map((tool) => [view.firstSeen.get(`t:${tool.tool_call_id}`) ?? 0, toolView(tool)]),
   ].sort((a, b) => a[0] - b[0]);
   fill(ui.conversation, items.map(([, node]) => node));
   const index = indexAt(view.cursor);
-  renderPanel(state, index >= 0 ? view.events[index] : null);
+  renderPanel(state, index >= 0 ? events()[index] : null);
   ui.cursor.max = String(lastSeq());
   ui.cursor.value = String(view.cursor);
   ui.cursorLabel.textContent = `seq ${view.cursor} / ${lastSeq()}`;
@@ -166,7 +160,7 @@ function seek(seq, { byUser = true } = {}) {
 
 function step(delta) {
   const index = indexAt(view.cursor) + delta;
-  seek(index < 0 ? 0 : view.events[Math.min(index, view.events.length - 1)].seq);
+  seek(index < 0 ? 0 : events()[Math.min(index, events().length - 1)].seq);
 }
 
 function atMs(event) {
@@ -177,7 +171,7 @@ function atMs(event) {
 function play() {
   detach();
   stop();
-  if (indexAt(view.cursor) >= view.events.length - 1) view.cursor = 0;
+  if (indexAt(view.cursor) >= events().length - 1) view.cursor = 0;
   let owed = 0; // journal milliseconds the clock has run ahead of the cursor
   let last = performance.now();
   ui.play.textContent = "Pause";
@@ -186,18 +180,19 @@ function play() {
     const now = performance.now();
     owed += (now - last) * Number(ui.speed.value);
     last = now;
+    const list = events();
     let index = indexAt(view.cursor);
-    while (index < view.events.length - 1) {
-      const next = view.events[index + 1];
+    while (index < list.length - 1) {
+      const next = list[index + 1];
       // Order is seq; `at` only paces. Backward timestamps play at once, idle stretches are capped.
-      const gap = index < 0 ? 0 : Math.min(Math.max(atMs(next) - atMs(view.events[index]), 0), MAX_IDLE_MS);
+      const gap = index < 0 ? 0 : Math.min(Math.max(atMs(next) - atMs(list[index]), 0), MAX_IDLE_MS);
       if (owed < gap) break;
       owed -= gap;
       index += 1;
     }
-    view.cursor = index < 0 ? 0 : view.events[index].seq;
+    view.cursor = index < 0 ? 0 : list[index].seq;
     scheduleRender();
-    if (index >= view.events.length - 1) stop();
+    if (index >= list.length - 1) stop();
     else view.playTimer = setTimeout(tick, TICK_MS);
   };
   view.playTimer = setTimeout(tick, 0);
@@ -241,14 +236,9 @@ async function loadIntegrity() {
   renderIntegrity(ui.integrity, await api(`${runPath(view.sessionId, view.runId)}/integrity`));
 }
 
-function resetTurns() {
-  fill(ui.turnJump, h("option", { value: "" }, "jump to…"));
-}
-
 async function loadFromServer() {
   closeStream();
   const snapshot = await loadSnapshot();
-  resetTurns();
   setEvents(snapshot.events);
   view.captureStatus = snapshot.captureStatus;
   view.live = snapshot.captureStatus === "recording";
@@ -310,7 +300,6 @@ async function openBundleFile(file) {
   link.removeAttribute("href");
   link.textContent = view.sessionId;
   renderIntegrity(ui.integrity, bundle);
-  resetTurns();
   setEvents(bundle.events);
   view.cursor = lastSeq();
   scheduleRender();

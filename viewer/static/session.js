@@ -74,9 +74,7 @@ async function loadFacts() {
     : `Showing the chosen run, ${facts.run_id}.`;
   renderIntegrity(document.getElementById("integrity"), facts.integrity);
   fill(document.querySelector("#facts tbody"), (facts.turns ?? []).map(factsRow));
-  const note = (facts.turns ?? []).some((turn) => turn.grouping === "fallback" || turn.fallback)
-    ? "This run has no turn boundaries: shown as one turn." : "";
-  document.getElementById("facts-note").textContent = facts.note ?? note;
+  document.getElementById("facts-note").textContent = (facts.notes ?? []).join(" ");
 }
 
 async function loadRuns() {
