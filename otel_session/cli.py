@@ -122,6 +122,11 @@ def demo(bundle_root: Path | None) -> None:
     sys.exit(0 if result.status is BundleStatus.COMPLETE else 1)
 
 
+from otel_session.cli_replay import facts, replay  # noqa: E402 - replay and facts commands
+
+main.add_command(facts)
+main.add_command(replay)
+
 if __name__ == "__main__":  # pragma: no cover
     main()
 
