@@ -123,6 +123,18 @@ def test_feedback_binds_the_latest_run_and_appends_privately(client, sample):
     assert read_bundle(latest.parent).status.value == "complete"
 
 
+def test_feedback_comments_are_redacted_before_they_reach_disk(client, sample):
+    canaries = ("zed.canary@example.org", "+1 415 555 0199", "4111 1111 1111 1111")
+    comment = "call me: " + ", ".join(canaries)
+    assert client.post("/api/sessions/call-42/feedback", json={"rating": 1, "comment": comment}).status_code == 201
+    for path in sample.root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(canary.encode() in data for canary in canaries), path
+    stored = (sample.root / "sessions" / "call-42" / sample.latest_run / "feedback.ndjson").read_text()
+    assert "call me:" in stored
+
+
 @pytest.mark.parametrize(
     ("body", "code"),
     [

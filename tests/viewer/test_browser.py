@@ -290,3 +290,38 @@ def test_journal_markup_is_shown_as_text_and_never_runs(page, serve, sample, jou
     page.wait_for_selector("body[data-ready=true]")
     assert XSS_TEXT[:40] in page.inner_text("#facts")
     assert page.evaluate("window.__xss === undefined")
+
+
+def test_a_seq_gap_in_the_live_stream_reloads_the_snapshot(page, serve, tmp_path):
+    """Partial recovery is forbidden: on a gap the page drops its state and reloads `…/events`."""
+    import json
+
+    run_id = "run-00000000-0000-4000-8000-000000000004"
+    run_dir = tmp_path / "gap-root" / "sessions" / "gappy" / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"schema": "otel-session.run.v1", "session_id": "gappy", "run_id": run_id,
+                                                  "kind": "live", "created_at": "2026-11-30T00:00:00.000000Z", "service": "t"}))
+    (run_dir / "capture.json").write_text(json.dumps({"schema": "otel-session.capture.v1", "status": "recording", "event_count": 0}))
+
+    def line(seq: int, text: str) -> str:
+        return json.dumps({"seq": seq, "at": f"2026-11-30T00:00:0{seq}.000000Z", "type": "assistant_delta", "session_id": "gappy",
+                           "run_id": run_id, "message_id": "m1", "payload": {"index": 0, "kind": "text", "delta": text}}) + "\n"
+
+    events = run_dir / "events.ndjson"
+    events.write_text(line(1, "one ") + line(2, "two "))
+    snapshots = []
+    page.on("request", lambda request: snapshots.append(request.url) if "/events?" in request.url else None)
+    server = serve(tmp_path / "gap-root")
+    page.goto(f"{server.url}/sessions/gappy/runs/{run_id}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert len(snapshots) == 1
+    with events.open("a") as handle:
+        handle.write(line(4, "four "))  # seq 3 never arrives
+    page.wait_for_function("() => document.getElementById('conversation').textContent.includes('four')")
+    page.wait_for_function("() => document.getElementById('integrity').textContent.includes('gap')")
+    assert len(snapshots) == 2
+    with events.open("a") as handle:
+        handle.write(line(5, "five "))
+    page.wait_for_function("() => document.getElementById('conversation').textContent.includes('five')")
+    assert len(snapshots) == 2  # the next record continues the stream: no further reload
+    assert cursor(page) == 5

@@ -261,6 +261,7 @@ function subscribe() {
   const source = new EventSource(`${runPath(view.sessionId, view.runId)}/stream?after_seq=${lastSeq()}`);
   view.source = source;
   source.onmessage = (message) => {
+    if (view.source !== source) return; // a stream replaced by a snapshot reload
     const record = JSON.parse(message.data);
     if (record.seq <= lastSeq()) return; // already in the snapshot
     if (record.seq !== lastSeq() + 1) {
@@ -273,10 +274,12 @@ function subscribe() {
     scheduleRender();
   };
   source.addEventListener("capture", (message) => {
+    if (view.source !== source) return;
     view.captureStatus = JSON.parse(message.data).status;
     loadIntegrity().catch(showError);
   });
   source.addEventListener("end", () => {
+    if (view.source !== source) return;
     closeStream();
     view.live = false;
     view.following = false;
