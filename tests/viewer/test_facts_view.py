@@ -42,5 +42,6 @@ def test_triad_is_built_only_from_the_required_slots_in_state():
 
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
-def test_triad_of_a_turn_without_facts_is_empty():
-    assert model({})["triad"] == {"filled": [], "written": [], "missing": []}
+def test_triad_of_an_unfinished_turn_does_not_guess_what_is_missing():
+    turn = {"required_slots_in_state": ["date"], "missing_required_slots": None, "slot_writes": [{"slot": "date"}]}
+    assert model(turn)["triad"] == {"filled": None, "written": ["date"], "missing": None}

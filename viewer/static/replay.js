@@ -159,6 +159,7 @@ function seek(seq, { byUser = true } = {}) {
 }
 
 function step(delta) {
+  if (!events().length) return;
   const index = indexAt(view.cursor) + delta;
   seek(index < 0 ? 0 : events()[Math.min(index, events().length - 1)].seq);
 }
