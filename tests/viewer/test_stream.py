@@ -97,3 +97,18 @@ def test_stream_of_a_complete_run_ends_after_its_records(client, sample):
     assert body.startswith("retry: 1000")
     assert body.rstrip().endswith('event: end\ndata: {"status":"complete"}')
     assert "event: capture" in body
+
+
+def test_stream_sends_a_large_sealed_journal_whole_before_it_ends(serve, live_writer):
+    """More than one tail read (4 MiB) of records: `end` comes only after the last of them."""
+    run = live_writer.open_run(session_id="big", run_id="run-00000000-0000-4000-8000-000000000009")
+    total = 1500
+    for _ in range(total):
+        run.append("assistant_delta", {"index": 0, "kind": "text", "delta": "y" * 4000}, message_id="m1")
+    run.close()
+    assert run.wait_sealed(10)
+    server = serve(live_writer.root)
+    messages = list(sse_messages(f"{server.url}/api/sessions/big/runs/{run.run_id}/stream", timeout=30))
+    seqs = [m["data"]["seq"] for m in messages if m["event"] == "message"]
+    assert seqs == list(range(1, total + 1))
+    assert messages[-1]["event"] == "end"
