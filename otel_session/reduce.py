@@ -34,6 +34,7 @@ import bisect
 import itertools
 import json
 import math
+import operator
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -78,6 +79,7 @@ _SEVERITY = {
 }
 
 _generations = itertools.count(1)
+_NO_PAYLOAD: dict[str, Any] = {}
 
 
 class _Message:
@@ -150,10 +152,12 @@ class _Tool:
 
 
 class _State:
-    """The reducer's working state. ``snapshot()`` freezes it as a checkpoint in O(size) refs."""
+    """The reducer's working state. ``snapshot()`` copies it in O(size) references; messages and
+    tools are shared and copied on first write, and the rendered lists of the state it came from
+    are reused, so rendering after a seek costs O(events folded since the snapshot)."""
 
     __slots__ = ("seq", "run_id", "turn_index", "state", "run_status", "messages", "tools", "slots",
-                 "verdicts", "diagnostics", "gen")
+                 "verdicts", "diagnostics", "gen", "base", "touched_messages", "touched_tools", "_lists")
 
     def __init__(self) -> None:
         self.seq = 0
@@ -167,10 +171,14 @@ class _State:
         self.verdicts: list[dict[str, Any]] = []
         self.diagnostics: list[dict[str, Any]] = []
         self.gen = next(_generations)
+        self.base: _State | None = None
+        self.touched_messages: dict[str, None] = {}  # an ordered set: first touch first
+        self.touched_tools: dict[str, None] = {}
+        self._lists: tuple[list, dict, list, dict] | None = None
 
     def snapshot(self) -> _State:
-        """Return an independent working copy; messages and tools are shared until written."""
-        clone = _State.__new__(_State)
+        """Return an independent working copy of this (from now on unchanged) state."""
+        clone = _State()
         clone.seq, clone.run_id, clone.turn_index = self.seq, self.run_id, self.turn_index
         clone.state, clone.run_status = self.state, self.run_status
         clone.messages = dict(self.messages)
@@ -178,18 +186,43 @@ class _State:
         clone.slots = dict(self.slots)
         clone.verdicts = list(self.verdicts)
         clone.diagnostics = list(self.diagnostics)
-        clone.gen = next(_generations)
+        clone.base = self
         return clone
 
+    def freeze(self) -> _State:
+        """Mark this state as a checkpoint: it never changes again."""
+        self.base = None
+        self.touched_messages = {}
+        self.touched_tools = {}
+        return self
+
+    def rendered_lists(self) -> tuple[list, dict, list, dict]:
+        """A checkpoint's rendered messages and tools with their positions, built once."""
+        if self._lists is None:
+            self._lists = (
+                [message.render() for message in self.messages.values()],
+                {message_id: position for position, message_id in enumerate(self.messages)},
+                [tool.render() for tool in self.tools.values()],
+                {tool_call_id: position for position, tool_call_id in enumerate(self.tools)},
+            )
+        return self._lists
+
     def render(self) -> dict[str, Any]:
+        if self.base is None:
+            messages = [message.render() for message in self.messages.values()]
+            tools = [tool.render() for tool in self.tools.values()]
+        else:
+            base_messages, message_positions, base_tools, tool_positions = self.base.rendered_lists()
+            messages = _patched(base_messages, message_positions, self.messages, self.touched_messages)
+            tools = _patched(base_tools, tool_positions, self.tools, self.touched_tools)
         return {
             "seq": self.seq,
             "run_id": self.run_id,
             "turn_index": self.turn_index,
             "state": self.state,
             "run_status": self.run_status,
-            "messages": [message.render() for message in self.messages.values()],
-            "tools": [tool.render() for tool in self.tools.values()],
+            "messages": messages,
+            "tools": tools,
             "slots": dict(self.slots),
             "verdicts": list(self.verdicts),
             "diagnostics": list(self.diagnostics),
@@ -201,6 +234,7 @@ class _State:
         self.diagnostics.append({"code": code.value, "severity": _SEVERITY[code], "message": message, "seq": seq})
 
     def message(self, message_id: str) -> _Message:
+        self.touched_messages[message_id] = None
         message = self.messages.get(message_id)
         if message is None:
             message = self.messages[message_id] = _Message(message_id, self.gen)
@@ -211,6 +245,7 @@ class _State:
         return message
 
     def tool(self, tool_call_id: str) -> _Tool:
+        self.touched_tools[tool_call_id] = None
         tool = self.tools.get(tool_call_id)
         if tool is None:
             tool = self.tools[tool_call_id] = _Tool(tool_call_id, self.gen)
@@ -222,18 +257,34 @@ class _State:
 
     def apply(self, event: dict[str, Any]) -> None:
         seq = event["seq"]
-        if seq <= self.seq:
-            self.diagnose(ReducerCode.DUPLICATE_SEQ, f"seq {seq} repeats; the later record is ignored", seq)
-            return
         if seq != self.seq + 1:
+            if seq <= self.seq:
+                self.diagnose(ReducerCode.DUPLICATE_SEQ, f"seq {seq} repeats; the later record is ignored", seq)
+                return
             self.diagnose(ReducerCode.SEQ_GAP, f"expected seq {self.seq + 1}, found {seq}", seq)
         self.seq = seq
-        if isinstance(event.get("run_id"), str):
-            self.run_id = event["run_id"]
+        run_id = event.get("run_id")
+        if isinstance(run_id, str):
+            self.run_id = run_id
         handler = _HANDLERS.get(event.get("type"))
         if handler is not None:
             payload = event.get("payload")
-            handler(self, event, payload if isinstance(payload, dict) else {})
+            handler(self, event, payload if isinstance(payload, dict) else _NO_PAYLOAD)
+
+
+def _patched(base: list, positions: dict[str, int], items: dict[str, Any], touched: dict[str, None]) -> list:
+    """``base`` (the rendered items of a checkpoint) with the items touched since then re-rendered.
+
+    ``touched`` is ordered by first touch, and an item is created by its first touch, so new
+    items come out in creation order, as in ``items``."""
+    rendered = base.copy()
+    for key in touched:
+        position = positions.get(key)
+        if position is None:
+            rendered.append(items[key].render())
+        else:
+            rendered[position] = items[key].render()
+    return rendered
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -281,7 +332,11 @@ def _touch_message(state: _State, event: dict[str, Any]) -> _Message | None:
     message_id = _require_id(state, event, "message_id")
     if message_id is None:
         return None
-    message = state.message(message_id)
+    return _adopt_turn(state, state.message(message_id), event)
+
+
+def _adopt_turn(state: _State, message: _Message, event: dict[str, Any]) -> _Message:
+    """A message belongs to the turn of the first of its events that knows one."""
     if message.turn_index is None:
         message.turn_index = _int_or_none(event.get("turn_index"))
         if message.turn_index is None:
@@ -296,22 +351,34 @@ def _on_message_started(state: _State, event: dict[str, Any], payload: dict[str,
 
 
 def _on_assistant_delta(state: _State, event: dict[str, Any], payload: dict[str, Any]) -> None:
-    index, delta, kind = _int_or_none(payload.get("index")), payload.get("delta"), payload.get("kind", "text")
+    index, delta, kind = payload.get("index"), payload.get("delta"), payload.get("kind", "text")
+    if type(index) is not int:
+        index = _int_or_none(index)
     if index is None or not isinstance(delta, str) or kind not in _BLOCK_KINDS:
         state.diagnose(
             ReducerCode.MALFORMED_EVENT, "assistant_delta needs an integer index, a string delta and a known kind; ignored",
             event["seq"],
         )
         return
-    existing = state.messages.get(event.get("message_id"))  # type: ignore[arg-type]
-    if existing is not None and existing.finished:
+    message_id = event.get("message_id")
+    message = state.messages.get(message_id) if isinstance(message_id, str) else None
+    if message is None:
+        message = _touch_message(state, event)
+        if message is None:
+            return
+    elif message.finished:
         state.diagnose(
-            ReducerCode.DELTA_AFTER_FINISH, f"delta for message {existing.message_id} after it finished; ignored", event["seq"]
+            ReducerCode.DELTA_AFTER_FINISH, f"delta for message {message.message_id} after it finished; ignored", event["seq"]
         )
         return
-    message = _touch_message(state, event)
-    if message is None:
-        return
+    else:
+        if message.gen == state.gen:  # the hot path: a delta for a message this state already owns
+            message._rendered = None
+            state.touched_messages[message_id] = None  # type: ignore[index]
+        else:
+            message = state.message(message_id)  # type: ignore[arg-type]
+        if message.turn_index is None:
+            _adopt_turn(state, message, event)
     if message.role is None:
         message.role = "assistant"
     message.folded = True
@@ -452,9 +519,12 @@ _HANDLERS = {
 }
 
 
+_by_seq = operator.itemgetter("seq")
+
+
 def _ordered(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Records with an integer ``seq``, stably sorted by it (file order breaks no ties)."""
-    return sorted((event for event in events if type(event.get("seq")) is int), key=lambda event: event["seq"])
+    return sorted([event for event in events if type(event.get("seq")) is int], key=_by_seq)
 
 
 def replay_state(events: Sequence[dict[str, Any]], seq: int | None = None) -> dict[str, Any]:
@@ -525,7 +595,7 @@ class Replayer:
             state = self._checkpoints[built].snapshot()
             for event in self._events[built * CHECKPOINT_INTERVAL : (built + 1) * CHECKPOINT_INTERVAL]:
                 state.apply(event)
-            self._checkpoints.append(state)
+            self._checkpoints.append(state.freeze())
 
 
 # -- canonical JSON ------------------------------------------------------------------------------

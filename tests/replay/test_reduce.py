@@ -246,3 +246,28 @@ def test_canonical_json_matches_javascript_on_random_values():
     )
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.split(b"\n")[:-1] == [canonical_json(value) for value in values]
+
+
+def test_replayer_matches_the_fold_on_a_long_random_journal():
+    """Many messages and tools alive across checkpoints: seeks patch the checkpoint's rendering."""
+    rng = random.Random(11)
+    events, seq = [], 0
+    for step in range(3000):
+        seq += 1
+        roll = rng.random()
+        message_id, call_id = f"m{rng.randrange(40)}", f"c{rng.randrange(25)}"
+        if roll < 0.6:
+            events.append(_delta(seq, message_id, f"{step} ", index=rng.randrange(3), kind=rng.choice(["text", "thinking"])))
+        elif roll < 0.65:
+            events.append(_event(seq, "message_finished", {"settled": rng.random() < 0.5, "content": [
+                {"index": 0, "kind": "text", "text": str(step)}]}, message_id=message_id))
+        elif roll < 0.8:
+            kind = rng.choice(["tool_execution_started", "tool_execution_updated", "tool_execution_finished"])
+            events.append(_event(seq, kind, {"name": "t", "status": "ok"}, tool_call_id=call_id))
+        elif roll < 0.9:
+            events.append(_event(seq, "slot_write", {"slot": f"s{rng.randrange(5)}", "value": step}))
+        else:
+            events.append(_event(seq, "turn_started", {"state": f"st{step}"}))
+    replayer = Replayer(events)
+    for target in [rng.randrange(0, seq + 1) for _ in range(60)] + [seq, 256, 257, 512]:
+        assert replayer.state_at(target) == replay_state(events, target), target
