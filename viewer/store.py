@@ -125,6 +125,8 @@ class BundleStore:
         try:
             info = facts.resolve_run(self.root, session_id, run_id)
         except facts.RunSessionMismatch as exc:
+            if getattr(exc, "owner_session_id", None) == session_id:  # found only among eval runs
+                raise ApiError(404, "run_not_found", f"run {run_id} is an eval run; eval runs are not served") from None
             raise ApiError(409, "run_session_mismatch", str(exc)) from None
         except facts.SessionNotFound as exc:
             raise ApiError(404, "session_not_found", str(exc)) from None

@@ -206,8 +206,10 @@ def test_facts_and_feedback_with_a_run_of_another_session_conflict(client, sampl
 
 
 def test_eval_runs_are_not_served_as_live_runs(client, sample):
-    response = client.get(run_url("call-42", sample.eval_run, "/events"))
-    assert response.status_code in (404, 409)
+    for tail in ("/events", "/state", "/bundle", "/stream"):
+        response = client.get(run_url("call-42", sample.eval_run, tail))
+        assert response.status_code == 404 and response.get_json()["error"] == "run_not_found", tail
+    assert client.get(f"/api/sessions/call-42/facts?run_id={sample.eval_run}").status_code == 404
 
 
 def test_every_response_carries_the_security_headers(client, sample):
