@@ -223,12 +223,12 @@ function attach() {
 // -- sources: the server (snapshot + SSE tail) or a bundle file ----------------------------------
 
 async function loadSnapshot() {
-  const events = [];
+  const records = [];
   let after = 0;
   for (;;) {
     const page = await api(`${runPath(view.sessionId, view.runId)}/events?after_seq=${after}&limit=${PAGE}`);
-    events.push(...page.events);
-    if (page.next_after_seq == null) return { events, captureStatus: page.capture_status };
+    for (const record of page.events) records.push(record);
+    if (page.next_after_seq == null) return { events: records, captureStatus: page.capture_status };
     after = page.next_after_seq;
   }
 }
