@@ -29,7 +29,7 @@ from otel_session.write import BundleWriter
 EVENTS = 100_000
 SEEKS = (100, 50_000, 99_999)
 START_NS = 1_796_000_000_000_000_000
-_WORDS = "sure let me check which day works best for your party of four at the terrace".split()
+_WORDS = ["sure", "let", "me", "check", "which", "day", "works", "best", "for", "your", "party", "of", "four", "at", "the", "terrace"]
 
 
 def _turn_script(turn: int) -> list[tuple[str, dict, dict]]:

@@ -218,8 +218,7 @@ def _group_turns(events: list[dict[str, Any]]) -> tuple[dict[int, list[dict[str,
                 continue  # run-level record (run_started, run_finished, …)
         if event_type == "turn_finished" and turn_index == current:
             current = None
-        if turn_index > highest:
-            highest = turn_index
+        highest = max(highest, turn_index)
         group = turns.get(turn_index)
         if group is None:
             turns[turn_index] = [event]
@@ -277,9 +276,9 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
         event_type = event["type"]
         if event_type in _CONVERSATION_TYPES:
             conversation.append(event)
-            if event_type == "message_finished" and _payload(event).get("settled") is True:
-                if isinstance(event.get("message_id"), str):
-                    settled.add(event["message_id"])
+            if (event_type == "message_finished" and _payload(event).get("settled") is True
+                    and isinstance(event.get("message_id"), str)):
+                settled.add(event["message_id"])
             continue
         payload = _payload(event)
         if event_type in _SLOT_TYPES:

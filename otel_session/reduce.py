@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import itertools
 import json
 import math
 import operator
@@ -42,11 +41,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from otel_session.read import parse_journal
+
 __all__ = [
     "CHECKPOINT_INTERVAL",
     "ReducerCode",
     "Replayer",
     "canonical_json",
+    "expected_states",
     "iter_states",
     "replay_state",
 ]
@@ -78,16 +80,15 @@ _SEVERITY = {
     ReducerCode.UPSTREAM_DROP: "warning",
 }
 
-_generations = itertools.count(1)
 _NO_PAYLOAD: dict[str, Any] = {}
 
 
 class _Message:
     """One message being folded. Copied on write when it belongs to an older generation."""
 
-    __slots__ = ("message_id", "role", "turn_index", "settled", "finished", "folded", "blocks", "gen", "_rendered")
+    __slots__ = ("_rendered", "blocks", "finished", "folded", "message_id", "role", "settled", "turn_index")
 
-    def __init__(self, message_id: str, gen: int) -> None:
+    def __init__(self, message_id: str) -> None:
         self.message_id = message_id
         self.role: str | None = None
         self.turn_index: int | None = None
@@ -95,11 +96,10 @@ class _Message:
         self.finished = False
         self.folded = False
         self.blocks: dict[int, list[str]] = {}  # index -> [kind, text]
-        self.gen = gen
         self._rendered: dict[str, Any] | None = None
 
-    def copy(self, gen: int) -> _Message:
-        clone = _Message(self.message_id, gen)
+    def copy(self) -> _Message:
+        clone = _Message(self.message_id)
         clone.role, clone.turn_index = self.role, self.turn_index
         clone.settled, clone.finished, clone.folded = self.settled, self.finished, self.folded
         clone.blocks = {index: list(block) for index, block in self.blocks.items()}
@@ -122,9 +122,9 @@ class _Message:
 
 
 class _Tool:
-    __slots__ = ("fields", "gen", "_rendered")
+    __slots__ = ("_rendered", "fields")
 
-    def __init__(self, tool_call_id: str, gen: int) -> None:
+    def __init__(self, tool_call_id: str) -> None:
         self.fields: dict[str, Any] = {
             "tool_call_id": tool_call_id,
             "name": None,
@@ -137,11 +137,10 @@ class _Tool:
             "result": None,
             "error": None,
         }
-        self.gen = gen
         self._rendered: dict[str, Any] | None = None
 
-    def copy(self, gen: int) -> _Tool:
-        clone = _Tool(self.fields["tool_call_id"], gen)
+    def copy(self) -> _Tool:
+        clone = _Tool(self.fields["tool_call_id"])
         clone.fields = dict(self.fields)
         return clone
 
@@ -152,48 +151,55 @@ class _Tool:
 
 
 class _State:
-    """The reducer's working state. ``snapshot()`` copies it in O(size) references; messages and
-    tools are shared and copied on first write, and the rendered lists of the state it came from
-    are reused, so rendering after a seek costs O(events folded since the snapshot)."""
+    """The reducer's state. A checkpoint is a frozen state; a seek works on an overlay of one
+    (``snapshot()``): it holds only the messages, tools, slots, verdicts and diagnostics changed or
+    added since, copies a message or tool on its first change, and renders by patching the
+    checkpoint's rendered lists, so a seek costs O(events folded) plus one copy of those lists."""
 
-    __slots__ = ("seq", "run_id", "turn_index", "state", "run_status", "messages", "tools", "slots",
-                 "verdicts", "diagnostics", "gen", "base", "touched_messages", "touched_tools", "_lists")
+    __slots__ = (
+        "_lists",
+        "base",
+        "diagnostics",
+        "messages",
+        "run_id",
+        "run_status",
+        "seq",
+        "slots",
+        "state",
+        "tools",
+        "turn_index",
+        "verdicts",
+    )
 
-    def __init__(self) -> None:
-        self.seq = 0
-        self.run_id: str | None = None
-        self.turn_index: int | None = None
-        self.state: str | None = None
-        self.run_status: str | None = None
+    def __init__(self, base: _State | None = None) -> None:
+        self.seq = 0 if base is None else base.seq
+        self.run_id: str | None = None if base is None else base.run_id
+        self.turn_index: int | None = None if base is None else base.turn_index
+        self.state: str | None = None if base is None else base.state
+        self.run_status: str | None = None if base is None else base.run_status
+        # Without a base these hold everything; over a base, what changed since (in first-change order).
         self.messages: dict[str, _Message] = {}
         self.tools: dict[str, _Tool] = {}
         self.slots: dict[str, Any] = {}
         self.verdicts: list[dict[str, Any]] = []
         self.diagnostics: list[dict[str, Any]] = []
-        self.gen = next(_generations)
-        self.base: _State | None = None
-        self.touched_messages: dict[str, None] = {}  # an ordered set: first touch first
-        self.touched_tools: dict[str, None] = {}
+        self.base = base
         self._lists: tuple[list, dict, list, dict] | None = None
 
     def snapshot(self) -> _State:
-        """Return an independent working copy of this (from now on unchanged) state."""
-        clone = _State()
-        clone.seq, clone.run_id, clone.turn_index = self.seq, self.run_id, self.turn_index
-        clone.state, clone.run_status = self.state, self.run_status
-        clone.messages = dict(self.messages)
-        clone.tools = dict(self.tools)
-        clone.slots = dict(self.slots)
-        clone.verdicts = list(self.verdicts)
-        clone.diagnostics = list(self.diagnostics)
-        clone.base = self
-        return clone
+        """Return a working state over this frozen one (which it never changes)."""
+        return _State(self)
 
     def freeze(self) -> _State:
-        """Mark this state as a checkpoint: it never changes again."""
-        self.base = None
-        self.touched_messages = {}
-        self.touched_tools = {}
+        """Merge the overlay into full collections; the state never changes again (a checkpoint)."""
+        base = self.base
+        if base is not None:
+            self.messages = {**base.messages, **self.messages}
+            self.tools = {**base.tools, **self.tools}
+            self.slots = {**base.slots, **self.slots}
+            self.verdicts = base.verdicts + self.verdicts
+            self.diagnostics = base.diagnostics + self.diagnostics
+            self.base = None
         return self
 
     def rendered_lists(self) -> tuple[list, dict, list, dict]:
@@ -208,13 +214,17 @@ class _State:
         return self._lists
 
     def render(self) -> dict[str, Any]:
-        if self.base is None:
+        base = self.base
+        if base is None:
             messages = [message.render() for message in self.messages.values()]
             tools = [tool.render() for tool in self.tools.values()]
+            slots, verdicts, diagnostics = dict(self.slots), list(self.verdicts), list(self.diagnostics)
         else:
-            base_messages, message_positions, base_tools, tool_positions = self.base.rendered_lists()
-            messages = _patched(base_messages, message_positions, self.messages, self.touched_messages)
-            tools = _patched(base_tools, tool_positions, self.tools, self.touched_tools)
+            base_messages, message_positions, base_tools, tool_positions = base.rendered_lists()
+            messages = _patched(base_messages, message_positions, self.messages)
+            tools = _patched(base_tools, tool_positions, self.tools)
+            slots = {**base.slots, **self.slots}
+            verdicts, diagnostics = base.verdicts + self.verdicts, base.diagnostics + self.diagnostics
         return {
             "seq": self.seq,
             "run_id": self.run_id,
@@ -223,9 +233,9 @@ class _State:
             "run_status": self.run_status,
             "messages": messages,
             "tools": tools,
-            "slots": dict(self.slots),
-            "verdicts": list(self.verdicts),
-            "diagnostics": list(self.diagnostics),
+            "slots": slots,
+            "verdicts": verdicts,
+            "diagnostics": diagnostics,
         }
 
     # -- folding -----------------------------------------------------------------------------
@@ -233,24 +243,29 @@ class _State:
     def diagnose(self, code: ReducerCode, message: str, seq: int) -> None:
         self.diagnostics.append({"code": code.value, "severity": _SEVERITY[code], "message": message, "seq": seq})
 
+    def find_message(self, message_id: str) -> _Message | None:
+        """The message as it is now, without taking it for a change."""
+        message = self.messages.get(message_id)
+        if message is None and self.base is not None:
+            message = self.base.messages.get(message_id)
+        return message
+
     def message(self, message_id: str) -> _Message:
-        self.touched_messages[message_id] = None
+        """The message, ready to change (created, or copied from the base on its first change)."""
         message = self.messages.get(message_id)
         if message is None:
-            message = self.messages[message_id] = _Message(message_id, self.gen)
-        elif message.gen != self.gen:
-            message = self.messages[message_id] = message.copy(self.gen)
+            existing = None if self.base is None else self.base.messages.get(message_id)
+            message = self.messages[message_id] = _Message(message_id) if existing is None else existing.copy()
         else:
             message._rendered = None
         return message
 
     def tool(self, tool_call_id: str) -> _Tool:
-        self.touched_tools[tool_call_id] = None
+        """The tool call, ready to change (created, or copied from the base on its first change)."""
         tool = self.tools.get(tool_call_id)
         if tool is None:
-            tool = self.tools[tool_call_id] = _Tool(tool_call_id, self.gen)
-        elif tool.gen != self.gen:
-            tool = self.tools[tool_call_id] = tool.copy(self.gen)
+            existing = None if self.base is None else self.base.tools.get(tool_call_id)
+            tool = self.tools[tool_call_id] = _Tool(tool_call_id) if existing is None else existing.copy()
         else:
             tool._rendered = None
         return tool
@@ -259,9 +274,9 @@ class _State:
         seq = event["seq"]
         if seq != self.seq + 1:
             if seq <= self.seq:
-                self.diagnose(ReducerCode.DUPLICATE_SEQ, f"seq {seq} repeats; the later record is ignored", seq)
+                self.diagnose(ReducerCode.DUPLICATE_SEQ, f"seq {_num(seq)} repeats; the later record is ignored", seq)
                 return
-            self.diagnose(ReducerCode.SEQ_GAP, f"expected seq {self.seq + 1}, found {seq}", seq)
+            self.diagnose(ReducerCode.SEQ_GAP, f"expected seq {_num(self.seq + 1)}, found {_num(seq)}", seq)
         self.seq = seq
         run_id = event.get("run_id")
         if isinstance(run_id, str):
@@ -272,19 +287,24 @@ class _State:
             handler(self, event, payload if isinstance(payload, dict) else _NO_PAYLOAD)
 
 
-def _patched(base: list, positions: dict[str, int], items: dict[str, Any], touched: dict[str, None]) -> list:
-    """``base`` (the rendered items of a checkpoint) with the items touched since then re-rendered.
+def _patched(base: list, positions: dict[str, int], changed: dict[str, Any]) -> list:
+    """``base`` (a checkpoint's rendered items) with the items ``changed`` since re-rendered.
 
-    ``touched`` is ordered by first touch, and an item is created by its first touch, so new
-    items come out in creation order, as in ``items``."""
+    ``changed`` is in first-change order and an item is created by its first change, so new items
+    come out in creation order."""
     rendered = base.copy()
-    for key in touched:
+    for key, item in changed.items():
         position = positions.get(key)
         if position is None:
-            rendered.append(items[key].render())
+            rendered.append(item.render())
         else:
-            rendered[position] = items[key].render()
+            rendered[position] = item.render()
     return rendered
+
+
+def _num(value: int) -> str:
+    """An integer in a diagnostic message, written as JavaScript writes it (``1e+22`` past 1e21)."""
+    return str(value) if -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER else _js_number(float(value))
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -362,23 +382,21 @@ def _on_assistant_delta(state: _State, event: dict[str, Any], payload: dict[str,
         return
     message_id = event.get("message_id")
     message = state.messages.get(message_id) if isinstance(message_id, str) else None
-    if message is None:
+    if message is not None and not message.finished:  # the hot path: a message this state already changed
+        message._rendered = None
+        if message.turn_index is None:
+            _adopt_turn(state, message, event)
+    else:
+        existing = message if message is not None else state.find_message(message_id) if isinstance(message_id, str) else None
+        if existing is not None and existing.finished:
+            state.diagnose(
+                ReducerCode.DELTA_AFTER_FINISH, f"delta for message {existing.message_id} after it finished; ignored",
+                event["seq"],
+            )
+            return
         message = _touch_message(state, event)
         if message is None:
             return
-    elif message.finished:
-        state.diagnose(
-            ReducerCode.DELTA_AFTER_FINISH, f"delta for message {message.message_id} after it finished; ignored", event["seq"]
-        )
-        return
-    else:
-        if message.gen == state.gen:  # the hot path: a delta for a message this state already owns
-            message._rendered = None
-            state.touched_messages[message_id] = None  # type: ignore[index]
-        else:
-            message = state.message(message_id)  # type: ignore[arg-type]
-        if message.turn_index is None:
-            _adopt_turn(state, message, event)
     if message.role is None:
         message.role = "assistant"
     message.folded = True
@@ -421,7 +439,7 @@ def _on_message_finished(state: _State, event: dict[str, Any], payload: dict[str
             state.diagnose(
                 ReducerCode.RECONCILE_MISMATCH,
                 f"message {message.message_id}: folded deltas differ from the final content at block "
-                f"{', '.join(map(str, differing))}; the final content wins",
+                f"{', '.join(map(_num, differing))}; the final content wins",
                 event["seq"],
             )
         message.blocks = final
@@ -496,7 +514,7 @@ def _on_upstream_drop(state: _State, event: dict[str, Any], payload: dict[str, A
     attributes = _int_or_none(payload.get("dropped_attributes")) or 0
     state.diagnose(
         ReducerCode.UPSTREAM_DROP,
-        f"a span lost {events} events and {attributes} attributes before it was received",
+        f"a span lost {_num(events)} events and {_num(attributes)} attributes before it was received",
         event["seq"],
     )
 
@@ -524,7 +542,7 @@ _by_seq = operator.itemgetter("seq")
 
 def _ordered(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Records with an integer ``seq``, stably sorted by it (file order breaks no ties)."""
-    return sorted([event for event in events if type(event.get("seq")) is int], key=_by_seq)
+    return sorted([event for event in events if isinstance(event, dict) and type(event.get("seq")) is int], key=_by_seq)
 
 
 def replay_state(events: Sequence[dict[str, Any]], seq: int | None = None) -> dict[str, Any]:
@@ -690,8 +708,6 @@ def canonical_json(value: Any) -> bytes:
 def expected_states(journal: bytes) -> bytes:
     """The ``*.expected.ndjson`` body for a journal: the canonical state before any event, then
     after each complete record in ``seq`` order (garbage lines skipped, a torn tail left out)."""
-    from otel_session.read import parse_journal
-
     events, _garbage, _torn = parse_journal(journal)
     return b"".join(canonical_json(state) + b"\n" for state in iter_states(events))
 

@@ -286,7 +286,7 @@ def test_skipping_settled_deltas_changes_no_message_or_tool(tmp_path, journal):
     settled = {e["message_id"] for e in events if e["type"] == "message_finished" and isinstance(e.get("payload"), dict)
                and e["payload"].get("settled") is True and isinstance(e.get("message_id"), str)}
     full, lean = replay_state(events), replay_state(_conversation_events(events, settled))
-    strip = lambda messages: [{k: v for k, v in m.items() if k != "turn_index"} for m in messages]  # noqa: E731
+    strip = lambda messages: [{k: v for k, v in m.items() if k != "turn_index"} for m in messages]
     assert strip(lean["messages"]) == strip(full["messages"])
     assert [{k: v for k, v in t.items() if k != "turn_index"} for t in lean["tools"]] == [
         {k: v for k, v in t.items() if k != "turn_index"} for t in full["tools"]]

@@ -4,6 +4,7 @@
 //   canonicalJson(value) -> string              the same bytes (as UTF-8) as Python's canonical_json
 //   new Replayer(events).stateAt(seq)           seeks through checkpoints every 256 events
 //   parseJournal(text) -> {events, garbage, torn}   the tolerant events.ndjson parser (offline bundles)
+//   runEvents(events, manifest) -> events       only the run's own records, like Python's run_events
 //
 // A dependency-free ES module: no build step. The rules, field names and diagnostics match the
 // Python reducer exactly; fixtures/replay/*.expected.ndjson hold the Python output at every seq and
@@ -532,4 +533,18 @@ export function parseJournal(text) {
     else garbage.push(position + 1);
   });
   return { events, garbage, torn: text.slice(end) };
+}
+
+/**
+ * The records of one run (its manifest's session_id and run_id) in seq order, each seq once: what
+ * otel_session.facts.run_events gives the Python reducer. Without a manifest, the first record's ids.
+ */
+export function runEvents(events, manifest = null) {
+  const records = events.filter(isObject);
+  const reference = manifest && typeof manifest.run_id === "string" ? manifest : records[0];
+  if (reference === undefined) return [];
+  const own = ordered(
+    records.filter((event) => event.run_id === reference.run_id && event.session_id === reference.session_id),
+  );
+  return own.filter((event, position) => position === 0 || event.seq !== own[position - 1].seq);
 }
