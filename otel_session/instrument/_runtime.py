@@ -1,0 +1,145 @@
+"""The configured recorder: tracer provider, redactor, bundle writer and the open runs.
+
+``configure()`` builds one :class:`Recorder` (idempotent); the API modules find it with
+:func:`current_recorder`. Nothing here raises into the app after configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+
+from otel_session import __version__, config
+from otel_session.redact import RedactionPolicy, Redactor, load_or_create_key
+from otel_session.semconv import SCOPE_NAME
+from otel_session.write import BundleWriter, WriterLimits
+
+if TYPE_CHECKING:
+    from otel_session.instrument._api import RunHandle
+
+__all__ = ["Recorder", "configure", "current_recorder", "warn_once"]
+
+logger = logging.getLogger("otel_session.instrument")
+
+_lock = threading.Lock()
+_recorder: Recorder | None = None
+_warned: set[str] = set()
+
+
+def warn_once(key: str, message: str, *args: Any, **kwargs: Any) -> None:
+    """Log ``message`` the first time ``key`` is seen in this process."""
+    if key in _warned:
+        return
+    _warned.add(key)
+    logger.warning(message, *args, **kwargs)
+
+
+class Recorder:
+    """The handle ``configure()`` returns: what records runs in this process."""
+
+    def __init__(
+        self,
+        *,
+        bundle_dir: Path,
+        redactor: Redactor,
+        tracer_provider: TracerProvider,
+        writer: BundleWriter,
+    ) -> None:
+        from otel_session.instrument.processor import SessionSpanProcessor
+
+        self.bundle_dir = bundle_dir
+        self.redactor = redactor
+        self.tracer_provider = tracer_provider
+        self.writer = writer
+        self.tracer = tracer_provider.get_tracer(SCOPE_NAME, __version__)
+        self.runs: dict[int, RunHandle] = {}
+        """Open runs by trace id (the span processor journals other spans of these traces)."""
+        self.active = True
+        self.processor = SessionSpanProcessor(self)
+        tracer_provider.add_span_processor(self.processor)
+        resource = getattr(tracer_provider, "resource", None)
+        self.service_name: str | None = resource.attributes.get("service.name") if resource is not None else None
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Export finished spans and write every journal record enqueued so far."""
+        spans_done = self.tracer_provider.force_flush(timeout_millis)
+        return self.writer.force_flush(timeout_millis) and spans_done
+
+    def shutdown(self, timeout_millis: int = 30_000) -> None:
+        """Finish open runs as interrupted, drain the writer, stop recording. Idempotent."""
+        global _recorder
+        with _lock:
+            if not self.active:
+                return
+            self.active = False
+            if _recorder is self:
+                _recorder = None
+        for handle in list(self.runs.values()):
+            handle.abandon()
+        self.runs.clear()
+        self.writer.shutdown(timeout_millis)
+
+
+def _sdk_provider(explicit: Any) -> TracerProvider:
+    provider = explicit if explicit is not None else trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):
+        return provider
+    if explicit is not None:
+        raise TypeError(f"tracer_provider must be an SDK TracerProvider, got {type(explicit).__name__}")
+    provider = TracerProvider()
+    trace.set_tracer_provider(provider)
+    if trace.get_tracer_provider() is not provider:
+        raise RuntimeError("a non-SDK global tracer provider is already set; pass tracer_provider=")
+    logger.info("otel_session created the global SDK TracerProvider (no exporter configured)")
+    return provider
+
+
+def configure(
+    bundle_dir: str | os.PathLike[str] | None = None,
+    redaction: RedactionPolicy | None = None,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    writer_limits: WriterLimits | None = None,
+) -> Recorder:
+    """Set up recording for this process and return its :class:`Recorder`. Idempotent.
+
+    ``bundle_dir`` defaults to ``$OTEL_SESSION_DIR``, else ``./otel-session-data``; ``redaction``
+    to the default policy overridden by ``OTEL_SESSION_REDACT_*``; ``tracer_provider`` to the global
+    SDK provider (one is created and set globally if none exists). A second call returns the
+    recorder already configured (a warning says so when its arguments differ).
+    """
+    global _recorder
+    with _lock:
+        if _recorder is not None:
+            if bundle_dir is not None and Path(bundle_dir) != _recorder.bundle_dir:
+                logger.warning(
+                    "otel_session is already configured for %s; call shutdown() first to change it",
+                    _recorder.bundle_dir,
+                )
+            return _recorder
+        root = config.bundle_dir(bundle_dir)
+        policy = redaction if redaction is not None else RedactionPolicy.from_env()
+        redactor = Redactor(policy, key=load_or_create_key(root))
+        provider = _sdk_provider(tracer_provider)
+        writer = BundleWriter(root, limits=writer_limits)
+        _recorder = Recorder(bundle_dir=root, redactor=redactor, tracer_provider=provider, writer=writer)
+        return _recorder
+
+
+def current_recorder(*, auto: bool = False) -> Recorder | None:
+    """The configured recorder; with ``auto``, configure one from the environment if needed."""
+    recorder = _recorder
+    if recorder is None and auto:
+        try:
+            recorder = configure()
+        except Exception:  # noqa: BLE001 - capture failures never reach the app
+            warn_once("configure", "otel_session could not configure itself; nothing is recorded", exc_info=True)
+            return None
+        logger.info("otel_session configured itself from the environment (bundles in %s)", recorder.bundle_dir)
+    return recorder

@@ -1,0 +1,92 @@
+"""The session span processor: stamps session/run ids on every span, journals other spans of a run.
+
+``on_start`` copies ``session.id`` (also as ``gen_ai.conversation.id``), ``otel_session.run.id``
+and ``otel_session.turn.index`` from the context (this package's scope, else W3C baggage) onto
+every span that does not carry them — including spans of other instrumentors, such as the official
+openai-v2 instrumentor. ``on_end`` journals spans of other instrumentation that belong to a run open
+in this process (normalize → redact → append); this project's own spans are skipped there, since
+the API journaled their facts when they happened.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from opentelemetry import baggage, context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from otel_session import semconv as sc
+from otel_session.normalize import SpanData, normalize_span
+
+if TYPE_CHECKING:
+    from otel_session.instrument._runtime import Recorder
+
+__all__ = ["SessionSpanProcessor"]
+
+logger = logging.getLogger(__name__)
+
+
+class SessionSpanProcessor(SpanProcessor):
+    """Stamps session ids on span start; journals foreign spans of open runs on span end."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+
+    def on_start(self, span: Span, parent_context: context.Context | None = None) -> None:
+        if not self._recorder.active:
+            return
+        try:
+            from otel_session.instrument._api import _scope
+
+            scope = _scope(parent_context)
+            attributes = span.attributes or {}
+            if scope is not None:
+                session_id = scope.session_id
+                run_id = scope.run.run_id if scope.run is not None else None
+                turn_index = scope.turn.index if scope.turn is not None else None
+            else:
+                session_id = baggage.get_baggage(sc.BAGGAGE_SESSION_ID, parent_context)
+                run_id = baggage.get_baggage(sc.BAGGAGE_RUN_ID, parent_context)
+                turn_index = None
+            stamps = {}
+            if session_id:
+                if sc.SESSION_ID not in attributes:
+                    stamps[sc.SESSION_ID] = str(session_id)
+                if sc.CONVERSATION_ID not in attributes:
+                    stamps[sc.CONVERSATION_ID] = str(session_id)
+            if run_id and sc.RUN_ID not in attributes:
+                stamps[sc.RUN_ID] = str(run_id)
+            if turn_index is not None and sc.TURN_INDEX not in attributes:
+                stamps[sc.TURN_INDEX] = turn_index
+            if stamps:
+                span.set_attributes(stamps)
+        except Exception:  # noqa: BLE001 - never break span creation
+            logger.debug("could not stamp session ids", exc_info=True)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        recorder = self._recorder
+        if not recorder.active:
+            return
+        scope = span.instrumentation_scope
+        if scope is not None and scope.name == sc.SCOPE_NAME:
+            return
+        handle = recorder.runs.get(span.context.trace_id)
+        if handle is None or handle.journal_recorder is None:
+            return
+        try:
+            data = SpanData.from_readable_span(span)
+            turn_index = data.attributes.get(sc.TURN_INDEX)
+            for event in normalize_span(data):
+                event = recorder.redactor.redact_event(event)
+                if event.turn_index is None and isinstance(turn_index, int):
+                    event.turn_index = turn_index
+                handle.journal_recorder.append(event.type, event.payload, **event.correlation())
+        except Exception:  # noqa: BLE001
+            logger.warning("could not journal span %r", span.name, exc_info=True)
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self._recorder.writer.force_flush(timeout_millis)

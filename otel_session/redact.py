@@ -1,0 +1,487 @@
+"""Redact: slot values, tool arguments/results and free text, before anything is recorded (SPEC §6).
+
+Contract::
+
+    redactor = Redactor(RedactionPolicy(keep_slots={"party_size"}), key=b"...")  # built once
+    redactor.slot_value("date", "2026-12-04")   # -> "hmac-sha256:3f9a0c…" (16 hex digits)
+    redactor.text("mail jane@example.com")      # -> "mail [email]"
+    redactor.tool_arguments({"card": "4111 1111 1111 1111"})  # structure kept, leaves redacted
+    redactor.redact_event(journal_event)        # -> a new JournalEvent, fields redacted by type
+
+Each field has a :class:`FieldMode`: ``keep`` (as is), ``scan`` (free text: detected e-mail
+addresses, phone numbers, Luhn-valid card numbers and national-id-like numbers are masked),
+``mask`` (only the type and length remain) or ``hash`` (a keyed HMAC-SHA256 prefix, so equal values
+compare equal without being readable). The behaviour is chosen once, when the redactor is built.
+
+Redaction is idempotent: tokens this module produces (``hmac-sha256:…``, ``<redacted …>``,
+``[email]`` …) pass through unchanged, so a collector may re-redact what an app already redacted.
+A redactor error replaces the whole value with ``<redacted error>``; nothing passes through.
+
+Limit: streamed deltas are scanned one by one (with a short look-back over the text streamed
+before), so an e-mail split across two deltas is caught in the later delta and in the final content,
+but the part that streamed first may already have been recorded. The settled ``message_finished``
+content is always scanned as a whole.
+
+Environment variables (read by :meth:`RedactionPolicy.from_env`):
+
+=====================================  ==============================================================
+``OTEL_SESSION_REDACTION_KEY``         HMAC key (text). Default: a random key stored in
+                                       ``<bundle dir>/.redaction-key`` (mode 0600), made once.
+``OTEL_SESSION_REDACT_KEEP_SLOTS``     comma-separated slot names recorded as is (allow-list)
+``OTEL_SESSION_REDACT_SLOT_VALUES``    mode for slot values (default ``hash``)
+``OTEL_SESSION_REDACT_TEXT``           mode for message text and error text (default ``scan``)
+``OTEL_SESSION_REDACT_TOOL_ARGUMENTS`` mode for string leaves of tool arguments (default ``scan``)
+``OTEL_SESSION_REDACT_TOOL_RESULTS``   mode for string leaves of tool results (default ``scan``)
+``OTEL_SESSION_REDACT_DETECTORS``      comma-separated detectors for ``scan`` (default
+                                       ``email,phone,card,national_id``)
+=====================================  ==============================================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import re
+import secrets
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from otel_session.journal import EventType
+from otel_session.normalize import JournalEvent
+
+__all__ = [
+    "DEFAULT_DETECTORS",
+    "ENV_REDACTION_KEY",
+    "FieldMode",
+    "KEY_FILE",
+    "REDACTED_ERROR",
+    "RedactionPolicy",
+    "Redactor",
+    "load_or_create_key",
+]
+
+logger = logging.getLogger(__name__)
+
+ENV_REDACTION_KEY = "OTEL_SESSION_REDACTION_KEY"
+KEY_FILE = ".redaction-key"
+REDACTED_ERROR = "<redacted error>"
+DEFAULT_DETECTORS = ("email", "phone", "card", "national_id")
+_HASH_PREFIX = "hmac-sha256:"
+_HASH_HEX_DIGITS = 16
+
+
+class FieldMode(str, Enum):
+    """How one kind of field is redacted."""
+
+    KEEP = "keep"
+    SCAN = "scan"
+    MASK = "mask"
+    HASH = "hash"
+
+
+def _env_mode(name: str, default: FieldMode) -> FieldMode:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    try:
+        return FieldMode(raw)
+    except ValueError:
+        logger.warning("%s=%r is not one of keep|scan|mask|hash; using %s", name, raw, default.value)
+        return default
+
+
+def _env_list(name: str) -> tuple[str, ...] | None:
+    raw = os.environ.get(name)
+    if raw is None:
+        return None
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class RedactionPolicy:
+    """What is kept, scanned, masked or hashed. The defaults are SPEC §6's default policy."""
+
+    keep_slots: frozenset[str] = field(default_factory=frozenset)
+    slot_values: FieldMode = FieldMode.HASH
+    text: FieldMode = FieldMode.SCAN
+    tool_arguments: FieldMode = FieldMode.SCAN
+    tool_results: FieldMode = FieldMode.SCAN
+    detectors: tuple[str, ...] = DEFAULT_DETECTORS
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keep_slots", frozenset(self.keep_slots))
+        for name in ("slot_values", "text", "tool_arguments", "tool_results"):
+            object.__setattr__(self, name, FieldMode(getattr(self, name)))
+        unknown = set(self.detectors) - set(DEFAULT_DETECTORS)
+        if unknown:
+            raise ValueError(f"unknown detectors {sorted(unknown)}; known: {', '.join(DEFAULT_DETECTORS)}")
+        object.__setattr__(self, "detectors", tuple(self.detectors))
+
+    @classmethod
+    def from_env(cls, base: RedactionPolicy | None = None) -> RedactionPolicy:
+        """``base`` (default: the default policy) overridden by ``OTEL_SESSION_REDACT_*``."""
+        base = base or cls()
+        keep = _env_list("OTEL_SESSION_REDACT_KEEP_SLOTS")
+        detectors = _env_list("OTEL_SESSION_REDACT_DETECTORS")
+        return replace(
+            base,
+            keep_slots=frozenset(keep) if keep is not None else base.keep_slots,
+            slot_values=_env_mode("OTEL_SESSION_REDACT_SLOT_VALUES", base.slot_values),
+            text=_env_mode("OTEL_SESSION_REDACT_TEXT", base.text),
+            tool_arguments=_env_mode("OTEL_SESSION_REDACT_TOOL_ARGUMENTS", base.tool_arguments),
+            tool_results=_env_mode("OTEL_SESSION_REDACT_TOOL_RESULTS", base.tool_results),
+            detectors=detectors if detectors is not None else base.detectors,
+        )
+
+
+def load_or_create_key(bundle_dir: str | os.PathLike[str] | None) -> bytes:
+    """The HMAC key: ``$OTEL_SESSION_REDACTION_KEY``, else ``<bundle_dir>/.redaction-key`` (made 0600)."""
+    from_env = os.environ.get(ENV_REDACTION_KEY)
+    if from_env:
+        return from_env.encode("utf-8")
+    if bundle_dir is None:
+        return secrets.token_bytes(32)
+    path = Path(bundle_dir) / KEY_FILE
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except FileNotFoundError:
+        pass
+    os.makedirs(path.parent, mode=0o700, exist_ok=True)
+    key = secrets.token_bytes(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process made it first: use theirs
+        return bytes.fromhex(path.read_text().strip())
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key.hex() + "\n")
+    return key
+
+
+# -- detectors -------------------------------------------------------------------------------
+
+# Tokens this module emits; matched first so that redacting twice changes nothing.
+_REDACTED_TOKEN = r"hmac-sha256:[0-9a-f]{16}|<redacted[^<>]{0,40}>|\[(?:email|phone|card|national_id)\]"
+_EMAIL = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
+_NATIONAL_LETTERS = r"\b[A-CEGHJ-PR-TW-Z]{2}\d{6}[A-D]\b"  # UK NI number shape
+# A run of digits with the usual separators, not glued to letters or other digits.
+_NUMBER = r"(?<![\w+])\+?\(?\d[\d ().-]{5,}\d(?![\w])"
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{2}[./-]\d{2}[./-]\d{4}|\d{4}[./]\d{2}[./]\d{2}")
+_SSN = re.compile(r"\d{3}-\d{2}-\d{4}")
+_NEEDS_SCAN = re.compile(r"[@\d]")
+
+
+def _luhn_valid(digits: str) -> bool:
+    total = 0
+    for position, char in enumerate(reversed(digits)):
+        value = ord(char) - 48
+        if position % 2:
+            value *= 2
+            if value > 9:
+                value -= 9
+        total += value
+    return total % 10 == 0
+
+
+def _classify_number(candidate: str, detectors: frozenset[str]) -> str | None:
+    """Which detector a digit run belongs to, or None to leave it (dates, short numbers)."""
+    stripped = candidate.strip()
+    digits = "".join(char for char in stripped if char.isdigit())
+    if "card" in detectors and 13 <= len(digits) <= 19 and _luhn_valid(digits):
+        return "card"
+    if "national_id" in detectors and _SSN.fullmatch(stripped):
+        return "national_id"
+    if _ISO_DATE.fullmatch(stripped):
+        return None
+    if "phone" in detectors and 7 <= len(digits) <= 15:
+        return "phone"
+    if "national_id" in detectors and len(digits) >= 9:
+        return "national_id"
+    return None
+
+
+class _Scanner:
+    """PII detectors compiled once into one pattern; already-redacted tokens are left alone."""
+
+    def __init__(self, detectors: Iterable[str]) -> None:
+        self._enabled = frozenset(detectors)
+        parts = [f"(?P<redacted>{_REDACTED_TOKEN})"]
+        if "email" in self._enabled:
+            parts.append(f"(?P<email>{_EMAIL})")
+        if "national_id" in self._enabled:
+            parts.append(f"(?P<national_letters>{_NATIONAL_LETTERS})")
+        if self._enabled & {"phone", "card", "national_id"}:
+            parts.append(f"(?P<number>{_NUMBER})")
+        self._pattern = re.compile("|".join(parts))
+
+    def _replacement(self, match: re.Match[str]) -> str:
+        kind = match.lastgroup
+        text = match.group()
+        if kind == "redacted":
+            return text
+        if kind == "national_letters":
+            return "[national_id]"
+        if kind == "number":
+            found = _classify_number(text, self._enabled)
+            if found is None:
+                return text
+            # keep whitespace the loose number pattern may have taken at its edges
+            return text[: len(text) - len(text.lstrip())] + f"[{found}]" + text[len(text.rstrip()) :]
+        return f"[{kind}]"
+
+    def scan(self, text: str) -> str:
+        if not _NEEDS_SCAN.search(text):
+            return text
+        return self._pattern.sub(self._replacement, text)
+
+    def scan_after(self, tail: str, value: str) -> str:
+        if not tail or not (_NEEDS_SCAN.search(value) or _NEEDS_SCAN.search(tail)):
+            return self.scan(value)
+        join = len(tail)
+        for match in self._pattern.finditer(tail + value):
+            if match.start() >= join:
+                break
+            if match.end() > join:
+                replacement = self._replacement(match)
+                if replacement != match.group():
+                    return replacement.strip() + self.scan(value[match.end() - join :])
+                break
+        return self.scan(value)
+
+
+def _canonical(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=repr)
+
+
+_IS_HASH = re.compile(r"hmac-sha256:[0-9a-f]{16}").fullmatch
+_IS_MASK = re.compile(r"<redacted[^<>]{0,40}>").fullmatch
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    return type(value).__name__
+
+
+class Redactor:
+    """Applies one :class:`RedactionPolicy` with one key. Build once; call from any thread."""
+
+    def __init__(self, policy: RedactionPolicy | None = None, *, key: bytes | None = None) -> None:
+        self.policy = policy or RedactionPolicy()
+        self._key = key if key is not None else secrets.token_bytes(32)
+        self._scanner = _Scanner(self.policy.detectors)
+        self._scan = self._scanner.scan
+        self._slot_leaf = self._whole_value_function(self.policy.slot_values)
+        self._text = self._leaf_function(self.policy.text)
+        self._tool_arguments_leaf = self._leaf_function(self.policy.tool_arguments)
+        self._tool_results_leaf = self._leaf_function(self.policy.tool_results)
+
+    # -- building blocks chosen at construction -------------------------------------------
+
+    def _hash(self, value: Any) -> str:
+        if value is None:
+            return None  # type: ignore[return-value]  # absence is not personal data
+        if isinstance(value, str) and (_IS_HASH(value) or _IS_MASK(value)):
+            return value
+        data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else _canonical(value)
+        return _HASH_PREFIX + hmac.new(self._key, data, hashlib.sha256).hexdigest()[:_HASH_HEX_DIGITS]
+
+    @staticmethod
+    def _mask(value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, str) and (_IS_HASH(value) or _IS_MASK(value)):
+            return value
+        try:
+            length = len(value)
+        except TypeError:
+            length = len(str(value))
+        return f"<redacted {_type_name(value)} len={length}>"
+
+    def _scan_leaf(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self._scan(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            text = str(value)
+            scanned = self._scan(text)
+            return value if scanned == text else scanned
+        return value
+
+    def _leaf_function(self, mode: FieldMode) -> Callable[[Any], Any]:
+        if mode is FieldMode.KEEP:
+            return lambda value: value
+        if mode is FieldMode.SCAN:
+            return self._scan_leaf
+        if mode is FieldMode.MASK:
+            return self._mask
+        return self._hash
+
+    def _whole_value_function(self, mode: FieldMode) -> Callable[[Any], Any]:
+        if mode is FieldMode.SCAN:
+            return lambda value: self._map_leaves(value, self._scan_leaf)
+        return self._leaf_function(mode)
+
+    def _map_leaves(self, value: Any, leaf: Callable[[Any], Any]) -> Any:
+        if isinstance(value, Mapping):
+            return {key: self._map_leaves(item, leaf) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self._map_leaves(item, leaf) for item in value]
+        return leaf(value)
+
+    @staticmethod
+    def _guarded(function: Callable[[Any], Any], value: Any) -> Any:
+        try:
+            return function(value)
+        except Exception:  # noqa: BLE001 - a redactor error redacts the whole value
+            logger.warning("redaction failed; the whole value was replaced", exc_info=True)
+            return REDACTED_ERROR
+
+    # -- public field redaction -----------------------------------------------------------
+
+    def slot_value(self, slot: str, value: Any) -> Any:
+        """A slot value (or previous value): kept when the slot is allow-listed, else per policy."""
+        if slot in self.policy.keep_slots:
+            return value
+        return self._guarded(self._slot_leaf, value)
+
+    def text(self, value: str) -> str:
+        """Free text: message text, deltas, reasons, error messages."""
+        try:
+            return self._text(value) if isinstance(value, str) else self._text(str(value))
+        except Exception:  # noqa: BLE001
+            logger.warning("redaction failed; the whole text was replaced", exc_info=True)
+            return REDACTED_ERROR
+
+    def text_after(self, before: str, value: str) -> str:
+        """Redact ``value`` streamed right after ``before`` (raw text of the same block).
+
+        A match that straddles the join (an e-mail split across two deltas) is masked in ``value``
+        from its start up to the end of the match; the part already streamed cannot be recalled.
+        """
+        if self.policy.text is not FieldMode.SCAN:
+            return self.text(value)
+        try:
+            return self._scanner.scan_after(before[-64:], value)
+        except Exception:  # noqa: BLE001
+            logger.warning("redaction failed; the whole delta was replaced", exc_info=True)
+            return REDACTED_ERROR
+
+    def tool_arguments(self, value: Any) -> Any:
+        """Tool-call arguments: structure kept, every leaf redacted per policy."""
+        return self._guarded(lambda item: self._map_leaves(item, self._tool_arguments_leaf), value)
+
+    def tool_result(self, value: Any) -> Any:
+        """A tool's result: structure kept, every leaf redacted per policy."""
+        return self._guarded(lambda item: self._map_leaves(item, self._tool_results_leaf), value)
+
+    def free_leaves(self, value: Any) -> Any:
+        """Any other structure (unknown record types): every string leaf scanned as text."""
+        return self._guarded(lambda item: self._map_leaves(item, self._text), value)
+
+    # -- journal events -------------------------------------------------------------------
+
+    def redact_payload(self, event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """A copy of ``payload`` with the fields of ``event_type`` redacted (SPEC §5.2 table)."""
+        handler = self._payload_handlers.get(event_type)
+        try:
+            if handler is not None:
+                return handler(self, payload)
+            return {
+                key: (item if key in _STRUCTURAL_KEYS else self.free_leaves(item)) for key, item in payload.items()
+            }
+        except Exception:  # noqa: BLE001 - never pass a payload through unredacted
+            logger.warning("redaction of a %s payload failed; payload replaced", event_type, exc_info=True)
+            return {"redaction_error": REDACTED_ERROR}
+
+    def redact_event(self, event: JournalEvent) -> JournalEvent:
+        """A copy of ``event`` whose payload is redacted by type."""
+        return replace(event, payload=self.redact_payload(event.type, event.payload or {}))
+
+    def _slot_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        slot = str(payload.get("slot", ""))
+        result = dict(payload)
+        for key in ("value", "previous"):
+            if key in payload:
+                result[key] = self.slot_value(slot, payload[key])
+        return result
+
+    def _message_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        result = dict(payload)
+        content = payload.get("content")
+        if isinstance(content, list):
+            result["content"] = [
+                {**block, "text": self.text(block["text"])} if isinstance(block, dict) and "text" in block
+                else self.free_leaves(block)
+                for block in content
+            ]
+        elif content is not None:
+            result["content"] = self.free_leaves(content)
+        return result
+
+    def _delta_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        result = dict(payload)
+        if "delta" in payload:
+            result["delta"] = self.text(payload["delta"])
+        return result
+
+    def _tool_started_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        result = dict(payload)
+        if "arguments" in payload:
+            result["arguments"] = self.tool_arguments(payload["arguments"])
+        return result
+
+    def _tool_finished_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        result = dict(payload)
+        if "result" in payload:
+            result["result"] = self.tool_result(payload["result"])
+        if "error" in payload:
+            result["error"] = self.free_leaves(payload["error"])
+        if "detail" in payload:
+            result["detail"] = self.free_leaves(payload["detail"])
+        return result
+
+    def _verdict_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        result = dict(payload)
+        for key in ("reason", "candidates"):
+            if key in payload:
+                result[key] = self.free_leaves(payload[key])
+        return result
+
+    def _structural_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return dict(payload)
+
+    _payload_handlers: dict[str, Callable[[Redactor, dict[str, Any]], dict[str, Any]]] = {
+        EventType.SLOT_WRITE.value: _slot_payload,
+        EventType.SLOT_DIFF.value: _slot_payload,
+        EventType.MESSAGE_FINISHED.value: _message_payload,
+        EventType.ASSISTANT_DELTA.value: _delta_payload,
+        EventType.TOOL_EXECUTION_STARTED.value: _tool_started_payload,
+        EventType.TOOL_EXECUTION_UPDATED.value: _tool_finished_payload,
+        EventType.TOOL_EXECUTION_FINISHED.value: _tool_finished_payload,
+        EventType.TRANSITION_VERDICT.value: _verdict_payload,
+        # names, states, slot names, flags and counts: the project's own vocabulary, not user data
+        EventType.RUN_STARTED.value: _structural_payload,
+        EventType.TURN_STARTED.value: _structural_payload,
+        EventType.TURN_FINISHED.value: _structural_payload,
+        EventType.MESSAGE_STARTED.value: _structural_payload,
+        EventType.GUARD_EVALUATED.value: _structural_payload,
+        EventType.RUN_FINISHED.value: _structural_payload,
+        EventType.UPSTREAM_DROP.value: _structural_payload,
+    }
+
+
+_STRUCTURAL_KEYS = frozenset({"role", "kind", "index", "status", "name", "settled", "stop_reason"})
