@@ -122,5 +122,10 @@ def demo(bundle_root: Path | None) -> None:
     sys.exit(0 if result.status is BundleStatus.COMPLETE else 1)
 
 
+from otel_session.collector.cli import collect, import_command  # noqa: E402 - commands of the collector
+
+main.add_command(collect)
+main.add_command(import_command)
+
 if __name__ == "__main__":  # pragma: no cover
     main()
