@@ -127,5 +127,10 @@ from otel_session.collector.cli import collect, import_command  # noqa: E402 - c
 main.add_command(collect)
 main.add_command(import_command)
 
+from otel_session.cli_replay import facts, replay  # noqa: E402 - replay and facts commands
+
+main.add_command(facts)
+main.add_command(replay)
+
 if __name__ == "__main__":  # pragma: no cover
     main()
