@@ -134,3 +134,8 @@ main.add_command(replay)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+from otel_session.viewer.serve import view  # noqa: E402  (the viewer registers its own command)
+
+main.add_command(view)
