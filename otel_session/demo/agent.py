@@ -48,6 +48,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 import otel_session
 from otel_session.demo.booking import (
+    DEMO_KEEP_SLOTS,
     REQUIRED_SLOTS,
     AvailabilityError,
     BookingState,
@@ -64,8 +65,6 @@ logger = logging.getLogger(__name__)
 AGENT_NAME = "booking"
 SERVICE_NAME = "booking-agent"
 MODEL = "mock-gpt"
-DEMO_REDACTION = otel_session.RedactionPolicy(keep_slots={"date", "party_size", "available", "confirmed"})
-"""Booking facts stay readable in the demo; anything else (the caller's contact) is hashed."""
 
 _AVAILABILITY_TOOL = {
     "type": "function",
@@ -289,7 +288,8 @@ def setup_telemetry(otlp_endpoints: Sequence[str], journal_dir: str | None) -> o
     for endpoint in otlp_endpoints:
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
     OpenAIInstrumentor().instrument(tracer_provider=provider)
-    return otel_session.configure(bundle_dir=journal_dir, redaction=DEMO_REDACTION, tracer_provider=provider)
+    policy = otel_session.RedactionPolicy.from_env(otel_session.RedactionPolicy(keep_slots=frozenset(DEMO_KEEP_SLOTS)))
+    return otel_session.configure(bundle_dir=journal_dir, redaction=policy, tracer_provider=provider)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Any
 
 __all__ = [
+    "DEMO_KEEP_SLOTS",
     "REQUIRED_SLOTS",
     "AvailabilityError",
     "BookingState",
@@ -44,6 +45,9 @@ REQUIRED_SLOTS: dict[BookingState, tuple[str, ...]] = {
     BookingState.DONE: ("date", "party_size", "confirmed"),
 }
 """Slots a state needs filled before the dialogue can leave it."""
+
+DEMO_KEEP_SLOTS = ("date", "party_size", "available", "confirmed")
+"""Booking facts stay readable in the demo's bundles; any other slot (the caller's contact) is hashed."""
 
 MAX_PARTY_SIZE = 12
 _TODAY = dt.date(2026, 12, 1)  # the demo's fixed "today": replies are reproducible

@@ -35,6 +35,7 @@ from typing import IO, Any
 
 import orjson
 
+from otel_session.demo.booking import DEMO_KEEP_SLOTS
 from otel_session.read import BundleStatus, iter_runs, read_bundle
 
 __all__ = ["DemoError", "DemoPorts", "DemoStack", "RunCheck", "Service", "StackSummary", "free_port"]
@@ -255,6 +256,8 @@ class DemoStack:
                 self._cli("collect", "--dir", str(self.bundle_dir), "--grpc", f"{_HOST}:{p.collector_grpc}",
                           "--http", f"{_HOST}:{p.collector_http}", "--seal-after", str(self.seal_after_s)),
                 _tcp_ready(p.collector_http),
+                # The collector redacts again before disk: the same readable booking slots.
+                env={"OTEL_SESSION_REDACT_KEEP_SLOTS": ",".join(DEMO_KEEP_SLOTS)},
             ),
             Service(
                 "viewer",
