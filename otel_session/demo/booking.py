@@ -57,7 +57,7 @@ _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augu
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
                  "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_MONTH_DAY = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{1,2})\b")
+_MONTH_DAY = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{1,2})\b", re.IGNORECASE)
 _PARTY = re.compile(r"\b(\d{1,2}|" + "|".join(_NUMBER_WORDS) + r")\b(?:\s+(?:people|persons|guests|of us))?")
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
 _PHONE = re.compile(r"\+?\d[\d ()-]{7,}\d")
@@ -99,15 +99,14 @@ def understand(utterance: str, state: BookingState) -> Understanding:
     slots: dict[str, Any] = {}
     if date := _parse_date(text):
         slots["date"] = date
-    without_contacts = _PHONE.sub(" ", _EMAIL.sub(" ", text))
-    without_dates = _MONTH_DAY.sub(" ", _ISO_DATE.sub(" ", without_contacts))
-    for match in _PARTY.finditer(without_dates):
+    without_dates = _MONTH_DAY.sub(" ", _ISO_DATE.sub(" ", utterance))
+    contacts = [*_EMAIL.findall(without_dates), *_PHONE.findall(_EMAIL.sub(" ", without_dates))]
+    for match in _PARTY.finditer(_PHONE.sub(" ", _EMAIL.sub(" ", without_dates.lower()))):
         explicit = match.group(0) != match.group(1)
         if explicit or state is BookingState.ASK_PARTY_SIZE:
             word = match.group(1)
             slots["party_size"] = int(word) if word.isdigit() else _NUMBER_WORDS[word]
             break
-    contacts = [*_EMAIL.findall(utterance), *_PHONE.findall(utterance)]
     if contacts:
         slots["contact"] = " ".join(contacts)
     if state is BookingState.CONFIRM and _YES.search(text):

@@ -26,7 +26,7 @@ from otel_session.read import iter_runs
 
 from .conftest import otel_session_cli
 
-pytestmark = [pytest.mark.phoenix, pytest.mark.slow]
+pytestmark = [pytest.mark.otlp_backend, pytest.mark.slow]
 
 _PHOENIX = shutil.which("phoenix", path=str(Path(sys.executable).parent)) or shutil.which("phoenix")
 
