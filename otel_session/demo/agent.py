@@ -287,7 +287,9 @@ def setup_telemetry(otlp_endpoints: Sequence[str], journal_dir: str | None) -> o
             provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # OTEL_EXPORTER_OTLP_* env
     for endpoint in otlp_endpoints:
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
-    OpenAIInstrumentor().instrument(tracer_provider=provider)
+    instrumentor = OpenAIInstrumentor()
+    if not instrumentor.is_instrumented_by_opentelemetry:  # opentelemetry-instrument may have done it
+        instrumentor.instrument(tracer_provider=provider)
     policy = otel_session.RedactionPolicy.from_env(otel_session.RedactionPolicy(keep_slots=frozenset(DEMO_KEEP_SLOTS)))
     return otel_session.configure(bundle_dir=journal_dir, redaction=policy, tracer_provider=provider)
 

@@ -361,7 +361,10 @@ class DemoStack:
         ok = bool(checks) and complete == len(checks)
         lines += ["", f"  {len(conversations)} sessions, {len(checks)} runs: {complete} complete"
                       + ("" if ok else f", {len(checks) - complete} NOT complete")]
-        return StackSummary(lines, ok)
+        asked_twice = next((c["session_id"] for c in conversations if c["name"] == "unparseable-date"), None)
+        if asked_twice:
+            lines.append(f"  why did it ask twice?  otel-session facts {asked_twice} --dir {self.bundle_dir}")
+        return StackSummary([line.rstrip() for line in lines], ok)
 
     def verify_all(self) -> list[str]:
         """Every bundle under the root read by the tolerant reader; the problems, if any."""
