@@ -538,7 +538,9 @@ class BundleWriter:
                 recorder = self._open_locked_run(
                     path, lock_fd, session_id, run_id, kind, eval_id, agent, service, created_at_ns
                 )
-            except BaseException:
+            except BaseException as exc:
+                if isinstance(exc, RunSealedError):  # a sealed bundle never changes: not even a lock file
+                    os.unlink(path / layout.LOCK_FILE)
                 os.close(lock_fd)
                 raise
             self._open_runs[run_id] = recorder
