@@ -1,1 +1,1 @@
-"""Benchmarks: ``python -m bench.<name>`` writes ``bench/results-<name>.json``."""
+"""Benchmarks: ``python -m bench.<name>`` writes ``bench/results-<name>.json`` and prints a summary."""

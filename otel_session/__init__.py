@@ -9,6 +9,7 @@ from otel_session.write import AppendResult, BundleWriter, WriterLimits  # noqa:
 from otel_session.instrument import (  # noqa: E402
     Recorder,
     configure,
+    current_recorder,
     current_run,
     current_session_id,
     guard,
@@ -34,6 +35,7 @@ __all__ = [
     "RunKind",
     "WriterLimits",
     "configure",
+    "current_recorder",
     "current_run",
     "current_session_id",
     "guard",

@@ -75,6 +75,7 @@ REDACTED_ERROR = "<redacted error>"
 DEFAULT_DETECTORS = ("email", "phone", "card", "national_id")
 _HASH_PREFIX = "hmac-sha256:"
 _HASH_HEX_DIGITS = 16
+_HASH_CACHE_SIZE = 4096
 
 
 class FieldMode(str, Enum):
@@ -149,6 +150,17 @@ def load_or_create_key(bundle_dir: str | os.PathLike[str] | None) -> bytes:
     if bundle_dir is None:
         return secrets.token_bytes(32)
     path = Path(bundle_dir) / KEY_FILE
+    try:
+        return _read_or_make_key_file(path)
+    except (OSError, ValueError) as exc:
+        logger.warning(
+            "cannot keep a redaction key at %s (%s); using a key for this process only, so hashes "
+            "will not match other processes' (set %s)", path, exc, ENV_REDACTION_KEY,
+        )
+        return secrets.token_bytes(32)
+
+
+def _read_or_make_key_file(path: Path) -> bytes:
     try:
         return bytes.fromhex(path.read_text().strip())
     except FileNotFoundError:
@@ -241,8 +253,11 @@ class _Scanner:
         return self._pattern.sub(self._replacement, text)
 
     def scan_after(self, tail: str, value: str) -> str:
-        if not tail or not (_NEEDS_SCAN.search(value) or _NEEDS_SCAN.search(tail)):
-            return self.scan(value)
+        needs = _NEEDS_SCAN.search
+        if not needs(value) and (not tail or not needs(tail)):
+            return value
+        if not tail:
+            return self._pattern.sub(self._replacement, value)
         join = len(tail)
         for match in self._pattern.finditer(tail + value):
             if match.start() >= join:
@@ -283,8 +298,12 @@ class Redactor:
     def __init__(self, policy: RedactionPolicy | None = None, *, key: bytes | None = None) -> None:
         self.policy = policy or RedactionPolicy()
         self._key = key if key is not None else secrets.token_bytes(32)
+        self._keep_slots = self.policy.keep_slots
+        self._hash_cache: dict[Any, str] = {}  # recent values (the next write's "previous" is the last value)
         self._scanner = _Scanner(self.policy.detectors)
         self._scan = self._scanner.scan
+        self._scan_after = self._scanner.scan_after
+        self._scan_text = self.policy.text is FieldMode.SCAN
         self._slot_leaf = self._whole_value_function(self.policy.slot_values)
         self._text = self._leaf_function(self.policy.text)
         self._tool_arguments_leaf = self._leaf_function(self.policy.tool_arguments)
@@ -295,10 +314,20 @@ class Redactor:
     def _hash(self, value: Any) -> str:
         if value is None:
             return None  # type: ignore[return-value]  # absence is not personal data
+        cacheable = type(value) in (str, int)
+        if cacheable:
+            cached = self._hash_cache.get(value)
+            if cached is not None:
+                return cached
         if isinstance(value, str) and (_IS_HASH(value) or _IS_MASK(value)):
             return value
         data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else _canonical(value)
-        return _HASH_PREFIX + hmac.new(self._key, data, hashlib.sha256).hexdigest()[:_HASH_HEX_DIGITS]
+        result = _HASH_PREFIX + hmac.digest(self._key, data, "sha256").hex()[:_HASH_HEX_DIGITS]
+        if cacheable:
+            if len(self._hash_cache) >= _HASH_CACHE_SIZE:
+                self._hash_cache.clear()
+            self._hash_cache[value] = result
+        return result
 
     @staticmethod
     def _mask(value: Any) -> Any:
@@ -354,9 +383,13 @@ class Redactor:
 
     def slot_value(self, slot: str, value: Any) -> Any:
         """A slot value (or previous value): kept when the slot is allow-listed, else per policy."""
-        if slot in self.policy.keep_slots:
+        if slot in self._keep_slots:
             return value
-        return self._guarded(self._slot_leaf, value)
+        try:
+            return self._slot_leaf(value)
+        except Exception:  # noqa: BLE001 - a redactor error redacts the whole value
+            logger.warning("redaction failed; the whole value was replaced", exc_info=True)
+            return REDACTED_ERROR
 
     def text(self, value: str) -> str:
         """Free text: message text, deltas, reasons, error messages."""
@@ -372,10 +405,10 @@ class Redactor:
         A match that straddles the join (an e-mail split across two deltas) is masked in ``value``
         from its start up to the end of the match; the part already streamed cannot be recalled.
         """
-        if self.policy.text is not FieldMode.SCAN:
+        if not self._scan_text:
             return self.text(value)
         try:
-            return self._scanner.scan_after(before[-64:], value)
+            return self._scan_after(before[-64:], value)
         except Exception:  # noqa: BLE001
             logger.warning("redaction failed; the whole delta was replaced", exc_info=True)
             return REDACTED_ERROR
@@ -462,7 +495,12 @@ class Redactor:
         return result
 
     def _structural_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
-        return dict(payload)
+        # The project's own vocabulary (states, slot and guard names, flags, counts): PII
+        # detectors run over its strings in case an integration put user data there.
+        return {key: self._map_leaves(item, self._scan_strings) for key, item in payload.items()}
+
+    def _scan_strings(self, value: Any) -> Any:
+        return self._scan(value) if isinstance(value, str) else value
 
     _payload_handlers: dict[str, Callable[[Redactor, dict[str, Any]], dict[str, Any]]] = {
         EventType.SLOT_WRITE.value: _slot_payload,
@@ -473,7 +511,6 @@ class Redactor:
         EventType.TOOL_EXECUTION_UPDATED.value: _tool_finished_payload,
         EventType.TOOL_EXECUTION_FINISHED.value: _tool_finished_payload,
         EventType.TRANSITION_VERDICT.value: _verdict_payload,
-        # names, states, slot names, flags and counts: the project's own vocabulary, not user data
         EventType.RUN_STARTED.value: _structural_payload,
         EventType.TURN_STARTED.value: _structural_payload,
         EventType.TURN_FINISHED.value: _structural_payload,

@@ -19,8 +19,9 @@ Usage::
 
 Each call becomes OpenTelemetry spans and span events (``docs/conventions.md``) and, at the same
 moment, redacted records in the run's bundle. Zero-code: ``opentelemetry-instrument`` loads
-:class:`OtelSessionInstrumentor` (entry point ``otel_session``); ``OTEL_TRACES_EXPORTER=otel_session``
-selects :class:`SessionBundleExporter`; :class:`FlaskOtelSession` opens a session and run per request.
+``instrumentor.OtelSessionInstrumentor`` (entry point ``otel_session``);
+``OTEL_TRACES_EXPORTER=otel_session`` selects ``exporter.SessionBundleExporter``;
+``flask.FlaskOtelSession`` opens a session and a run per request.
 """
 
 from otel_session.instrument._api import (

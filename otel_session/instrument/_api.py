@@ -13,18 +13,22 @@ import functools
 import inspect
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import orjson
 from opentelemetry import baggage, context, trace
+from opentelemetry.sdk.trace import Event as _SdkEvent
 from opentelemetry.trace import Link, Status, StatusCode
 
 from otel_session import semconv as sc
 from otel_session.instrument import reconcile
 from otel_session.instrument._runtime import Recorder, current_recorder, warn_once
 from otel_session.journal import EventType, RunKind, run_id_from_trace_id
+from otel_session.redact import Redactor
 from otel_session.write import RunRecorder
 
 __all__ = [
@@ -48,15 +52,44 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 _SCOPE_KEY = context.create_key("otel_session.scope")
+_TAIL_CHARS = 64  # raw text kept per content block to catch PII split across deltas
 _time_ns = time.time_ns
 
 
+_dumps = orjson.dumps
+_NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
+
+
 def _json(value: Any) -> str:
-    return orjson.dumps(value, default=repr, option=orjson.OPT_NON_STR_KEYS).decode()
+    return _dumps(value, default=repr, option=_NON_STR_KEYS).decode()
 
 
 def _capture_failed(what: str) -> None:
     warn_once(f"capture:{what}", "otel_session: recording %s failed; the app goes on", what, exc_info=True)
+
+
+def _event_adder(span: trace.Span) -> Callable[[str, dict[str, Any], int], None]:
+    """``span.add_event`` for attributes this module built itself (known types, few keys).
+
+    The SDK's ``add_event`` re-validates every attribute into a ``BoundedAttributes``; that is most
+    of its cost. For our own events the values are already valid, so the event is appended as an
+    immutable mapping directly. Falls back to the public ``add_event`` when the SDK's internals
+    differ or an attribute length/count limit would have to be applied.
+    """
+    append = getattr(span, "_add_event", None)
+    limits = getattr(span, "_limits", None)
+    if (
+        append is None
+        or limits is None
+        or limits.max_attribute_length is not None
+        or (limits.max_event_attributes is not None and limits.max_event_attributes < 8)
+    ):
+        return lambda name, attributes, timestamp: span.add_event(name, attributes, timestamp=timestamp)
+
+    def add_event(name: str, attributes: dict[str, Any], timestamp: int) -> None:
+        append(_SdkEvent(name, MappingProxyType(attributes), timestamp))
+
+    return add_event
 
 
 @dataclass(frozen=True)
@@ -193,6 +226,7 @@ class RunHandle:
         now = _time_ns()
         self.journal(EventType.RUN_FINISHED.value, {"status": status}, now, span_id=self.span_id_hex)
         self._recorder.runs.pop(self.trace_id, None)
+        self._recorder.finished_traces.append(self.trace_id)
         if self.journal_recorder is not None:
             self.journal_recorder.close()
 
@@ -293,7 +327,7 @@ class run(_Section):  # noqa: N801
         if handle is None:
             return
         try:
-            _end_span(handle.span, exc)
+            _end_span(handle.span, exc, handle.redactor)
             handle.finish("error" if exc is not None else "ok")
         except Exception:  # noqa: BLE001
             _capture_failed("the end of a run")
@@ -311,11 +345,24 @@ class _NoRun:
 _NO_RUN = _NoRun()
 
 
-def _end_span(span: trace.Span, exc: BaseException | None) -> None:
+def _mark_error(span: trace.Span, exc: BaseException, redactor: Redactor) -> None:
+    """Like ``span.record_exception``, but the message and stack trace are redacted first."""
+    error_type = type(exc).__qualname__
+    span.add_event(
+        "exception",
+        {
+            "exception.type": error_type,
+            "exception.message": redactor.text(str(exc)),
+            "exception.stacktrace": redactor.text("".join(traceback.format_exception(exc))),
+        },
+    )
+    span.set_attribute(sc.ERROR_TYPE, error_type)
+    span.set_status(Status(StatusCode.ERROR, error_type))
+
+
+def _end_span(span: trace.Span, exc: BaseException | None, redactor: Redactor) -> None:
     if exc is not None:
-        span.record_exception(exc)
-        span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
-        span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+        _mark_error(span, exc, redactor)
     span.end()
 
 
@@ -340,6 +387,7 @@ class TurnHandle:
         self.state = state
         self.required_slots = list(required_slots)
         self.slots = slots
+        self.writable_slots = slots if isinstance(slots, MutableMapping) else None
         self.span_id_hex = f"{span.get_span_context().span_id:016x}"
         self.before = reconcile.snapshot(slots)
         self.writes: list[reconcile.AttributedWrite] = []
@@ -347,11 +395,16 @@ class TurnHandle:
         self.guards_truncated = 0
         self.finished = False
         self._lock = threading.Lock()
+        self._add_event = _event_adder(span)
+        self._journal = run_handle.journal_recorder
+        self._correlation = {"turn_index": index, "trace_id": run_handle.trace_id_hex, "span_id": self.span_id_hex}
 
     def _event(self, name: str, attributes: dict[str, Any], event_type: str, payload: dict[str, Any]) -> None:
         now = _time_ns()
-        self.span.add_event(name, attributes, timestamp=now)
-        self.run.journal(event_type, payload, now, turn_index=self.index, span_id=self.span_id_hex)
+        self._add_event(name, attributes, now)
+        journal = self._journal
+        if journal is not None:
+            journal.append(event_type, payload, at_ns=now, **self._correlation)
 
     def finish(
         self,
@@ -491,9 +544,7 @@ class turn(_Section):  # noqa: N801
         if handle is None:
             return
         if exc is not None and not handle.finished:
-            handle.span.record_exception(exc)
-            handle.span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
-            handle.span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            _mark_error(handle.span, exc, handle.run.redactor)
         handle.finish(interrupted=exc is not None)
 
 
@@ -506,10 +557,6 @@ class _NoTurn:
 
 
 _NO_TURN = _NoTurn()
-
-
-def _turn_or_run_target(api: str) -> tuple[RunHandle, TurnHandle | None] | None:
-    return _current_run_for(api)
 
 
 def _emit(
@@ -543,42 +590,48 @@ def slot_write(
 
     ``previous`` defaults to the value in the turn's mapping before the write.
     """
-    found = _turn_or_run_target("slot_write")
-    if found is None:
-        if apply:
-            warn_once("slot_write-no-apply", "otel_session.slot_write outside a turn does not change any mapping")
+    scope = context.get_value(_SCOPE_KEY)
+    run_handle = scope.run if scope is not None else None  # type: ignore[union-attr]
+    if run_handle is None or not run_handle.open:
+        _current_run_for("slot_write")  # says so, once
         return
-    run_handle, turn_handle = found
+    turn_handle = scope.turn  # type: ignore[union-attr]
+    writable = turn_handle.writable_slots if turn_handle is not None else None
     try:
-        slots = turn_handle.slots if turn_handle is not None else None
-        if previous is reconcile.UNKNOWN and slots is not None:
-            previous = reconcile.snapshot({slot: slots.get(slot, reconcile.MISSING)})[slot]  # type: ignore[union-attr]
-        if apply and isinstance(slots, MutableMapping):
-            slots[slot] = value
         if turn_handle is not None:
-            written = reconcile.snapshot({slot: value})[slot]  # type: ignore[index]
-            turn_handle.writes.append(reconcile.AttributedWrite(slot, written, previous))
+            slots = turn_handle.slots
+            if previous is reconcile.UNKNOWN and slots is not None:
+                previous = reconcile.copy_value(slots.get(slot, reconcile.MISSING))
+            turn_handle.writes.append(reconcile.AttributedWrite(slot, reconcile.copy_value(value), previous))
+        if apply and writable is not None:
+            writable[slot] = value
+            writable = None  # done: the except branch must not write again
         redactor = run_handle.redactor
         red_value = redactor.slot_value(slot, value)
-        red_previous = redactor.slot_value(slot, _plain(previous))
+        red_previous = (
+            None if previous is reconcile.MISSING or previous is reconcile.UNKNOWN else redactor.slot_value(slot, previous)
+        )
         attributes: dict[str, Any] = {
             sc.SLOT_NAME: slot,
-            sc.SLOT_VALUE: _json(red_value),
-            sc.SLOT_PREVIOUS: _json(red_previous),
+            sc.SLOT_VALUE: _dumps(red_value, default=repr, option=_NON_STR_KEYS).decode(),
+            sc.SLOT_PREVIOUS: _dumps(red_previous, default=repr, option=_NON_STR_KEYS).decode(),
         }
         payload: dict[str, Any] = {"slot": slot, "value": red_value, "previous": red_previous, "source": source}
         if source is not None:
             attributes[sc.SLOT_SOURCE] = source
-        _emit(run_handle, turn_handle, sc.EVENT_SLOT_WRITE, attributes, EventType.SLOT_WRITE.value, payload)
+        if turn_handle is not None and not turn_handle.finished:
+            turn_handle._event(sc.EVENT_SLOT_WRITE, attributes, "slot_write", payload)
+        else:
+            _emit(run_handle, None, sc.EVENT_SLOT_WRITE, attributes, EventType.SLOT_WRITE.value, payload)
     except Exception:  # noqa: BLE001
-        if apply and isinstance(turn_handle.slots if turn_handle else None, MutableMapping):
-            turn_handle.slots[slot] = value  # type: ignore[index,union-attr]  # the app's write still happens
+        if apply and writable is not None:
+            writable[slot] = value  # the app's write still happens
         _capture_failed("a slot write")
 
 
 def guard(name: str, passed: bool, *, state: str | None = None) -> None:
     """Record a guard checked before a transition (at most 24 per turn; the rest are counted)."""
-    found = _turn_or_run_target("guard")
+    found = _current_run_for("guard")
     if found is None:
         return
     run_handle, turn_handle = found
@@ -607,7 +660,7 @@ def transition(
     candidates: Sequence[Any] | None = None,
 ) -> None:
     """Record the transition verdict: from, to, why, and the candidates considered (at most 24)."""
-    found = _turn_or_run_target("transition")
+    found = _current_run_for("transition")
     if found is None:
         return
     run_handle, turn_handle = found
@@ -648,7 +701,9 @@ class MessageHandle:
         self.finished = False
         self.delta_count = 0
         self._blocks: dict[int, tuple[str, list[str]]] = {}
+        self._tails: dict[int, str] = {}
         self._redact_after = run_handle.redactor.text_after
+        self._add_event = _event_adder(span)
         self._journal = run_handle.journal_recorder
         self._correlation = {
             "turn_index": turn_index,
@@ -674,13 +729,13 @@ class MessageHandle:
             block = self._blocks.get(index)
             if block is None:
                 block = self._blocks[index] = (kind, [])
-            parts = block[1]
-            redacted = self._redact_after(parts[-1] if parts else "", chunk)
-            parts.append(chunk)
+            block[1].append(chunk)
+            tails = self._tails
+            tail = tails.get(index, "")
+            redacted = self._redact_after(tail, chunk)
+            tails[index] = (tail + chunk)[-_TAIL_CHARS:]
             self.delta_count += 1
-            self.span.add_event(
-                sc.EVENT_DELTA, {sc.DELTA_INDEX: index, sc.DELTA_KIND: kind, sc.DELTA_TEXT: redacted}, timestamp=now
-            )
+            self._add_event(sc.EVENT_DELTA, {sc.DELTA_INDEX: index, sc.DELTA_KIND: kind, sc.DELTA_TEXT: redacted}, now)
             journal = self._journal
             if journal is not None:
                 journal.append(
@@ -780,9 +835,7 @@ class message(_Section):  # noqa: N801
         if handle is None:
             return
         if exc is not None and not handle.finished:
-            handle.span.record_exception(exc)
-            handle.span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
-            handle.span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            _mark_error(handle.span, exc, handle.run.redactor)
         handle.finish(settled=exc is None)
 
 
@@ -912,7 +965,7 @@ class tool_execution(_Section):  # noqa: N801
         if handle is None:
             return
         if exc is not None and not handle.finished:
-            handle.span.record_exception(exc)
+            _mark_error(handle.span, exc, handle.run.redactor)
             handle.finish(error=exc)
         else:
             handle.finish()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ logger = logging.getLogger("otel_session.instrument")
 
 _lock = threading.Lock()
 _recorder: Recorder | None = None
+_auto_configure_allowed = True  # until configure() is called explicitly once
 _warned: set[str] = set()
 
 
@@ -60,6 +62,8 @@ class Recorder:
         self.tracer = tracer_provider.get_tracer(SCOPE_NAME, __version__)
         self.runs: dict[int, RunHandle] = {}
         """Open runs by trace id (the span processor journals other spans of these traces)."""
+        self.finished_traces: deque[int] = deque(maxlen=4096)
+        """Recently finished runs: a span of one that ends late is reported, not silently lost."""
         self.active = True
         self.processor = SessionSpanProcessor(self)
         tracer_provider.add_span_processor(self.processor)
@@ -114,8 +118,9 @@ def configure(
     SDK provider (one is created and set globally if none exists). A second call returns the
     recorder already configured (a warning says so when its arguments differ).
     """
-    global _recorder
+    global _recorder, _auto_configure_allowed
     with _lock:
+        _auto_configure_allowed = False
         if _recorder is not None:
             if bundle_dir is not None and Path(bundle_dir) != _recorder.bundle_dir:
                 logger.warning(
@@ -133,9 +138,16 @@ def configure(
 
 
 def current_recorder(*, auto: bool = False) -> Recorder | None:
-    """The configured recorder; with ``auto``, configure one from the environment if needed."""
+    """The configured recorder; with ``auto``, configure one from the environment if needed.
+
+    Auto-configuration happens only in a process that never called ``configure()``: after an
+    explicit ``shutdown()`` nothing is recorded until ``configure()`` is called again.
+    """
     recorder = _recorder
     if recorder is None and auto:
+        if not _auto_configure_allowed:
+            warn_once("shut-down", "otel_session recording was shut down; call configure() to record again")
+            return None
         try:
             recorder = configure()
         except Exception:  # noqa: BLE001 - capture failures never reach the app

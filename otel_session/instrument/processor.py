@@ -17,6 +17,8 @@ from opentelemetry import baggage, context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_session import semconv as sc
+from otel_session.instrument._api import _scope
+from otel_session.instrument._runtime import warn_once
 from otel_session.normalize import SpanData, normalize_span
 
 if TYPE_CHECKING:
@@ -37,8 +39,6 @@ class SessionSpanProcessor(SpanProcessor):
         if not self._recorder.active:
             return
         try:
-            from otel_session.instrument._api import _scope
-
             scope = _scope(parent_context)
             attributes = span.attributes or {}
             if scope is not None:
@@ -72,7 +72,16 @@ class SessionSpanProcessor(SpanProcessor):
         if scope is not None and scope.name == sc.SCOPE_NAME:
             return
         handle = recorder.runs.get(span.context.trace_id)
-        if handle is None or handle.journal_recorder is None:
+        if handle is None:
+            if span.context.trace_id in recorder.finished_traces:
+                warn_once(
+                    "late-span",
+                    "otel_session: span %r ended after its run finished; it is exported but not in the "
+                    "run's bundle (end child spans before the run; said once)",
+                    span.name,
+                )
+            return
+        if handle.journal_recorder is None:
             return
         try:
             data = SpanData.from_readable_span(span)

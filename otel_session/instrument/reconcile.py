@@ -12,9 +12,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["MISSING", "UNKNOWN", "AttributedWrite", "SlotDiff", "reconcile_slot_diff", "snapshot"]
+__all__ = ["MISSING", "UNKNOWN", "AttributedWrite", "SlotDiff", "copy_value", "reconcile_slot_diff", "snapshot"]
 
 
 class _Sentinel:
@@ -34,8 +34,7 @@ UNKNOWN: Any = _Sentinel("UNKNOWN")
 """A write whose previous value nobody knows (no slot mapping to read it from)."""
 
 
-@dataclass(frozen=True)
-class AttributedWrite:
+class AttributedWrite(NamedTuple):
     slot: str
     value: Any
     previous: Any = UNKNOWN
@@ -48,17 +47,24 @@ class SlotDiff:
     previous: Any
 
 
+_IMMUTABLE = (str, int, float, bool, type(None), bytes)
+
+
+def copy_value(value: Any) -> Any:
+    """A deep copy of one slot value; immutable scalars and uncopyable values are kept as they are."""
+    if type(value) in _IMMUTABLE:
+        return value
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # noqa: BLE001 - an odd value must not break the app's turn
+        return value
+
+
 def snapshot(slots: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A deep copy of a slot mapping (None stays None); uncopyable values are kept by reference."""
+    """A deep copy of a slot mapping (None stays None)."""
     if slots is None:
         return None
-    result: dict[str, Any] = {}
-    for key, value in list(slots.items()):
-        try:
-            result[key] = copy.deepcopy(value)
-        except Exception:  # noqa: BLE001 - an odd value must not break the app's turn
-            result[key] = value
-    return result
+    return {key: copy_value(value) for key, value in list(slots.items())}
 
 
 def _equal(left: Any, right: Any) -> bool:

@@ -1,0 +1,84 @@
+"""Test helpers: record runs into a temporary bundle root and read them back.
+
+::
+
+    with capture_bundle() as captured:
+        with otel_session.session("s"), otel_session.run(agent="a"):
+            ...
+    assert [e["type"] for e in captured.bundle.events][:1] == ["run_started"]
+    assert captured.spans  # what an in-memory exporter received
+
+Like structlog's ``capture_logs``: it configures recording for the block and restores the
+unconfigured state afterwards (recording is shut down, bundles are sealed and read).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_session.instrument._runtime import Recorder, configure
+from otel_session.read import BundleRead, find_bundles, read_bundle
+from otel_session.redact import RedactionPolicy
+from otel_session.write import WriterLimits
+
+__all__ = ["CapturedBundles", "capture_bundle"]
+
+
+@dataclass
+class CapturedBundles:
+    """What one ``capture_bundle()`` block recorded (bundles are read when the block ends)."""
+
+    root: Path
+    exporter: InMemorySpanExporter
+    recorder: Recorder
+    bundles: list[BundleRead] = field(default_factory=list)
+
+    @property
+    def bundle(self) -> BundleRead:
+        """The one bundle recorded (fails when there are none or several)."""
+        if len(self.bundles) != 1:
+            raise AssertionError(f"expected one bundle, found {len(self.bundles)} under {self.root}")
+        return self.bundles[0]
+
+    @property
+    def spans(self) -> tuple[ReadableSpan, ...]:
+        return self.exporter.get_finished_spans()
+
+    def events(self, event_type: str | None = None) -> list[dict[str, Any]]:
+        """Records of the one bundle, optionally of one type."""
+        return [event for event in self.bundle.events if event_type is None or event["type"] == event_type]
+
+
+@contextmanager
+def capture_bundle(
+    root: str | os.PathLike[str] | None = None,
+    *,
+    redaction: RedactionPolicy | None = None,
+    tracer_provider: TracerProvider | None = None,
+    writer_limits: WriterLimits | None = None,
+) -> Iterator[CapturedBundles]:
+    """Record into ``root`` (a new temporary directory by default) with an in-memory span exporter."""
+    path = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="otel-session-"))
+    provider = tracer_provider or TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    recorder = configure(path, redaction or RedactionPolicy(), provider, writer_limits=writer_limits)
+    captured = CapturedBundles(path, exporter, recorder)
+    try:
+        yield captured
+    finally:
+        recorder.shutdown()
+        captured.bundles = sorted(
+            (read_bundle(bundle) for bundle in find_bundles([path])),
+            key=lambda read: ((read.manifest or {}).get("created_at", ""), read.run_id or ""),
+        )

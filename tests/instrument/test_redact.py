@@ -1,0 +1,201 @@
+"""The redactor: detectors, field modes, idempotence, errors, key handling, environment."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from otel_session.journal import EventType
+from otel_session.normalize import JournalEvent
+from otel_session.redact import (
+    KEY_FILE,
+    REDACTED_ERROR,
+    FieldMode,
+    RedactionPolicy,
+    Redactor,
+    load_or_create_key,
+)
+
+KEY = b"test-key"
+
+
+@pytest.fixture
+def redactor():
+    return Redactor(RedactionPolicy(keep_slots={"party_size"}), key=KEY)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("mail jane.doe+x@example.co.uk now", "mail [email] now"),
+        ("call +1 (555) 123-4567", "call [phone]"),
+        ("call 555-123-4567 or 030 1234567", "call [phone] or [phone]"),
+        ("card 4111 1111 1111 1111 ok", "card [card] ok"),
+        ("card 4111-1111-1111-1111", "card [card]"),
+        ("ssn 123-45-6789", "ssn [national_id]"),
+        ("NI AB123456C", "NI [national_id]"),
+        ("id 987654321", "id [phone]"),
+        ("on 2026-12-04 at 19:30 for 2", "on 2026-12-04 at 19:30 for 2"),
+        ("party of 12, room 101", "party of 12, room 101"),
+        ("no digits here", "no digits here"),
+    ],
+)
+def test_text_detectors(redactor, text, expected):
+    assert redactor.text(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("mode", "value", "check"),
+    [
+        (FieldMode.HASH, "2026-12-04", lambda out: out.startswith("hmac-sha256:") and len(out) == 28),
+        (FieldMode.HASH, {"a": [1, 2]}, lambda out: out.startswith("hmac-sha256:")),
+        (FieldMode.MASK, "2026-12-04", lambda out: out == "<redacted str len=10>"),
+        (FieldMode.MASK, {"a": 1}, lambda out: out == "<redacted object len=1>"),
+        (FieldMode.KEEP, "2026-12-04", lambda out: out == "2026-12-04"),
+        (FieldMode.SCAN, {"mail": "a@b.io", "n": 3}, lambda out: out == {"mail": "[email]", "n": 3}),
+        (FieldMode.HASH, None, lambda out: out is None),
+    ],
+)
+def test_slot_value_modes(mode, value, check):
+    out = Redactor(RedactionPolicy(slot_values=mode), key=KEY).slot_value("date", value)
+    assert check(out), out
+
+
+def test_hash_is_keyed_and_deterministic():
+    one, other = Redactor(key=b"one"), Redactor(key=b"two")
+    assert one.slot_value("s", "x") == one.slot_value("s", "x")
+    assert one.slot_value("s", "x") != other.slot_value("s", "x")
+    assert one.slot_value("s", {"b": 1, "a": 2}) == one.slot_value("s", {"a": 2, "b": 1})
+
+
+def test_keep_slots_allow_list(redactor):
+    assert redactor.slot_value("party_size", 2) == 2
+    assert redactor.slot_value("date", 2) != 2
+
+
+@pytest.mark.parametrize("mode", list(FieldMode))
+@pytest.mark.parametrize(
+    "value",
+    ["jane@example.com", "call 555-123-4567", "2026-12-04", {"card": "4111111111111111", "n": [5551234567]}, 42],
+)
+def test_redaction_is_idempotent(mode, value):
+    redactor = Redactor(
+        RedactionPolicy(slot_values=mode, text=mode, tool_arguments=mode, tool_results=mode), key=KEY
+    )
+    collector = Redactor(RedactionPolicy(), key=b"another key")  # a collector re-redacting with its own key
+    pairs = [
+        (redactor.tool_arguments, collector.tool_arguments),
+        (redactor.tool_result, collector.tool_result),
+        (lambda v: redactor.slot_value("s", v), lambda v: collector.slot_value("s", v)),
+    ]
+    for redact, redact_again in pairs:
+        once = redact(value)
+        assert redact(once) == once
+        if mode in (FieldMode.MASK, FieldMode.HASH):
+            assert redact_again(once) == once
+
+
+def test_tool_arguments_keep_structure(redactor):
+    args = {"who": {"email": "a@b.co", "tags": ["vip", "call 555-123-4567"]}, "size": 2, "ok": True}
+    assert redactor.tool_arguments(args) == {
+        "who": {"email": "[email]", "tags": ["vip", "call [phone]"]},
+        "size": 2,
+        "ok": True,
+    }
+    hashed = Redactor(RedactionPolicy(tool_arguments=FieldMode.HASH), key=KEY).tool_arguments(args)
+    assert set(hashed) == {"who", "size", "ok"} and hashed["who"]["email"].startswith("hmac-sha256:")
+
+
+class Exploding:
+    def __eq__(self, other):
+        raise RuntimeError("boom")
+
+    def __str__(self):
+        raise RuntimeError("boom")
+
+    def __len__(self):
+        raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("mode", [FieldMode.SCAN, FieldMode.MASK, FieldMode.HASH])
+def test_redactor_error_redacts_whole_value(mode):
+    redactor = Redactor(RedactionPolicy(slot_values=mode, text=mode, tool_arguments=mode), key=KEY)
+    hostile = {"a": Exploding()} if mode is not FieldMode.HASH else Exploding()
+    results = [redactor.slot_value("s", hostile), redactor.text(Exploding())]
+    if mode is FieldMode.SCAN:
+        results = [redactor.text(Exploding())]
+    for result in results:
+        assert result == REDACTED_ERROR or "boom" not in str(result)
+    assert redactor.text(Exploding()) == REDACTED_ERROR
+
+
+def test_split_email_across_deltas_is_masked_in_the_later_delta(redactor):
+    assert redactor.text_after("write to jane@exa", "mple.com please") == "[email] please"
+    assert redactor.text_after("call 555-12", "3-4567 now") == "[phone] now"
+    assert redactor.text_after("hello ", "world") == "world"
+
+
+@pytest.mark.parametrize(
+    ("event_type", "payload", "expected"),
+    [
+        (EventType.SLOT_WRITE, {"slot": "party_size", "value": 2, "previous": None, "source": "nlu"},
+         {"slot": "party_size", "value": 2, "previous": None, "source": "nlu"}),
+        (EventType.ASSISTANT_DELTA, {"index": 0, "kind": "text", "delta": "a@b.co"},
+         {"index": 0, "kind": "text", "delta": "[email]"}),
+        (EventType.MESSAGE_FINISHED, {"settled": True, "content": [{"index": 0, "kind": "text", "text": "a@b.co"}]},
+         {"settled": True, "content": [{"index": 0, "kind": "text", "text": "[email]"}]}),
+        (EventType.TOOL_EXECUTION_FINISHED, {"status": "error", "error": "no card 4111111111111111"},
+         {"status": "error", "error": "no card [card]"}),
+        (EventType.TRANSITION_VERDICT, {"from": "a", "to": "b", "reason": "x@y.io", "candidates": ["b", "call 5551234567"]},
+         {"from": "a", "to": "b", "reason": "[email]", "candidates": ["b", "call [phone]"]}),
+        ("some_future_type", {"kind": "x", "note": "a@b.co"}, {"kind": "x", "note": "[email]"}),
+    ],
+)
+def test_redact_event_by_type(redactor, event_type, payload, expected):
+    event_type = getattr(event_type, "value", event_type)
+    event = JournalEvent(event_type, 1, payload, turn_index=3)
+    redacted = redactor.redact_event(event)
+    assert redacted.payload == expected
+    assert redacted.turn_index == 3
+    assert event.payload == payload  # the input is not changed
+
+
+def test_slot_diff_value_hashed(redactor):
+    out = redactor.redact_event(JournalEvent("slot_diff", 1, {"slot": "date", "value": "x", "previous": None}))
+    assert out.payload["value"].startswith("hmac-sha256:") and out.payload["previous"] is None
+
+
+def test_key_file_is_made_once_with_0600(tmp_path, monkeypatch):
+    monkeypatch.delenv("OTEL_SESSION_REDACTION_KEY", raising=False)
+    key = load_or_create_key(tmp_path / "root")
+    assert load_or_create_key(tmp_path / "root") == key
+    mode = stat.S_IMODE(os.stat(tmp_path / "root" / KEY_FILE).st_mode)
+    assert mode == 0o600
+
+
+def test_key_from_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("OTEL_SESSION_REDACTION_KEY", "secret")
+    assert load_or_create_key(tmp_path) == b"secret"
+    assert not (tmp_path / KEY_FILE).exists()
+
+
+def test_policy_from_environment(monkeypatch):
+    monkeypatch.setenv("OTEL_SESSION_REDACT_KEEP_SLOTS", "party_size, date")
+    monkeypatch.setenv("OTEL_SESSION_REDACT_SLOT_VALUES", "mask")
+    monkeypatch.setenv("OTEL_SESSION_REDACT_TEXT", "hash")
+    monkeypatch.setenv("OTEL_SESSION_REDACT_TOOL_RESULTS", "bogus")
+    monkeypatch.setenv("OTEL_SESSION_REDACT_DETECTORS", "email")
+    policy = RedactionPolicy.from_env()
+    assert policy.keep_slots == {"party_size", "date"}
+    assert policy.slot_values is FieldMode.MASK and policy.text is FieldMode.HASH
+    assert policy.tool_results is FieldMode.SCAN  # an unknown mode keeps the default, with a warning
+    assert Redactor(RedactionPolicy.from_env(RedactionPolicy(text=FieldMode.SCAN)), key=KEY).text(
+        "a@b.co 555-123-4567"
+    ).startswith("hmac")
+
+
+def test_unknown_detector_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown detectors"):
+        RedactionPolicy(detectors=("email", "dna"))
