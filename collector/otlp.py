@@ -128,6 +128,8 @@ def attributes_of(key_values: Any) -> dict[str, Any]:
 
 def _value_of(value: AnyValue) -> Any:
     which = value.WhichOneof("value")
+    if which == "string_value":
+        return value.string_value
     if which is None:
         return None
     if which == "array_value":

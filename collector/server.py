@@ -297,6 +297,7 @@ class Collector:
         forward: str | None = None,
         forward_redacted: bool = True,
         seal_after_s: float = 10.0,
+        hold_unrouted_s: float = 30.0,
         redactor: EventRedactor | None = None,
         writer_limits: WriterLimits | None = None,
         status_interval_s: float = 30.0,
@@ -306,7 +307,9 @@ class Collector:
         self.redactor = redactor if redactor is not None else default_redactor(self.root)
         self.counters = Counters()
         self.writer = BundleWriter(self.root, limits=writer_limits)
-        self.sink = BundleSink(self.writer, self.redactor, seal_after_s=seal_after_s, counters=self.counters)
+        self.sink = BundleSink(
+            self.writer, self.redactor, seal_after_s=seal_after_s, hold_unrouted_s=hold_unrouted_s, counters=self.counters
+        )
         self.forwarder = (
             Forwarder(
                 forward,
@@ -384,7 +387,7 @@ class Collector:
         logger.info("collector stopped: %s", self.counters.status_line())
 
     def _tick(self) -> None:
-        interval = max(0.05, min(1.0, self.sink.seal_after_s / 4))
+        interval = max(0.05, min(1.0, self.sink.seal_after_s / 4, self.sink.hold_unrouted_s / 4))
         last_status = ""
         elapsed = 0.0
         while not self._stop.wait(interval):

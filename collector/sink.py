@@ -11,8 +11,9 @@ Contract::
 One run is one trace (``run_id`` from the trace id). The session comes from ``session.id``, else
 ``gen_ai.conversation.id``, else the OpenInference / OpenLLMetry equivalents, on the span or its
 resource. A span of a trace already bound to a run joins it even without a session attribute (one
-run, many services). Spans of a trace with no session yet wait up to ``seal_after_s`` for one span
-that names it; then they are counted as ``no_session`` (never bundled, never silent).
+run, many services). Spans of a trace with no session yet wait up to ``hold_unrouted_s`` (default
+30 s, beyond the SDK batch processor's 5 s export delay) for a span that names it; then they are
+counted as ``no_session`` (never bundled, never silent).
 
 Every span goes normalize → redact → ``RunRecorder.append``; events of one request are appended in
 event-time order. Sealing rewrites the journal in event-time order (``event_order_key``) and
@@ -49,6 +50,7 @@ logger = logging.getLogger(__name__)
 
 _DEFAULT_SEAL_AFTER_S = 10.0
 _DEFAULT_MAX_PENDING_SPANS = 10_000
+_DEFAULT_HOLD_UNROUTED_S = 30.0
 _SEALED_MEMORY = 65_536
 
 _OPENING = frozenset({EventType.RUN_STARTED.value, EventType.TURN_STARTED.value})
@@ -118,17 +120,19 @@ def event_order_key(depth_of: Callable[[str | None], int]) -> Callable[[dict[str
     """
 
     def key(record: dict[str, Any]) -> tuple:
-        event_type = record.get("type")
         span_id = record.get("span_id") or ""
-        if event_type in _OPENING:
-            phase, rank = 0, depth_of(span_id)
-        elif event_type in _CLOSING:
-            phase, rank = 2, -depth_of(span_id)
-        else:
-            phase, rank = 1, 0
+        phase, rank = _phase_rank(record.get("type"), span_id, depth_of)
         return (record.get("at", ""), phase, rank, span_id, record.get("seq", 0))
 
     return key
+
+
+def _phase_rank(event_type: str | None, span_id: str, depth_of: Callable[[str | None], int]) -> tuple[int, int]:
+    if event_type in _OPENING:
+        return 0, depth_of(span_id)
+    if event_type in _CLOSING:
+        return 2, -depth_of(span_id)
+    return 1, 0
 
 
 class _Run:
@@ -162,6 +166,7 @@ class BundleSink:
         redactor: EventRedactor,
         *,
         seal_after_s: float = _DEFAULT_SEAL_AFTER_S,
+        hold_unrouted_s: float = _DEFAULT_HOLD_UNROUTED_S,
         max_pending_spans: int = _DEFAULT_MAX_PENDING_SPANS,
         counters: Counters | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -169,6 +174,7 @@ class BundleSink:
         self.writer = writer
         self.redactor = redactor
         self.seal_after_s = seal_after_s
+        self.hold_unrouted_s = hold_unrouted_s
         self.max_pending_spans = max_pending_spans
         self.counters = counters or Counters()
         self._clock = clock
@@ -252,7 +258,8 @@ class BundleSink:
         return run
 
     def _append(self, run: _Run, spans: list[SpanData], result: SubmitResult) -> None:
-        events: list[tuple[tuple, JournalEvent]] = []
+        keyed: list[tuple[tuple, JournalEvent]] = []
+        depth_of = run.depth_of
         with run.lock:
             for span in spans:
                 span_hex = span.span_id_hex
@@ -260,16 +267,16 @@ class BundleSink:
                 if span.parent_span_id is None:
                     run.root_seen = True
                     run.root_status = "error" if span.status_code == "error" else "ok"
+            for span in spans:
+                span_hex = span.span_id_hex
                 for index, event in enumerate(normalize_span(span)):
-                    events.append(((event.at_ns // 1000, span_hex, index), event))
-            key = event_order_key(run.depth_of)
-            events.sort(
-                key=lambda item: key(
-                    {"at": item[0][0], "type": item[1].type, "span_id": item[1].span_id or item[0][1], "seq": item[0][2]}
-                )
-            )
+                    span_id = event.span_id or span_hex
+                    # The same order as event_order_key, on nanosecond-exact µs and the span's own order.
+                    phase, rank = _phase_rank(event.type, span_id, depth_of)
+                    keyed.append(((event.at_ns // 1000, phase, rank, span_id, index), event))
+            keyed.sort(key=lambda item: item[0])
             recorder = run.recorder
-            for _, event in events:
+            for _, event in keyed:
                 redacted = self._redact(event)
                 if recorder.append(redacted.type, redacted.payload, **redacted.correlation()) is not AppendResult.ACCEPTED:
                     failure = recorder.failure
@@ -333,7 +340,7 @@ class BundleSink:
             runs = [self._runs.pop(trace_id) for trace_id in quiet]
             for trace_id in quiet:
                 self._remember_sealed(trace_id)
-            expired = [trace_id for trace_id, (first_seen, _) in self._pending.items() if now - first_seen >= self.seal_after_s]
+            expired = [trace_id for trace_id, (first_seen, _) in self._pending.items() if now - first_seen >= self.hold_unrouted_s]
             for trace_id in expired:
                 self.counters.add("no_session", len(self._take_pending(trace_id)))
         for run in runs:

@@ -119,8 +119,11 @@ class CaptureFailure:
         return {"failed_at": self.failed_at, "code": self.code.value, "message": self.message}
 
 
-def write_json_atomic(path: Path, value: dict[str, Any]) -> None:
-    """Replace ``path`` with ``value`` as JSON: write a temporary file, fsync, rename, fsync dir."""
+def write_json_atomic(path: Path, value: dict[str, Any], *, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``value`` as JSON: write a temporary file, fsync, rename, fsync dir.
+
+    ``sync_dir=False`` leaves the directory fsync to a later atomic write in the same directory.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
     try:
@@ -130,6 +133,8 @@ def write_json_atomic(path: Path, value: dict[str, Any]) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    if not sync_dir:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
@@ -389,12 +394,13 @@ class RunRecorder:
             written = self._writer._write(self._events_fd, view)
             view = view[written:]
 
-    def _rewrite_in_order(self, key: Callable[[dict[str, Any]], Any]) -> None:
+    def _rewrite_in_order(self, key: Callable[[dict[str, Any]], Any]) -> bool:
         """Replace the journal with its records sorted by ``key`` and ``seq`` renumbered.
 
         Lines that do not decode (a torn tail cut at reopen never gets here) keep their relative
-        position at the end, so the rewrite never loses bytes. On any error the appended journal
-        stays and the error is logged.
+        position at the end, so the rewrite never loses bytes. The new file is fsynced before the
+        rename; the directory is fsynced by the terminal capture's atomic replace right after.
+        On any error the appended journal stays, the error is logged and False is returned.
         """
         events_path = self.path / layout.EVENTS_FILE
         tmp_path = self.path / f".{layout.EVENTS_FILE}.reorder.tmp"
@@ -427,28 +433,24 @@ class RunRecorder:
             new_fd = os.open(tmp_path, os.O_RDONLY)
             os.close(fd)
             os.replace(tmp_path, events_path)
-            dir_fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
         except Exception:  # noqa: BLE001 - a bad key or I/O error keeps the appended journal
             logger.exception("could not rewrite %s in order; it stays in append order", events_path)
-            return
+            return False
         os.close(self._events_fd)
         self._events_fd = new_fd
+        return True
 
     def _seal(self) -> None:
         if self._sealed.is_set():
             return
         try:
-            try:
-                os.fsync(self._events_fd)
-            except OSError as exc:
-                with self._lock:
-                    self._fail_locked(_failure_code_for(exc), f"fsync of {layout.EVENTS_FILE} failed: {exc}")
-            if self._reorder is not None and self._failure is None:
-                self._rewrite_in_order(self._reorder)
+            rewritten = self._reorder is not None and self._failure is None and self._rewrite_in_order(self._reorder)
+            if not rewritten:
+                try:
+                    os.fsync(self._events_fd)
+                except OSError as exc:
+                    with self._lock:
+                        self._fail_locked(_failure_code_for(exc), f"fsync of {layout.EVENTS_FILE} failed: {exc}")
             capture: dict[str, Any] = {
                 "schema": CAPTURE_SCHEMA,
                 "status": CaptureStatus.FAILED.value if self._failure else CaptureStatus.COMPLETE.value,
@@ -529,7 +531,9 @@ class BundleWriter:
                 recorder = self._open_locked_run(
                     path, lock_fd, session_id, run_id, kind, eval_id, agent, service, created_at_ns
                 )
-            except BaseException:
+            except BaseException as exc:
+                if isinstance(exc, RunSealedError):  # a sealed bundle never changes: not even a lock file
+                    os.unlink(path / layout.LOCK_FILE)
                 os.close(lock_fd)
                 raise
             self._open_runs[run_id] = recorder
@@ -588,7 +592,7 @@ class BundleWriter:
                 manifest["eval_id"] = eval_id
             if agent:
                 manifest["agent"] = agent
-            write_json_atomic(manifest_path, manifest)
+            write_json_atomic(manifest_path, manifest, sync_dir=False)  # the capture's write syncs the dir
             write_json_atomic(
                 capture_path, {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0}
             )

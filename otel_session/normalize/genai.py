@@ -211,10 +211,10 @@ def _structured_messages(value: Any) -> list[Message]:
     """``[{role, parts: [...]}]`` (current) or ``[{role, content, tool_calls}]`` (older/OpenAI)."""
     messages = []
     for item in _json_list(value):
-        if not isinstance(item, Mapping):
+        if not isinstance(item, dict):
             continue
         message = Message(str(item.get("role") or "assistant"), stop_reason=item.get("finish_reason"))
-        inner = item.get("message") if isinstance(item.get("message"), Mapping) else None
+        inner = item.get("message") if isinstance(item.get("message"), dict) else None
         if inner is not None:  # a gen_ai.choice body
             message.role = str(inner.get("role") or "assistant")
             item = inner
@@ -232,7 +232,7 @@ def _add_part(message: Message, part: Any) -> None:
     if isinstance(part, str):
         message.add("text", part)
         return
-    if not isinstance(part, Mapping):
+    if not isinstance(part, dict):
         return
     kind = part.get("type")
     if kind == "tool_call":
@@ -253,8 +253,8 @@ def _add_openai_message(message: Message, item: Mapping[str, Any]) -> None:
     else:
         message.add("text", content)
     for call in item.get("tool_calls") or ():
-        if isinstance(call, Mapping):
-            function = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        if isinstance(call, dict):
+            function = call.get("function") if isinstance(call.get("function"), dict) else call
             message.add("tool_call", _tool_call_text(call.get("id"), function.get("name"), function.get("arguments")))
 
 
@@ -265,7 +265,7 @@ def _event_messages(role_events: Iterable[Any]) -> tuple[list[Message], list[Mes
         body = dict(event.attributes)
         for key in ("message", "body"):
             nested = _json_value(body.get(key))
-            if isinstance(nested, Mapping):
+            if isinstance(nested, dict):
                 body = {**body, **nested}
         if event.name == "gen_ai.choice":
             message = Message(str(body.get("role") or "assistant"), stop_reason=body.get("finish_reason"))
@@ -338,7 +338,7 @@ def _json_value(value: Any) -> Any:
 
 def _json_list(value: Any) -> list[Any]:
     value = _json_value(value)
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return [value]
     if isinstance(value, (list, tuple)):
         return [_json_value(item) for item in value]
@@ -363,14 +363,23 @@ def _event(
     message_id: str | None = None,
     tool_call_id: str | None = None,
 ) -> JournalEvent:
-    turn_index = span.attributes.get("otel_session.turn.index")
+    global _last_span_ids
+    cached = _last_span_ids  # one tuple read: safe across threads
+    if cached[0] is not span:
+        turn_index = span.attributes.get("otel_session.turn.index")
+        cached = (span, span.trace_id_hex, span.span_id_hex, turn_index if isinstance(turn_index, int) else None)
+        _last_span_ids = cached
     return JournalEvent(
         event_type.value,
         at_ns,
         payload,
-        turn_index=turn_index if isinstance(turn_index, int) else None,
+        turn_index=cached[3],
         message_id=message_id,
         tool_call_id=tool_call_id,
-        trace_id=span.trace_id_hex,
-        span_id=span.span_id_hex,
+        trace_id=cached[1],
+        span_id=cached[2],
     )
+
+
+# The ids of the span whose events are being made (a span yields several events in a row).
+_last_span_ids: tuple[Any, str, str, int | None] = (None, "", "", None)

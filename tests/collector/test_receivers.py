@@ -163,7 +163,7 @@ def test_a_run_locked_by_another_collector_is_rejected_explicitly(collector, bun
 
 
 def test_spans_without_a_session_are_counted_not_bundled(make_collector, bundle_root):
-    collector = make_collector(bundle_root, seal_after_s=0.1)
+    collector = make_collector(bundle_root, seal_after_s=0.1, hold_unrouted_s=0.1)
     response, _ = post(collector.http_port, orjson.dumps(otlp_json_request(session_id=None)))
     assert response.status == 200
     wait_for(lambda: collector.counters.snapshot()["no_session"] == 1)

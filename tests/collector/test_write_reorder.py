@@ -80,3 +80,19 @@ def test_reorder_after_reopen_continues_the_same_journal(tmp_path):
     result = read_bundle(run.path)
     assert result.status is BundleStatus.COMPLETE, result.diagnostics
     assert [event["payload"]["state"] for event in result.events] == ["early", "late"]
+
+
+def test_refusing_a_sealed_run_leaves_its_bundle_byte_for_byte_unchanged(tmp_path):
+    import pytest
+
+    from otel_session.write import RunSealedError
+
+    writer = BundleWriter(tmp_path)
+    run = _open(tmp_path, writer)
+    run.close(run_status="ok")
+    assert run.wait_sealed(5)
+    before = {path.name: path.read_bytes() for path in run.path.iterdir()}
+    with pytest.raises(RunSealedError):
+        writer.open_run(session_id="s", run_id=run.run_id)
+    writer.shutdown()
+    assert {path.name: path.read_bytes() for path in run.path.iterdir()} == before
