@@ -10,7 +10,13 @@ import click
 import orjson
 
 from otel_session import config
-from otel_session.facts import InvalidId, RunResolutionError, build_session_facts, resolve_run, run_events
+from otel_session.facts import (
+    InvalidId,
+    RunResolutionError,
+    build_session_facts,
+    resolve_run,
+    run_events,
+)
 from otel_session.read import read_bundle
 from otel_session.reduce import Replayer, canonical_json
 
@@ -87,8 +93,10 @@ def facts(session_id: str, run_id: str | None, bundle_root: Path | None, as_json
 
 
 def _replay_text(state: dict[str, Any], last_seq: int) -> list[str]:
-    lines = [f"run {state['run_id']} at seq {state['seq']} of {last_seq}  turn {state['turn_index']}  "
-             f"state {state['state']}  run {state['run_status'] or 'not started'}"]
+    lines = [
+        (f"run {state['run_id']} at seq {state['seq']} of {last_seq}  turn {state['turn_index']}  "
+         f"state {state['state']}  run {state['run_status'] or 'not started'}")
+    ]
     for message in state["messages"]:
         marker = "" if message["settled"] else "  [partial]" if not message["finished"] else "  [unsealed]"
         lines.append(f"{message['role'] or '?'} {message['message_id']}{marker}")

@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -185,10 +186,15 @@ def run_events(bundle: BundleRead) -> list[dict[str, Any]]:
     these, not ``bundle.events``, to the reducer and to facts.
     """
     session_id, run_id = _bundle_ids(bundle)
-    own = sorted(
-        (event for event in bundle.events if event["run_id"] == run_id and event["session_id"] == session_id),
-        key=lambda event: event["seq"],
-    )
+    own = [event for event in bundle.events if event["run_id"] == run_id and event["session_id"] == session_id]
+    previous = 0
+    for event in own:  # a sound journal is already in strictly increasing seq order
+        if event["seq"] <= previous:
+            break
+        previous = event["seq"]
+    else:
+        return own
+    own.sort(key=itemgetter("seq"))
     return [event for position, event in enumerate(own) if position == 0 or event["seq"] != own[position - 1]["seq"]]
 
 
@@ -198,19 +204,26 @@ def _group_turns(events: list[dict[str, Any]]) -> tuple[dict[int, list[dict[str,
     current: int | None = None
     highest = -1
     for event in events:
-        turn_index = _int_or_none(event.get("turn_index"))
-        if event["type"] == "turn_started":
+        turn_index = event.get("turn_index")
+        event_type = event["type"]
+        if type(turn_index) is not int:
+            turn_index = None
+        if event_type == "turn_started":
             if turn_index is None:
                 turn_index = highest + 1
             current = turn_index
         elif turn_index is None:
             turn_index = current
-        if event["type"] == "turn_finished" and turn_index == current:
+            if turn_index is None:
+                continue  # run-level record (run_started, run_finished, …)
+        if event_type == "turn_finished" and turn_index == current:
             current = None
-        if turn_index is None:
-            continue  # run-level record (run_started, run_finished, …)
         highest = max(highest, turn_index)
-        turns.setdefault(turn_index, []).append(event)
+        group = turns.get(turn_index)
+        if group is None:
+            turns[turn_index] = [event]
+        else:
+            group.append(event)
     if turns or not events:
         return dict(sorted(turns.items())), []
     return {0: list(events)}, [NO_BOUNDARIES_NOTE]
@@ -228,30 +241,67 @@ def _duration_ms(started_at: Any, finished_at: Any) -> float | None:
     return round(delta.total_seconds() * 1000, 3)
 
 
+_CONVERSATION_TYPES = frozenset({
+    "message_started", "assistant_delta", "message_finished",
+    "tool_execution_started", "tool_execution_updated", "tool_execution_finished",
+})
+
+
+def _conversation_events(events: list[dict[str, Any]], settled: set[str]) -> list[dict[str, Any]]:
+    """The events that shape a turn's messages and tools, without the folding work facts never see.
+
+    A settled ``message_finished`` replaces everything folded for its message, and deltas after a
+    finish are ignored, so of a ``settled`` message's deltas only the first (which may create the
+    message and make it an assistant's) changes the result; the rest are skipped.
+    """
+    kept, seen = [], set()
+    for event in events:
+        if event["type"] == "assistant_delta":
+            message_id = event.get("message_id")
+            if isinstance(message_id, str) and message_id in settled:
+                if message_id in seen:
+                    continue
+                seen.add(message_id)
+        kept.append(event)
+    return kept
+
+
 def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, Any],
                 previous: dict[str, Any] | None) -> dict[str, Any]:
-    started = next((event for event in events if event["type"] == "turn_started"), None)
-    finished = next((event for event in reversed(events) if event["type"] == "turn_finished"), None)
-    verdict_event = next((event for event in reversed(events) if event["type"] == "transition_verdict"), None)
-    started_payload = _payload(started) if started else {}
-    finished_payload = _payload(finished) if finished else {}
-
-    slot_writes, unattributed, guards = [], [], []
+    started = finished = verdict_event = None
+    slot_writes, unattributed, guards, conversation = [], [], [], []
+    settled: set[str] = set()
     guard_count = 0
-    for event in events:
+    for event in events:  # one pass: this runs over every event of the run
+        event_type = event["type"]
+        if event_type in _CONVERSATION_TYPES:
+            conversation.append(event)
+            if (event_type == "message_finished" and _payload(event).get("settled") is True
+                    and isinstance(event.get("message_id"), str)):
+                settled.add(event["message_id"])
+            continue
         payload = _payload(event)
-        if event["type"] in _SLOT_TYPES and isinstance(payload.get("slot"), str):
-            entry = {"slot": payload["slot"], "value": payload.get("value"), "previous": payload.get("previous"),
-                     "seq": event["seq"]}
-            if event["type"] == "slot_write":
-                slot_writes.append({**entry, "source": payload.get("source")})
-            else:
-                unattributed.append(entry)
-        elif event["type"] == "guard_evaluated":
+        if event_type in _SLOT_TYPES:
+            if isinstance(payload.get("slot"), str):
+                entry = {"slot": payload["slot"], "value": payload.get("value"), "previous": payload.get("previous"),
+                         "seq": event["seq"]}
+                if event_type == "slot_write":
+                    slot_writes.append({**entry, "source": payload.get("source")})
+                else:
+                    unattributed.append(entry)
+        elif event_type == "guard_evaluated":
             guard_count += 1
             if guard_count <= GUARD_CAP:
                 guards.append({"name": payload.get("name"), "passed": payload.get("passed"),
                                "state": payload.get("state"), "seq": event["seq"]})
+        elif event_type == "turn_started":
+            started = started or event
+        elif event_type == "turn_finished":
+            finished = event
+        elif event_type == "transition_verdict":
+            verdict_event = event
+    started_payload = _payload(started) if started else {}
+    finished_payload = _payload(finished) if finished else {}
 
     verdict = None
     if verdict_event is not None:
@@ -263,7 +313,7 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
                    "candidates_truncated": recorded_truncation + max(0, len(candidates) - GUARD_CAP),
                    "seq": verdict_event["seq"]}
 
-    replay = replay_state(events)
+    replay = replay_state(_conversation_events(conversation, settled))
     messages = [
         {"message_id": message["message_id"], "role": message["role"], "settled": message["settled"],
          "text": "".join(block["text"] for block in message["blocks"] if block["kind"] == "text")}

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import itertools
 import json
 import math
+import operator
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -41,11 +41,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from otel_session.read import parse_journal
+
 __all__ = [
     "CHECKPOINT_INTERVAL",
     "ReducerCode",
     "Replayer",
     "canonical_json",
+    "expected_states",
     "iter_states",
     "replay_state",
 ]
@@ -77,15 +80,15 @@ _SEVERITY = {
     ReducerCode.UPSTREAM_DROP: "warning",
 }
 
-_generations = itertools.count(1)
+_NO_PAYLOAD: dict[str, Any] = {}
 
 
 class _Message:
     """One message being folded. Copied on write when it belongs to an older generation."""
 
-    __slots__ = ("message_id", "role", "turn_index", "settled", "finished", "folded", "blocks", "gen", "_rendered")
+    __slots__ = ("_rendered", "blocks", "finished", "folded", "message_id", "role", "settled", "turn_index")
 
-    def __init__(self, message_id: str, gen: int) -> None:
+    def __init__(self, message_id: str) -> None:
         self.message_id = message_id
         self.role: str | None = None
         self.turn_index: int | None = None
@@ -93,11 +96,10 @@ class _Message:
         self.finished = False
         self.folded = False
         self.blocks: dict[int, list[str]] = {}  # index -> [kind, text]
-        self.gen = gen
         self._rendered: dict[str, Any] | None = None
 
-    def copy(self, gen: int) -> _Message:
-        clone = _Message(self.message_id, gen)
+    def copy(self) -> _Message:
+        clone = _Message(self.message_id)
         clone.role, clone.turn_index = self.role, self.turn_index
         clone.settled, clone.finished, clone.folded = self.settled, self.finished, self.folded
         clone.blocks = {index: list(block) for index, block in self.blocks.items()}
@@ -120,9 +122,9 @@ class _Message:
 
 
 class _Tool:
-    __slots__ = ("fields", "gen", "_rendered")
+    __slots__ = ("_rendered", "fields")
 
-    def __init__(self, tool_call_id: str, gen: int) -> None:
+    def __init__(self, tool_call_id: str) -> None:
         self.fields: dict[str, Any] = {
             "tool_call_id": tool_call_id,
             "name": None,
@@ -135,11 +137,10 @@ class _Tool:
             "result": None,
             "error": None,
         }
-        self.gen = gen
         self._rendered: dict[str, Any] | None = None
 
-    def copy(self, gen: int) -> _Tool:
-        clone = _Tool(self.fields["tool_call_id"], gen)
+    def copy(self) -> _Tool:
+        clone = _Tool(self.fields["tool_call_id"])
         clone.fields = dict(self.fields)
         return clone
 
@@ -150,49 +151,91 @@ class _Tool:
 
 
 class _State:
-    """The reducer's working state. ``snapshot()`` freezes it as a checkpoint in O(size) refs."""
+    """The reducer's state. A checkpoint is a frozen state; a seek works on an overlay of one
+    (``snapshot()``): it holds only the messages, tools, slots, verdicts and diagnostics changed or
+    added since, copies a message or tool on its first change, and renders by patching the
+    checkpoint's rendered lists, so a seek costs O(events folded) plus one copy of those lists."""
 
-    __slots__ = ("seq", "run_id", "turn_index", "state", "run_status", "messages", "tools", "slots",
-                 "verdicts", "diagnostics", "gen")
+    __slots__ = (
+        "_lists",
+        "base",
+        "diagnostics",
+        "messages",
+        "run_id",
+        "run_status",
+        "seq",
+        "slots",
+        "state",
+        "tools",
+        "turn_index",
+        "verdicts",
+    )
 
-    def __init__(self) -> None:
-        self.seq = 0
-        self.run_id: str | None = None
-        self.turn_index: int | None = None
-        self.state: str | None = None
-        self.run_status: str | None = None
+    def __init__(self, base: _State | None = None) -> None:
+        self.seq = 0 if base is None else base.seq
+        self.run_id: str | None = None if base is None else base.run_id
+        self.turn_index: int | None = None if base is None else base.turn_index
+        self.state: str | None = None if base is None else base.state
+        self.run_status: str | None = None if base is None else base.run_status
+        # Without a base these hold everything; over a base, what changed since (in first-change order).
         self.messages: dict[str, _Message] = {}
         self.tools: dict[str, _Tool] = {}
         self.slots: dict[str, Any] = {}
         self.verdicts: list[dict[str, Any]] = []
         self.diagnostics: list[dict[str, Any]] = []
-        self.gen = next(_generations)
+        self.base = base
+        self._lists: tuple[list, dict, list, dict] | None = None
 
     def snapshot(self) -> _State:
-        """Return an independent working copy; messages and tools are shared until written."""
-        clone = _State.__new__(_State)
-        clone.seq, clone.run_id, clone.turn_index = self.seq, self.run_id, self.turn_index
-        clone.state, clone.run_status = self.state, self.run_status
-        clone.messages = dict(self.messages)
-        clone.tools = dict(self.tools)
-        clone.slots = dict(self.slots)
-        clone.verdicts = list(self.verdicts)
-        clone.diagnostics = list(self.diagnostics)
-        clone.gen = next(_generations)
-        return clone
+        """Return a working state over this frozen one (which it never changes)."""
+        return _State(self)
+
+    def freeze(self) -> _State:
+        """Merge the overlay into full collections; the state never changes again (a checkpoint)."""
+        base = self.base
+        if base is not None:
+            self.messages = {**base.messages, **self.messages}
+            self.tools = {**base.tools, **self.tools}
+            self.slots = {**base.slots, **self.slots}
+            self.verdicts = base.verdicts + self.verdicts
+            self.diagnostics = base.diagnostics + self.diagnostics
+            self.base = None
+        return self
+
+    def rendered_lists(self) -> tuple[list, dict, list, dict]:
+        """A checkpoint's rendered messages and tools with their positions, built once."""
+        if self._lists is None:
+            self._lists = (
+                [message.render() for message in self.messages.values()],
+                {message_id: position for position, message_id in enumerate(self.messages)},
+                [tool.render() for tool in self.tools.values()],
+                {tool_call_id: position for position, tool_call_id in enumerate(self.tools)},
+            )
+        return self._lists
 
     def render(self) -> dict[str, Any]:
+        base = self.base
+        if base is None:
+            messages = [message.render() for message in self.messages.values()]
+            tools = [tool.render() for tool in self.tools.values()]
+            slots, verdicts, diagnostics = dict(self.slots), list(self.verdicts), list(self.diagnostics)
+        else:
+            base_messages, message_positions, base_tools, tool_positions = base.rendered_lists()
+            messages = _patched(base_messages, message_positions, self.messages)
+            tools = _patched(base_tools, tool_positions, self.tools)
+            slots = {**base.slots, **self.slots}
+            verdicts, diagnostics = base.verdicts + self.verdicts, base.diagnostics + self.diagnostics
         return {
             "seq": self.seq,
             "run_id": self.run_id,
             "turn_index": self.turn_index,
             "state": self.state,
             "run_status": self.run_status,
-            "messages": [message.render() for message in self.messages.values()],
-            "tools": [tool.render() for tool in self.tools.values()],
-            "slots": dict(self.slots),
-            "verdicts": list(self.verdicts),
-            "diagnostics": list(self.diagnostics),
+            "messages": messages,
+            "tools": tools,
+            "slots": slots,
+            "verdicts": verdicts,
+            "diagnostics": diagnostics,
         }
 
     # -- folding -----------------------------------------------------------------------------
@@ -200,40 +243,68 @@ class _State:
     def diagnose(self, code: ReducerCode, message: str, seq: int) -> None:
         self.diagnostics.append({"code": code.value, "severity": _SEVERITY[code], "message": message, "seq": seq})
 
+    def find_message(self, message_id: str) -> _Message | None:
+        """The message as it is now, without taking it for a change."""
+        message = self.messages.get(message_id)
+        if message is None and self.base is not None:
+            message = self.base.messages.get(message_id)
+        return message
+
     def message(self, message_id: str) -> _Message:
+        """The message, ready to change (created, or copied from the base on its first change)."""
         message = self.messages.get(message_id)
         if message is None:
-            message = self.messages[message_id] = _Message(message_id, self.gen)
-        elif message.gen != self.gen:
-            message = self.messages[message_id] = message.copy(self.gen)
+            existing = None if self.base is None else self.base.messages.get(message_id)
+            message = self.messages[message_id] = _Message(message_id) if existing is None else existing.copy()
         else:
             message._rendered = None
         return message
 
     def tool(self, tool_call_id: str) -> _Tool:
+        """The tool call, ready to change (created, or copied from the base on its first change)."""
         tool = self.tools.get(tool_call_id)
         if tool is None:
-            tool = self.tools[tool_call_id] = _Tool(tool_call_id, self.gen)
-        elif tool.gen != self.gen:
-            tool = self.tools[tool_call_id] = tool.copy(self.gen)
+            existing = None if self.base is None else self.base.tools.get(tool_call_id)
+            tool = self.tools[tool_call_id] = _Tool(tool_call_id) if existing is None else existing.copy()
         else:
             tool._rendered = None
         return tool
 
     def apply(self, event: dict[str, Any]) -> None:
         seq = event["seq"]
-        if seq <= self.seq:
-            self.diagnose(ReducerCode.DUPLICATE_SEQ, f"seq {seq} repeats; the later record is ignored", seq)
-            return
         if seq != self.seq + 1:
-            self.diagnose(ReducerCode.SEQ_GAP, f"expected seq {self.seq + 1}, found {seq}", seq)
+            if seq <= self.seq:
+                self.diagnose(ReducerCode.DUPLICATE_SEQ, f"seq {_num(seq)} repeats; the later record is ignored", seq)
+                return
+            self.diagnose(ReducerCode.SEQ_GAP, f"expected seq {_num(self.seq + 1)}, found {_num(seq)}", seq)
         self.seq = seq
-        if isinstance(event.get("run_id"), str):
-            self.run_id = event["run_id"]
+        run_id = event.get("run_id")
+        if isinstance(run_id, str):
+            self.run_id = run_id
         handler = _HANDLERS.get(event.get("type"))
         if handler is not None:
             payload = event.get("payload")
-            handler(self, event, payload if isinstance(payload, dict) else {})
+            handler(self, event, payload if isinstance(payload, dict) else _NO_PAYLOAD)
+
+
+def _patched(base: list, positions: dict[str, int], changed: dict[str, Any]) -> list:
+    """``base`` (a checkpoint's rendered items) with the items ``changed`` since re-rendered.
+
+    ``changed`` is in first-change order and an item is created by its first change, so new items
+    come out in creation order."""
+    rendered = base.copy()
+    for key, item in changed.items():
+        position = positions.get(key)
+        if position is None:
+            rendered.append(item.render())
+        else:
+            rendered[position] = item.render()
+    return rendered
+
+
+def _num(value: int) -> str:
+    """An integer in a diagnostic message, written as JavaScript writes it (``1e+22`` past 1e21)."""
+    return str(value) if -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER else _js_number(float(value))
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -281,7 +352,11 @@ def _touch_message(state: _State, event: dict[str, Any]) -> _Message | None:
     message_id = _require_id(state, event, "message_id")
     if message_id is None:
         return None
-    message = state.message(message_id)
+    return _adopt_turn(state, state.message(message_id), event)
+
+
+def _adopt_turn(state: _State, message: _Message, event: dict[str, Any]) -> _Message:
+    """A message belongs to the turn of the first of its events that knows one."""
     if message.turn_index is None:
         message.turn_index = _int_or_none(event.get("turn_index"))
         if message.turn_index is None:
@@ -296,22 +371,32 @@ def _on_message_started(state: _State, event: dict[str, Any], payload: dict[str,
 
 
 def _on_assistant_delta(state: _State, event: dict[str, Any], payload: dict[str, Any]) -> None:
-    index, delta, kind = _int_or_none(payload.get("index")), payload.get("delta"), payload.get("kind", "text")
+    index, delta, kind = payload.get("index"), payload.get("delta"), payload.get("kind", "text")
+    if type(index) is not int:
+        index = _int_or_none(index)
     if index is None or not isinstance(delta, str) or kind not in _BLOCK_KINDS:
         state.diagnose(
             ReducerCode.MALFORMED_EVENT, "assistant_delta needs an integer index, a string delta and a known kind; ignored",
             event["seq"],
         )
         return
-    existing = state.messages.get(event.get("message_id"))  # type: ignore[arg-type]
-    if existing is not None and existing.finished:
-        state.diagnose(
-            ReducerCode.DELTA_AFTER_FINISH, f"delta for message {existing.message_id} after it finished; ignored", event["seq"]
-        )
-        return
-    message = _touch_message(state, event)
-    if message is None:
-        return
+    message_id = event.get("message_id")
+    message = state.messages.get(message_id) if isinstance(message_id, str) else None
+    if message is not None and not message.finished:  # the hot path: a message this state already changed
+        message._rendered = None
+        if message.turn_index is None:
+            _adopt_turn(state, message, event)
+    else:
+        existing = message if message is not None else state.find_message(message_id) if isinstance(message_id, str) else None
+        if existing is not None and existing.finished:
+            state.diagnose(
+                ReducerCode.DELTA_AFTER_FINISH, f"delta for message {existing.message_id} after it finished; ignored",
+                event["seq"],
+            )
+            return
+        message = _touch_message(state, event)
+        if message is None:
+            return
     if message.role is None:
         message.role = "assistant"
     message.folded = True
@@ -354,7 +439,7 @@ def _on_message_finished(state: _State, event: dict[str, Any], payload: dict[str
             state.diagnose(
                 ReducerCode.RECONCILE_MISMATCH,
                 f"message {message.message_id}: folded deltas differ from the final content at block "
-                f"{', '.join(map(str, differing))}; the final content wins",
+                f"{', '.join(map(_num, differing))}; the final content wins",
                 event["seq"],
             )
         message.blocks = final
@@ -429,7 +514,7 @@ def _on_upstream_drop(state: _State, event: dict[str, Any], payload: dict[str, A
     attributes = _int_or_none(payload.get("dropped_attributes")) or 0
     state.diagnose(
         ReducerCode.UPSTREAM_DROP,
-        f"a span lost {events} events and {attributes} attributes before it was received",
+        f"a span lost {_num(events)} events and {_num(attributes)} attributes before it was received",
         event["seq"],
     )
 
@@ -452,9 +537,12 @@ _HANDLERS = {
 }
 
 
+_by_seq = operator.itemgetter("seq")
+
+
 def _ordered(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Records with an integer ``seq``, stably sorted by it (file order breaks no ties)."""
-    return sorted((event for event in events if type(event.get("seq")) is int), key=lambda event: event["seq"])
+    return sorted([event for event in events if isinstance(event, dict) and type(event.get("seq")) is int], key=_by_seq)
 
 
 def replay_state(events: Sequence[dict[str, Any]], seq: int | None = None) -> dict[str, Any]:
@@ -525,7 +613,7 @@ class Replayer:
             state = self._checkpoints[built].snapshot()
             for event in self._events[built * CHECKPOINT_INTERVAL : (built + 1) * CHECKPOINT_INTERVAL]:
                 state.apply(event)
-            self._checkpoints.append(state)
+            self._checkpoints.append(state.freeze())
 
 
 # -- canonical JSON ------------------------------------------------------------------------------
@@ -560,11 +648,15 @@ def _js_number(value: float) -> str:
     return sign + body
 
 
+def _escape_surrogates(text: str) -> str:
+    """Escape lone surrogates as ``JSON.stringify`` does (they cannot be encoded as UTF-8)."""
+    if _SURROGATE.search(text):
+        return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    return text
+
+
 def _js_string(value: str) -> str:
-    encoded = json.dumps(value, ensure_ascii=False)
-    if _SURROGATE.search(encoded):
-        encoded = _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", encoded)
-    return encoded
+    return _escape_surrogates(json.dumps(value, ensure_ascii=False))
 
 
 def _utf16_order(key: str) -> bytes:
@@ -605,10 +697,37 @@ def _encode(value: Any, parts: list[str]) -> None:
         raise TypeError(f"{type(value).__name__} is not a JSON value")
 
 
+def _plain(value: Any) -> bool:
+    """True when the C ``json`` encoder already writes the canonical form: no floats, integers
+    within ±2**53, ASCII object keys (so code point order is UTF-16 order)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str or item is None or kind is bool:
+            continue
+        if kind is int:
+            if not -_MAX_SAFE_INTEGER <= item <= _MAX_SAFE_INTEGER:
+                return False
+        elif kind is dict:
+            for key in item:
+                if type(key) is not str or not key.isascii():
+                    return False
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        else:
+            return False
+    return True
+
+
 def canonical_json(value: Any) -> bytes:
     """Return the canonical JSON of ``value``: UTF-8, no whitespace, object keys sorted by UTF-16
     code units, numbers and string escapes exactly as JavaScript's ``JSON.stringify`` writes them
     (non-finite numbers become ``null``, lone surrogates are escaped as ``\\udxxx``)."""
+    if _plain(value):
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return _escape_surrogates(text).encode("utf-8")
     parts: list[str] = []
     _encode(value, parts)
     return "".join(parts).encode("utf-8")
@@ -620,8 +739,6 @@ def canonical_json(value: Any) -> bytes:
 def expected_states(journal: bytes) -> bytes:
     """The ``*.expected.ndjson`` body for a journal: the canonical state before any event, then
     after each complete record in ``seq`` order (garbage lines skipped, a torn tail left out)."""
-    from otel_session.read import parse_journal
-
     events, _garbage, _torn = parse_journal(journal)
     return b"".join(canonical_json(state) + b"\n" for state in iter_states(events))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import orjson
 import pytest
@@ -21,6 +22,8 @@ from otel_session.facts import (
 )
 from otel_session.read import read_bundle
 from otel_session.reduce import replay_state
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _turn(index: int, *, state_before: str, state: str, required: list[str], missing: list[str] | None,
@@ -254,3 +257,36 @@ def test_load_session_facts_reports_the_fallback(tmp_path, record_run):
     assert (latest["run_id"], latest["fallback_to_latest_run"]) == (newer.name, True)
     chosen = load_session_facts(tmp_path, "s3", older.name)
     assert (chosen["run_id"], chosen["fallback_to_latest_run"], len(chosen["turns"])) == (older.name, False, 3)
+
+
+@pytest.mark.parametrize(
+    "journal",
+    sorted(p for p in (REPO / "fixtures" / "replay").glob("*.ndjson") if not p.name.endswith(".expected.ndjson")),
+    ids=lambda path: path.stem,
+)
+def test_facts_of_every_shared_fixture_journal_never_raise(tmp_path, journal):
+    (tmp_path / "events.ndjson").write_bytes(journal.read_bytes())
+    bundle = read_bundle(tmp_path)  # no run.json or capture.json: invalid, yet its events still have facts
+    facts = build_session_facts(bundle)
+    assert facts["integrity"]["status"] == "invalid"
+    assert facts["run_id"] == bundle.events[0]["run_id"]
+    orjson.dumps(facts)
+
+
+@pytest.mark.parametrize(
+    "journal",
+    sorted(p for p in (REPO / "fixtures" / "replay").glob("*.ndjson") if not p.name.endswith(".expected.ndjson")),
+    ids=lambda path: path.stem,
+)
+def test_skipping_settled_deltas_changes_no_message_or_tool(tmp_path, journal):
+    from otel_session.facts import _conversation_events
+
+    (tmp_path / "events.ndjson").write_bytes(journal.read_bytes())
+    events = run_events(read_bundle(tmp_path))
+    settled = {e["message_id"] for e in events if e["type"] == "message_finished" and isinstance(e.get("payload"), dict)
+               and e["payload"].get("settled") is True and isinstance(e.get("message_id"), str)}
+    full, lean = replay_state(events), replay_state(_conversation_events(events, settled))
+    strip = lambda messages: [{k: v for k, v in m.items() if k != "turn_index"} for m in messages]
+    assert strip(lean["messages"]) == strip(full["messages"])
+    assert [{k: v for k, v in t.items() if k != "turn_index"} for t in lean["tools"]] == [
+        {k: v for k, v in t.items() if k != "turn_index"} for t in full["tools"]]

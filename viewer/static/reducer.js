@@ -4,6 +4,7 @@
 //   canonicalJson(value) -> string              the same bytes (as UTF-8) as Python's canonical_json
 //   new Replayer(events).stateAt(seq)           seeks through checkpoints every 256 events
 //   parseJournal(text) -> {events, garbage, torn}   the tolerant events.ndjson parser (offline bundles)
+//   runEvents(events, manifest) -> events       only the run's own records, like Python's run_events
 //
 // A dependency-free ES module: no build step. The rules, field names and diagnostics match the
 // Python reducer exactly; fixtures/replay/*.expected.ndjson hold the Python output at every seq and
@@ -25,8 +26,6 @@ const SEVERITY = {
   upstream_drop: "warning",
 };
 
-let generations = 0;
-const nextGeneration = () => ++generations;
 
 const isInt = (value) => typeof value === "number" && Number.isInteger(value);
 const intOrNull = (value) => (isInt(value) ? value : null);
@@ -36,7 +35,7 @@ const own = (object, key) => (Object.prototype.hasOwnProperty.call(object, key) 
 const orNull = (value) => (value === undefined ? null : value);
 
 class Message {
-  constructor(messageId, gen) {
+  constructor(messageId) {
     this.messageId = messageId;
     this.role = null;
     this.turnIndex = null;
@@ -44,12 +43,11 @@ class Message {
     this.finished = false;
     this.folded = false;
     this.blocks = new Map(); // index -> [kind, text]
-    this.gen = gen;
     this.rendered = null;
   }
 
-  copy(gen) {
-    const clone = new Message(this.messageId, gen);
+  copy() {
+    const clone = new Message(this.messageId);
     clone.role = this.role;
     clone.turnIndex = this.turnIndex;
     clone.settled = this.settled;
@@ -77,7 +75,7 @@ class Message {
 }
 
 class Tool {
-  constructor(toolCallId, gen) {
+  constructor(toolCallId) {
     this.fields = {
       tool_call_id: toolCallId,
       name: null,
@@ -90,12 +88,11 @@ class Tool {
       result: null,
       error: null,
     };
-    this.gen = gen;
     this.rendered = null;
   }
 
-  copy(gen) {
-    const clone = new Tool(this.fields.tool_call_id, gen);
+  copy() {
+    const clone = new Tool(this.fields.tool_call_id);
     clone.fields = { ...this.fields };
     return clone;
   }
@@ -131,48 +128,97 @@ function finalBlocks(content) {
   return blocks;
 }
 
+// Over a base checkpoint, a State holds only what changed since (in first-change order); see _State
+// in otel_session/reduce.py. A seek costs O(events folded) plus one copy of the rendered lists.
+function patched(base, positions, changed) {
+  const rendered = base.slice();
+  for (const [key, item] of changed) {
+    const position = positions.get(key);
+    if (position === undefined) rendered.push(item.render());
+    else rendered[position] = item.render();
+  }
+  return rendered;
+}
+
+function merged(base, changed) {
+  const result = new Map(base);
+  for (const [key, value] of changed) result.set(key, value);
+  return result;
+}
+
 class State {
-  constructor() {
-    this.seq = 0;
-    this.runId = null;
-    this.turnIndex = null;
-    this.state = null;
-    this.runStatus = null;
+  constructor(base = null) {
+    this.seq = base === null ? 0 : base.seq;
+    this.runId = base === null ? null : base.runId;
+    this.turnIndex = base === null ? null : base.turnIndex;
+    this.state = base === null ? null : base.state;
+    this.runStatus = base === null ? null : base.runStatus;
     this.messages = new Map();
     this.tools = new Map();
     this.slots = new Map();
     this.verdicts = [];
     this.diagnostics = [];
-    this.gen = nextGeneration();
+    this.base = base;
+    this.lists = null;
   }
 
   snapshot() {
-    const clone = new State();
-    clone.seq = this.seq;
-    clone.runId = this.runId;
-    clone.turnIndex = this.turnIndex;
-    clone.state = this.state;
-    clone.runStatus = this.runStatus;
-    clone.messages = new Map(this.messages);
-    clone.tools = new Map(this.tools);
-    clone.slots = new Map(this.slots);
-    clone.verdicts = [...this.verdicts];
-    clone.diagnostics = [...this.diagnostics];
-    return clone;
+    return new State(this);
+  }
+
+  freeze() {
+    const base = this.base;
+    if (base !== null) {
+      this.messages = merged(base.messages, this.messages);
+      this.tools = merged(base.tools, this.tools);
+      this.slots = merged(base.slots, this.slots);
+      this.verdicts = base.verdicts.concat(this.verdicts);
+      this.diagnostics = base.diagnostics.concat(this.diagnostics);
+      this.base = null;
+    }
+    return this;
+  }
+
+  renderedLists() {
+    if (this.lists === null) {
+      this.lists = {
+        messages: [...this.messages.values()].map((message) => message.render()),
+        messagePositions: new Map([...this.messages.keys()].map((key, position) => [key, position])),
+        tools: [...this.tools.values()].map((tool) => tool.render()),
+        toolPositions: new Map([...this.tools.keys()].map((key, position) => [key, position])),
+      };
+    }
+    return this.lists;
   }
 
   render() {
+    const base = this.base;
+    let messages, tools, slots, verdicts, diagnostics;
+    if (base === null) {
+      messages = [...this.messages.values()].map((message) => message.render());
+      tools = [...this.tools.values()].map((tool) => tool.render());
+      slots = Object.fromEntries(this.slots);
+      verdicts = [...this.verdicts];
+      diagnostics = [...this.diagnostics];
+    } else {
+      const lists = base.renderedLists();
+      messages = patched(lists.messages, lists.messagePositions, this.messages);
+      tools = patched(lists.tools, lists.toolPositions, this.tools);
+      slots = Object.fromEntries(merged(base.slots, this.slots));
+      verdicts = base.verdicts.concat(this.verdicts);
+      diagnostics = base.diagnostics.concat(this.diagnostics);
+    }
     return {
       seq: this.seq,
       run_id: this.runId,
       turn_index: this.turnIndex,
       state: this.state,
       run_status: this.runStatus,
-      messages: [...this.messages.values()].map((message) => message.render()),
-      tools: [...this.tools.values()].map((tool) => tool.render()),
-      slots: Object.fromEntries(this.slots),
-      verdicts: [...this.verdicts],
-      diagnostics: [...this.diagnostics],
+      messages,
+      tools,
+      slots,
+      verdicts,
+      diagnostics,
     };
   }
 
@@ -180,13 +226,17 @@ class State {
     this.diagnostics.push({ code, severity: SEVERITY[code], message, seq });
   }
 
+  findMessage(messageId) {
+    let message = this.messages.get(messageId);
+    if (message === undefined && this.base !== null) message = this.base.messages.get(messageId);
+    return message;
+  }
+
   message(messageId) {
     let message = this.messages.get(messageId);
     if (message === undefined) {
-      message = new Message(messageId, this.gen);
-      this.messages.set(messageId, message);
-    } else if (message.gen !== this.gen) {
-      message = message.copy(this.gen);
+      const existing = this.base === null ? undefined : this.base.messages.get(messageId);
+      message = existing === undefined ? new Message(messageId) : existing.copy();
       this.messages.set(messageId, message);
     } else {
       message.rendered = null;
@@ -197,10 +247,8 @@ class State {
   tool(toolCallId) {
     let tool = this.tools.get(toolCallId);
     if (tool === undefined) {
-      tool = new Tool(toolCallId, this.gen);
-      this.tools.set(toolCallId, tool);
-    } else if (tool.gen !== this.gen) {
-      tool = tool.copy(this.gen);
+      const existing = this.base === null ? undefined : this.base.tools.get(toolCallId);
+      tool = existing === undefined ? new Tool(toolCallId) : existing.copy();
       this.tools.set(toolCallId, tool);
     } else {
       tool.rendered = null;
@@ -293,7 +341,7 @@ const HANDLERS = {
       );
       return;
     }
-    const existing = state.messages.get(event.message_id);
+    const existing = typeof event.message_id === "string" ? state.findMessage(event.message_id) : undefined;
     if (existing !== undefined && existing.finished) {
       state.diagnose("delta_after_finish", `delta for message ${existing.messageId} after it finished; ignored`, event.seq);
       return;
@@ -468,7 +516,7 @@ export class Replayer {
       const state = this.checkpoints[built].snapshot();
       const end = Math.min((built + 1) * CHECKPOINT_INTERVAL, this.events.length);
       for (let i = built * CHECKPOINT_INTERVAL; i < end; i += 1) state.apply(this.events[i]);
-      this.checkpoints.push(state);
+      this.checkpoints.push(state.freeze());
     }
   }
 }
@@ -532,4 +580,18 @@ export function parseJournal(text) {
     else garbage.push(position + 1);
   });
   return { events, garbage, torn: text.slice(end) };
+}
+
+/**
+ * The records of one run (its manifest's session_id and run_id) in seq order, each seq once: what
+ * otel_session.facts.run_events gives the Python reducer. Without a manifest, the first record's ids.
+ */
+export function runEvents(events, manifest = null) {
+  const records = events.filter(isObject);
+  const reference = manifest && typeof manifest.run_id === "string" ? manifest : records[0];
+  if (reference === undefined) return [];
+  const own = ordered(
+    records.filter((event) => event.run_id === reference.run_id && event.session_id === reference.session_id),
+  );
+  return own.filter((event, position) => position === 0 || event.seq !== own[position - 1].seq);
 }

@@ -12,6 +12,7 @@ import {
   iterStates,
   parseJournal,
   replayState,
+  runEvents,
 } from "../../../viewer/static/reducer.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -105,4 +106,16 @@ test("a long journal seeks through checkpoints to the same state as a full fold"
 test("canonicalJson sorts keys by UTF-16 code units and writes numbers like JSON.stringify", () => {
   assert.equal(canonicalJson({ b: 1, a: [1e21, 1e-7, -0, NaN], "😀": 1, "\uffff": 2 }), '{"a":[1e+21,1e-7,0,null],"b":1,"😀":1,"\uffff":2}');
   assert.equal(canonicalJson("\ud800"), '"\\ud800"');
+});
+
+test("runEvents keeps only the run's own records, in seq order, each seq once", () => {
+  const record = (seq, runId, extra = {}) => ({ seq, at: "t", type: "slot_write", session_id: "s", run_id: runId, ...extra });
+  const events = [record(2, "r1"), record(1, "r1"), record(3, "other"), record(2, "r1", { dup: true }), null, record(4, "r1")];
+  assert.deepEqual(runEvents(events, { session_id: "s", run_id: "r1" }).map((e) => [e.seq, e.dup === true]), [
+    [1, false],
+    [2, false],
+    [4, false],
+  ]);
+  assert.deepEqual(runEvents(events).map((e) => e.seq), [1, 2, 4]); // no manifest: the first record's run
+  assert.deepEqual(runEvents([], null), []);
 });
