@@ -95,7 +95,7 @@ from otel_session.cli_replay import facts, replay  # noqa: E402 - replay and fac
 main.add_command(facts)
 main.add_command(replay)
 
-from otel_session.viewer.serve import view  # noqa: E402  (the viewer registers its own command)
+from otel_session.viewer.serve import view  # noqa: E402 - the viewer's command
 
 main.add_command(view)
 

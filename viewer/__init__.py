@@ -36,7 +36,6 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         TOKEN=os.environ.get(ENV_VIEWER_TOKEN) or None,
         STREAM_POLL_SECONDS=0.05,
         STREAM_HEARTBEAT_SECONDS=15.0,
-        JSON_SORT_KEYS=False,
         MAX_CONTENT_LENGTH=64 * 1024,
     )
     if test_config is not None:

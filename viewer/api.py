@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from otel_session import facts, reduce
@@ -74,13 +75,14 @@ def events(session_id: str, run_id: str) -> Response:
     selected = [event for event in bundle.events if event["seq"] > after_seq]
     page = selected[:limit]
     more = len(selected) > limit
-    return jsonify(
+    answer = {
         **_run_ids(run),
-        events=page,
-        next_after_seq=page[-1]["seq"] if more else None,
-        capture_status=(bundle.capture or {}).get("status"),
-        integrity=bundle.status.value,
-    )
+        "events": page,
+        "next_after_seq": page[-1]["seq"] if more else None,
+        "capture_status": (bundle.capture or {}).get("status"),
+        "integrity": bundle.status.value,
+    }
+    return Response(orjson.dumps(answer), mimetype="application/json")  # pages are large: orjson
 
 
 @bp.get("/sessions/<path:session_id>/runs/<run_id>/state")

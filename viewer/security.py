@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from urllib.parse import urlencode, urlsplit
 
 from flask import Flask, Response, current_app, redirect, request
@@ -27,12 +28,17 @@ CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
-_LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
 def is_loopback_host(host: str) -> bool:
-    """True for the names and addresses that stay on this machine."""
-    return host.strip("[]") in _LOOPBACK_HOSTS or host.startswith("127.")
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1); never for other DNS names."""
+    host = host.strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _request_hostname() -> str:

@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from otel_session import facts, layout
+from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.reduce import Replayer
 from otel_session.journal import EventType, format_timestamp
 from otel_session.read import BundleRead, RunInfo, iter_runs, read_bundle
@@ -78,6 +79,8 @@ class BundleStore:
         self.root = Path(root)
         self._cache: OrderedDict[Path, _CachedBundle] = OrderedDict()
         self._cache_lock = threading.Lock()
+        # Feedback comments are free text typed by a person: scanned like message text (SPEC §6).
+        self._redactor = Redactor(RedactionPolicy.from_env())
 
     # -- index -----------------------------------------------------------------------------
 
@@ -122,6 +125,8 @@ class BundleStore:
         try:
             info = facts.resolve_run(self.root, session_id, run_id)
         except facts.RunSessionMismatch as exc:
+            if getattr(exc, "owner_session_id", None) == session_id:  # found only among eval runs
+                raise ApiError(404, "run_not_found", f"run {run_id} is an eval run; eval runs are not served") from None
             raise ApiError(409, "run_session_mismatch", str(exc)) from None
         except facts.SessionNotFound as exc:
             raise ApiError(404, "session_not_found", str(exc)) from None
@@ -205,7 +210,10 @@ class BundleStore:
     # -- the one write ---------------------------------------------------------------------
 
     def append_feedback(self, run: ResolvedRun, *, rating: int, comment: str) -> dict[str, Any]:
-        """Append one annotation to the run's ``feedback.ndjson`` (0600, outside capture integrity)."""
+        """Append one annotation to the run's ``feedback.ndjson`` (0600, outside capture integrity).
+
+        The comment passes through the redactor's free-text policy first, like any message text.
+        """
         if len(comment) > _MAX_COMMENT_CHARS:
             raise ApiError(400, "bad_feedback", f"a comment has at most {_MAX_COMMENT_CHARS} characters")
         record = {
@@ -213,7 +221,7 @@ class BundleStore:
             "session_id": run.session_id,
             "run_id": run.run_id,
             "rating": rating,
-            "comment": comment,
+            "comment": self._redactor.text(comment),
             "fallback_to_latest_run": run.fallback_to_latest_run,
         }
         line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)

@@ -66,16 +66,19 @@ def _tail(path: Path, after_seq: int, poll_seconds: float, heartbeat_seconds: fl
     last_write = time.monotonic()
     yield b"retry: 1000\n\n"
     while True:
-        # Capture first: a terminal status read before the poll means every line is on disk.
+        # Capture first: a terminal status read before polling means every line is already on disk,
+        # so once a poll after it makes no progress the journal is fully sent.
         capture = _capture(path)
         status = capture.get("status") if capture else None
+        offset = tail.offset
         chunk = [_message(record, event_id=record["seq"]) for record in tail.poll() if record["seq"] > after_seq]
+        progressed = tail.offset != offset
         chunk += [_message(d.as_json(), event="diagnostic") for d in tail.diagnostics[reported_diagnostics:]]
         reported_diagnostics = len(tail.diagnostics)
         if status != last_status:
             chunk.append(_message({"status": status, "capture": capture}, event="capture"))
             last_status = status
-        if status in _TERMINAL:
+        if status in _TERMINAL and not progressed:
             chunk.append(_message({"status": status}, event="end"))
             yield b"".join(chunk)
             return
@@ -84,7 +87,8 @@ def _tail(path: Path, after_seq: int, poll_seconds: float, heartbeat_seconds: fl
         if chunk:
             yield b"".join(chunk)
             last_write = time.monotonic()
-        time.sleep(poll_seconds)
+        if not progressed:
+            time.sleep(poll_seconds)
 
 
 @bp.get("/sessions/<path:session_id>/runs/<run_id>/stream")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import threading
+import types
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -184,6 +185,12 @@ def serve() -> Iterator[Callable[..., LiveServer]]:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@pytest.fixture
+def journal():
+    """The journal helpers above, for test modules (importlib mode cannot import conftest)."""
+    return types.SimpleNamespace(Script=Script, XSS_TEXT=XSS_TEXT, record_booking=record_booking, BASE_NS=BASE_NS)
 
 
 @pytest.fixture

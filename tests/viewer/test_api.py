@@ -123,6 +123,18 @@ def test_feedback_binds_the_latest_run_and_appends_privately(client, sample):
     assert read_bundle(latest.parent).status.value == "complete"
 
 
+def test_feedback_comments_are_redacted_before_they_reach_disk(client, sample):
+    canaries = ("zed.canary@example.org", "+1 415 555 0199", "4111 1111 1111 1111")
+    comment = "call me: " + ", ".join(canaries)
+    assert client.post("/api/sessions/call-42/feedback", json={"rating": 1, "comment": comment}).status_code == 201
+    for path in sample.root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(canary.encode() in data for canary in canaries), path
+    stored = (sample.root / "sessions" / "call-42" / sample.latest_run / "feedback.ndjson").read_text()
+    assert "call me:" in stored
+
+
 @pytest.mark.parametrize(
     ("body", "code"),
     [
@@ -194,8 +206,10 @@ def test_facts_and_feedback_with_a_run_of_another_session_conflict(client, sampl
 
 
 def test_eval_runs_are_not_served_as_live_runs(client, sample):
-    response = client.get(run_url("call-42", sample.eval_run, "/events"))
-    assert response.status_code in (404, 409)
+    for tail in ("/events", "/state", "/bundle", "/stream"):
+        response = client.get(run_url("call-42", sample.eval_run, tail))
+        assert response.status_code == 404 and response.get_json()["error"] == "run_not_found", tail
+    assert client.get(f"/api/sessions/call-42/facts?run_id={sample.eval_run}").status_code == 404
 
 
 def test_every_response_carries_the_security_headers(client, sample):

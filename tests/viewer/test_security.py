@@ -138,8 +138,10 @@ def test_the_token_is_never_accepted_in_an_api_query(token_client):
 def test_without_a_token_only_loopback_host_names_are_answered(client):
     assert client.get("/api/sessions", headers={"Host": "127.0.0.1:8765"}).status_code == 200
     assert client.get("/api/sessions", headers={"Host": "[::1]:8765"}).status_code == 200
-    rebinding = client.get("/api/sessions", headers={"Host": "attacker.example:8765"})
-    assert rebinding.status_code == 403 and rebinding.get_json()["error"] == "forbidden_host"
+    assert client.get("/api/sessions", headers={"Host": "127.0.0.2"}).status_code == 200
+    for host in ("attacker.example:8765", "127.attacker.example", "localhost.attacker.example", "0.0.0.0:8765"):
+        rebinding = client.get("/api/sessions", headers={"Host": host})
+        assert rebinding.status_code == 403 and rebinding.get_json()["error"] == "forbidden_host", host
 
 
 def test_view_refuses_a_public_host_without_a_token(tmp_path, monkeypatch):

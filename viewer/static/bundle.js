@@ -43,6 +43,36 @@ function parseObject(bytes) {
   }
 }
 
+const strictDecoder = new TextDecoder("utf-8", { fatal: true });
+
+function parseRecord(bytes) {
+  try {
+    const record = JSON.parse(strictDecoder.decode(bytes));
+    const valid = record && typeof record === "object" && !Array.isArray(record) &&
+      REQUIRED.every((name) => name in record) && Number.isInteger(record.seq) &&
+      typeof record.type === "string" && typeof record.at === "string";
+    return valid ? record : null;
+  } catch {
+    return null; // not UTF-8 or not JSON
+  }
+}
+
+/** Complete lines of a journal (split on newline bytes, each decoded strictly as UTF-8). */
+function parseJournalBytes(bytes) {
+  const events = [];
+  const garbage = [];
+  let start = 0;
+  let lines = 0;
+  for (let end = bytes.indexOf(10); end !== -1; end = bytes.indexOf(10, start)) {
+    lines += 1;
+    const record = parseRecord(bytes.subarray(start, end));
+    if (record) events.push(record);
+    else garbage.push(lines);
+    start = end + 1;
+  }
+  return { events, lines, torn: bytes.length - start, garbage };
+}
+
 /** The reader's verdict on a bundle held in memory: {manifest, capture, events, diagnostics, status}. */
 export function readBundle(files) {
   const diagnostics = [];
@@ -62,24 +92,8 @@ export function readBundle(files) {
     capture = null;
     error("invalid_capture", "capture.json is not a valid otel-session.capture.v1 document");
   }
-  const text = decoder.decode(files.get("events.ndjson") ?? new Uint8Array());
-  const lines = text.split("\n");
-  const torn = lines.pop();
-  const events = [];
-  lines.forEach((raw, index) => {
-    const line = index + 1;
-    let record = null;
-    try {
-      record = JSON.parse(raw);
-    } catch {
-      record = null;
-    }
-    const valid = record && typeof record === "object" && !Array.isArray(record) &&
-      REQUIRED.every((name) => name in record) && Number.isInteger(record.seq) &&
-      typeof record.type === "string" && typeof record.at === "string";
-    if (!valid) error("garbage_line", "not a journal record", { line });
-    else events.push(record);
-  });
+  const { events, lines, torn, garbage } = parseJournalBytes(files.get("events.ndjson") ?? new Uint8Array());
+  for (const line of garbage) error("garbage_line", "not a journal record", { line });
   let expected = 1;
   for (const event of events) {
     if (manifest && (event.session_id !== manifest.session_id || event.run_id !== manifest.run_id)) {
@@ -94,10 +108,10 @@ export function readBundle(files) {
   }
   if (torn) {
     diagnostics.push({ code: "torn_tail", severity: capture?.status === "complete" ? "error" : "warning",
-      line: lines.length + 1, message: `final line is incomplete (${torn.length} characters without a newline)` });
+      line: lines + 1, message: `final line is incomplete (${torn} bytes without a newline)` });
   }
-  if (capture && capture.status !== "recording" && capture.event_count !== lines.length) {
-    error("count_mismatch", `capture.json counts ${capture.event_count} events, the journal has ${lines.length} lines`);
+  if (capture && capture.status !== "recording" && capture.event_count !== lines) {
+    error("count_mismatch", `capture.json counts ${capture.event_count} events, the journal has ${lines} lines`);
   }
   const status = diagnostics.some((d) => d.severity === "error") ? "invalid" : capture.status;
   return { manifest, capture, events, diagnostics, status };

@@ -159,6 +159,7 @@ function seek(seq, { byUser = true } = {}) {
 }
 
 function step(delta) {
+  if (!events().length) return;
   const index = indexAt(view.cursor) + delta;
   seek(index < 0 ? 0 : events()[Math.min(index, events().length - 1)].seq);
 }
@@ -222,12 +223,12 @@ function attach() {
 // -- sources: the server (snapshot + SSE tail) or a bundle file ----------------------------------
 
 async function loadSnapshot() {
-  const events = [];
+  const records = [];
   let after = 0;
   for (;;) {
     const page = await api(`${runPath(view.sessionId, view.runId)}/events?after_seq=${after}&limit=${PAGE}`);
-    events.push(...page.events);
-    if (page.next_after_seq == null) return { events, captureStatus: page.capture_status };
+    for (const record of page.events) records.push(record);
+    if (page.next_after_seq == null) return { events: records, captureStatus: page.capture_status };
     after = page.next_after_seq;
   }
 }
@@ -261,6 +262,7 @@ function subscribe() {
   const source = new EventSource(`${runPath(view.sessionId, view.runId)}/stream?after_seq=${lastSeq()}`);
   view.source = source;
   source.onmessage = (message) => {
+    if (view.source !== source) return; // a stream replaced by a snapshot reload
     const record = JSON.parse(message.data);
     if (record.seq <= lastSeq()) return; // already in the snapshot
     if (record.seq !== lastSeq() + 1) {
@@ -273,10 +275,12 @@ function subscribe() {
     scheduleRender();
   };
   source.addEventListener("capture", (message) => {
+    if (view.source !== source) return;
     view.captureStatus = JSON.parse(message.data).status;
     loadIntegrity().catch(showError);
   });
   source.addEventListener("end", () => {
+    if (view.source !== source) return;
     closeStream();
     view.live = false;
     view.following = false;

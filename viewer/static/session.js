@@ -26,7 +26,7 @@ function triadCell(turn) {
   const triad = slotTriad(turn);
   const line = (label, slots, cls) => [
     h("span", { class: "label" }, label),
-    h("span", { class: cls }, slots.length ? slots.join(", ") : "–"),
+    h("span", { class: cls }, slots === null ? "unknown (turn not finished)" : slots.length ? slots.join(", ") : "–"),
   ];
   return h("div", { class: "triad" },
     line("filled", triad.filled, "filled"), line("written", triad.written, "written"), line("missing", triad.missing, "missing"));
