@@ -114,3 +114,17 @@ def test_published_ports_bind_loopback_and_the_viewer_needs_a_token():
     assert _option(viewer["command"], "--host") == "0.0.0.0"
     assert "OTEL_SESSION_VIEWER_TOKEN" in viewer["environment"]
     assert ":?" in viewer["environment"]["OTEL_SESSION_VIEWER_TOKEN"]  # compose refuses to start without one
+
+
+def test_the_image_installs_every_package():
+    """The Dockerfile installs non-editable: every package directory must be listed for setuptools."""
+    import tomllib
+
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    package_dirs = setuptools["package-dir"]
+    found = set()
+    for package, directory in package_dirs.items():
+        for init in (REPO / directory).rglob("__init__.py"):
+            relative = init.parent.relative_to(REPO / directory)
+            found.add(".".join([package, *relative.parts]))
+    assert found <= set(setuptools["packages"])

@@ -114,9 +114,8 @@ def _streamed_texts(root: Path) -> list[str]:
     return ["".join(parts) for parts in texts.values()]
 
 
-@pytest.mark.xfail(strict=True, reason="issue-3: streamed deltas are redacted chunk by chunk, so the digits of a "
-                   "phone number streamed word by word before the pattern completes stay in earlier deltas")
 def test_no_personal_data_in_the_concatenated_stream(demo_run):
+    """The mock LLM echoes the caller word by word: a phone number spans several deltas."""
     root, _ = demo_run
     area_and_exchange = "415 555"  # the first digits of the canary phone number
     assert not [text for text in _streamed_texts(root) if area_and_exchange in text]
