@@ -127,7 +127,7 @@ class BookingAgent:
             with otel_session.message("user") as said:
                 said.text(utterance)
             for slot, value in understand(utterance, before).slots.items():
-                otel_session.slot_write(slot, value, source="nlu")
+                self._write(slots, slot, value, source="nlu")
             decision = decide(before, slots)
             if decision.state is BookingState.CONFIRM and not slots.get("available"):
                 reply = self._check_and_offer(conversation, utterance)
@@ -142,6 +142,12 @@ class BookingAgent:
             conversation.state = decision.state
             turn.finish(state=decision.state.value, required_slots=REQUIRED_SLOTS[decision.state])
         return reply
+
+    @staticmethod
+    def _write(slots: dict[str, Any], slot: str, value: Any, *, source: str) -> None:
+        """Record the attributed write, then make it: the dialogue never depends on recording."""
+        otel_session.slot_write(slot, value, source=source, apply=False)
+        slots[slot] = value
 
     def _say(self, state: BookingState, utterance: str) -> str:
         messages = [
@@ -171,7 +177,7 @@ class BookingAgent:
             except AvailabilityError as exc:
                 content = f"error: {exc}"
             else:
-                otel_session.slot_write("available", result["available"], source="tool")
+                self._write(slots, "available", result["available"], source="tool")
                 content = orjson.dumps(result).decode()
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
         return self._stream(messages)[0]

@@ -299,7 +299,8 @@ class DemoStack:
         try:
             conversations = orjson.loads(driver.stdout)["conversations"]
         except (ValueError, KeyError, TypeError):
-            raise DemoError(f"the driver failed (exit {driver.returncode}):\n{driver.stderr.decode(errors='replace')}")
+            stderr = driver.stderr.decode(errors="replace")
+            raise DemoError(f"the driver failed (exit {driver.returncode}):\n{stderr}") from None
         failed = [c for c in conversations if c.get("error")]
         if failed:
             raise DemoError("; ".join(f"{c['name']}: {c['error']}" for c in failed))
