@@ -238,7 +238,7 @@ class DemoStack:
         return f"http://{_HOST}:{self.ports.agent}"
 
     def _cli(self, *args: str) -> list[str]:
-        return [self.python, "-c", "from otel_session.cli import main; main()", *args]
+        return [self.python, "-c", "from otel_session.cli import main; main(prog_name='otel-session')", *args]
 
     def _plan(self) -> list[Service]:
         p = self.ports

@@ -27,4 +27,4 @@ def free_ports():
 
 def otel_session_cli(*args: str) -> list[str]:
     """The installed command line, run by this interpreter (no PATH lookup)."""
-    return [sys.executable, "-c", "from otel_session.cli import main; main()", *args]
+    return [sys.executable, "-c", "from otel_session.cli import main; main(prog_name='otel-session')", *args]
