@@ -7,8 +7,9 @@
   event, journal record enqueued to the running bundle writer);
 - ``bare_add_event_slot`` and ``slot_write``: the same for slot writes (a hashed value).
 
-Each figure is the best of R interleaved repeats of N operations, in µs per operation, as the app
-thread's own CPU time (``time.thread_time``: the cost the app thread pays; the writer thread's work
+Bare and API rounds of N operations alternate R times (so load drift hits both alike); each figure is
+the median µs per operation, and the target applies to the median of the per-round ratios. Time is
+the app thread's own CPU time (``time.thread_time``: the cost the app thread pays; the writer thread's work
 runs beside it) and as wall time (which also counts waits for the GIL while the writer thread
 appends; noisy on a loaded machine). The target is an app-thread cost of at most 1.5× the bare
 ``add_event``. Every recorded bundle is verified complete, so a run that
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -46,52 +48,54 @@ class _Clock:
         self.cpu = time.thread_time() - self._cpu
 
 
-def _best_interleaved(measures: dict, repeats: int, ops: int) -> dict[str, dict[str, float]]:
-    """Best µs/op of each measure (wall and thread CPU); measures take turns so load drift hits all."""
-    best = {name: {"wall": float("inf"), "cpu": float("inf")} for name in measures}
-    for _ in range(repeats):
-        for name, measure in measures.items():
-            clock = measure(ops)
-            best[name]["wall"] = min(best[name]["wall"], clock.wall)
-            best[name]["cpu"] = min(best[name]["cpu"], clock.cpu)
-    return {name: {kind: seconds / ops * 1e6 for kind, seconds in pair.items()} for name, pair in best.items()}
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
 
 
-def main(ops: int = 2_000, repeats: int = 25) -> dict:
+def _paired(bare, api, rounds: int, ops: int) -> dict[str, float]:
+    """Alternate bare and API rounds of ``ops`` operations; medians of µs/op and of per-round ratios.
 
+    Pairing adjacent rounds keeps the ratio meaningful when the machine's load drifts.
+    """
+    samples: dict[str, list[float]] = {"bare_cpu": [], "api_cpu": [], "bare_wall": [], "api_wall": [], "ratio_cpu": [],
+                                       "ratio_wall": []}
+    for _ in range(rounds):
+        bare_clock, api_clock = bare(ops), api(ops)
+        samples["bare_cpu"].append(bare_clock.cpu / ops * 1e6)
+        samples["api_cpu"].append(api_clock.cpu / ops * 1e6)
+        samples["bare_wall"].append(bare_clock.wall / ops * 1e6)
+        samples["api_wall"].append(api_clock.wall / ops * 1e6)
+        if bare_clock.cpu > 0:
+            samples["ratio_cpu"].append(api_clock.cpu / bare_clock.cpu)
+        samples["ratio_wall"].append(api_clock.wall / bare_clock.wall)
+    return {name: _median(values) for name, values in samples.items()}
+
+
+def main(ops: int = 500, rounds: int = 60) -> dict:
     root = Path(tempfile.mkdtemp(prefix="bench-instrument-"))
     provider = TracerProvider()
     tracer = provider.get_tracer("bench")
     recorder = otel_session.configure(root, otel_session.RedactionPolicy(), provider)
     chunks = [CHUNKS[number % len(CHUNKS)] for number in range(ops)]
     dates = [f"2026-12-{number % 28 + 1:02d}" for number in range(ops)]
+    bare_message = tracer.start_span("message assistant")
+    bare_turn = tracer.start_span("turn 0")
 
-    def bare_delta(n: int) -> float:
-        span = tracer.start_span("message assistant")
+    def bare_delta(n: int) -> _Clock:
+        add_event = bare_message.add_event
         with _Clock() as clock:
             for chunk in chunks[:n]:
-                span.add_event(
+                add_event(
                     "otel_session.delta",
                     {"otel_session.delta.index": 0, "otel_session.delta.kind": "text", "otel_session.delta.text": chunk},
                 )
-        span.end()
         return clock
 
-    def api_delta(n: int) -> float:
-        with otel_session.session("bench"), otel_session.run(agent="bench"):
-            with otel_session.message("assistant") as m:
-                delta = m.delta
-                with _Clock() as clock:
-                    for chunk in chunks[:n]:
-                        delta(chunk)
-        recorder.writer.force_flush()
-        return clock
-
-    def bare_slot(n: int) -> float:
-        span = tracer.start_span("turn 0")
+    def bare_slot(n: int) -> _Clock:
+        add_event = bare_turn.add_event
         with _Clock() as clock:
             for date in dates[:n]:
-                span.add_event(
+                add_event(
                     "otel_session.slot_write",
                     {
                         "otel_session.slot.name": "date",
@@ -100,67 +104,69 @@ def main(ops: int = 2_000, repeats: int = 25) -> dict:
                         "otel_session.slot.source": "nlu",
                     },
                 )
-        span.end()
         return clock
 
-    def api_slot(n: int) -> float:
-        slots: dict = {}
-        with otel_session.session("bench"), otel_session.run(agent="bench"):
-            with otel_session.turn(0, slots=slots):
-                slot_write = otel_session.slot_write
+    slots: dict = {}
+    with otel_session.session("bench"), otel_session.run(agent="bench"):
+        with otel_session.message("assistant") as message:
+            delta = message.delta
+
+            def api_delta(n: int) -> _Clock:
+                with _Clock() as clock:
+                    for chunk in chunks[:n]:
+                        delta(chunk)
+                return clock
+
+            delta_figures = _paired(bare_delta, api_delta, rounds, ops)
+        with otel_session.turn(0, slots=slots):
+            slot_write = otel_session.slot_write
+
+            def api_slot(n: int) -> _Clock:
                 with _Clock() as clock:
                     for date in dates[:n]:
                         slot_write("date", date, source="nlu")
-        recorder.writer.force_flush()
-        return clock
+                return clock
 
-    figures = _best_interleaved(
-        {
-            "bare_add_event_delta": bare_delta,
-            "message_delta": api_delta,
-            "bare_add_event_slot": bare_slot,
-            "slot_write": api_slot,
-        },
-        repeats,
-        ops,
-    )
+            slot_figures = _paired(bare_slot, api_slot, rounds, ops)
+    bare_message.end()
+    bare_turn.end()
     recorder.shutdown()
     bundles = [read_bundle(path) for path in find_bundles([root])]
     incomplete = [str(bundle.path) for bundle in bundles if bundle.status.value != "complete"]
+    events = sum(len(bundle.events) for bundle in bundles)
+    expected_events = rounds * ops * 2
 
-    target = f"<= {TARGET_RATIO}x bare add_event (app-thread CPU)"
+    target = f"<= {TARGET_RATIO}x bare add_event (app-thread CPU, median paired ratio)"
     figure_list = []
-    for api, bare, label in (
-        ("message_delta", "bare_add_event_delta", "message.delta()"),
-        ("slot_write", "bare_add_event_slot", "slot_write()"),
-    ):
-        cpu, bare_cpu = figures[api]["cpu"], figures[bare]["cpu"]
+    for label, paired in (("message.delta()", delta_figures), ("slot_write()", slot_figures)):
         figure_list.append(
             Figure(
                 f"{label} app-thread CPU",
-                round(cpu, 3),
+                round(paired["api_cpu"], 3),
                 "us/op",
-                baseline=round(bare_cpu, 3),
+                baseline=round(paired["bare_cpu"], 3),
                 target=target,
-                ok=cpu <= TARGET_RATIO * bare_cpu and not incomplete,
-                note="baseline: bare span.add_event of the same attributes, same run",
+                ok=paired["ratio_cpu"] <= TARGET_RATIO and not incomplete and events >= expected_events,
+                note=f"median paired ratio {paired['ratio_cpu']:.2f}; baseline: bare span.add_event, same attributes",
             )
         )
         figure_list.append(
             Figure(
                 f"{label} wall",
-                round(figures[api]["wall"], 3),
+                round(paired["api_wall"], 3),
                 "us/op",
-                baseline=round(figures[bare]["wall"], 3),
-                note="wall time also counts GIL waits while the writer thread appends; noisy under load",
+                baseline=round(paired["bare_wall"], 3),
+                note=f"median paired ratio {paired['ratio_wall']:.2f}; wall also counts GIL waits while the writer "
+                "thread appends (noisy under load)",
             )
         )
     details = {
-        "ops_per_repeat": ops,
-        "repeats": repeats,
+        "ops_per_round": ops,
+        "rounds": rounds,
         "load_average_1m": os.getloadavg()[0],
-        "us_per_op": {name: {kind: round(value, 3) for kind, value in pair.items()} for name, pair in figures.items()},
-        "bundles": len(bundles),
+        "delta": delta_figures,
+        "slot_write": slot_figures,
+        "journal_events": events,
         "bundles_incomplete": incomplete,
     }
     return write_results("instrument", figure_list, details)
@@ -168,7 +174,7 @@ def main(ops: int = 2_000, repeats: int = 25) -> dict:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.instrument", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ops", type=int, default=2_000)
-    parser.add_argument("--repeats", type=int, default=25)
+    parser.add_argument("--ops", type=int, default=500, help="operations per round")
+    parser.add_argument("--rounds", type=int, default=60, help="paired rounds (bare, API) per figure")
     arguments = parser.parse_args()
-    main(arguments.ops, arguments.repeats)
+    main(arguments.ops, arguments.rounds)
