@@ -65,6 +65,7 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """Largest accepted request, compressed or not (the gRPC limit too)."""
 _MAX_CONCURRENT_EXPORTS = 64
 _GRPC_WORKERS = 16
+_DRAIN_TIMEOUT_MS = 600_000
 _TRACE_SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
 
 
@@ -286,7 +287,11 @@ def _split_address(address: str) -> tuple[str, int]:
 
 
 class Collector:
-    """OTLP receivers + bundle sink + optional forwarder + the sealing timer."""
+    """OTLP receivers + bundle sink + optional forwarder + the sealing timer.
+
+    ``redactor`` defaults to the in-process default (:func:`default_redactor`); ``bundle=False``
+    only decodes and counts (the benchmark's receiver-only baseline).
+    """
 
     def __init__(
         self,
@@ -313,7 +318,7 @@ class Collector:
         self.forwarder = (
             Forwarder(
                 forward,
-                text_redactor=getattr(self.redactor, "text") if forward_redacted else None,
+                text_redactor=self.redactor.text if forward_redacted else None,
                 counters=self.counters,
             )
             if forward
@@ -383,7 +388,8 @@ class Collector:
                 logger.info("sealed %d open run(s) at shutdown", len(sealed))
         if self.forwarder is not None:
             self.forwarder.shutdown()
-        self.writer.shutdown()
+        # Sealing rewrites each open run's journal; give the writer the time that takes.
+        self.writer.shutdown(timeout_millis=_DRAIN_TIMEOUT_MS)
         logger.info("collector stopped: %s", self.counters.status_line())
 
     def _tick(self) -> None:

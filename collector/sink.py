@@ -53,14 +53,21 @@ _DEFAULT_MAX_PENDING_SPANS = 10_000
 _DEFAULT_HOLD_UNROUTED_S = 30.0
 _SEALED_MEMORY = 65_536
 
-_OPENING = frozenset({EventType.RUN_STARTED.value, EventType.TURN_STARTED.value})
-_CLOSING = frozenset({EventType.TURN_FINISHED.value, EventType.RUN_FINISHED.value})
+# Records that open / close their span (message records are not: one span can hold several messages).
+_OPENING = frozenset(
+    {EventType.RUN_STARTED.value, EventType.TURN_STARTED.value, EventType.TOOL_EXECUTION_STARTED.value}
+)
+_CLOSING = frozenset(
+    {EventType.TOOL_EXECUTION_FINISHED.value, EventType.TURN_FINISHED.value, EventType.RUN_FINISHED.value}
+)
 
 
 class EventRedactor(Protocol):
-    """What the sink needs from ``otel_session.redact.Redactor``."""
+    """What the collector needs from ``otel_session.redact.Redactor``."""
 
     def redact_event(self, event: JournalEvent) -> JournalEvent: ...
+
+    def text(self, value: str) -> str: ...
 
 
 class Overloaded(RuntimeError):
@@ -114,7 +121,7 @@ class Counters:
 def event_order_key(depth_of: Callable[[str | None], int]) -> Callable[[dict[str, Any]], tuple]:
     """Sort key for journal records in event-time order with deterministic tie-breaks.
 
-    Records order by ``at``; at equal times a run/turn opening comes before its children's
+    Records order by ``at``; at equal times a run/turn/tool opening comes before its children's
     (shallower first), a closing after its children's (deeper first), everything else between
     them, by span id, then by ``seq`` (a span's own records keep the normalizer's order).
     """
