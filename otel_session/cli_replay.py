@@ -117,7 +117,10 @@ def _replay_text(state: dict[str, Any], last_seq: int) -> list[str]:
 @_DIR_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the canonical JSON replay state.")
 def replay(session_id: str, run_id: str, seq: int | None, bundle_root: Path | None, as_json: bool) -> None:
-    """Rebuild a run's replay state at --at SEQ: messages so far, tools, slots, state, diagnostics."""
+    """Rebuild a run's replay state at --at SEQ: messages so far, tools, slots, state, diagnostics.
+
+    Exit 1 when the session or run is unknown (or the run belongs to another session).
+    """
     resolved = _resolve(bundle_root, session_id, run_id)
     replayer = Replayer(run_events(read_bundle(resolved.path)))
     state = replayer.state_at(seq)

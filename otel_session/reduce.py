@@ -632,10 +632,11 @@ def _js_number(value: float) -> str:
     text = repr(abs(value))  # the shortest round-trip digits, as in JavaScript
     mantissa, _, exponent = text.partition("e")
     whole, _, fraction = mantissa.partition(".")
-    digits = (whole + fraction).lstrip("0")
-    point = len(whole) + int(exponent or 0) - (len(whole + fraction) - len((whole + fraction).lstrip("0")))
-    digits = digits.rstrip("0")
-    k, n = len(digits), point
+    significant = (whole + fraction).lstrip("0")
+    # value = 0.<digits> * 10**n, with digits free of leading and trailing zeros (ECMA-262 Number::toString)
+    n = len(whole) + int(exponent or 0) - (len(whole + fraction) - len(significant))
+    digits = significant.rstrip("0")
+    k = len(digits)
     if k <= n <= 21:
         body = digits + "0" * (n - k)
     elif 0 < n <= 21:

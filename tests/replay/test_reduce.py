@@ -378,3 +378,34 @@ def test_the_fast_canonical_path_writes_the_exact_bytes():
         assert canonical_json(value) == "".join(parts).encode("utf-8")
         plain += reduce._plain(value)
     assert 0 < plain < len(values)  # both paths were taken
+
+
+def test_replayer_follows_a_recording_run_through_the_tail_reader(tmp_path):
+    from otel_session.read import JournalTail, read_bundle
+    from otel_session.write import BundleWriter
+
+    writer = BundleWriter(tmp_path)
+    try:
+        run = writer.open_run(session_id="live", run_id="run-00000000-0000-4000-8000-00000000000a")
+        tail = JournalTail(run.path / "events.ndjson")
+        replayer = Replayer()
+        run.append("turn_started", {"state": "greet", "required_slots": []}, turn_index=0)
+        run.append("message_started", {"role": "assistant"}, turn_index=0, message_id="m")
+        for round_number in range(3):
+            for chunk in range(300):  # crosses checkpoints while recording
+                run.append("assistant_delta", {"index": 0, "kind": "text", "delta": f"{round_number}.{chunk} "},
+                           turn_index=0, message_id="m")
+            writer.force_flush()
+            replayer.extend(tail.poll())
+            partial = replayer.state_at(None)
+            assert partial["seq"] == replayer.last_seq == 2 + 300 * (round_number + 1)
+            assert partial["messages"][0]["settled"] is False
+            assert partial == replay_state(read_bundle(run.path).events)
+        run.close(run_status="ok")
+        writer.force_flush()
+        replayer.extend(tail.poll())
+    finally:
+        writer.shutdown()
+    final = replayer.state_at(None)
+    assert final["run_status"] == "ok" and final == replay_state(read_bundle(run.path).events)
+    assert replayer.state_at(302) == replay_state(read_bundle(run.path).events, 302)
