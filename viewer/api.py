@@ -67,12 +67,12 @@ def session_facts(session_id: str) -> Response:
 
 @bp.get("/sessions/<path:session_id>/runs/<run_id>/events")
 def events(session_id: str, run_id: str) -> Response:
-    """A page of journal records with ``seq`` above ``after_seq`` (at most ``limit``)."""
+    """A page of the run's own records (``facts.run_events``: seq order, each seq once) above ``after_seq``."""
     after_seq = _int_arg("after_seq", 0, minimum=0)
     limit = _int_arg("limit", _DEFAULT_PAGE, minimum=1, maximum=_MAX_PAGE)
     run = store().resolve(session_id, run_id)
     bundle = store().read(run)
-    selected = [event for event in bundle.events if event["seq"] > after_seq]
+    selected = [event for event in facts.run_events(bundle) if event["seq"] > after_seq]
     page = selected[:limit]
     more = len(selected) > limit
     answer = {

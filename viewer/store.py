@@ -163,7 +163,7 @@ class BundleStore:
         cached = self._cached(run.path)
         with cached.lock:
             if cached.replayer is None:
-                cached.replayer = Replayer(cached.bundle.events)
+                cached.replayer = Replayer(facts.run_events(cached.bundle))
             return cached.replayer.state_at(seq)
 
     def _read_path(self, path: Path) -> BundleRead:

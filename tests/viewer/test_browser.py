@@ -145,6 +145,7 @@ def test_replay_seek_step_jump_and_play_at_10x(page, serve, sample, tmp_path):
     assert page.inner_text("#p-turn") == "2"
     # Play at 10x from the start: the cursor only moves forward and reaches the end.
     page.eval_on_selector("#cursor", "(el) => { el.value = 0; el.dispatchEvent(new Event('input')); }")
+    page.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '0'")
     page.select_option("#speed", "10")
     page.click("#play")
     seen = []
@@ -155,7 +156,8 @@ def test_replay_seek_step_jump_and_play_at_10x(page, serve, sample, tmp_path):
             break
         time.sleep(0.05)
     assert seen[-1] == last
-    assert seen == sorted(seen) and len(set(seen)) > 3  # it moved through intermediate states
+    assert seen == sorted(seen), seen
+    assert len(set(seen)) > 3, seen  # it moved through intermediate states
     assert not page.errors
 
 

@@ -1,7 +1,7 @@
 // Replay page: the conversation as the reducer rebuilds it at a cursor (seq), a scrubber,
 // play/pause paced by `at` and ordered by `seq`, step ±1, jump to turn, follow mode over SSE for a
 // recording run, and offline replay of a downloaded bundle with no server calls.
-import { Replayer } from "./reducer.js";
+import { Replayer, runEvents } from "./reducer.js";
 import { api, fill, h, runPath, shortTime, showError } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
 import { parseTar, readBundle } from "./bundle.js";
@@ -264,6 +264,7 @@ function subscribe() {
   source.onmessage = (message) => {
     if (view.source !== source) return; // a stream replaced by a snapshot reload
     const record = JSON.parse(message.data);
+    if (record.run_id !== view.runId || record.session_id !== view.sessionId) return; // not this run's record
     if (record.seq <= lastSeq()) return; // already in the snapshot
     if (record.seq !== lastSeq() + 1) {
       // A gap: partial recovery is forbidden; drop everything and reload the snapshot.
@@ -304,7 +305,7 @@ async function openBundleFile(file) {
   link.removeAttribute("href");
   link.textContent = view.sessionId;
   renderIntegrity(ui.integrity, bundle);
-  setEvents(bundle.events);
+  setEvents(runEvents(bundle.events, bundle.manifest));
   view.cursor = lastSeq();
   scheduleRender();
   document.body.dataset.ready = "true";
