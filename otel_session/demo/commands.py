@@ -30,6 +30,8 @@ _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help
 @click.option("--llm-port", type=click.IntRange(0, 65535), default=8781, show_default=True)
 @click.option("--seal-after", type=click.FloatRange(min=0.1), default=1.0, show_default=True, metavar="SECONDS",
               help="The collector seals a run this long after its last span.")
+@click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where each process logs (default: a new temporary directory, named in the summary).")
 @click.option("--export-to", multiple=True, metavar="URL",
               help="Also send the agent's spans to this OTLP/HTTP traces endpoint (repeatable), e.g. Phoenix or Jaeger.")
 @click.pass_context
@@ -43,6 +45,7 @@ def demo(
     agent_port: int,
     llm_port: int,
     seal_after: float,
+    log_dir: Path | None,
     export_to: tuple[str, ...],
 ) -> None:
     """Run the demo: collector, viewer, mock LLM, booking agent and driver, all on 127.0.0.1.
@@ -59,7 +62,9 @@ def demo(
     from otel_session.demo.stack import DemoError, DemoPorts, DemoStack
 
     ports = DemoPorts(viewer_port, collector_grpc_port, collector_http_port, agent_port, llm_port)
-    stack = DemoStack(config.bundle_dir(bundle_root), ports=ports, seal_after_s=seal_after, export_to=export_to)
+    stack = DemoStack(
+        config.bundle_dir(bundle_root), ports=ports, seal_after_s=seal_after, log_dir=log_dir, export_to=export_to
+    )
     stop = threading.Event()
     previous = {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo") / "bundles"
-    ports = ["--viewer-port", "0", "--collector-grpc-port", "0", "--collector-http-port", "0",
+    logs = root.parent / "logs"
+    ports = ["--log-dir", str(logs),"--viewer-port", "0", "--collector-grpc-port", "0", "--collector-http-port", "0",
              "--agent-port", "0", "--llm-port", "0"]
     done = subprocess.run(otel_session_cli("demo", "--once", "--dir", str(root), *ports),
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
@@ -94,11 +95,13 @@ def test_booking_slots_are_readable_and_the_contact_is_hashed(demo_run):
     assert writes["contact"].startswith("hmac-sha256:")
 
 
-def test_no_personal_data_anywhere_under_the_bundle_dir(demo_run):
+def test_no_personal_data_anywhere_the_demo_wrote(demo_run):
+    """Bundles, the agent's own in-process journal and every process log."""
     root, _ = demo_run
     assert _runs(root, "personal-data"), "the personal-data conversation was recorded"
+    assert list((root.parent / "logs" / "agent-journal").rglob("events.ndjson"))
     canaries = [c.encode() for c in PII_CANARIES] + [b"415 555", b"4155550199", b"jane.canary"]
-    for path in root.rglob("*"):
+    for path in root.parent.rglob("*"):
         if path.is_file():
             data = path.read_bytes()
             assert not [c for c in canaries if c in data], path
