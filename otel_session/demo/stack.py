@@ -38,7 +38,17 @@ import orjson
 from otel_session.demo.booking import DEMO_KEEP_SLOTS
 from otel_session.read import BundleStatus, iter_runs, read_bundle
 
-__all__ = ["DemoError", "DemoPorts", "DemoStack", "RunCheck", "Service", "StackSummary", "free_port"]
+__all__ = [
+    "DemoError",
+    "DemoPorts",
+    "DemoStack",
+    "RunCheck",
+    "Service",
+    "StackSummary",
+    "free_port",
+    "http_ready",
+    "tcp_ready",
+]
 
 _HOST = "127.0.0.1"
 _READY_TIMEOUT_S = 30.0
@@ -105,7 +115,8 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         pass
 
 
-def _tcp_ready(port: int) -> Callable[[], bool]:
+def tcp_ready(port: int) -> Callable[[], bool]:
+    """A readiness probe: something accepts connections on 127.0.0.1:``port``."""
     def probe() -> bool:
         try:
             with socket.create_connection((_HOST, port), timeout=0.5):
@@ -116,7 +127,8 @@ def _tcp_ready(port: int) -> Callable[[], bool]:
     return probe
 
 
-def _http_ready(url: str) -> Callable[[], bool]:
+def http_ready(url: str) -> Callable[[], bool]:
+    """A readiness probe: ``GET url`` answers 2xx."""
     def probe() -> bool:
         try:
             with urllib.request.urlopen(url, timeout=1.0) as response:
@@ -255,21 +267,21 @@ class DemoStack:
                 "collector",
                 self._cli("collect", "--dir", str(self.bundle_dir), "--grpc", f"{_HOST}:{p.collector_grpc}",
                           "--http", f"{_HOST}:{p.collector_http}", "--seal-after", str(self.seal_after_s)),
-                _tcp_ready(p.collector_http),
+                tcp_ready(p.collector_http),
                 # The collector redacts again before disk: the same readable booking slots.
                 env={"OTEL_SESSION_REDACT_KEEP_SLOTS": ",".join(DEMO_KEEP_SLOTS)},
             ),
             Service(
                 "viewer",
                 self._cli("view", "--dir", str(self.bundle_dir), "--host", _HOST, "--port", str(p.viewer)),
-                _http_ready(f"http://{_HOST}:{p.viewer}/api/sessions"),
+                http_ready(f"http://{_HOST}:{p.viewer}/api/sessions"),
             ),
             Service("llm", [self.python, "-m", "otel_session.demo.mock_llm", "--port", str(p.llm)],
-                    _http_ready(f"http://{_HOST}:{p.llm}/v1/models")),
+                    http_ready(f"http://{_HOST}:{p.llm}/v1/models")),
             Service(
                 "agent",
                 agent_argv,
-                _http_ready(f"{self.agent_url}/healthz"),
+                http_ready(f"{self.agent_url}/healthz"),
                 # Export within a fraction of a second so the viewer shows runs while they happen.
                 env={"OTEL_BSP_SCHEDULE_DELAY": "200", "OTEL_SERVICE_NAME": "booking-agent"},
             ),

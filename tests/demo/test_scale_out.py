@@ -22,7 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from otel_session.demo.stack import Service, _http_ready, _tcp_ready
+from otel_session.demo.stack import Service, http_ready, tcp_ready
 from otel_session.journal import run_id_from_trace_id
 from otel_session.read import BundleStatus, iter_runs, read_bundle
 
@@ -107,19 +107,19 @@ def test_every_run_lands_whole_in_exactly_the_collector_its_trace_id_picks(tmp_p
         Service(f"collector-{n + 1}",
                 otel_session_cli("collect", "--dir", str(roots[n]), "--grpc", "off",
                                  "--http", f"127.0.0.1:{http_ports[n]}", "--seal-after", "1"),
-                _tcp_ready(http_ports[n]))
+                tcp_ready(http_ports[n]))
         for n in range(2)
     ]
     targets = [f"http://127.0.0.1:{port}/v1/traces" for port in http_ports]
     with TraceIdRouter(targets) as router:
         services += [
             Service("llm", [sys.executable, "-m", "otel_session.demo.mock_llm", "--port", str(llm_port)],
-                    _http_ready(f"http://127.0.0.1:{llm_port}/v1/models")),
+                    http_ready(f"http://127.0.0.1:{llm_port}/v1/models")),
             Service("agent",
                     [sys.executable, "-m", "otel_session.demo.agent", "--port", str(agent_port),
                      "--llm", f"http://127.0.0.1:{llm_port}/v1", "--otlp-endpoint", router.endpoint,
                      "--journal-dir", str(tmp_path / "agent-journal")],
-                    _http_ready(f"http://127.0.0.1:{agent_port}/healthz"),
+                    http_ready(f"http://127.0.0.1:{agent_port}/healthz"),
                     env={"OTEL_BSP_SCHEDULE_DELAY": "100"}),
         ]
         try:
