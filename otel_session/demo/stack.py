@@ -3,11 +3,13 @@
 Contract::
 
     stack = DemoStack(bundle_dir, ports=DemoPorts(...), seal_after_s=1.0)
-    stack.start()                # every service up and ready (polled), or DemoError naming the culprit
-    results = stack.play()       # the driver's conversations (a subprocess, JSON back)
-    stack.wait_sealed(results)   # every run the driver made is sealed by the collector
-    summary = stack.summary(results)
-    stack.stop()                 # SIGTERM in dependency order, wait, SIGKILL stragglers; idempotent
+    stack.start()                            # every service up and ready (polled), or DemoError naming it
+    conversations = stack.play()             # the driver (a subprocess) → session ids, run ids, states
+    stack.flush_agent()                      # optional: stop the agent now so its spans are exported
+    checks = stack.wait_sealed(conversations)  # RunCheck per run id, once the collector sealed them
+    print(stack.summary(conversations, checks))
+    stack.stop()                             # SIGTERM in dependency order, wait, SIGKILL stragglers
+    stack.verify_all()                       # every bundle under the root read back: the problems
 
 Each service is a child process in its own process group, logging to ``<log_dir>/<name>.log``;
 on Linux the children also die with the stack (``PR_SET_PDEATHSIG``), so nothing is orphaned.
@@ -31,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
@@ -230,7 +232,6 @@ class DemoStack:
         log_dir: Path | None = None,
         export_to: Sequence[str] = (),
         python: str = sys.executable,
-        out: IO[str] = sys.stdout,
     ) -> None:
         self.bundle_dir = bundle_dir.resolve()
         self.ports = ports or DemoPorts()
@@ -238,7 +239,6 @@ class DemoStack:
         self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="otel-session-demo-"))
         self.export_to = list(export_to)
         self.python = python
-        self.out = out
         self.services: dict[str, Service] = {}
 
     @property
