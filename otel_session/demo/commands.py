@@ -23,11 +23,16 @@ _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help
 @click.option("--dir", "bundle_root", type=click.Path(file_okay=False, path_type=Path), default=None,
               help=f"Bundle root (default: ${config.ENV_BUNDLE_DIR}, else {config.DEFAULT_BUNDLE_DIR}).")
 @click.option("--once", is_flag=True, help="Play the conversations, verify every bundle, stop; exit 0/1.")
-@click.option("--viewer-port", type=click.IntRange(0, 65535), default=8765, show_default=True)
-@click.option("--collector-grpc-port", type=click.IntRange(0, 65535), default=4317, show_default=True)
-@click.option("--collector-http-port", type=click.IntRange(0, 65535), default=4318, show_default=True)
-@click.option("--agent-port", type=click.IntRange(0, 65535), default=8780, show_default=True)
-@click.option("--llm-port", type=click.IntRange(0, 65535), default=8781, show_default=True)
+@click.option("--viewer-port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Port of the viewer (0 picks a free one).")
+@click.option("--collector-grpc-port", type=click.IntRange(0, 65535), default=4317, show_default=True,
+              help="Port of the collector's OTLP/gRPC receiver (0 picks a free one).")
+@click.option("--collector-http-port", type=click.IntRange(0, 65535), default=4318, show_default=True,
+              help="Port of the collector's OTLP/HTTP receiver (0 picks a free one).")
+@click.option("--agent-port", type=click.IntRange(0, 65535), default=8780, show_default=True,
+              help="Port of the booking agent (0 picks a free one).")
+@click.option("--llm-port", type=click.IntRange(0, 65535), default=8781, show_default=True,
+              help="Port of the mock LLM (0 picks a free one).")
 @click.option("--seal-after", type=click.FloatRange(min=0.1), default=1.0, show_default=True, metavar="SECONDS",
               help="The collector seals a run this long after its last span.")
 @click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
