@@ -32,10 +32,14 @@ pytestmark = pytest.mark.slow
 
 
 class TraceIdRouter:
-    """OTLP/HTTP in, one request per target collector out, each trace to ``trace_id % len(targets)``."""
+    """OTLP/HTTP in, one request per target collector out, each trace to ``trace_id % len(targets)``.
 
-    def __init__(self, targets: list[str]) -> None:
+    ``by_request=True`` is the broken alternative for contrast: whole requests round-robin.
+    """
+
+    def __init__(self, targets: list[str], *, by_request: bool = False) -> None:
         self.targets = targets
+        self.by_request = by_request
         self.routed: dict[str, int] = {}  # run id → target index
         self.requests = 0
         router = self
@@ -68,7 +72,7 @@ class TraceIdRouter:
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
                     trace_id = int.from_bytes(span.trace_id, "big")
-                    target = trace_id % len(self.targets)
+                    target = (self.requests if self.by_request else trace_id) % len(self.targets)
                     self.routed[run_id_from_trace_id(trace_id)] = target
                     out = parts[target]
                     rs = out.resource_spans.add()
@@ -99,7 +103,8 @@ class TraceIdRouter:
         self.server.server_close()
 
 
-def test_every_run_lands_whole_in_exactly_the_collector_its_trace_id_picks(tmp_path, free_ports):
+def _run_topology(tmp_path, free_ports, *, by_request: bool):
+    """Two collectors, the router, the LLM and the agent; the driver twice. Where each run landed."""
     http_ports = free_ports(2)
     llm_port, agent_port = free_ports(4)[2:]
     roots = [tmp_path / "collector-1", tmp_path / "collector-2"]
@@ -111,7 +116,7 @@ def test_every_run_lands_whole_in_exactly_the_collector_its_trace_id_picks(tmp_p
         for n in range(2)
     ]
     targets = [f"http://127.0.0.1:{port}/v1/traces" for port in http_ports]
-    with TraceIdRouter(targets) as router:
+    with TraceIdRouter(targets, by_request=by_request) as router:
         services += [
             Service("llm", [sys.executable, "-m", "otel_session.demo.mock_llm", "--port", str(llm_port)],
                     http_ready(f"http://127.0.0.1:{llm_port}/v1/models")),
@@ -144,12 +149,32 @@ def test_every_run_lands_whole_in_exactly_the_collector_its_trace_id_picks(tmp_p
             for service in reversed(services):
                 service.stop()
     placed: dict[str, list[int]] = defaultdict(list)
+    statuses: dict[str, list[BundleStatus]] = defaultdict(list)
     for n, root in enumerate(roots):
         for run in iter_runs(root, include_evals=True):
             placed[run.run_id].append(n)
-            assert read_bundle(run.path).status is BundleStatus.COMPLETE, orjson.dumps(read_bundle(run.path).as_json())
+            statuses[run.run_id].append(read_bundle(run.path).status)
+    return run_ids, router, placed, statuses
+
+
+def test_every_run_lands_whole_in_exactly_the_collector_its_trace_id_picks(tmp_path, free_ports):
+    run_ids, router, placed, statuses = _run_topology(tmp_path, free_ports, by_request=False)
     assert set(placed) == run_ids == set(router.routed)
     assert all(len(where) == 1 for where in placed.values()), "a run was split across collectors"
+    assert all(found == [BundleStatus.COMPLETE] for found in statuses.values()), orjson.dumps(statuses).decode()
     assert {run_id: where[0] for run_id, where in placed.items()} == router.routed
     assert set(router.routed.values()) == {0, 1}, "14 runs all routed to one collector"
     assert router.requests > 1
+
+
+def test_routing_whole_requests_instead_splits_runs(tmp_path, free_ports):
+    """The contrast that shows what the check above detects: without trace-id routing runs split.
+
+    With separate bundle roots each collector seals its part, and each part reads as a sealed
+    bundle of its own: only "every run in exactly one collector" catches it (on a shared volume
+    the run lock refuses the second writer instead).
+    """
+    run_ids, _, placed, statuses = _run_topology(tmp_path, free_ports, by_request=True)
+    split = [run_id for run_id, where in placed.items() if len(where) > 1]
+    assert split, "no run was split: the agent exported every run in a single request"
+    assert set(placed) == run_ids
