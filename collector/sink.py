@@ -287,7 +287,7 @@ class BundleSink:
                 redacted = self._redact(event)
                 if recorder.append(redacted.type, redacted.payload, **redacted.correlation()) is not AppendResult.ACCEPTED:
                     failure = recorder.failure
-                    reason = failure.message if failure is not None else "the capture is closed"
+                    reason = f"{failure.code.value}: {failure.message}" if failure is not None else "the capture is closed"
                     self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {reason}")
                     return
                 if redacted.type == EventType.RUN_FINISHED.value:

@@ -1,0 +1,348 @@
+"""Load: zero loss below the bounds and bounded memory, in process and in the collector (issue 8).
+
+    python -m bench.load [--deltas 100000] [--runs 1000] [--exporters 50] [--spans 2000]
+
+Three workloads, each in a fresh child process so its memory is its own:
+
+* ``single_message``: one run, one assistant message of N deltas through the public API
+  (``otel_session.message(...).delta``); every delta must be a journal record, in order.
+* ``concurrent_runs``: N short runs open at the same time (asyncio tasks, each a session, a
+  turn, a user and an assistant message, a slot write, a tool); every record of every run must be
+  on disk. The baseline is the same run recorded alone.
+* ``collector``: N official OTLP/gRPC exporters at once, M spans each, against one collector
+  process (``python -m bench.collector --serve write``); every span bundled, rejected explicitly
+  (``partial_success`` / the ``rejected`` counter) or failed at the exporter, and every GenAI span's
+  records on disk.
+
+Memory is the child's peak RSS (``VmHWM``, reset through ``/proc/self/clear_refs`` once the
+process is warm) above its RSS at that point; the bound is the writer's queue bound
+(``WriterLimits.max_queue_bytes``) plus a constant. Writes ``bench/results-load.json``.
+The tests in ``tests/load`` run the same workloads at moderate sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench import BENCH_DIR, Figure, write_results
+
+MEMORY_CONSTANT_BYTES = 32 << 20
+"""What a workload may hold beyond the writer's queue bound: interpreter, SDK, the app's own text."""
+CHILD_TIMEOUT_S = 600
+
+
+# -- memory ----------------------------------------------------------------------------------
+
+
+def _status_kib(pid: int | str, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def _reset_peak_rss() -> int:
+    """Reset this process's peak RSS to its current RSS (Linux); return the RSS in bytes."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass  # the peak then includes start-up: an over-estimate, never an under-estimate
+    return _status_kib("self", "VmRSS") * 1024
+
+
+def _peak_growth(rss_at_start: int, pid: int | str = "self") -> int:
+    return max(_status_kib(pid, "VmHWM") * 1024 - rss_at_start, 0)
+
+
+# -- in-process workloads (child side) --------------------------------------------------------
+
+
+def _delta(i: int) -> str:
+    return f"tok{i % 997} "
+
+
+def single_message(deltas: int) -> dict[str, Any]:
+    """One assistant message of ``deltas`` deltas; count and check its journal records."""
+    import otel_session
+    from otel_session.testing import capture_bundle
+    from otel_session.write import WriterLimits
+
+    limits = WriterLimits()
+    with capture_bundle() as captured:
+        with otel_session.session("load-warm-up"), otel_session.run(agent="load"):
+            with otel_session.message("assistant") as m:
+                m.delta("warm")
+        rss = _reset_peak_rss()
+        started = time.perf_counter()
+        cpu = time.process_time()
+        with otel_session.session("load-single"), otel_session.run(agent="load"):
+            with otel_session.turn(0, state="answer"), otel_session.message("assistant") as m:
+                for i in range(deltas):
+                    m.delta(_delta(i))
+        app_s = time.perf_counter() - started
+        app_cpu_s = time.process_time() - cpu
+        captured.recorder.force_flush()
+        peak = _peak_growth(rss)
+        elapsed = time.perf_counter() - started
+    bundle = next(b for b in captured.bundles if b.manifest and b.manifest["session_id"] == "load-single")
+    on_disk = [e for e in bundle.events if e["type"] == "assistant_delta"]
+    in_order = [e["payload"]["delta"] for e in on_disk] == [_delta(i) for i in range(deltas)]
+    seqs = [e["seq"] for e in bundle.events]
+    return {
+        "deltas": deltas,
+        "status": bundle.status.value,
+        "capture": bundle.capture,
+        "records_on_disk": len(bundle.events),
+        "deltas_on_disk": len(on_disk),
+        "lost": deltas - len(on_disk),
+        "in_order": in_order,
+        "seq_contiguous": seqs == list(range(1, len(seqs) + 1)),
+        "app_s": app_s,
+        "app_cpu_s": app_cpu_s,
+        "deltas_per_s_app": deltas / app_s,
+        "elapsed_s": elapsed,
+        "peak_rss_growth_bytes": peak,
+        "memory_bound_bytes": limits.max_queue_bytes + MEMORY_CONSTANT_BYTES,
+    }
+
+
+_SHORT_RUN_DELTAS = 10
+
+
+async def _short_run(index: int, all_open: asyncio.Event, opened: list[int]) -> None:
+    import otel_session
+
+    with otel_session.session(f"load-{index}"), otel_session.run(agent="load"):
+        opened.append(index)
+        await all_open.wait()
+        with otel_session.turn(0, state="collect", required_slots=["party_size"]):
+            with otel_session.message("user") as m:
+                m.text(f"a table for {index % 8 + 1}")
+            await asyncio.sleep(0)
+            otel_session.slot_write("party_size", index % 8 + 1, source="nlu")
+            with otel_session.tool_execution("check_availability", call_id=f"c{index}", arguments={"n": index}) as tool:
+                await asyncio.sleep(0)
+                tool.finish(result={"free": True})
+            with otel_session.message("assistant") as m:
+                for i in range(_SHORT_RUN_DELTAS):
+                    m.delta(_delta(i))
+                    await asyncio.sleep(0)
+
+
+async def _concurrently(runs: int) -> int:
+    opened: list[int] = []
+    all_open = asyncio.Event()
+    tasks = [asyncio.create_task(_short_run(i, all_open, opened)) for i in range(runs)]
+    while len(opened) < runs and not any(task.done() for task in tasks):
+        await asyncio.sleep(0)
+    peak_open = len(opened)
+    all_open.set()
+    await asyncio.gather(*tasks)
+    return peak_open
+
+
+def concurrent_runs(runs: int) -> dict[str, Any]:
+    """``runs`` short runs open at once; every run's records on disk, none lost."""
+    from otel_session.testing import capture_bundle
+
+    with capture_bundle() as reference:
+        asyncio.run(_concurrently(1))
+    per_run = Counter(e["type"] for e in reference.bundle.events)
+    with capture_bundle() as captured:
+        rss = _reset_peak_rss()
+        started = time.perf_counter()
+        cpu = time.process_time()
+        peak_open = asyncio.run(_concurrently(runs))
+        app_s = time.perf_counter() - started
+        app_cpu_s = time.process_time() - cpu
+        captured.recorder.force_flush()
+        peak = _peak_growth(rss)
+    expected = sum(per_run.values()) * runs
+    on_disk = sum(len(b.events) for b in captured.bundles)
+    mismatched = [
+        b.run_id for b in captured.bundles
+        if Counter(e["type"] for e in b.events) != per_run or b.status.value != "complete"
+    ]
+    return {
+        "runs": runs,
+        "runs_open_at_once": peak_open,
+        "bundles": len(captured.bundles),
+        "records_per_run": dict(per_run),
+        "records_expected": expected,
+        "records_on_disk": on_disk,
+        "lost": expected - on_disk,
+        "runs_not_matching_reference": len(mismatched),
+        "app_s": app_s,
+        "app_cpu_s": app_cpu_s,
+        "runs_per_s": runs / app_s,
+        "peak_rss_growth_bytes": peak,
+        "peak_rss_growth_per_run_bytes": peak / runs,
+    }
+
+
+# -- the collector workload (parent side drives, child collects) ------------------------------
+
+
+def _genai_span_keys(batch: list) -> set[tuple[str, str]]:
+    """(trace id, span id) of the spans that produce journal records (all but plain HTTP spans)."""
+    return {
+        (f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}")
+        for span in batch
+        if span.attributes.get("gen_ai.operation.name")
+    }
+
+
+def collector_load(exporters: int, spans_per_exporter: int, batch: int = 400, per_trace: int = 8) -> dict[str, Any]:
+    """``exporters`` official gRPC exporters × ``spans_per_exporter`` spans against one collector."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import SpanExportResult
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    from bench.collector import _batch  # the benchmark's realistic agent spans
+    from otel_session.read import find_bundles, read_bundle
+
+    resource = Resource.create({"service.name": "load-agent"})
+    scope = InstrumentationScope("bench.load")
+    prepared = [
+        [_batch(e, b, batch, per_trace, resource, scope) for b in range(spans_per_exporter // batch)]
+        for e in range(exporters)
+    ]
+    sent = sum(len(spans) for batches in prepared for spans in batches)
+    expected_keys = set().union(*(_genai_span_keys(spans) for batches in prepared for spans in batches))
+    failed_at_exporter: list[int] = []
+    with tempfile.TemporaryDirectory(prefix="otel-session-load-") as root:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "bench.collector", "--serve", "write", "--dir", root],
+            stdout=subprocess.PIPE, text=True, cwd=BENCH_DIR.parent,
+        )
+        try:
+            port = int(child.stdout.readline())
+            rss_at_ready = _status_kib(child.pid, "VmRSS") * 1024
+            barrier = threading.Barrier(exporters + 1)
+
+            def export_all(index: int) -> None:
+                exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=60)
+                barrier.wait()
+                for spans in prepared[index]:
+                    if exporter.export(spans) is not SpanExportResult.SUCCESS:
+                        failed_at_exporter.append(len(spans))
+                exporter.shutdown()
+
+            threads = [threading.Thread(target=export_all, args=(i,)) for i in range(exporters)]
+            for thread in threads:
+                thread.start()
+            barrier.wait()
+            started = time.perf_counter()
+            for thread in threads:
+                thread.join()
+            wall_s = time.perf_counter() - started
+            peak = _peak_growth(rss_at_ready, child.pid)
+            child.send_signal(signal.SIGTERM)
+            report = json.loads(child.stdout.readline())
+            child.wait(CHILD_TIMEOUT_S)
+        finally:
+            if child.poll() is None:
+                child.kill()
+        bundles = [read_bundle(path) for path in find_bundles([Path(root)])]
+    on_disk_keys = {(e.get("trace_id"), e.get("span_id")) for b in bundles for e in b.events}
+    counters = report["counters"]
+    failed = sum(failed_at_exporter)
+    accounted = counters["bundled"] + counters["rejected"] + counters["no_session"] + failed
+    return {
+        "exporters": exporters,
+        "spans_sent": sent,
+        "wall_s": wall_s,
+        "spans_per_s_wall": sent / wall_s,
+        "collector_cpu_s": report["cpu_s"],
+        "spans_per_core_s": sent / report["cpu_s"],
+        "counters": counters,
+        "failed_at_exporter": failed,
+        "unaccounted": sent - accounted,
+        "genai_spans_expected_on_disk": len(expected_keys),
+        "genai_spans_missing_on_disk": len(expected_keys - on_disk_keys) if counters["rejected"] == 0 else None,
+        "bundles": len(bundles),
+        "bundles_not_complete": sum(1 for b in bundles if b.status.value != "complete"),
+        "collector_peak_rss_growth_bytes": peak,
+    }
+
+
+# -- running and reporting ---------------------------------------------------------------------
+
+WORKLOADS = {"single_message": single_message, "concurrent_runs": concurrent_runs}
+
+
+def measure(workload: str, size: int) -> dict[str, Any]:
+    """Run an in-process workload in a fresh child process and return its figures."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench.load", "--child", workload, "--size", str(size)],
+        capture_output=True, text=True, cwd=BENCH_DIR.parent, timeout=CHILD_TIMEOUT_S, check=False,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"{workload} child failed ({completed.returncode}):\n{completed.stderr[-4000:]}")
+    return json.loads(completed.stdout.splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.splitlines()[0])
+    parser.add_argument("--deltas", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=1_000)
+    parser.add_argument("--exporters", type=int, default=50)
+    parser.add_argument("--spans", type=int, default=2_000, help="spans per exporter")
+    parser.add_argument("--child", choices=sorted(WORKLOADS), help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(WORKLOADS[args.child](args.size), default=str))
+        return {}
+    load_before = os.getloadavg()
+    message = measure("single_message", args.deltas)
+    runs = measure("concurrent_runs", args.runs)
+    collector = collector_load(args.exporters, args.spans)
+    mib = 1 << 20
+    figures = [
+        Figure("load.message_deltas_lost", message["lost"], "deltas", target="0", ok=message["lost"] == 0 and message["in_order"],
+               note=f"{args.deltas:,} deltas in one message"),
+        Figure("load.message_deltas_per_s", message["deltas_per_s_app"], "deltas/s", note="app thread, public API"),
+        Figure("load.message_peak_rss_growth", message["peak_rss_growth_bytes"] / mib, "MiB",
+               target=f"<= queue bound + {MEMORY_CONSTANT_BYTES // mib} MiB",
+               ok=message["peak_rss_growth_bytes"] <= message["memory_bound_bytes"]),
+        Figure("load.concurrent_runs_records_lost", runs["lost"], "records", target="0",
+               ok=runs["lost"] == 0 and runs["runs_not_matching_reference"] == 0,
+               note=f"{runs['runs_open_at_once']:,} runs open at once"),
+        Figure("load.concurrent_runs_per_s", runs["runs_per_s"], "runs/s"),
+        Figure("load.concurrent_runs_peak_rss_growth", runs["peak_rss_growth_bytes"] / mib, "MiB",
+               note=f"{runs['peak_rss_growth_per_run_bytes'] / 1024:.0f} KiB per open run"),
+        Figure("load.collector_spans_unaccounted", collector["unaccounted"], "spans", target="0",
+               ok=collector["unaccounted"] == 0 and not collector["genai_spans_missing_on_disk"],
+               note=f"{args.exporters} exporters × {args.spans:,} spans; counters {collector['counters']}"),
+        Figure("load.collector_spans_per_s_wall", collector["spans_per_s_wall"], "spans/s"),
+        Figure("load.collector_spans_per_core_s", collector["spans_per_core_s"], "spans/s"),
+        Figure("load.collector_peak_rss_growth", collector["collector_peak_rss_growth_bytes"] / mib, "MiB",
+               target=f"<= queue bound + {MEMORY_CONSTANT_BYTES // mib} MiB",
+               ok=collector["collector_peak_rss_growth_bytes"] <= (16 << 20) + MEMORY_CONSTANT_BYTES),
+    ]
+    details = {
+        "single_message": message,
+        "concurrent_runs": runs,
+        "collector": collector,
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+    }
+    return write_results("load", figures, details)
+
+
+if __name__ == "__main__":
+    main()
