@@ -57,9 +57,15 @@ class Message:
         self.content.append({"index": len(self.content), "kind": kind, "text": text})
 
 
+def _operation(attributes: Mapping[str, Any]) -> str | None:
+    """``gen_ai.operation.name`` when it is text (a hostile producer may send any value type)."""
+    value = attributes.get("gen_ai.operation.name")
+    return value if isinstance(value, str) else None
+
+
 def is_model_call(attributes: Mapping[str, Any]) -> bool:
     return (
-        attributes.get("gen_ai.operation.name") in _MODEL_OPERATIONS
+        _operation(attributes) in _MODEL_OPERATIONS
         or attributes.get("openinference.span.kind") == "LLM"
         or "llm.request.type" in attributes
     )
@@ -67,7 +73,7 @@ def is_model_call(attributes: Mapping[str, Any]) -> bool:
 
 def is_tool_call(attributes: Mapping[str, Any]) -> bool:
     return (
-        attributes.get("gen_ai.operation.name") in _TOOL_OPERATIONS
+        _operation(attributes) in _TOOL_OPERATIONS
         or attributes.get("openinference.span.kind") == "TOOL"
         or attributes.get("traceloop.span.kind") == "tool"
     )
@@ -98,7 +104,7 @@ def _run_started_payload(span: SpanData) -> dict[str, Any]:
     agent = attributes.get("gen_ai.agent.name") or attributes.get("traceloop.workflow.name") or attributes.get(
         "agent.name"
     )
-    if agent is None and attributes.get("gen_ai.operation.name") in _AGENT_OPERATIONS:
+    if agent is None and _operation(attributes) in _AGENT_OPERATIONS:
         agent = span.name.removeprefix("invoke_agent").strip() or None
     payload["agent"] = agent or span.service_name or span.name
     return payload
