@@ -63,11 +63,13 @@ def parse_json(body: bytes) -> ExportTraceServiceRequest:
     if not isinstance(document, dict):
         raise OtlpDecodeError(f"OTLP JSON must be an object with resourceSpans, got {type(document).__name__}")
     for resource_spans in _list(document, "resourceSpans"):
+        _require_object(resource_spans, "resourceSpans item")
         # Pre-1.0 producers wrote instrumentationLibrarySpans; accept both.
         scopes = _list(resource_spans, "scopeSpans") or _list(resource_spans, "instrumentationLibrarySpans")
         if "instrumentationLibrarySpans" in resource_spans and "scopeSpans" not in resource_spans:
             resource_spans["scopeSpans"] = resource_spans.pop("instrumentationLibrarySpans")
         for scope_spans in scopes:
+            _require_object(scope_spans, "scopeSpans item")
             for span in _list(scope_spans, "spans"):
                 _hex_ids_to_base64(span, "span")
                 for link in _list(span, "links"):
@@ -162,9 +164,13 @@ def _list(container: Mapping[str, Any], key: str) -> list[Any]:
     return value
 
 
-def _hex_ids_to_base64(item: Any, what: str) -> None:
+def _require_object(item: Any, what: str) -> None:
     if not isinstance(item, dict):
         raise OtlpDecodeError(f"each {what} must be an object, got {type(item).__name__}")
+
+
+def _hex_ids_to_base64(item: Any, what: str) -> None:
+    _require_object(item, what)
     for key, size in _ID_FIELDS.items():
         value = item.get(key)
         if value is None or value == "":
