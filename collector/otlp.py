@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
 
 _STATUS_CODES = {0: "unset", 1: "ok", 2: "error"}
 _ID_FIELDS = {"traceId": 16, "spanId": 8, "parentSpanId": 8}
+_PARSE_ERROR_FIELD = re.compile(r"Failed to parse (\w+) field")
 
 
 class OtlpDecodeError(ValueError):
@@ -78,7 +80,7 @@ def parse_json(body: bytes) -> ExportTraceServiceRequest:
     try:
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except json_format.ParseError as exc:
-        raise OtlpDecodeError(f"invalid OTLP JSON: {exc}") from None
+        raise OtlpDecodeError(_parse_error_message(exc)) from None
     _check_ids(request)
     return request
 
@@ -178,13 +180,22 @@ def _hex_ids_to_base64(item: Any, what: str) -> None:
             continue
         if not isinstance(value, str):
             raise OtlpDecodeError(f"{what} {key} must be a hex string, got {type(value).__name__}")
+        # Diagnostics name the field, never its value: a hostile producer may put personal data anywhere.
         try:
             raw = bytes.fromhex(value)
         except ValueError:
-            raise OtlpDecodeError(f"{what} {key} {value[:40]!r} is not hex (OTLP JSON ids are hex strings)") from None
+            raise OtlpDecodeError(
+                f"{what} {key} is not hex (OTLP JSON ids are hex strings; got {len(value)} characters)"
+            ) from None
         if len(raw) != size:
-            raise OtlpDecodeError(f"{what} {key} {value[:40]!r} must be {size * 2} hex digits")
+            raise OtlpDecodeError(f"{what} {key} must be {size * 2} hex digits, got {len(value)}")
         item[key] = base64.b64encode(raw).decode("ascii")
+
+
+def _parse_error_message(error: json_format.ParseError) -> str:
+    """Where protobuf's JSON parser failed, without the offending value it quotes (it may be PII)."""
+    path = ".".join(_PARSE_ERROR_FIELD.findall(str(error))) or "the request"
+    return f"invalid OTLP JSON: {path} has a value of the wrong type or out of range"
 
 
 def _base64_ids_to_hex(item: dict[str, Any]) -> None:

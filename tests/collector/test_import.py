@@ -62,5 +62,5 @@ def test_a_malformed_line_is_reported_and_the_rest_imported(exported_file, tmp_p
     result = CliRunner().invoke(main, ["import", str(exported_file), "--dir", str(tmp_path / "b")],
                                 env={"OTEL_SESSION_REDACTION_KEY": "k"})
     assert result.exit_code == 1
-    assert f"{exported_file}:2: span traceId 'xyz' is not hex" in result.output
+    assert f"{exported_file}:2: span traceId is not hex" in result.output
     assert len(bundles(tmp_path / "b")) == 2
