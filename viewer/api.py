@@ -30,7 +30,7 @@ def _int_arg(name: str, default: int | None, *, minimum: int, maximum: int | Non
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or len(raw) > 12:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
         raise ApiError(400, "bad_parameter", f"{name} must be a non-negative integer")
     value = int(raw)
     if value < minimum or (maximum is not None and value > maximum):
@@ -118,7 +118,10 @@ def bundle(session_id: str, run_id: str) -> Response:
 @bp.post("/sessions/<path:session_id>/feedback")
 def feedback(session_id: str) -> tuple[Response, int]:
     """Record a rating and comment on a run (the latest when no ``run_id`` is given)."""
-    body = request.get_json(silent=True)
+    try:
+        body = request.get_json(silent=True)
+    except RecursionError:  # nesting deeper than the JSON decoder recurses, within the size limit
+        body = None
     if not isinstance(body, dict):
         raise ApiError(400, "bad_json", "the body must be a JSON object {run_id?, rating, comment}")
     run_id = body.get("run_id")
@@ -130,6 +133,11 @@ def feedback(session_id: str) -> tuple[Response, int]:
         raise ApiError(400, "bad_feedback", "rating must be an integer from 1 to 5")
     if not isinstance(comment, str):
         raise ApiError(400, "bad_feedback", "comment must be a string")
+    if not comment.isascii():
+        try:
+            comment.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(400, "bad_feedback", "comment must be valid Unicode text (a lone surrogate is not)") from None
     run = store().resolve(session_id, run_id)
     record = store().append_feedback(run, rating=rating, comment=comment)
     return jsonify(**_run_ids(run), fallback_to_latest_run=run.fallback_to_latest_run, at=record["at"]), 201
