@@ -7,20 +7,21 @@
   event, journal record enqueued to the running bundle writer);
 - ``bare_add_event_slot`` and ``slot_write``: the same for slot writes (a hashed value).
 
-Each figure is the best of R interleaved repeats of N operations, in µs per operation, as the app
-thread's own CPU time (``time.thread_time``: the cost the app thread pays; the writer thread's work
+Bare and API rounds of N operations alternate R times (so load drift hits both alike); each figure is
+the median µs per operation, and the target applies to the median of the per-round ratios. Time is
+the app thread's own CPU time (``time.thread_time``: the cost the app thread pays; the writer thread's work
 runs beside it) and as wall time (which also counts waits for the GIL while the writer thread
 appends; noisy on a loaded machine). The target is an app-thread cost of at most 1.5× the bare
 ``add_event``. Every recorded bundle is verified complete, so a run that
-hit a writer bound (and stopped recording) cannot pass as fast. Writes ``bench/results-instrument.json``.
+hit a writer bound (and stopped recording) cannot pass as fast. Writes ``bench/results-instrument.json``
+(the ``bench`` harness format) and prints one line per figure.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from pathlib import Path
 from opentelemetry.sdk.trace import TracerProvider
 
 import otel_session
+from bench import Figure, write_results
 from otel_session.read import find_bundles, read_bundle
 
 TARGET_RATIO = 1.5
@@ -46,58 +48,54 @@ class _Clock:
         self.cpu = time.thread_time() - self._cpu
 
 
-def _best_interleaved(measures: dict, repeats: int, ops: int) -> dict[str, dict[str, float]]:
-    """Best µs/op of each measure (wall and thread CPU); measures take turns so load drift hits all."""
-    best = {name: {"wall": float("inf"), "cpu": float("inf")} for name in measures}
-    for _ in range(repeats):
-        for name, measure in measures.items():
-            clock = measure(ops)
-            best[name]["wall"] = min(best[name]["wall"], clock.wall)
-            best[name]["cpu"] = min(best[name]["cpu"], clock.cpu)
-    return {name: {kind: seconds / ops * 1e6 for kind, seconds in pair.items()} for name, pair in best.items()}
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m bench.instrument", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ops", type=int, default=2_000)
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("results-instrument.json"))
-    args = parser.parse_args(argv)
-    ops, repeats = args.ops, args.repeats
+def _paired(bare, api, rounds: int, ops: int) -> dict[str, float]:
+    """Alternate bare and API rounds of ``ops`` operations; medians of µs/op and of per-round ratios.
 
+    Pairing adjacent rounds keeps the ratio meaningful when the machine's load drifts.
+    """
+    samples: dict[str, list[float]] = {"bare_cpu": [], "api_cpu": [], "bare_wall": [], "api_wall": [], "ratio_cpu": [],
+                                       "ratio_wall": []}
+    for _ in range(rounds):
+        bare_clock, api_clock = bare(ops), api(ops)
+        samples["bare_cpu"].append(bare_clock.cpu / ops * 1e6)
+        samples["api_cpu"].append(api_clock.cpu / ops * 1e6)
+        samples["bare_wall"].append(bare_clock.wall / ops * 1e6)
+        samples["api_wall"].append(api_clock.wall / ops * 1e6)
+        if bare_clock.cpu > 0:
+            samples["ratio_cpu"].append(api_clock.cpu / bare_clock.cpu)
+        samples["ratio_wall"].append(api_clock.wall / bare_clock.wall)
+    return {name: _median(values) for name, values in samples.items()}
+
+
+def main(ops: int = 500, rounds: int = 60) -> dict:
     root = Path(tempfile.mkdtemp(prefix="bench-instrument-"))
     provider = TracerProvider()
     tracer = provider.get_tracer("bench")
     recorder = otel_session.configure(root, otel_session.RedactionPolicy(), provider)
     chunks = [CHUNKS[number % len(CHUNKS)] for number in range(ops)]
     dates = [f"2026-12-{number % 28 + 1:02d}" for number in range(ops)]
+    bare_message = tracer.start_span("message assistant")
+    bare_turn = tracer.start_span("turn 0")
 
-    def bare_delta(n: int) -> float:
-        span = tracer.start_span("message assistant")
+    def bare_delta(n: int) -> _Clock:
+        add_event = bare_message.add_event
         with _Clock() as clock:
             for chunk in chunks[:n]:
-                span.add_event(
+                add_event(
                     "otel_session.delta",
                     {"otel_session.delta.index": 0, "otel_session.delta.kind": "text", "otel_session.delta.text": chunk},
                 )
-        span.end()
         return clock
 
-    def api_delta(n: int) -> float:
-        with otel_session.session("bench"), otel_session.run(agent="bench"):
-            with otel_session.message("assistant") as m:
-                delta = m.delta
-                with _Clock() as clock:
-                    for chunk in chunks[:n]:
-                        delta(chunk)
-        recorder.writer.force_flush()
-        return clock
-
-    def bare_slot(n: int) -> float:
-        span = tracer.start_span("turn 0")
+    def bare_slot(n: int) -> _Clock:
+        add_event = bare_turn.add_event
         with _Clock() as clock:
             for date in dates[:n]:
-                span.add_event(
+                add_event(
                     "otel_session.slot_write",
                     {
                         "otel_session.slot.name": "date",
@@ -106,67 +104,77 @@ def main(argv: list[str] | None = None) -> dict:
                         "otel_session.slot.source": "nlu",
                     },
                 )
-        span.end()
         return clock
 
-    def api_slot(n: int) -> float:
-        slots: dict = {}
-        with otel_session.session("bench"), otel_session.run(agent="bench"):
-            with otel_session.turn(0, slots=slots):
-                slot_write = otel_session.slot_write
+    slots: dict = {}
+    with otel_session.session("bench"), otel_session.run(agent="bench"):
+        with otel_session.message("assistant") as message:
+            delta = message.delta
+
+            def api_delta(n: int) -> _Clock:
+                with _Clock() as clock:
+                    for chunk in chunks[:n]:
+                        delta(chunk)
+                return clock
+
+            delta_figures = _paired(bare_delta, api_delta, rounds, ops)
+        with otel_session.turn(0, slots=slots):
+            slot_write = otel_session.slot_write
+
+            def api_slot(n: int) -> _Clock:
                 with _Clock() as clock:
                     for date in dates[:n]:
                         slot_write("date", date, source="nlu")
-        recorder.writer.force_flush()
-        return clock
+                return clock
 
-    figures = _best_interleaved(
-        {
-            "bare_add_event_delta": bare_delta,
-            "message_delta": api_delta,
-            "bare_add_event_slot": bare_slot,
-            "slot_write": api_slot,
-        },
-        repeats,
-        ops,
-    )
+            slot_figures = _paired(bare_slot, api_slot, rounds, ops)
+    bare_message.end()
+    bare_turn.end()
     recorder.shutdown()
     bundles = [read_bundle(path) for path in find_bundles([root])]
     incomplete = [str(bundle.path) for bundle in bundles if bundle.status.value != "complete"]
+    events = sum(len(bundle.events) for bundle in bundles)
+    expected_events = rounds * ops * 2
 
-    def ratio(api: str, bare: str, kind: str) -> float:
-        return round(figures[api][kind] / figures[bare][kind], 3)
-
-    result = {
-        "benchmark": "instrument",
-        "python": platform.python_version(),
+    target = f"<= {TARGET_RATIO}x bare add_event (app-thread CPU, median paired ratio)"
+    figure_list = []
+    for label, paired in (("message.delta()", delta_figures), ("slot_write()", slot_figures)):
+        figure_list.append(
+            Figure(
+                f"{label} app-thread CPU",
+                round(paired["api_cpu"], 3),
+                "us/op",
+                baseline=round(paired["bare_cpu"], 3),
+                target=target,
+                ok=paired["ratio_cpu"] <= TARGET_RATIO and not incomplete and events >= expected_events,
+                note=f"median paired ratio {paired['ratio_cpu']:.2f}; baseline: bare span.add_event, same attributes",
+            )
+        )
+        figure_list.append(
+            Figure(
+                f"{label} wall",
+                round(paired["api_wall"], 3),
+                "us/op",
+                baseline=round(paired["bare_wall"], 3),
+                note=f"median paired ratio {paired['ratio_wall']:.2f}; wall also counts GIL waits while the writer "
+                "thread appends (noisy under load)",
+            )
+        )
+    details = {
+        "ops_per_round": ops,
+        "rounds": rounds,
         "load_average_1m": os.getloadavg()[0],
-        "ops_per_repeat": ops,
-        "repeats": repeats,
-        "us_per_op": {name: {kind: round(value, 3) for kind, value in pair.items()} for name, pair in figures.items()},
-        "delta_ratio_cpu": ratio("message_delta", "bare_add_event_delta", "cpu"),
-        "slot_write_ratio_cpu": ratio("slot_write", "bare_add_event_slot", "cpu"),
-        "delta_ratio_wall": ratio("message_delta", "bare_add_event_delta", "wall"),
-        "slot_write_ratio_wall": ratio("slot_write", "bare_add_event_slot", "wall"),
-        "target_ratio": TARGET_RATIO,
-        "bundles": len(bundles),
+        "delta": delta_figures,
+        "slot_write": slot_figures,
+        "journal_events": events,
         "bundles_incomplete": incomplete,
     }
-    result["meets_target"] = (
-        result["delta_ratio_cpu"] <= TARGET_RATIO and result["slot_write_ratio_cpu"] <= TARGET_RATIO and not incomplete
-    )
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    us = result["us_per_op"]
-    print(
-        f"app-thread CPU µs/op: delta {us['message_delta']['cpu']:.2f} vs bare add_event "
-        f"{us['bare_add_event_delta']['cpu']:.2f} ({result['delta_ratio_cpu']}×), slot_write "
-        f"{us['slot_write']['cpu']:.2f} vs {us['bare_add_event_slot']['cpu']:.2f} ({result['slot_write_ratio_cpu']}×); "
-        f"wall ratios {result['delta_ratio_wall']}× / {result['slot_write_ratio_wall']}×; target ≤ {TARGET_RATIO}×; "
-        f"{len(bundles)} bundles, {len(incomplete)} incomplete; load {result['load_average_1m']:.1f} → "
-        f"{'OK' if result['meets_target'] else 'MISSED'}"
-    )
-    return result
+    return write_results("instrument", figure_list, details)
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(prog="python -m bench.instrument", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ops", type=int, default=500, help="operations per round")
+    parser.add_argument("--rounds", type=int, default=60, help="paired rounds (bare, API) per figure")
+    arguments = parser.parse_args()
+    main(arguments.ops, arguments.rounds)

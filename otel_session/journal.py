@@ -96,9 +96,24 @@ def _encode_fallback(value: Any) -> Any:
     return repr(value)
 
 
+def _valid_text(value: Any) -> Any:
+    """Replace lone surrogates (not representable in UTF-8) everywhere in ``value``."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_valid_text(k) if isinstance(k, str) else k: _valid_text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_valid_text(item) for item in value]
+    return value
+
+
 def encode_record(record: dict[str, Any]) -> bytes:
-    """Encode one record as a single NDJSON line (newline included). Never raises for odd values."""
-    return orjson.dumps(record, default=_encode_fallback, option=_ENCODE_OPTIONS)
+    """Encode one record as a single NDJSON line (newline included). Never raises for odd values:
+    unencodable objects become their ``repr``, lone surrogates become ``?``."""
+    try:
+        return orjson.dumps(record, default=_encode_fallback, option=_ENCODE_OPTIONS)
+    except TypeError:
+        return orjson.dumps(_valid_text(record), default=_encode_fallback, option=_ENCODE_OPTIONS)
 
 
 def decode_line(line: bytes) -> dict[str, Any]:

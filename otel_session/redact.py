@@ -39,7 +39,6 @@ Environment variables (read by :meth:`RedactionPolicy.from_env`):
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
 import os
@@ -49,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -502,7 +501,7 @@ class Redactor:
     def _scan_strings(self, value: Any) -> Any:
         return self._scan(value) if isinstance(value, str) else value
 
-    _payload_handlers: dict[str, Callable[[Redactor, dict[str, Any]], dict[str, Any]]] = {
+    _payload_handlers: ClassVar[dict[str, Callable[[Redactor, dict[str, Any]], dict[str, Any]]]] = {
         EventType.SLOT_WRITE.value: _slot_payload,
         EventType.SLOT_DIFF.value: _slot_payload,
         EventType.MESSAGE_FINISHED.value: _message_payload,

@@ -9,8 +9,9 @@ Contract::
     writer.force_flush(); writer.shutdown()           # like an OTel SpanExporter
 
 Producers enqueue fully stamped records (``seq`` assigned at enqueue, ``at`` from the event's own
-timestamp) and never touch the disk; the writer thread appends them in batches (flush after 25 ms,
-256 records or 256 KiB, one ``write`` per batch, one line per record). Reaching a queue bound, an
+timestamp) and never touch the disk; the writer thread appends them in batches (a flush starts 25 ms
+after the first queued record, or at once when 256 records or 256 KiB are queued; everything queued
+goes out in one ``write``, one line per record, records never merged). Reaching a queue bound, an
 oversized event or an append error marks that run's capture ``failed`` with a code, stops its
 recording and is logged; nothing raises into the producer and nothing is dropped silently.
 """
@@ -253,10 +254,7 @@ class RunRecorder:
             if not self._accepting:
                 return AppendResult.CAPTURE_STOPPED
             record["seq"] = self._next_seq
-            try:
-                line = encode_record(record)
-            except Exception as exc:  # noqa: BLE001 - an encoder bug must not reach the producer
-                line = encode_record({**record, "payload": {"encode_error": repr(exc)}})
+            line = encode_record(record)
             size = len(line)
             if size > limits.max_event_bytes:
                 self._fail_locked(
@@ -362,7 +360,7 @@ class RunRecorder:
             closing = self._close_requested
             discard = self._discard_pending
         if pending and not discard and not self._io_failed():
-            self._write_batches(pending)
+            self._write_batch(pending)
         if closing:
             self._seal()
 
@@ -374,31 +372,21 @@ class RunRecorder:
             FailureCode.IO_ERROR,
         )
 
-    def _write_batches(self, lines: list[bytes]) -> None:
-        limits = self._limits
-        start = 0
-        while start < len(lines):
-            end = start
-            size = 0
-            while end < len(lines) and end - start < limits.batch_records:
-                if size and size + len(lines[end]) > limits.batch_bytes:
-                    break
-                size += len(lines[end])
-                end += 1
-            chunk = b"".join(lines[start:end])
-            try:
-                self._write_all(chunk)
-            except OSError as exc:
-                with self._lock:
-                    self._fail_locked(
-                        _failure_code_for(exc),
-                        f"append to {layout.EVENTS_FILE} failed: {exc}; "
-                        f"{len(lines) - start} queued records not written",
-                    )
-                    self._discard_pending = True
-                return
-            self.batches_written += 1
-            start = end
+    def _write_batch(self, lines: list[bytes]) -> None:
+        # Everything pending goes out in one write: a thread waiting for the GIL after each
+        # syscall would otherwise fall behind a busy producer and overrun the queue bound.
+        try:
+            self._write_all(b"".join(lines))
+        except OSError as exc:
+            with self._lock:
+                self._fail_locked(
+                    _failure_code_for(exc),
+                    f"append to {layout.EVENTS_FILE} failed: {exc}; "
+                    f"a batch of {len(lines)} records was not (fully) written",
+                )
+                self._discard_pending = True
+            return
+        self.batches_written += 1
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
@@ -526,6 +514,9 @@ class BundleWriter:
         ``WriterClosedError`` after shutdown, and ``OSError`` when the directory cannot be made.
         """
         kind = RunKind(kind)
+        for name, value in (("session_id", session_id), ("eval_id", eval_id), ("agent", agent), ("service", service)):
+            if isinstance(value, str) and value.encode("utf-8", "replace").decode("utf-8") != value:
+                raise ValueError(f"{name} {value!r} is not valid Unicode text")
         if kind is RunKind.EVAL and not eval_id:
             raise ValueError("an eval run needs an eval_id")
         path = layout.run_dir(self.root, session_id, run_id, eval_id=eval_id if kind is RunKind.EVAL else None)

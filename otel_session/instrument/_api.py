@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, replace
+from enum import Enum
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -62,6 +63,19 @@ _NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 
 def _json(value: Any) -> str:
     return _dumps(value, default=repr, option=_NON_STR_KEYS).decode()
+
+
+def _label(value: Any) -> Any:
+    """A state, name, role or source as text (Enum members by their value); None stays None."""
+    if value is None or type(value) is str:
+        return value
+    if isinstance(value, Enum):
+        value = value.value
+    return str(value)
+
+
+def _labels(values: Sequence[Any] | None) -> list[str]:
+    return [_label(value) for value in values or ()]
 
 
 def _capture_failed(what: str) -> None:
@@ -252,7 +266,7 @@ class run(_Section):  # noqa: N801
         attributes: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(agent, kind=kind, eval_id=eval_id, session_id=session_id, attributes=attributes)
-        self.agent = agent
+        self.agent = _label(agent)
         self.kind = RunKind(kind)
         if self.kind is RunKind.EVAL and not eval_id:
             raise ValueError("an eval run needs an eval_id")
@@ -452,9 +466,11 @@ class TurnHandle:
                     EventType.SLOT_DIFF.value,
                     {"slot": diff.slot, "value": value, "previous": previous},
                 )
-        final_state = state if state is not None else self.state
-        required = list(required_slots) if required_slots is not None else self.required_slots
-        if missing is None and after is not None:
+        final_state = _label(state) if state is not None else self.state
+        required = _labels(required_slots) if required_slots is not None else self.required_slots
+        if missing is not None:
+            missing = _labels(missing)
+        elif after is not None:
             missing = [slot for slot in required if after.get(slot) is None]
         payload: dict[str, Any] = {"state": final_state, "required_slots": required}
         attributes: dict[str, Any] = {sc.REQUIRED_SLOTS_AFTER: required}
@@ -497,10 +513,10 @@ class turn(_Section):  # noqa: N801
     ) -> None:
         super().__init__(index, state=state, required_slots=required_slots, slots=slots, source=source)
         self.index = int(index)
-        self.state = state
-        self.required_slots = list(required_slots)
+        self.state = _label(state)
+        self.required_slots = _labels(required_slots)
         self.slots = slots
-        self.source = source
+        self.source = _label(source)
         self.handle: TurnHandle | None = None
         self._token: object | None = None
 
@@ -618,7 +634,7 @@ def slot_write(
         }
         payload: dict[str, Any] = {"slot": slot, "value": red_value, "previous": red_previous, "source": source}
         if source is not None:
-            attributes[sc.SLOT_SOURCE] = source
+            attributes[sc.SLOT_SOURCE] = payload["source"] = _label(source)
         if turn_handle is not None and not turn_handle.finished:
             turn_handle._event(sc.EVENT_SLOT_WRITE, attributes, "slot_write", payload)
         else:
@@ -642,11 +658,11 @@ def guard(name: str, passed: bool, *, state: str | None = None) -> None:
                     turn_handle.guards_truncated += 1
                     return
                 turn_handle.guards_recorded += 1
+        name = _label(name)
         attributes: dict[str, Any] = {sc.GUARD_NAME: name, sc.GUARD_PASSED: bool(passed)}
         payload: dict[str, Any] = {"name": name, "passed": bool(passed)}
         if state is not None:
-            attributes[sc.GUARD_STATE] = state
-            payload["state"] = state
+            attributes[sc.GUARD_STATE] = payload["state"] = _label(state)
         _emit(run_handle, turn_handle, sc.EVENT_GUARD, attributes, EventType.GUARD_EVALUATED.value, payload)
     except Exception:  # noqa: BLE001
         _capture_failed("a guard")
@@ -670,6 +686,7 @@ def transition(
         kept = redactor.free_leaves(listed[: sc.CAP_PER_TURN])
         truncated = len(listed) - len(kept)
         red_reason = redactor.text(reason) if reason is not None else None
+        from_state, to_state = _label(from_state), _label(to_state)
         payload: dict[str, Any] = {"from": from_state, "to": to_state, "reason": red_reason, "candidates": kept}
         attributes: dict[str, Any] = {sc.TRANSITION_CANDIDATES: _json(kept)}
         for key, value in ((sc.TRANSITION_FROM, from_state), (sc.TRANSITION_TO, to_state), (sc.TRANSITION_REASON, red_reason)):
@@ -726,6 +743,8 @@ class MessageHandle:
             return
         try:
             now = _time_ns()
+            if type(chunk) is not str or type(kind) is not str or type(index) is not int:
+                chunk, kind, index = str(chunk), _label(kind), int(index)
             block = self._blocks.get(index)
             if block is None:
                 block = self._blocks[index] = (kind, [])
@@ -794,7 +813,7 @@ class message(_Section):  # noqa: N801
 
     def __init__(self, role: str, *, message_id: str | None = None) -> None:
         super().__init__(role, message_id=message_id)
-        self.role = role
+        self.role = _label(role)
         self.message_id = message_id
         self.handle: MessageHandle | None = None
         self._token: object | None = None
@@ -920,7 +939,7 @@ class tool_execution(_Section):  # noqa: N801
 
     def __init__(self, name: str, *, call_id: str | None = None, arguments: Any = None) -> None:
         super().__init__(name, call_id=call_id, arguments=arguments)
-        self.name = name
+        self.name = _label(name)
         self.call_id = call_id
         self.arguments = arguments
         self.handle: ToolHandle | None = None

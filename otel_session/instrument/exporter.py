@@ -9,7 +9,9 @@ default; the rest are recorded as an ``upstream_drop``), so a run's bundle is wr
 root span is exported: events of the run are buffered, put in event-time order, then written and
 sealed. Use the instrumentor (``opentelemetry-instrument``) or ``otel_session.configure()`` for the
 lossless, live journal; use this exporter when only exporter configuration is available.
-Spans with no session id are not bundled (counted in ``spans_without_session``).
+Spans with no session id are not bundled (counted in ``spans_without_session``), nor are spans of
+runs that this process already records with ``configure()`` / the instrumentor (counted in
+``spans_recorded_in_process``), so enabling both never writes a run twice.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_session import config
 from otel_session import semconv as sc
+from otel_session.instrument._runtime import current_recorder
 from otel_session.journal import RunKind, run_id_from_trace_id
 from otel_session.normalize import JournalEvent, SpanData, normalize_span, session_id_of
 from otel_session.redact import RedactionPolicy, Redactor, load_or_create_key
@@ -46,6 +49,12 @@ def _order_key(event: JournalEvent) -> tuple[int, int]:
     return event.at_ns, phase
 
 
+def _recorded_in_process(trace_id: int) -> bool:
+    """True when this process's recorder (configure()/the instrumentor) journals that run already."""
+    recorder = current_recorder()
+    return recorder is not None and (trace_id in recorder.runs or trace_id in recorder.finished_traces)
+
+
 class SessionBundleExporter(SpanExporter):
     """Writes one bundle per trace (run) whose spans carry a session id."""
 
@@ -64,6 +73,7 @@ class SessionBundleExporter(SpanExporter):
         self._roots: dict[int, SpanData] = {}
         self._lock = threading.Lock()
         self.spans_without_session = 0
+        self.spans_recorded_in_process = 0
         self.runs_written = 0
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -77,6 +87,9 @@ class SessionBundleExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
     def _take(self, span: SpanData) -> None:
+        if _recorded_in_process(span.trace_id):
+            self.spans_recorded_in_process += 1
+            return
         session_id = session_id_of(span.attributes)
         pending = self._pending.get(span.trace_id)
         if pending is None:

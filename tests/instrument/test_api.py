@@ -366,3 +366,38 @@ def test_odd_slot_values_are_recorded():
     writes = [event["payload"]["value"] for event in captured.events("slot_write")]
     assert writes[0] == {"1": "window", "2": ["aisle"]}
     assert writes[1].startswith("<object object")
+
+
+def test_enum_states_and_names_become_text(recorder, exporter):
+    import enum
+
+    class State(enum.Enum):
+        ASK_DATE = "ask_date"
+        CONFIRM = "confirm"
+
+    class Source(enum.Enum):
+        NLU = 1
+
+    with otel_session.session("s"), otel_session.run(agent="a"):
+        with otel_session.turn(0, state=State.ASK_DATE, required_slots=["date"], slots={}) as turn:
+            otel_session.slot_write("date", "x", source=Source.NLU)
+            otel_session.guard(State.CONFIRM, passed=True, state=State.ASK_DATE)
+            otel_session.transition(State.ASK_DATE, State.CONFIRM, candidates=[State.CONFIRM])
+            with otel_session.message("assistant") as m:
+                m.delta(42, kind=State.CONFIRM)
+            turn.finish(state=State.CONFIRM)
+    recorder.force_flush()
+    spans = spans_by_name(exporter)
+    turn_span = spans["turn 0"]
+    assert turn_span.attributes["otel_session.state.previous"] == "ask_date"
+    assert turn_span.attributes["otel_session.state"] == "confirm"
+    events = {event.name: dict(event.attributes) for event in turn_span.events}
+    assert events["otel_session.slot_write"]["otel_session.slot.source"] == "1"
+    assert events["otel_session.guard"] == {
+        "otel_session.guard.name": "confirm",
+        "otel_session.guard.passed": True,
+        "otel_session.guard.state": "ask_date",
+    }
+    assert events["otel_session.transition_verdict"]["otel_session.transition.to"] == "confirm"
+    delta = dict(spans["message assistant"].events[0].attributes)
+    assert delta["otel_session.delta.kind"] == "confirm" and delta["otel_session.delta.text"] == "42"

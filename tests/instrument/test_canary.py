@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import otel_session
 from otel_session.testing import capture_bundle
@@ -64,7 +65,7 @@ def test_canaries_reach_neither_disk_nor_spans():
     seen_kept = False
     for directory, _dirs, files in os.walk(captured.root):
         for name in files:
-            data = open(os.path.join(directory, name), "rb").read()
+            data = Path(directory, name).read_bytes()
             for canary in CANARIES:
                 assert canary.encode() not in data, f"{canary!r} found in {name}"
             seen_kept |= KEPT.encode() in data

@@ -116,11 +116,15 @@ def test_span_exporter_writes_bundles_at_span_end(tmp_path, monkeypatch):
         run_id = booking_run()
         with provider.get_tracer("no.session").start_as_current_span("unrelated"):
             pass
+    # the spans again, now that no in-process recorder claims their run
+    for span in captured.spans:
+        span_exporter.export([span])
     provider.shutdown()
+    assert span_exporter.spans_recorded_in_process == len(captured.spans) - 1  # all but "unrelated"
     exported = [read_bundle(path) for path in find_bundles([tmp_path / "exported"])]
     assert len(exported) == 1 and exported[0].run_id == run_id
     assert exported[0].status is BundleStatus.COMPLETE, exported[0].diagnostics
-    assert span_exporter.spans_without_session == 1
+    assert span_exporter.spans_without_session == 2  # "unrelated", exported twice
 
     def shape(events):
         return [(e["type"], e.get("payload"), e.get("turn_index")) for e in events]

@@ -1,0 +1,147 @@
+"""The tolerant reader, the tail reader and `otel-session verify` on sample bundles."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from otel_session.cli import main
+from otel_session.read import BundleStatus, JournalTail, Severity, find_bundles, read_bundle
+
+SAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
+
+
+@pytest.mark.parametrize(
+    "name,status,codes,events",
+    [
+        ("complete", "complete", [], 7),
+        ("unknown-type-and-fields", "complete", [], 8),
+        ("recording-torn-tail", "recording", [("torn_tail", "warning")], 5),
+        ("garbage-line", "invalid", [("garbage_line", "error")] * 3, 7),
+        ("seq-gap", "invalid", [("seq_gap", "error")], 6),
+        ("count-mismatch", "invalid", [("count_mismatch", "error")], 7),
+        ("missing-capture", "invalid", [("missing_capture", "error")], 7),
+        ("invalid-capture", "invalid", [("invalid_capture", "error")], 7),
+        ("failed-disk-full", "failed", [("torn_tail", "warning")], 4),
+        ("upstream-drop", "complete", [("upstream_drop", "warning")], 8),
+    ],
+)
+def test_sample_bundles(name, status, codes, events):
+    result = read_bundle(SAMPLES / name)
+    assert result.status.value == status
+    assert [(d.code.value, d.severity.value) for d in result.diagnostics] == codes
+    assert len(result.events) == events
+    assert result.session_id == "call-42"
+
+
+def test_unknown_types_and_fields_are_kept_in_place():
+    result = read_bundle(SAMPLES / "unknown-type-and-fields")
+    assert [e["type"] for e in result.events][4] == "future_thing"
+    assert result.events[4]["extra_field"] is True
+
+
+def test_garbage_lines_report_their_line_numbers():
+    result = read_bundle(SAMPLES / "garbage-line")
+    assert [d.line for d in result.diagnostics] == [4, 5, 6]
+    assert [e["seq"] for e in result.events] == list(range(1, 8))
+
+
+def test_torn_tail_in_a_complete_capture_is_an_error(tmp_path):
+    bundle = shutil.copytree(SAMPLES / "complete", tmp_path / "b")
+    with open(bundle / "events.ndjson", "ab") as handle:
+        handle.write(b'{"seq":8')
+    result = read_bundle(bundle)
+    assert result.status is BundleStatus.INVALID
+    assert [(d.code.value, d.severity) for d in result.diagnostics] == [("torn_tail", Severity.ERROR)]
+
+
+def test_records_of_another_run_are_reported(tmp_path):
+    bundle = shutil.copytree(SAMPLES / "complete", tmp_path / "b")
+    lines = (bundle / "events.ndjson").read_bytes().splitlines(keepends=True)
+    foreign = orjson.loads(lines[1])
+    foreign["run_id"] = "run-00000000-0000-0000-0000-000000000000"
+    lines[1] = orjson.dumps(foreign) + b"\n"
+    (bundle / "events.ndjson").write_bytes(b"".join(lines))
+    assert read_bundle(bundle).status is BundleStatus.INVALID
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"\x00\x01\x02\n", b"\xff\xfe garbage\n", b"{" * 5000 + b"\n", b"null\n", b'{"seq": 1}\n', b"\n\n\n"],
+)
+def test_reader_never_raises_on_garbage(tmp_path, content):
+    bundle = shutil.copytree(SAMPLES / "complete", tmp_path / "b")
+    (bundle / "events.ndjson").write_bytes(content)
+    (bundle / "capture.json").write_bytes(content)
+    result = read_bundle(bundle)
+    assert result.status is BundleStatus.INVALID
+    assert result.diagnostics
+
+
+def test_tail_never_yields_a_partial_line(tmp_path):
+    path = tmp_path / "events.ndjson"
+    lines = (SAMPLES / "complete" / "events.ndjson").read_bytes()
+    tail = JournalTail(path)
+    assert tail.poll() == []
+    seen = []
+    for cut in range(0, len(lines) + 1, 37):  # grow the file in odd-sized pieces
+        path.write_bytes(lines[:cut])
+        seen += tail.poll()
+        assert all(isinstance(r, dict) for r in seen)
+    path.write_bytes(lines)
+    seen += tail.poll()
+    assert [r["seq"] for r in seen] == list(range(1, 8))
+    assert tail.offset == len(lines)
+    resumed = JournalTail(path, offset=lines.index(b"\n") + 1)
+    assert [r["seq"] for r in resumed.poll()] == list(range(2, 8))
+
+
+def test_tail_reports_garbage_and_goes_on(tmp_path):
+    path = tmp_path / "events.ndjson"
+    good = (SAMPLES / "complete" / "events.ndjson").read_bytes().splitlines(keepends=True)
+    path.write_bytes(good[0] + b"garbage\n" + good[1])
+    tail = JournalTail(path)
+    assert [r["seq"] for r in tail.poll()] == [1, 2]
+    assert [(d.code.value, d.line) for d in tail.diagnostics] == [("garbage_line", 2)]
+
+
+def test_find_bundles_walks_directories():
+    found = sorted(p.name for p in find_bundles([SAMPLES]))
+    assert found == sorted(p.name for p in SAMPLES.iterdir())
+
+
+def test_verify_exit_codes_and_json():
+    runner = CliRunner()
+    ok = runner.invoke(main, ["verify", str(SAMPLES / "complete")])
+    assert ok.exit_code == 0 and ok.output.startswith("complete")
+    bad = runner.invoke(main, ["verify", str(SAMPLES)])
+    assert bad.exit_code == 1
+    assert len(bad.output.strip().splitlines()) == len(list(SAMPLES.iterdir()))
+    as_json = runner.invoke(main, ["verify", "--json", str(SAMPLES / "seq-gap")])
+    (entry,) = json.loads(as_json.output)
+    assert entry["status"] == "invalid" and entry["diagnostics"][0]["code"] == "seq_gap"
+    assert set(entry) == {"path", "session_id", "run_id", "status", "event_count", "diagnostics"}
+    recording = str(SAMPLES / "recording-torn-tail")
+    assert runner.invoke(main, ["verify", recording]).exit_code == 1
+    assert runner.invoke(main, ["verify", "--allow-recording", recording]).exit_code == 0
+    assert runner.invoke(main, ["verify", "--allow-recording", "--strict", recording]).exit_code == 1
+    assert runner.invoke(main, ["verify", "--strict", str(SAMPLES / "upstream-drop")]).exit_code == 1
+    assert runner.invoke(main, ["verify", "/no/such/path"]).exit_code == 2
+    assert runner.invoke(main, ["verify"]).exit_code == 2
+
+
+def test_sessions_lists_newest_first(tmp_path):
+    root = tmp_path / "root"
+    for name, created in (("old", "2026-01-01T00:00:00.000000Z"), ("new", "2026-06-01T00:00:00.000000Z")):
+        target = root / "sessions" / name / "run-5f1c2a7e-0b7d-4c3e-9a51-3d2e8f9b6c10"
+        shutil.copytree(SAMPLES / "complete", target)
+        manifest = json.loads((target / "run.json").read_text())
+        manifest.update(session_id=name, created_at=created)
+        (target / "run.json").write_text(json.dumps(manifest))
+    out = CliRunner().invoke(main, ["sessions", "--dir", str(root), "--json"])
+    assert [s["session_id"] for s in json.loads(out.output)] == ["new", "old"]
