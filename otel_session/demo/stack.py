@@ -276,7 +276,7 @@ class DemoStack:
                 self._cli("view", "--dir", str(self.bundle_dir), "--host", _HOST, "--port", str(p.viewer)),
                 http_ready(f"http://{_HOST}:{p.viewer}/api/sessions"),
             ),
-            Service("llm", [self.python, "-m", "otel_session.demo.mock_llm", "--port", str(p.llm)],
+            Service("llm", [self.python, "-m", "otel_session.demo.booking_llm", "--port", str(p.llm)],
                     http_ready(f"http://{_HOST}:{p.llm}/v1/models")),
             Service(
                 "agent",
