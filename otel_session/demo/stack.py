@@ -236,10 +236,17 @@ class DemoStack:
         self.bundle_dir = bundle_dir.resolve()
         self.ports = ports or DemoPorts()
         self.seal_after_s = seal_after_s
-        self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="otel-session-demo-"))
+        self._log_dir = log_dir
         self.export_to = list(export_to)
         self.python = python
         self.services: dict[str, Service] = {}
+
+    @property
+    def log_dir(self) -> Path:
+        """Where each process logs: the given directory, else a temporary one made on first use."""
+        if self._log_dir is None:
+            self._log_dir = Path(tempfile.mkdtemp(prefix="otel-session-demo-"))
+        return self._log_dir
 
     @property
     def viewer_url(self) -> str:
