@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench import BENCH_DIR, Figure, fmt, summary_line
 
-BENCHMARKS = ("writer", "instrument", "replay", "collector")
+BENCHMARKS = ("writer", "instrument", "replay", "collector", "viewer")
 PERFORMANCE_DOC = BENCH_DIR.parent / "docs" / "performance.md"
 TABLE_START, TABLE_END = "<!-- bench:start -->", "<!-- bench:end -->"
 

@@ -1,1 +1,52 @@
-"""The otel-session viewer (installed as ``otel_session.viewer``)."""
+"""The otel-session viewer: sessions, runs, per-turn facts and replay in the browser.
+
+Installed as ``otel_session.viewer``; served by ``otel-session view --dir D``::
+
+    from otel_session.viewer import create_app
+    app = create_app({"BUNDLE_DIR": "otel-session-data"})
+
+Configuration keys: ``BUNDLE_DIR`` (bundle root; default ``$OTEL_SESSION_DIR``, else
+``./otel-session-data``), ``TOKEN`` (required on every request when set; default
+``$OTEL_SESSION_VIEWER_TOKEN``), ``STREAM_POLL_SECONDS`` (0.05) and ``STREAM_HEARTBEAT_SECONDS`` (15).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Flask
+
+from otel_session import config
+
+from . import api, errors, pages, security, stream
+from .store import BundleStore
+
+__all__ = ["ENV_VIEWER_TOKEN", "create_app"]
+
+ENV_VIEWER_TOKEN = "OTEL_SESSION_VIEWER_TOKEN"
+
+
+def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
+    """Create and configure the viewer app over one bundle root."""
+    app = Flask(__name__)
+    app.config.from_mapping(
+        BUNDLE_DIR=str(config.bundle_dir()),
+        TOKEN=os.environ.get(ENV_VIEWER_TOKEN) or None,
+        STREAM_POLL_SECONDS=0.05,
+        STREAM_HEARTBEAT_SECONDS=15.0,
+        MAX_CONTENT_LENGTH=64 * 1024,
+    )
+    if test_config is not None:
+        app.config.from_mapping(test_config)
+    app.json.sort_keys = False
+    app.url_map.merge_slashes = False  # "//etc" is a hostile id, never redirected to "/etc"
+    app.extensions["otel_session_store"] = BundleStore(app.config["BUNDLE_DIR"])
+
+    errors.init_app(app)
+    security.init_app(app)
+    app.register_blueprint(api.bp)
+    app.register_blueprint(stream.bp)
+    app.register_blueprint(pages.bp)
+    return app

@@ -1,0 +1,406 @@
+"""Session facts (SPEC §7.2) and run resolution (SPEC §7.3).
+
+Contract::
+
+    resolved = resolve_run(root, session_id, run_id=None)   # -> ResolvedRun, or a RunResolutionError
+    facts = build_session_facts(read_bundle(resolved.path),
+                                fallback_to_latest_run=resolved.fallback_to_latest_run)
+    facts = load_session_facts(root, session_id, run_id=None)  # the two steps together
+
+Facts are a per-turn projection of one run's journal: what each turn wrote (attributed slot writes
+and unattributed diffs), what is still missing (only as ``turn_finished`` recorded it, never
+inferred), which guards and verdict fired, the messages and tools, and ``repeated_asks`` — the
+answer to "why did the agent ask for the date twice?". Facts of a run never include another run's
+records, even when such a record found its way into the journal.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from operator import itemgetter
+from pathlib import Path
+from typing import Any
+
+from otel_session import layout
+from otel_session.read import BundleRead, RunInfo, iter_runs, read_bundle
+from otel_session.reduce import replay_state
+
+__all__ = [
+    "GUARD_CAP",
+    "InvalidId",
+    "ResolvedRun",
+    "RunNotFound",
+    "RunResolutionError",
+    "RunSessionMismatch",
+    "SessionNotFound",
+    "build_session_facts",
+    "load_session_facts",
+    "resolve_run",
+    "run_events",
+]
+
+GUARD_CAP = 24
+"""Guards listed per turn (and verdict candidates); the rest are counted in ``guards_truncated``."""
+
+NO_BOUNDARIES_NOTE = "the journal has no turn boundaries or turn indexes: all events are shown as one turn"
+
+_MAX_SESSION_ID_LENGTH = 1024
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SLOT_TYPES = ("slot_write", "slot_diff")
+
+
+# -- run resolution ------------------------------------------------------------------------------
+
+
+class RunResolutionError(Exception):
+    """A session or run could not be resolved. ``code`` and ``http_status`` map it onto the API."""
+
+    code = "resolution_error"
+    http_status = 404
+
+
+class InvalidId(RunResolutionError, ValueError):
+    """A session or run id is malformed (400)."""
+
+    code = "invalid_id"
+    http_status = 400
+
+
+class SessionNotFound(RunResolutionError, LookupError):
+    """The session has no runs (404)."""
+
+    code = "session_not_found"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} has no runs")
+        self.session_id = session_id
+
+
+class RunNotFound(RunResolutionError, LookupError):
+    """No run with this id exists (404)."""
+
+    code = "run_not_found"
+
+    def __init__(self, session_id: str, run_id: str) -> None:
+        super().__init__(f"run {run_id} not found in session {session_id!r}")
+        self.session_id = session_id
+        self.run_id = run_id
+
+
+class RunSessionMismatch(RunResolutionError):
+    """The run exists but belongs to another session (409)."""
+
+    code = "run_session_mismatch"
+    http_status = 409
+
+    def __init__(self, session_id: str, run_id: str, owner_session_id: str) -> None:
+        super().__init__(f"run {run_id} belongs to session {owner_session_id!r}, not to session {session_id!r}")
+        self.session_id = session_id
+        self.run_id = run_id
+        self.owner_session_id = owner_session_id
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """The run a request binds to, and whether it was chosen as the session's latest."""
+
+    session_id: str
+    run_id: str
+    path: Path
+    fallback_to_latest_run: bool
+    run: RunInfo
+
+
+def _check_session_id(session_id: object) -> str:
+    if not isinstance(session_id, str) or not session_id or len(session_id) > _MAX_SESSION_ID_LENGTH:
+        raise InvalidId(f"malformed session id {session_id!r}: expected 1 to {_MAX_SESSION_ID_LENGTH} characters")
+    if _CONTROL.search(session_id):
+        raise InvalidId(f"malformed session id {session_id!r}: control characters are not allowed")
+    return session_id
+
+
+def _latest_first(runs: Iterable[RunInfo]) -> list[RunInfo]:
+    return sorted(runs, key=lambda run: (run.created_at, run.run_id), reverse=True)
+
+
+def resolve_run(
+    root: str | os.PathLike[str], session_id: str, run_id: str | None = None, *, include_evals: bool = False
+) -> ResolvedRun:
+    """Bind ``session_id`` (and ``run_id`` if given) to one run bundle.
+
+    Without ``run_id`` the latest run is chosen (``created_at`` descending, then ``run_id``
+    descending) and ``fallback_to_latest_run`` is true. Raises ``InvalidId`` for malformed ids,
+    ``RunSessionMismatch`` when the run belongs to another session, ``SessionNotFound`` when the
+    session has no runs and ``RunNotFound`` for an unknown run. Eval runs only with ``include_evals``.
+    """
+    _check_session_id(session_id)
+    if run_id is not None and not layout.is_valid_run_id(run_id):
+        raise InvalidId(f"malformed run id {run_id!r}: expected 'run-' followed by a lower-case UUID")
+    runs = _latest_first(run for run in iter_runs(root, include_evals=include_evals) if run.session_id == session_id)
+    if run_id is None:
+        if not runs:
+            raise SessionNotFound(session_id)
+        latest = runs[0]
+        return ResolvedRun(session_id, latest.run_id, latest.path, True, latest)
+    for run in runs:
+        if run.run_id == run_id:
+            return ResolvedRun(session_id, run_id, run.path, False, run)
+    for run in iter_runs(root, include_evals=True):
+        if run.run_id == run_id:
+            raise RunSessionMismatch(session_id, run_id, run.session_id)
+    if not runs:
+        raise SessionNotFound(session_id)
+    raise RunNotFound(session_id, run_id)
+
+
+# -- facts ---------------------------------------------------------------------------------------
+
+
+def _payload(event: dict[str, Any]) -> dict[str, Any]:
+    payload = event.get("payload")
+    return payload if isinstance(payload, dict) else {}
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _str_list_or_none(value: Any) -> list[str] | None:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else None
+
+
+def _bundle_ids(bundle: BundleRead) -> tuple[str | None, str | None]:
+    if bundle.run_id is None and bundle.events:
+        return bundle.events[0]["session_id"], bundle.events[0]["run_id"]
+    return bundle.session_id, bundle.run_id
+
+
+def run_events(bundle: BundleRead) -> list[dict[str, Any]]:
+    """The bundle's own records (its manifest's session and run) in ``seq`` order, each ``seq`` once.
+
+    Records of another session or run that found their way into the journal are left out: feed
+    these, not ``bundle.events``, to the reducer and to facts.
+    """
+    session_id, run_id = _bundle_ids(bundle)
+    own = [event for event in bundle.events if event["run_id"] == run_id and event["session_id"] == session_id]
+    previous = 0
+    for event in own:  # a sound journal is already in strictly increasing seq order
+        if event["seq"] <= previous:
+            break
+        previous = event["seq"]
+    else:
+        return own
+    own.sort(key=itemgetter("seq"))
+    return [event for position, event in enumerate(own) if position == 0 or event["seq"] != own[position - 1]["seq"]]
+
+
+def _group_turns(events: list[dict[str, Any]]) -> tuple[dict[int, list[dict[str, Any]]], list[str]]:
+    """Group events by ``turn_index``, else by ``turn_started``/``turn_finished`` boundaries."""
+    turns: dict[int, list[dict[str, Any]]] = {}
+    current: int | None = None
+    highest = -1
+    for event in events:
+        turn_index = event.get("turn_index")
+        event_type = event["type"]
+        if type(turn_index) is not int:
+            turn_index = None
+        if event_type == "turn_started":
+            if turn_index is None:
+                turn_index = highest + 1
+            current = turn_index
+        elif turn_index is None:
+            turn_index = current
+            if turn_index is None:
+                continue  # run-level record (run_started, run_finished, …)
+        if event_type == "turn_finished" and turn_index == current:
+            current = None
+        highest = max(highest, turn_index)
+        group = turns.get(turn_index)
+        if group is None:
+            turns[turn_index] = [event]
+        else:
+            group.append(event)
+    if turns or not events:
+        return dict(sorted(turns.items())), []
+    return {0: list(events)}, [NO_BOUNDARIES_NOTE]
+
+
+def _duration_ms(started_at: Any, finished_at: Any) -> float | None:
+    if not isinstance(started_at, str) or not isinstance(finished_at, str):
+        return None
+    try:
+        delta = datetime.fromisoformat(finished_at.replace("Z", "+00:00")) - datetime.fromisoformat(
+            started_at.replace("Z", "+00:00")
+        )
+    except ValueError:
+        return None
+    return round(delta.total_seconds() * 1000, 3)
+
+
+_CONVERSATION_TYPES = frozenset({
+    "message_started", "assistant_delta", "message_finished",
+    "tool_execution_started", "tool_execution_updated", "tool_execution_finished",
+})
+
+
+def _conversation_events(events: list[dict[str, Any]], settled: set[str]) -> list[dict[str, Any]]:
+    """The events that shape a turn's messages and tools, without the folding work facts never see.
+
+    A settled ``message_finished`` replaces everything folded for its message, and deltas after a
+    finish are ignored, so of a ``settled`` message's deltas only the first (which may create the
+    message and make it an assistant's) changes the result; the rest are skipped.
+    """
+    kept, seen = [], set()
+    for event in events:
+        if event["type"] == "assistant_delta":
+            message_id = event.get("message_id")
+            if isinstance(message_id, str) and message_id in settled:
+                if message_id in seen:
+                    continue
+                seen.add(message_id)
+        kept.append(event)
+    return kept
+
+
+def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, Any],
+                previous: dict[str, Any] | None) -> dict[str, Any]:
+    started = finished = verdict_event = None
+    slot_writes, unattributed, guards, conversation = [], [], [], []
+    settled: set[str] = set()
+    guard_count = 0
+    for event in events:  # one pass: this runs over every event of the run
+        event_type = event["type"]
+        if event_type in _CONVERSATION_TYPES:
+            conversation.append(event)
+            if (event_type == "message_finished" and _payload(event).get("settled") is True
+                    and isinstance(event.get("message_id"), str)):
+                settled.add(event["message_id"])
+            continue
+        payload = _payload(event)
+        if event_type in _SLOT_TYPES:
+            if isinstance(payload.get("slot"), str):
+                entry = {"slot": payload["slot"], "value": payload.get("value"), "previous": payload.get("previous"),
+                         "seq": event["seq"]}
+                if event_type == "slot_write":
+                    slot_writes.append({**entry, "source": payload.get("source")})
+                else:
+                    unattributed.append(entry)
+        elif event_type == "guard_evaluated":
+            guard_count += 1
+            if guard_count <= GUARD_CAP:
+                guards.append({"name": payload.get("name"), "passed": payload.get("passed"),
+                               "state": payload.get("state"), "seq": event["seq"]})
+        elif event_type == "turn_started":
+            started = started or event
+        elif event_type == "turn_finished":
+            finished = event
+        elif event_type == "transition_verdict":
+            verdict_event = event
+    started_payload = _payload(started) if started else {}
+    finished_payload = _payload(finished) if finished else {}
+
+    verdict = None
+    if verdict_event is not None:
+        payload = _payload(verdict_event)
+        candidates = payload.get("candidates") if isinstance(payload.get("candidates"), list) else []
+        recorded_truncation = _int_or_none(payload.get("candidates_truncated")) or 0
+        verdict = {"from": payload.get("from"), "to": payload.get("to"), "reason": payload.get("reason"),
+                   "candidates": candidates[:GUARD_CAP],
+                   "candidates_truncated": recorded_truncation + max(0, len(candidates) - GUARD_CAP),
+                   "seq": verdict_event["seq"]}
+
+    replay = replay_state(_conversation_events(conversation, settled))
+    messages = [
+        {"message_id": message["message_id"], "role": message["role"], "settled": message["settled"],
+         "text": "".join(block["text"] for block in message["blocks"] if block["kind"] == "text")}
+        for message in replay["messages"]
+    ]
+    tools = [
+        {"tool_call_id": tool["tool_call_id"], "name": tool["name"], "status": tool["status"],
+         "duration_ms": _duration_ms(tool["started_at"], tool["finished_at"])}
+        for tool in replay["tools"]
+    ]
+
+    state_before = started_payload.get("state") if isinstance(started_payload.get("state"), str) else None
+    if state_before is None and previous is not None:
+        state_before = previous["state"]
+    state = finished_payload.get("state") if isinstance(finished_payload.get("state"), str) else None
+    if state is None and verdict is not None and isinstance(verdict["to"], str):
+        state = verdict["to"]
+    required = _str_list_or_none(finished_payload.get("required_slots"))
+    if required is None:
+        required = _str_list_or_none(started_payload.get("required_slots")) or []
+    missing = _str_list_or_none(finished_payload.get("missing_required_slots")) if finished else None
+
+    repeated: list[str] = []
+    asked_again = any(message["role"] == "assistant" for message in messages)
+    if missing and previous is not None and previous["missing_required_slots"] and asked_again:
+        repeated = [slot for slot in missing if slot in previous["missing_required_slots"] and slot in required]
+
+    return {
+        "turn_index": turn_index,
+        "state_before": state_before,
+        "state": state,
+        "finished": finished is not None,
+        "interrupted": finished_payload.get("interrupted") is True,
+        "first_seq": events[0]["seq"],
+        "last_seq": events[-1]["seq"],
+        "started_at": events[0].get("at"),
+        "finished_at": finished.get("at") if finished else None,
+        "required_slots_in_state": required,
+        "slots": slots,
+        "missing_required_slots": missing,
+        "slot_writes": slot_writes,
+        "unattributed_diffs": unattributed,
+        "guards": guards,
+        "guards_truncated": max(0, guard_count - GUARD_CAP),
+        "verdict": verdict,
+        "messages": messages,
+        "tools": tools,
+        "repeated_asks": repeated,
+    }
+
+
+def build_session_facts(bundle: BundleRead, *, fallback_to_latest_run: bool = False) -> dict[str, Any]:
+    """Return the per-turn facts of one run bundle (SPEC §7.2), with its integrity verdict."""
+    session_id, run_id = _bundle_ids(bundle)
+    events = run_events(bundle)
+    grouped, notes = _group_turns(events)
+    slot_events = [event for event in events if event["type"] in _SLOT_TYPES]
+    slots: dict[str, Any] = {}
+    applied = 0
+    turns: list[dict[str, Any]] = []
+    for turn_index, turn_events in grouped.items():
+        # Slots after the turn: every slot record of the run up to the turn's last seq, in seq order.
+        while applied < len(slot_events) and slot_events[applied]["seq"] <= turn_events[-1]["seq"]:
+            payload = _payload(slot_events[applied])
+            if isinstance(payload.get("slot"), str):
+                slots[payload["slot"]] = payload.get("value")
+            applied += 1
+        turns.append(_turn_facts(turn_index, turn_events, dict(slots), turns[-1] if turns else None))
+    foreign = len(bundle.events) - len(events)
+    if foreign:
+        notes.append(f"{foreign} record(s) of another session or run, or repeating a seq, were left out")
+    return {
+        "session_id": session_id,
+        "run_id": run_id,
+        "fallback_to_latest_run": fallback_to_latest_run,
+        "kind": (bundle.manifest or {}).get("kind"),
+        "created_at": (bundle.manifest or {}).get("created_at"),
+        "integrity": {"status": bundle.status.value, "diagnostics": [d.as_json() for d in bundle.diagnostics]},
+        "event_count": len(events),
+        "notes": notes,
+        "turns": turns,
+    }
+
+
+def load_session_facts(
+    root: str | os.PathLike[str], session_id: str, run_id: str | None = None, *, include_evals: bool = False
+) -> dict[str, Any]:
+    """Resolve the run (SPEC §7.3), read its bundle and build its facts."""
+    resolved = resolve_run(root, session_id, run_id, include_evals=include_evals)
+    return build_session_facts(read_bundle(resolved.path), fallback_to_latest_run=resolved.fallback_to_latest_run)

@@ -1,0 +1,292 @@
+"""Session facts over real bundles written by the real BundleWriter, and run resolution."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+
+from otel_session.facts import (
+    GUARD_CAP,
+    NO_BOUNDARIES_NOTE,
+    InvalidId,
+    RunNotFound,
+    RunSessionMismatch,
+    SessionNotFound,
+    build_session_facts,
+    load_session_facts,
+    resolve_run,
+    run_events,
+)
+from otel_session.read import read_bundle
+from otel_session.reduce import replay_state
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _turn(index: int, *, state_before: str, state: str, required: list[str], missing: list[str] | None,
+          user: str, assistant: list[str], writes=(), diffs=(), guards=(), verdict=None, tools=(), ids=True) -> list[tuple]:
+    """One turn of a booking conversation as (type, payload, ids) steps."""
+    turn = {"turn_index": index} if ids else {}
+    steps: list[tuple] = [("turn_started", {"state": state_before, "required_slots": required, "source": "user"}, turn)]
+    steps += [("message_started", {"role": "user"}, {**turn, "message_id": f"u{index}"}),
+              ("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": user}]},
+               {**turn, "message_id": f"u{index}"})]
+    for slot, value, source in writes:
+        steps.append(("slot_write", {"slot": slot, "value": value, "previous": None, "source": source}, turn))
+    for slot, value in diffs:
+        steps.append(("slot_diff", {"slot": slot, "value": value, "previous": None}, turn))
+    for name, passed in guards:
+        steps.append(("guard_evaluated", {"name": name, "passed": passed, "state": state_before}, turn))
+    if verdict is not None:
+        steps.append(("transition_verdict", verdict, turn))
+    for call_id, name, status in tools:
+        steps.append(("tool_execution_started", {"name": name, "arguments": {"q": "hmac:00"}}, {**turn, "tool_call_id": call_id}))
+        steps.append(("tool_execution_updated", {}, {**turn, "tool_call_id": call_id}))
+        steps.append(("tool_execution_finished", {"status": status}, {**turn, "tool_call_id": call_id}))
+    message = {**turn, "message_id": f"a{index}"}
+    steps.append(("message_started", {"role": "assistant"}, message))
+    for chunk in assistant:
+        steps.append(("assistant_delta", {"index": 0, "kind": "text", "delta": chunk}, message))
+    steps.append(("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": "".join(assistant)}]},
+                  message))
+    finished = {"state": state, "required_slots": required}
+    if missing is not None:
+        finished["missing_required_slots"] = missing
+    steps.append(("turn_finished", finished, turn))
+    return steps
+
+
+def _booking_script(ids: bool = True) -> list[tuple]:
+    return [
+        ("run_started", {"kind": "live", "agent": "booking"}, {}),
+        *_turn(0, state_before="greet", state="ask_date", required=["date", "party_size"], missing=["date"],
+               user="Table for 4 please", assistant=["Which ", "day?"], writes=[("party_size", "hmac:4a", "extract_party")],
+               diffs=[("phone", "mask:str:11")], guards=[("has_party_size", True), ("has_date", False)],
+               verdict={"from": "greet", "to": "ask_date", "reason": "date missing", "candidates": ["ask_date", "confirm"]},
+               tools=[("c1", "check_availability", "ok")], ids=ids),
+        *_turn(1, state_before="ask_date", state="ask_date", required=["date", "party_size"], missing=["date"],
+               user="Is there parking?", assistant=["Yes. ", "Which day?"], guards=[("has_date", False)],
+               verdict={"from": "ask_date", "to": "ask_date", "reason": "date still missing", "candidates": ["ask_date"]},
+               ids=ids),
+        *_turn(2, state_before="ask_date", state="confirm", required=[], missing=[], user="Friday",
+               assistant=["Booked."], writes=[("date", "hmac:fr", "extract_date")],
+               verdict={"from": "ask_date", "to": "confirm", "reason": "all slots", "candidates": ["confirm"]}, ids=ids),
+        ("run_finished", {"status": "ok"}, {}),
+    ]
+
+
+def test_booking_run_facts_answer_why_it_asked_twice(record_run):
+    path = record_run("call-42", _booking_script())
+    facts = build_session_facts(read_bundle(path))
+
+    assert (facts["session_id"], facts["run_id"], facts["fallback_to_latest_run"]) == ("call-42", path.name, False)
+    assert facts["integrity"] == {"status": "complete", "diagnostics": []}
+    assert facts["notes"] == []
+    first, second, third = facts["turns"]
+    assert [turn["turn_index"] for turn in facts["turns"]] == [0, 1, 2]
+    assert (first["state_before"], first["state"]) == ("greet", "ask_date")
+    assert first["required_slots_in_state"] == ["date", "party_size"]
+    assert first["missing_required_slots"] == ["date"]
+    assert [(w["slot"], w["value"], w["source"]) for w in first["slot_writes"]] == [("party_size", "hmac:4a", "extract_party")]
+    assert isinstance(first["slot_writes"][0]["seq"], int)
+    assert [(d["slot"], d["value"]) for d in first["unattributed_diffs"]] == [("phone", "mask:str:11")]
+    assert first["slots"] == {"party_size": "hmac:4a", "phone": "mask:str:11"}
+    assert [(g["name"], g["passed"]) for g in first["guards"]] == [("has_party_size", True), ("has_date", False)]
+    assert first["guards_truncated"] == 0
+    assert first["verdict"]["to"] == "ask_date" and first["verdict"]["candidates"] == ["ask_date", "confirm"]
+    assert [(m["role"], m["text"]) for m in first["messages"]] == [("user", "Table for 4 please"), ("assistant", "Which day?")]
+    assert [(t["name"], t["status"]) for t in first["tools"]] == [("check_availability", "ok")]
+    assert first["tools"][0]["duration_ms"] == pytest.approx(2.0)  # the fixture clock ticks 1 ms per event
+    assert first["repeated_asks"] == []
+
+    assert second["repeated_asks"] == ["date"]
+    assert second["slot_writes"] == [] and second["slots"] == first["slots"]
+
+    assert (third["state_before"], third["state"], third["missing_required_slots"]) == ("ask_date", "confirm", [])
+    assert third["slots"]["date"] == "hmac:fr"
+    assert third["repeated_asks"] == []
+
+
+def test_turn_boundaries_group_events_without_turn_indexes(record_run):
+    path = record_run("call-43", _booking_script(ids=False))
+    facts = build_session_facts(read_bundle(path))
+    assert [turn["turn_index"] for turn in facts["turns"]] == [0, 1, 2]
+    assert facts["turns"][1]["repeated_asks"] == ["date"]
+    assert [m["text"] for m in facts["turns"][2]["messages"]] == ["Friday", "Booked."]
+
+
+def test_missing_slots_are_never_inferred(record_run):
+    script = [step for step in _turn(0, state_before="ask_date", state="ask_date", required=["date"], missing=None,
+                                     user="hi", assistant=["Which day?"]) if step[0] != "turn_finished"]
+    facts = build_session_facts(read_bundle(record_run("call-44", script)))
+    (turn,) = facts["turns"]
+    assert turn["missing_required_slots"] is None
+    assert turn["finished"] is False
+    assert turn["required_slots_in_state"] == ["date"]
+    assert turn["repeated_asks"] == []
+
+
+def test_guards_are_capped_and_the_rest_counted(record_run):
+    guards = [(f"guard_{n}", n % 2 == 0) for n in range(GUARD_CAP + 6)]
+    candidates = [f"state_{n}" for n in range(30)]
+    script = _turn(0, state_before="a", state="b", required=[], missing=[], user="x", assistant=["y"], guards=guards,
+                   verdict={"from": "a", "to": "b", "reason": "r", "candidates": candidates, "candidates_truncated": 2})
+    (turn,) = build_session_facts(read_bundle(record_run("call-45", script)))["turns"]
+    assert len(turn["guards"]) == GUARD_CAP and turn["guards_truncated"] == 6
+    assert turn["guards"][-1]["name"] == f"guard_{GUARD_CAP - 1}"
+    assert len(turn["verdict"]["candidates"]) == GUARD_CAP and turn["verdict"]["candidates_truncated"] == 2 + 6
+
+
+def test_journal_without_boundaries_is_one_turn_and_says_so(record_run):
+    script = [("run_started", {"kind": "live"}, {}),
+              ("message_started", {"role": "assistant"}, {"message_id": "m"}),
+              ("assistant_delta", {"index": 0, "kind": "text", "delta": "hello"}, {"message_id": "m"}),
+              ("slot_write", {"slot": "date", "value": "hmac:1", "source": "tool"}, {})]
+    facts = build_session_facts(read_bundle(record_run("call-46", script)))
+    assert facts["notes"] == [NO_BOUNDARIES_NOTE]
+    (turn,) = facts["turns"]
+    assert turn["turn_index"] == 0 and turn["missing_required_slots"] is None
+    assert [m["text"] for m in turn["messages"]] == ["hello"]
+    assert turn["slot_writes"][0]["slot"] == "date"
+
+
+def test_facts_of_one_run_never_include_another_runs_events(record_run):
+    script_a = _booking_script()
+    script_b = [("turn_started", {"state": "leak", "required_slots": ["secret"]}, {"turn_index": 0}),
+                ("slot_write", {"slot": "secret", "value": "hmac:bb", "source": "b"}, {"turn_index": 0}),
+                ("turn_finished", {"state": "leak", "required_slots": ["secret"], "missing_required_slots": []}, {"turn_index": 0})]
+    path_a = record_run("call-47", script_a)
+    path_b = record_run("call-47", script_b)
+    # A record of run B that ended up in run A's journal (e.g. a misrouted write) must not leak.
+    foreign = read_bundle(path_b).events[1]
+    with open(path_a / "events.ndjson", "ab") as journal:
+        journal.write(orjson.dumps({**foreign, "seq": 10_000}) + b"\n")
+
+    facts_a = build_session_facts(read_bundle(path_a))
+    dumped = orjson.dumps(facts_a["turns"])
+    assert b"hmac:bb" not in dumped and b"leak" not in dumped
+    assert facts_a["integrity"]["status"] == "invalid"
+    assert any("another session or run" in note for note in facts_a["notes"])
+    replayed = replay_state(run_events(read_bundle(path_a)))
+    assert replayed["run_id"] == path_a.name and "secret" not in replayed["slots"]
+    facts_b = build_session_facts(read_bundle(path_b))
+    assert b"hmac:4a" not in orjson.dumps(facts_b) and len(facts_b["turns"]) == 1
+
+
+def test_integrity_of_a_recording_run_with_a_torn_tail(record_run):
+    path = record_run("call-48", _booking_script()[:8], close=False)
+    with open(path / "events.ndjson", "ab") as journal:
+        journal.write(b'{"seq": 9, "at": "2026-')
+    facts = build_session_facts(read_bundle(path))
+    assert facts["integrity"]["status"] == "recording"
+    assert [d["code"] for d in facts["integrity"]["diagnostics"]] == ["torn_tail"]
+    assert facts["turns"][0]["finished"] is False
+
+
+# -- run resolution ------------------------------------------------------------------------------
+
+SAME_TIME = 1_900_000_000_000_000_000
+
+
+def _run_id(n: int) -> str:
+    return f"run-{uuid.UUID(int=n)}"
+
+
+@pytest.fixture
+def three_runs(record_run):
+    """Session ``s1`` with runs 1 (oldest), then 2 and 3 created at the same instant; ``s2`` with run 9."""
+    record_run("s1", [], run_id=_run_id(1), created_at_ns=SAME_TIME - 10**9)
+    record_run("s1", [], run_id=_run_id(3), created_at_ns=SAME_TIME)
+    record_run("s1", [], run_id=_run_id(2), created_at_ns=SAME_TIME)
+    record_run("s2", [], run_id=_run_id(9), created_at_ns=SAME_TIME + 10**9)
+
+
+@pytest.mark.parametrize(
+    ("session_id", "run_id", "expected_run", "fallback"),
+    [
+        ("s1", None, _run_id(3), True),  # created_at tie: run_id descending wins
+        ("s1", _run_id(1), _run_id(1), False),
+        ("s1", _run_id(2), _run_id(2), False),
+        ("s2", None, _run_id(9), True),
+    ],
+)
+def test_resolve_run_binds_the_requested_or_latest_run(tmp_path, three_runs, session_id, run_id, expected_run, fallback):
+    resolved = resolve_run(tmp_path, session_id, run_id)
+    assert (resolved.session_id, resolved.run_id, resolved.fallback_to_latest_run) == (session_id, expected_run, fallback)
+    assert resolved.path.name == expected_run and resolved.run.session_id == session_id
+
+
+@pytest.mark.parametrize(
+    ("session_id", "run_id", "error", "status", "words"),
+    [
+        ("s1", _run_id(9), RunSessionMismatch, 409, ["s1", "s2", _run_id(9)]),
+        ("nobody", None, SessionNotFound, 404, ["nobody"]),
+        ("nobody", _run_id(7), SessionNotFound, 404, ["nobody"]),
+        ("s1", _run_id(7), RunNotFound, 404, [_run_id(7), "s1"]),
+        ("s1", "run-../../etc", InvalidId, 400, ["malformed run id"]),
+        ("s1", "RUN-00000000-0000-0000-0000-000000000001", InvalidId, 400, ["malformed run id"]),
+        ("", None, InvalidId, 400, ["malformed session id"]),
+        ("bad\x00id", None, InvalidId, 400, ["control characters"]),
+    ],
+)
+def test_resolve_run_errors(tmp_path, three_runs, session_id, run_id, error, status, words):
+    with pytest.raises(error) as raised:
+        resolve_run(tmp_path, session_id, run_id)
+    assert raised.value.http_status == status
+    assert all(word in str(raised.value) for word in words)
+    if error is InvalidId:
+        assert isinstance(raised.value, ValueError)
+
+
+def test_eval_runs_resolve_only_when_asked(tmp_path, writer):
+    run = writer.open_run(session_id="s-eval", run_id=_run_id(5), kind="eval", eval_id="nightly")
+    run.close()
+    writer.force_flush()
+    with pytest.raises(SessionNotFound):
+        resolve_run(tmp_path, "s-eval")
+    assert resolve_run(tmp_path, "s-eval", include_evals=True).run.kind == "eval"
+
+
+def test_load_session_facts_reports_the_fallback(tmp_path, record_run):
+    older = record_run("s3", _booking_script(), created_at_ns=SAME_TIME)
+    newer = record_run("s3", _booking_script()[:3], created_at_ns=SAME_TIME + 10**6)
+    latest = load_session_facts(tmp_path, "s3")
+    assert (latest["run_id"], latest["fallback_to_latest_run"]) == (newer.name, True)
+    chosen = load_session_facts(tmp_path, "s3", older.name)
+    assert (chosen["run_id"], chosen["fallback_to_latest_run"], len(chosen["turns"])) == (older.name, False, 3)
+
+
+@pytest.mark.parametrize(
+    "journal",
+    sorted(p for p in (REPO / "fixtures" / "replay").glob("*.ndjson") if not p.name.endswith(".expected.ndjson")),
+    ids=lambda path: path.stem,
+)
+def test_facts_of_every_shared_fixture_journal_never_raise(tmp_path, journal):
+    (tmp_path / "events.ndjson").write_bytes(journal.read_bytes())
+    bundle = read_bundle(tmp_path)  # no run.json or capture.json: invalid, yet its events still have facts
+    facts = build_session_facts(bundle)
+    assert facts["integrity"]["status"] == "invalid"
+    assert facts["run_id"] == bundle.events[0]["run_id"]
+    orjson.dumps(facts)
+
+
+@pytest.mark.parametrize(
+    "journal",
+    sorted(p for p in (REPO / "fixtures" / "replay").glob("*.ndjson") if not p.name.endswith(".expected.ndjson")),
+    ids=lambda path: path.stem,
+)
+def test_skipping_settled_deltas_changes_no_message_or_tool(tmp_path, journal):
+    from otel_session.facts import _conversation_events
+
+    (tmp_path / "events.ndjson").write_bytes(journal.read_bytes())
+    events = run_events(read_bundle(tmp_path))
+    settled = {e["message_id"] for e in events if e["type"] == "message_finished" and isinstance(e.get("payload"), dict)
+               and e["payload"].get("settled") is True and isinstance(e.get("message_id"), str)}
+    full, lean = replay_state(events), replay_state(_conversation_events(events, settled))
+    strip = lambda messages: [{k: v for k, v in m.items() if k != "turn_index"} for m in messages]
+    assert strip(lean["messages"]) == strip(full["messages"])
+    assert [{k: v for k, v in t.items() if k != "turn_index"} for t in lean["tools"]] == [
+        {k: v for k, v in t.items() if k != "turn_index"} for t in full["tools"]]

@@ -1,0 +1,329 @@
+"""The viewer in Debian's Chromium (Playwright for Python, sync API; never a downloaded browser).
+
+Set ``OTEL_SESSION_UPDATE_SCREENSHOTS=1`` to refresh ``docs/screenshots/*.png`` from these tests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+playwright_sync = pytest.importorskip("playwright.sync_api")
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"{CHROMIUM} is missing (make browser installs Debian's chromium)")
+    with playwright_sync.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
+    yield page
+    context.close()
+
+
+def screenshot(page, name: str, tmp_path: Path) -> None:
+    target = SCREENSHOTS if os.environ.get("OTEL_SESSION_UPDATE_SCREENSHOTS") == "1" else tmp_path
+    target.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(target / f"{name}.png"), full_page=False)
+
+
+def cursor(page) -> int:
+    return int(page.get_attribute("#cursor-label", "data-seq"))
+
+
+def test_sessions_page_lists_and_searches(page, serve, sample, tmp_path):
+    server = serve(sample.root)
+    page.goto(f"{server.url}/")
+    page.wait_for_selector("body[data-ready=true]")
+    rows = page.locator("#sessions tbody tr")
+    assert rows.count() == 5  # call-42 has two runs; eval runs are not listed
+    assert page.locator("#sessions tbody tr").first.get_attribute("data-session-id") == "call-42"
+    screenshot(page, "sessions", tmp_path)
+    page.fill("#search", "call-7")
+    assert page.locator("#sessions tbody tr").count() == 1
+    page.fill("#search", sample.older_run[:14])
+    assert page.locator("#sessions tbody tr").count() >= 1
+    assert not page.errors
+
+
+def test_session_page_shows_facts_of_the_latest_run(page, serve, sample, tmp_path):
+    server = serve(sample.root)
+    page.goto(f"{server.url}/sessions/call-42")
+    page.wait_for_selector("body[data-ready=true]")
+    assert "latest run" in page.inner_text("#facts-binding")
+    assert sample.latest_run in page.inner_text("#facts-binding")
+    rows = page.locator("#facts tbody tr")
+    assert rows.count() == 3
+    first = rows.nth(0)
+    assert first.locator("td.state").inner_text() == "ask_date → ask_date"
+    triad = first.locator(".triad").inner_text()
+    assert re.search(r"filled\s+party_size", triad) and re.search(r"missing\s+date", triad)
+    assert "party_size ← nlu" in first.inner_text()
+    repeated = page.locator("#facts tbody tr.repeated")
+    assert repeated.count() == 1 and "asked again: date" in repeated.inner_text()
+    last = rows.nth(2)
+    assert "date (unattributed)" in last.inner_text()
+    assert last.locator("td.verdict").inner_text() == "ask_date → confirm: slots filled"
+    assert "✓ date_present" in last.inner_text()
+    assert page.get_attribute("#integrity", "data-status") == "complete"
+    assert page.locator("#runs tbody tr.selected").get_attribute("data-run-id") == sample.latest_run
+    screenshot(page, "session", tmp_path)
+    page.fill("#feedback textarea", "asked for the date twice")
+    page.select_option("#feedback select", "2")
+    page.click("#feedback button")
+    page.wait_for_function("() => document.getElementById('feedback-result').textContent.startsWith('Saved')")
+    assert "(the latest run)" in page.inner_text("#feedback-result")
+    feedback = sample.root / "sessions" / "call-42" / sample.latest_run / "feedback.ndjson"
+    assert "asked for the date twice" in feedback.read_text()
+    assert not page.errors
+
+
+def test_session_page_with_a_chosen_run(page, serve, sample):
+    server = serve(sample.root)
+    page.goto(f"{server.url}/sessions/call-42?run_id={sample.older_run}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.inner_text("#facts-binding").startswith("Showing the chosen run")
+    assert page.locator("#runs tbody tr.selected").get_attribute("data-run-id") == sample.older_run
+
+
+def test_replay_seek_step_jump_and_play_at_10x(page, serve, sample, tmp_path):
+    server = serve(sample.root)
+    page.goto(f"{server.url}/sessions/call-42/runs/{sample.latest_run}")
+    page.wait_for_selector("body[data-ready=true]")
+    last = int(page.get_attribute("#cursor", "max"))
+    assert cursor(page) == last
+    assert page.locator(".tool").count() == 2
+    assert page.locator(".tool .status-error").count() == 1 and page.locator(".tool .status-ok").count() == 1
+    assert "Friday is free." in page.inner_text("#conversation")
+    screenshot(page, "replay", tmp_path)
+    # Seek into the middle of the first streamed reply: partial text, marked as streaming.
+    first_delta = 8  # run_started, turn_started, user message (2), slot_write, guard, message_started, delta
+    page.eval_on_selector("#cursor", "(el, v) => { el.value = v; el.dispatchEvent(new Event('input')); }", first_delta + 1)
+    page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{first_delta + 1}'")
+    streaming = page.locator("article.msg.partial")
+    assert streaming.count() == 1 and streaming.inner_text().endswith("Which da")
+    assert "Friday" not in page.inner_text("#conversation")
+    page.click("#step-forward")
+    page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{first_delta + 2}'")
+    page.click("#step-back")
+    page.click("#step-back")
+    page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{first_delta}'")
+    # Jump to turn 2.
+    option = page.locator("#turn-jump option", has_text="turn 2")
+    page.select_option("#turn-jump", option.get_attribute("value"))
+    page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{option.get_attribute('value')}'")
+    assert page.inner_text("#p-turn") == "2"
+    # Play at 10x from the start: the cursor only moves forward and reaches the end.
+    page.eval_on_selector("#cursor", "(el) => { el.value = 0; el.dispatchEvent(new Event('input')); }")
+    page.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '0'")
+    page.select_option("#speed", "10")
+    page.click("#play")
+    seen = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        seen.append(cursor(page))
+        if page.get_attribute("body", "data-playing") == "false" and seen[-1] == last:
+            break
+        time.sleep(0.05)
+    assert seen[-1] == last
+    assert seen == sorted(seen), seen
+    assert len(set(seen)) > 3, seen  # it moved through intermediate states
+    assert not page.errors
+
+
+def test_follow_a_recording_run_while_a_writer_appends(page, serve, live_writer, journal, tmp_path):
+    run = live_writer.open_run(session_id="live-2", run_id="run-00000000-0000-4000-8000-000000000002", created_at_ns=journal.BASE_NS)
+    script = journal.Script(run, journal.BASE_NS)
+    script("run_started", {"kind": "live", "agent": "booking"})
+    script("turn_started", {"state": "ask_date", "required_slots": ["date"]}, turn_index=0)
+    script("message_started", {"role": "assistant"}, turn_index=0, message_id="m1")
+    assert live_writer.force_flush()
+    server = serve(live_writer.root)
+    page.goto(f"{server.url}/sessions/live-2/runs/{run.run_id}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.get_attribute("body", "data-following") == "true"
+    panel_box = page.locator("#panel").bounding_box()
+    stop = threading.Event()
+
+    def produce() -> None:
+        for index in range(40):
+            if stop.is_set():
+                return
+            script("assistant_delta", {"index": 0, "kind": "text", "delta": f"word{index} "}, turn_index=0, message_id="m1")
+            live_writer.force_flush()
+            time.sleep(0.03)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    page.wait_for_function("() => document.getElementById('conversation').textContent.includes('word10 ')")
+    assert page.locator("#panel").bounding_box() == panel_box  # fixed-size panel: no reflow while streaming
+    page.wait_for_function("() => document.getElementById('conversation').textContent.includes('word39 ')")
+    producer.join(10)
+    assert cursor(page) == 43
+    # The user scrolls the conversation: follow mode detaches; new events do not move the cursor.
+    page.mouse.move(300, 500)
+    page.locator("#conversation").dispatch_event("wheel")
+    page.wait_for_selector("body[data-following=false]")
+    screenshot(page, "replay-follow", tmp_path)
+    script("assistant_delta", {"index": 0, "kind": "text", "delta": "late "}, turn_index=0, message_id="m1")
+    live_writer.force_flush()
+    page.wait_for_function("() => Number(document.getElementById('cursor').max) === 44")
+    assert cursor(page) == 43
+    page.click("#follow")
+    page.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '44'")
+    assert page.get_attribute("body", "data-following") == "true"
+    # The run ends: the stream ends, integrity turns complete, follow mode goes away.
+    run.close(run_status="ok")
+    live_writer.force_flush()
+    page.wait_for_function("() => document.getElementById('integrity').dataset.status === 'complete'")
+    page.wait_for_selector("#follow", state="hidden")
+    assert page.locator("#panel").bounding_box() == panel_box
+    stop.set()
+    assert not page.errors
+
+
+def test_open_a_downloaded_bundle_offline(page, serve, sample, tmp_path):
+    server = serve(sample.root)
+    page.goto(f"{server.url}/sessions/call-42/runs/{sample.latest_run}")
+    page.wait_for_selector("body[data-ready=true]")
+    with page.expect_download() as download_info:
+        page.evaluate("(url) => { const a = document.createElement('a'); a.href = url; a.download = ''; document.body.append(a); a.click(); }",
+                      f"/api/sessions/call-42/runs/{sample.latest_run}/bundle")
+    bundle_file = tmp_path / "bundle.tar"
+    download_info.value.save_as(bundle_file)
+    # A fresh page with the server's API blocked: the replay must come from the file alone.
+    offline = page.context.new_page()
+    api_calls = []
+    offline.route("**/api/**", lambda route: (api_calls.append(route.request.url), route.abort()))
+    offline.goto(f"{server.url}/open")
+    offline.set_input_files("#bundle-file", str(bundle_file))
+    offline.wait_for_selector("body[data-ready=true]")
+    assert offline.get_attribute("body", "data-mode") == "offline"
+    assert "Friday is free." in offline.inner_text("#conversation")
+    assert offline.get_attribute("#integrity", "data-status") == "complete"
+    assert int(offline.get_attribute("#cursor", "max")) == int(page.get_attribute("#cursor", "max"))
+    offline.eval_on_selector("#cursor", "(el) => { el.value = 9; el.dispatchEvent(new Event('input')); }")
+    offline.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '9'")
+    assert offline.locator("article.msg.partial").inner_text().endswith("Which da")
+    screenshot(offline, "offline", tmp_path)
+    assert api_calls == []
+
+
+def test_offline_bundle_shows_its_integrity_problems(page, serve, sample, tmp_path):
+    import tarfile
+
+    run_dir = sample.root / "sessions" / "call-42" / sample.latest_run
+    events = run_dir / "events.ndjson"
+    lines = events.read_bytes().splitlines(keepends=True)
+    events.write_bytes(b"".join(lines[:5] + lines[6:]) + b'{"seq": 99, "torn')
+    (run_dir / "capture.json").unlink()
+    archive_path = tmp_path / "damaged.tar"
+    with tarfile.open(archive_path, "w", format=tarfile.USTAR_FORMAT) as archive:
+        for name in ("run.json", "events.ndjson"):
+            archive.add(run_dir / name, arcname=f"{sample.latest_run}/{name}")
+    server = serve(sample.root)
+    page.goto(f"{server.url}/open")
+    page.set_input_files("#bundle-file", str(archive_path))
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.get_attribute("#integrity", "data-status") == "invalid"
+    labels = page.inner_text("#integrity")
+    for label in ("missing capture", "gap", "torn tail"):
+        assert label in labels
+
+
+def test_failed_capture_and_upstream_drop_have_their_own_labels(page, serve, live_writer):
+    run = live_writer.open_run(session_id="failing", run_id="run-00000000-0000-4000-8000-000000000003")
+    run.append("run_started", {"kind": "live"})
+    run.append("upstream_drop", {"dropped_events": 3, "dropped_attributes": 0})
+    run.append("assistant_delta", {"index": 0, "kind": "text", "delta": "x" * (2 << 20)}, message_id="m1")  # over 1 MiB
+    live_writer.force_flush()
+    run.wait_sealed(5)
+    server = serve(live_writer.root)
+    page.goto(f"{server.url}/sessions/failing/runs/{run.run_id}")
+    page.wait_for_selector("body[data-ready=true]")
+    labels = page.inner_text("#integrity")
+    assert "failed capture: event_too_large" in labels
+    assert "upstream drop" in labels
+
+
+def test_journal_markup_is_shown_as_text_and_never_runs(page, serve, sample, journal):
+    XSS_TEXT = journal.XSS_TEXT
+    server = serve(sample.root)
+    for url in (f"/sessions/xss/runs/{sample.xss_run}", "/sessions/xss", "/"):
+        page.goto(f"{server.url}{url}")
+        page.wait_for_selector("body[data-ready=true]")
+        page.wait_for_timeout(200)
+        assert page.evaluate("window.__xss === undefined"), url
+        assert page.locator("#conversation img, #facts img, main script").count() == 0
+    page.goto(f"{server.url}/sessions/xss/runs/{sample.xss_run}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert XSS_TEXT in page.inner_text("#conversation")
+    page.goto(f"{server.url}/sessions/xss")
+    page.wait_for_selector("body[data-ready=true]")
+    assert XSS_TEXT[:40] in page.inner_text("#facts")
+    assert page.evaluate("window.__xss === undefined")
+
+
+def test_a_seq_gap_in_the_live_stream_reloads_the_snapshot(page, serve, tmp_path):
+    """Partial recovery is forbidden: on a gap the page drops its state and reloads `…/events`."""
+    import json
+
+    run_id = "run-00000000-0000-4000-8000-000000000004"
+    run_dir = tmp_path / "gap-root" / "sessions" / "gappy" / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"schema": "otel-session.run.v1", "session_id": "gappy", "run_id": run_id,
+                                                  "kind": "live", "created_at": "2026-11-30T00:00:00.000000Z", "service": "t"}))
+    (run_dir / "capture.json").write_text(json.dumps({"schema": "otel-session.capture.v1", "status": "recording", "event_count": 0}))
+
+    def line(seq: int, text: str) -> str:
+        return json.dumps({"seq": seq, "at": f"2026-11-30T00:00:0{seq}.000000Z", "type": "assistant_delta", "session_id": "gappy",
+                           "run_id": run_id, "message_id": "m1", "payload": {"index": 0, "kind": "text", "delta": text}}) + "\n"
+
+    events = run_dir / "events.ndjson"
+    events.write_text(line(1, "one ") + line(2, "two "))
+    snapshots = []
+    page.on("request", lambda request: snapshots.append(request.url) if "/events?" in request.url else None)
+    server = serve(tmp_path / "gap-root")
+    page.goto(f"{server.url}/sessions/gappy/runs/{run_id}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert len(snapshots) == 1
+    with events.open("a") as handle:
+        handle.write(line(4, "four "))  # seq 3 never arrives
+    page.wait_for_function("() => document.getElementById('conversation').textContent.includes('four')")
+    page.wait_for_function("() => document.getElementById('integrity').textContent.includes('gap')")
+    assert len(snapshots) == 2
+    with events.open("a") as handle:
+        handle.write(line(5, "five "))
+    page.wait_for_function("() => document.getElementById('conversation').textContent.includes('five')")
+    assert len(snapshots) == 2  # the next record continues the stream: no further reload
+    assert cursor(page) == 5

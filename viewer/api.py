@@ -1,0 +1,135 @@
+"""The JSON API (SPEC §8.2). Read-only except feedback; errors are ``{"error", "message"}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from otel_session import facts, reduce
+from otel_session.layout import safe_dir_name
+
+from .errors import ApiError
+from .store import BundleStore, ResolvedRun
+
+__all__ = ["bp", "store"]
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+
+_DEFAULT_PAGE = 1000
+_MAX_PAGE = 10_000
+_RATINGS = range(1, 6)
+
+
+def store() -> BundleStore:
+    return current_app.extensions["otel_session_store"]
+
+
+def _int_arg(name: str, default: int | None, *, minimum: int, maximum: int | None = None) -> int | None:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or len(raw) > 12:
+        raise ApiError(400, "bad_parameter", f"{name} must be a non-negative integer")
+    value = int(raw)
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = f" and at most {maximum}" if maximum is not None else ""
+        raise ApiError(400, "bad_parameter", f"{name} must be at least {minimum}{upper}")
+    return value
+
+
+def _run_ids(run: ResolvedRun) -> dict[str, Any]:
+    return {"session_id": run.session_id, "run_id": run.run_id}
+
+
+@bp.get("/sessions")
+def sessions() -> Response:
+    """List live sessions, each with its runs, newest first."""
+    return jsonify(sessions=store().sessions())
+
+
+@bp.get("/sessions/<path:session_id>/runs")
+def runs(session_id: str) -> Response:
+    """List the runs of one session, newest first."""
+    return jsonify(session_id=session_id, runs=store().runs(session_id))
+
+
+@bp.get("/sessions/<path:session_id>/facts")
+def session_facts(session_id: str) -> Response:
+    """Per-turn facts of one run: the one named by ``run_id``, else the latest (and say so)."""
+    run = store().resolve(session_id, request.args.get("run_id"))
+    bundle = store().read(run)
+    built = facts.build_session_facts(bundle, fallback_to_latest_run=run.fallback_to_latest_run)
+    built["integrity"] = {**built["integrity"], "capture": bundle.capture}
+    return jsonify(built)
+
+
+@bp.get("/sessions/<path:session_id>/runs/<run_id>/events")
+def events(session_id: str, run_id: str) -> Response:
+    """A page of the run's own records (``facts.run_events``: seq order, each seq once) above ``after_seq``."""
+    after_seq = _int_arg("after_seq", 0, minimum=0)
+    limit = _int_arg("limit", _DEFAULT_PAGE, minimum=1, maximum=_MAX_PAGE)
+    run = store().resolve(session_id, run_id)
+    bundle = store().read(run)
+    selected = [event for event in facts.run_events(bundle) if event["seq"] > after_seq]
+    page = selected[:limit]
+    more = len(selected) > limit
+    answer = {
+        **_run_ids(run),
+        "events": page,
+        "next_after_seq": page[-1]["seq"] if more else None,
+        "capture_status": (bundle.capture or {}).get("status"),
+        "integrity": bundle.status.value,
+    }
+    return Response(orjson.dumps(answer), mimetype="application/json")  # pages are large: orjson
+
+
+@bp.get("/sessions/<path:session_id>/runs/<run_id>/state")
+def state(session_id: str, run_id: str) -> Response:
+    """The replay state at ``seq`` (default: the newest record), as canonical JSON."""
+    seq = _int_arg("seq", None, minimum=0)
+    run = store().resolve(session_id, run_id)
+    return Response(reduce.canonical_json(store().state(run, seq)), mimetype="application/json")
+
+
+@bp.get("/sessions/<path:session_id>/runs/<run_id>/integrity")
+def integrity(session_id: str, run_id: str) -> Response:
+    """The reader's verdict on the bundle: status and diagnostics."""
+    run = store().resolve(session_id, run_id)
+    bundle = store().read(run)
+    return jsonify(
+        {**bundle.as_json(), "path": store().relative(bundle.path), **_run_ids(run), "capture": bundle.capture}
+    )
+
+
+@bp.get("/sessions/<path:session_id>/runs/<run_id>/bundle")
+def bundle(session_id: str, run_id: str) -> Response:
+    """Download the run directory as an uncompressed tar (the page can replay it offline)."""
+    run = store().resolve(session_id, run_id)
+    filename = f"{safe_dir_name(run.session_id)}_{run.run_id}.tar"
+    return Response(
+        store().bundle_tar(run),
+        mimetype="application/x-tar",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
+@bp.post("/sessions/<path:session_id>/feedback")
+def feedback(session_id: str) -> tuple[Response, int]:
+    """Record a rating and comment on a run (the latest when no ``run_id`` is given)."""
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise ApiError(400, "bad_json", "the body must be a JSON object {run_id?, rating, comment}")
+    run_id = body.get("run_id")
+    rating = body.get("rating")
+    comment = body.get("comment", "")
+    if run_id is not None and not isinstance(run_id, str):
+        raise ApiError(400, "malformed_run_id", "run_id must be a string")
+    if type(rating) is not int or rating not in _RATINGS:
+        raise ApiError(400, "bad_feedback", "rating must be an integer from 1 to 5")
+    if not isinstance(comment, str):
+        raise ApiError(400, "bad_feedback", "comment must be a string")
+    run = store().resolve(session_id, run_id)
+    record = store().append_feedback(run, rating=rating, comment=comment)
+    return jsonify(**_run_ids(run), fallback_to_latest_run=run.fallback_to_latest_run, at=record["at"]), 201

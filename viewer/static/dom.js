@@ -1,0 +1,76 @@
+// Small DOM and fetch helpers shared by the pages. Text only ever goes in as text nodes:
+// nothing in the viewer assigns innerHTML, so journal strings can never become markup.
+
+/** Build an element: h("td", {class: "x", title: "y"}, "text", childNode, [more]). */
+export function h(tag, attrs = {}, ...children) {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "class") element.className = value;
+    else if (name === "dataset") Object.assign(element.dataset, value);
+    else if (name.startsWith("on")) element.addEventListener(name.slice(2), value);
+    else element.setAttribute(name, value === true ? "" : String(value));
+  }
+  append(element, children);
+  return element;
+}
+
+function append(element, children) {
+  for (const child of children) {
+    if (child === undefined || child === null || child === false) continue;
+    if (Array.isArray(child)) append(element, child);
+    else if (child instanceof Node) element.append(child);
+    else element.append(document.createTextNode(String(child)));
+  }
+}
+
+/** Replace the children of `element` (text-safe). */
+export function fill(element, ...children) {
+  element.replaceChildren();
+  append(element, children);
+  return element;
+}
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** GET (or send) JSON from the viewer API; errors become ApiError with the server's code. */
+export async function api(path, init = {}) {
+  const response = await fetch(path, { credentials: "same-origin", ...init });
+  let body = null;
+  try {
+    body = await response.json();
+  } catch {
+    body = null;
+  }
+  if (!response.ok) {
+    throw new ApiError(response.status, body?.error ?? "http_error", body?.message ?? response.statusText);
+  }
+  return body;
+}
+
+export const enc = encodeURIComponent;
+
+export function runPath(sessionId, runId) {
+  return `/api/sessions/${enc(sessionId)}/runs/${enc(runId)}`;
+}
+
+export function showError(error) {
+  const target = document.getElementById("error");
+  if (!target) return;
+  target.hidden = false;
+  target.textContent = error instanceof ApiError ? `${error.code}: ${error.message}` : String(error?.message ?? error);
+}
+
+export function badge(text, kind = text) {
+  return h("span", { class: `badge status-${kind ?? "none"}` }, text ?? "none");
+}
+
+export function shortTime(at) {
+  return typeof at === "string" ? at.replace("T", " ").replace(/\.\d+Z$/, "Z") : "";
+}

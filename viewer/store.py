@@ -1,0 +1,268 @@
+"""The viewer's read side of the bundle root: the live index, strict run lookup, downloads, feedback.
+
+Contract::
+
+    store = BundleStore(root)
+    store.sessions()                          # [{session_id, runs: [...]}], newest first
+    store.runs(session_id)                    # runs of one session, newest first (404 if none)
+    run = store.resolve(session_id, run_id)   # ResolvedRun(path, session_id, run_id, fallback_to_latest_run)
+    store.read(run)                           # BundleRead (tolerant: a bad bundle reads as invalid)
+    store.state(run, seq)                     # replay state through the reducer's checkpoints
+    store.bundle_tar(run)                     # bytes of an uncompressed tar of the run directory
+    store.append_feedback(run, rating=, comment=)
+
+Every id from a URL is validated (``ApiError`` 400), then resolved through
+``otel_session.facts.resolve_run`` and ``otel_session.layout`` strictly inside the root: traversal
+(raw or encoded), absolute paths and symlinks that lead outside are never followed. Eval runs are
+never part of the live index. Nothing here writes except :meth:`BundleStore.append_feedback`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import threading
+import time
+from collections import OrderedDict, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from otel_session import facts, layout
+from otel_session.redact import RedactionPolicy, Redactor
+from otel_session.reduce import Replayer
+from otel_session.journal import EventType, format_timestamp
+from otel_session.read import BundleRead, RunInfo, iter_runs, read_bundle
+
+from .errors import ApiError
+
+__all__ = ["BUNDLE_FILES", "BundleStore", "ResolvedRun", "check_session_id"]
+
+BUNDLE_FILES = (layout.RUN_FILE, layout.EVENTS_FILE, layout.CAPTURE_FILE, layout.FEEDBACK_FILE)
+"""The files a bundle download carries (the writer's lock file stays behind)."""
+
+_MAX_SESSION_ID_CHARS = 1024
+_MAX_COMMENT_CHARS = 4000
+_READ_CACHE_SIZE = 32
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """One run bound to a session, found inside the root."""
+
+    path: Path
+    session_id: str
+    run_id: str
+    fallback_to_latest_run: bool
+
+
+def check_session_id(session_id: str) -> None:
+    """Reject ids no writer could have stored: empty, control characters, longer than 1024 chars."""
+    if not session_id or len(session_id) > _MAX_SESSION_ID_CHARS:
+        raise ApiError(400, "malformed_session_id", f"a session id has 1 to {_MAX_SESSION_ID_CHARS} characters")
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in session_id):
+        raise ApiError(400, "malformed_session_id", "a session id has no control characters")
+
+
+def _check_run_id(run_id: str) -> None:
+    if not layout.is_valid_run_id(run_id):
+        raise ApiError(400, "malformed_run_id", "a run id is 'run-' followed by a lower-case UUID")
+
+
+class BundleStore:
+    """Read access to one bundle root, with a small cache of parsed bundles keyed by file stats."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self._cache: OrderedDict[Path, _CachedBundle] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        # Feedback comments are free text typed by a person: scanned like message text (SPEC §6).
+        self._redactor = Redactor(RedactionPolicy.from_env())
+
+    # -- index -----------------------------------------------------------------------------
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """Every live session with its runs; sessions by their newest run, newest first."""
+        by_session: dict[str, list[RunInfo]] = defaultdict(list)
+        for info in iter_runs(self.root):
+            if self._is_contained(info.path):
+                by_session[info.session_id].append(info)
+        listed = [
+            {"session_id": session_id, "runs": [self._summary(info) for info in _newest_first(runs)]}
+            for session_id, runs in by_session.items()
+        ]
+        listed.sort(key=lambda session: (session["runs"][0]["created_at"], session["session_id"]), reverse=True)
+        return listed
+
+    def runs(self, session_id: str) -> list[dict[str, Any]]:
+        """The runs of one session, newest first; 404 when the session has none."""
+        check_session_id(session_id)
+        runs = [info for info in iter_runs(self.root) if info.session_id == session_id and self._is_contained(info.path)]
+        if not runs:
+            raise ApiError(404, "session_not_found", f"no runs for session {session_id!r}")
+        return [self._summary(info) for info in _newest_first(runs)]
+
+    def _summary(self, info: RunInfo) -> dict[str, Any]:
+        bundle = self._read_path(info.path)
+        turns = sum(1 for event in bundle.events if event["type"] == EventType.TURN_STARTED.value)
+        return {
+            **info.as_json(),
+            "turns": turns,
+            "event_count": len(bundle.events),
+            "integrity": bundle.status.value,
+        }
+
+    # -- lookup ----------------------------------------------------------------------------
+
+    def resolve(self, session_id: str, run_id: str | None = None) -> ResolvedRun:
+        """Bind a run to a session (SPEC §7.3): latest run without ``run_id``; 400/404/409 as ApiError."""
+        check_session_id(session_id)
+        if run_id is not None:
+            _check_run_id(run_id)
+        try:
+            info = facts.resolve_run(self.root, session_id, run_id)
+        except facts.RunSessionMismatch as exc:
+            if getattr(exc, "owner_session_id", None) == session_id:  # found only among eval runs
+                raise ApiError(404, "run_not_found", f"run {run_id} is an eval run; eval runs are not served") from None
+            raise ApiError(409, "run_session_mismatch", str(exc)) from None
+        except facts.SessionNotFound as exc:
+            raise ApiError(404, "session_not_found", str(exc)) from None
+        except facts.RunNotFound as exc:
+            raise ApiError(404, "run_not_found", str(exc)) from None
+        except layout.UnsafePathError:
+            raise ApiError(404, "run_not_found", "no such run inside the bundle root") from None
+        except ValueError as exc:
+            raise ApiError(400, "malformed_id", str(exc)) from None
+        path = self._contained(Path(info.path))
+        return ResolvedRun(path, info.session_id, info.run_id, fallback_to_latest_run=run_id is None)
+
+    def _contained(self, path: Path) -> Path:
+        if not self._is_contained(path):
+            raise ApiError(404, "run_not_found", "no such run inside the bundle root")
+        return path
+
+    def _is_contained(self, path: Path) -> bool:
+        """False when the run directory or one of its files is a symlink leading out of the root."""
+        real_root = os.path.realpath(self.root)
+        return all(
+            os.path.commonpath([real_root, os.path.realpath(candidate)]) == real_root
+            for candidate in (path, *(path / name for name in BUNDLE_FILES))
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read(self, run: ResolvedRun) -> BundleRead:
+        """The run's bundle through the tolerant reader (cached until one of its files changes)."""
+        return self._read_path(run.path)
+
+    def state(self, run: ResolvedRun, seq: int | None = None) -> dict[str, Any]:
+        """The replay state after every event with ``seq`` <= ``seq`` (the newest when ``None``)."""
+        cached = self._cached(run.path)
+        with cached.lock:
+            if cached.replayer is None:
+                cached.replayer = Replayer(facts.run_events(cached.bundle))
+            return cached.replayer.state_at(seq)
+
+    def _read_path(self, path: Path) -> BundleRead:
+        return self._cached(path).bundle
+
+    def _cached(self, path: Path) -> _CachedBundle:
+        key = _stat_key(path)
+        with self._cache_lock:
+            cached = self._cache.get(path)
+            if cached is not None and cached.key == key:
+                self._cache.move_to_end(path)
+                return cached
+        cached = _CachedBundle(key, read_bundle(path))
+        with self._cache_lock:
+            self._cache[path] = cached
+            self._cache.move_to_end(path)
+            while len(self._cache) > _READ_CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return cached
+
+    def relative(self, path: Path) -> str:
+        """A bundle path as shown to clients: relative to the root, never the server's absolute path."""
+        return os.path.relpath(path, self.root)
+
+    def bundle_tar(self, run: ResolvedRun) -> bytes:
+        """An uncompressed ustar archive ``<run_id>/{run.json,events.ndjson,capture.json,feedback.ndjson}``.
+
+        Each file is read once, so a recording run downloads as a consistent prefix of its journal.
+        """
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
+            for name in BUNDLE_FILES:
+                try:
+                    data = _read_regular_file(run.path / name)
+                except OSError:  # absent, or a symlink planted in the bundle: never followed
+                    continue
+                member = tarfile.TarInfo(f"{run.run_id}/{name}")
+                member.size = len(data)
+                member.mode = 0o600
+                member.mtime = int(time.time())
+                archive.addfile(member, io.BytesIO(data))
+        return buffer.getvalue()
+
+    # -- the one write ---------------------------------------------------------------------
+
+    def append_feedback(self, run: ResolvedRun, *, rating: int, comment: str) -> dict[str, Any]:
+        """Append one annotation to the run's ``feedback.ndjson`` (0600, outside capture integrity).
+
+        The comment passes through the redactor's free-text policy first, like any message text.
+        """
+        if len(comment) > _MAX_COMMENT_CHARS:
+            raise ApiError(400, "bad_feedback", f"a comment has at most {_MAX_COMMENT_CHARS} characters")
+        record = {
+            "at": format_timestamp(time.time_ns()),
+            "session_id": run.session_id,
+            "run_id": run.run_id,
+            "rating": rating,
+            "comment": self._redactor.text(comment),
+            "fallback_to_latest_run": run.fallback_to_latest_run,
+        }
+        line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(run.path / layout.FEEDBACK_FILE, flags, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+        return record
+
+
+class _CachedBundle:
+    """A parsed bundle, valid while its files' stats are unchanged, and its replayer once asked for."""
+
+    def __init__(self, key: tuple[Any, ...], bundle: BundleRead) -> None:
+        self.key = key
+        self.bundle = bundle
+        self.replayer: Replayer | None = None
+        self.lock = threading.Lock()
+
+
+def _newest_first(runs: list[RunInfo]) -> list[RunInfo]:
+    return sorted(runs, key=lambda info: (info.created_at, info.run_id), reverse=True)
+
+
+def _stat_key(path: Path) -> tuple[Any, ...]:
+    key: list[Any] = []
+    for name in (layout.RUN_FILE, layout.EVENTS_FILE, layout.CAPTURE_FILE):
+        try:
+            stat = os.stat(path / name)
+        except OSError:
+            key.append(None)
+        else:
+            key.append((stat.st_size, stat.st_mtime_ns, stat.st_ino))
+    return tuple(key)
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """Read a file of the bundle without following a symlink planted in its place."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
