@@ -43,6 +43,7 @@ def _table(results: list[dict]) -> str:
 
 def main(names: list[str]) -> int:
     results = []
+    sys.argv[1:] = []  # benchmarks that take options parse sys.argv: run each with its defaults
     for name in names or BENCHMARKS:
         print(f"== bench.{name}", flush=True)
         module = importlib.import_module(f"bench.{name}")
