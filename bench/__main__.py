@@ -1,12 +1,14 @@
 """Run every benchmark, then write ``bench/results.json`` and the table in ``docs/performance.md``.
 
-Usage: ``python -m bench [NAME …]`` (default: all of ``BENCHMARKS``).
+Usage: ``python -m bench [NAME …]`` (default: all of ``BENCHMARKS``; naming some re-runs those and
+keeps the other benchmarks' last results in the table).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -38,17 +40,29 @@ def _table(results: list[dict]) -> str:
     machine = results[0]["machine"] if results else {}
     rows.append("")
     rows.append(f"Measured {machine.get('at', '?')} on {machine.get('cpus', '?')} CPUs, Python {machine.get('python', '?')}.")
+    loads = [
+        f"{r['benchmark']} {r['load_average'][0]:.1f}→{r['load_average'][1]:.1f} ({r['machine'].get('at', '?')})"
+        for r in results if r.get("load_average")
+    ]
+    if loads:
+        rows.append(f"1-minute load average before→after each benchmark (the machine is shared): {'; '.join(loads)}.")
     return "\n".join(rows)
 
 
 def main(names: list[str]) -> int:
-    results = []
+    results_path = BENCH_DIR / "results.json"
+    # Naming benchmarks re-runs those and keeps the others' last results.
+    previous = {r["benchmark"]: r for r in json.loads(results_path.read_text())} if names and results_path.exists() else {}
     sys.argv[1:] = []  # benchmarks that take options parse sys.argv: run each with its defaults
     for name in names or BENCHMARKS:
         print(f"== bench.{name}", flush=True)
         module = importlib.import_module(f"bench.{name}")
-        results.append(module.main())
-    (BENCH_DIR / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+        load_before = os.getloadavg()[0]
+        result = module.main()
+        result["load_average"] = [load_before, os.getloadavg()[0]]
+        previous[name] = result
+    results = [previous[name] for name in BENCHMARKS if name in previous]
+    results_path.write_text(json.dumps(results, indent=2, default=str) + "\n")
     if PERFORMANCE_DOC.exists():
         text = PERFORMANCE_DOC.read_text()
         pattern = re.compile(re.escape(TABLE_START) + ".*?" + re.escape(TABLE_END), re.S)
