@@ -52,6 +52,7 @@ _DEFAULT_SEAL_AFTER_S = 10.0
 _DEFAULT_MAX_PENDING_SPANS = 10_000
 _DEFAULT_HOLD_UNROUTED_S = 30.0
 _SEALED_MEMORY = 65_536
+_MAX_RUNS_AWAITING_SEAL = 256
 
 # Records that open / close their span (message records are not: one span can hold several messages).
 _OPENING = frozenset(
@@ -192,6 +193,7 @@ class BundleSink:
         self._sealed: OrderedDict[int, None] = OrderedDict()
         self._pending: dict[int, tuple[float, list[SpanData]]] = {}
         self._pending_count = 0
+        self._sealing: list[RunRecorder] = []
         self._queue_high_water = writer.limits.max_queue_records // 2
 
     # -- intake ----------------------------------------------------------------------------
@@ -204,6 +206,7 @@ class BundleSink:
         result = SubmitResult()
         planned: list[tuple[_Run, list[SpanData]]] = []
         with self._lock:
+            self._check_sealing_backlog()
             for run in (self._runs.get(trace_id) for trace_id in by_trace):
                 if run is not None and run.recorder.queued_records > self._queue_high_water:
                     raise Overloaded(f"the bundle writer is behind on {run.recorder.run_id}; retry later")
@@ -214,6 +217,17 @@ class BundleSink:
         for run, trace_spans in planned:
             self._append(run, trace_spans, result)
         return result
+
+    def _check_sealing_backlog(self) -> None:
+        """Refuse (retryably) while too many closed runs wait for the writer to seal them.
+
+        Every run's queue has its own bound, but many short runs each below it can together hold
+        everything received (and two file descriptors each) while the writer falls behind:
+        memory would grow with the load instead of being bounded. Called with ``_lock`` held.
+        """
+        self._sealing = [recorder for recorder in self._sealing if not recorder.sealed]
+        if len(self._sealing) > _MAX_RUNS_AWAITING_SEAL:
+            raise Overloaded(f"the bundle writer is behind ({len(self._sealing)} runs awaiting their seal); retry later")
 
     def _run_for(self, trace_id: int, spans: list[SpanData], result: SubmitResult) -> _Run | None:
         run = self._runs.get(trace_id)
@@ -348,6 +362,7 @@ class BundleSink:
                 if run.root_seen and now - run.last_activity >= self.seal_after_s
             ]
             runs = [self._runs.pop(trace_id) for trace_id in quiet]
+            self._sealing.extend(run.recorder for run in runs)
             for trace_id in quiet:
                 self._remember_sealed(trace_id)
             expired = [trace_id for trace_id, (first_seen, _) in self._pending.items() if now - first_seen >= self.hold_unrouted_s]
