@@ -9,7 +9,6 @@ import importlib
 import json
 import re
 import sys
-from pathlib import Path
 
 from bench import BENCH_DIR, Figure, fmt, summary_line
 

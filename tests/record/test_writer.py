@@ -23,7 +23,6 @@ from otel_session.write import (
     RunLockedError,
     RunSealedError,
     WriterClosedError,
-    WriterLimits,
     write_json_atomic,
 )
 
