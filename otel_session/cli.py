@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import uuid
 from collections import defaultdict
 from pathlib import Path
 
@@ -86,41 +85,10 @@ def sessions(bundle_root: Path | None, as_json: bool, evals: bool) -> None:
             click.echo(f"  {run.run_id}  {run.kind:<4}  {run.created_at}  {run.capture_status or 'no capture'}")
 
 
-@main.command()
-@_DIR_OPTION
-def demo(bundle_root: Path | None) -> None:
-    """Record a short scripted run through the bundle writer and verify it."""
-    from otel_session.write import BundleWriter
+from otel_session.collector.cli import collect, import_command  # noqa: E402 - commands of the collector
 
-    root = config.bundle_dir(bundle_root)
-    writer = BundleWriter(root)
-    try:
-        run = writer.open_run(
-            session_id="demo-session", run_id=f"run-{uuid.uuid4()}", agent="booking", service="otel-session-demo"
-        )
-        run.append("run_started", {"kind": "live", "agent": "booking"})
-        run.append("turn_started", {"state": "ask_date", "required_slots": ["date"]}, turn_index=0)
-        run.append("message_started", {"role": "assistant"}, turn_index=0, message_id="m1")
-        for chunk in ("Which ", "day ", "would ", "you ", "like?"):
-            run.append("assistant_delta", {"index": 0, "kind": "text", "delta": chunk}, turn_index=0, message_id="m1")
-        run.append(
-            "message_finished",
-            {"settled": True, "content": [{"index": 0, "kind": "text", "text": "Which day would you like?"}]},
-            turn_index=0,
-            message_id="m1",
-        )
-        run.append(
-            "turn_finished",
-            {"state": "ask_date", "required_slots": ["date"], "missing_required_slots": ["date"]},
-            turn_index=0,
-        )
-        run.close(run_status="ok")
-    finally:
-        writer.shutdown()
-    result = read_bundle(run.path)
-    click.echo(_verify_line(result))
-    sys.exit(0 if result.status is BundleStatus.COMPLETE else 1)
-
+main.add_command(collect)
+main.add_command(import_command)
 
 from otel_session.cli_replay import facts, replay  # noqa: E402 - replay and facts commands
 
@@ -130,6 +98,10 @@ main.add_command(replay)
 from otel_session.viewer.serve import view  # noqa: E402 - the viewer's command
 
 main.add_command(view)
+
+from otel_session.demo.commands import demo  # noqa: E402  (the whole stack on loopback)
+
+main.add_command(demo)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -26,6 +26,7 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -118,8 +119,11 @@ class CaptureFailure:
         return {"failed_at": self.failed_at, "code": self.code.value, "message": self.message}
 
 
-def write_json_atomic(path: Path, value: dict[str, Any]) -> None:
-    """Replace ``path`` with ``value`` as JSON: write a temporary file, fsync, rename, fsync dir."""
+def write_json_atomic(path: Path, value: dict[str, Any], *, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``value`` as JSON: write a temporary file, fsync, rename, fsync dir.
+
+    ``sync_dir=False`` leaves the directory fsync to a later atomic write in the same directory.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
     try:
@@ -129,6 +133,8 @@ def write_json_atomic(path: Path, value: dict[str, Any]) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    if not sync_dir:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
@@ -204,6 +210,7 @@ class RunRecorder:
         self._discard_pending = False
         self._sealed = threading.Event()
         self._failure: CaptureFailure | None = None
+        self._reorder: Callable[[dict[str, Any]], Any] | None = None
         self.peak_queued_records = 0
         self.peak_queued_bytes = 0
         self.batches_written = 0
@@ -288,10 +295,18 @@ class RunRecorder:
             self._writer._schedule(self, urgent=full)
         return AppendResult.ACCEPTED
 
-    def close(self, *, run_status: str | None = None) -> None:
+    def close(
+        self,
+        *,
+        run_status: str | None = None,
+        reorder: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> None:
         """Stop accepting records; the writer drains, counts lines and writes terminal capture.
 
         With ``run_status`` a final ``run_finished`` record with that status is appended first.
+        With ``reorder`` (a sort key over decoded records) the writer thread rewrites the journal
+        sorted by that key, stably, with ``seq`` renumbered 1…N, before the terminal capture
+        (temporary file, fsync, rename); a journal that cannot be rewritten stays as appended.
         Idempotent; returns at once (use :meth:`wait_sealed` or ``BundleWriter.force_flush``).
         """
         if run_status is not None:
@@ -301,6 +316,7 @@ class RunRecorder:
                 return
             self._accepting = False
             self._close_requested = True
+            self._reorder = reorder
         self._writer._schedule(self, urgent=True)
 
     @property
@@ -311,6 +327,11 @@ class RunRecorder:
     @property
     def accepting(self) -> bool:
         return self._accepting
+
+    @property
+    def queued_records(self) -> int:
+        """Records enqueued and not yet handed to the writer thread (for back-pressure)."""
+        return len(self._pending)
 
     @property
     def sealed(self) -> bool:
@@ -373,15 +394,63 @@ class RunRecorder:
             written = self._writer._write(self._events_fd, view)
             view = view[written:]
 
+    def _rewrite_in_order(self, key: Callable[[dict[str, Any]], Any]) -> bool:
+        """Replace the journal with its records sorted by ``key`` and ``seq`` renumbered.
+
+        Lines that do not decode (a torn tail cut at reopen never gets here) keep their relative
+        position at the end, so the rewrite never loses bytes. The new file is fsynced before the
+        rename; the directory is fsynced by the terminal capture's atomic replace right after.
+        On any error the appended journal stays, the error is logged and False is returned.
+        """
+        events_path = self.path / layout.EVENTS_FILE
+        tmp_path = self.path / f".{layout.EVENTS_FILE}.reorder.tmp"
+        try:
+            lines = events_path.read_bytes().splitlines()
+            records: list[dict[str, Any]] = []
+            undecodable: list[bytes] = []
+            for line in lines:
+                try:
+                    records.append(decode_line(line))
+                except ValueError:
+                    undecodable.append(line + b"\n")
+            records.sort(key=key)
+            chunks = []
+            for seq, record in enumerate(records, start=1):
+                record["seq"] = seq
+                chunks.append(encode_record(record))
+            chunks.extend(undecodable)
+            fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
+            try:
+                os.fchmod(fd, _FILE_MODE)
+                view = memoryview(b"".join(chunks))
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                os.unlink(tmp_path)
+                raise
+            new_fd = os.open(tmp_path, os.O_RDONLY)
+            os.close(fd)
+            os.replace(tmp_path, events_path)
+        except Exception:  # noqa: BLE001 - a bad key or I/O error keeps the appended journal
+            logger.exception("could not rewrite %s in order; it stays in append order", events_path)
+            return False
+        os.close(self._events_fd)
+        self._events_fd = new_fd
+        return True
+
     def _seal(self) -> None:
         if self._sealed.is_set():
             return
         try:
-            try:
-                os.fsync(self._events_fd)
-            except OSError as exc:
-                with self._lock:
-                    self._fail_locked(_failure_code_for(exc), f"fsync of {layout.EVENTS_FILE} failed: {exc}")
+            rewritten = self._reorder is not None and self._failure is None and self._rewrite_in_order(self._reorder)
+            if not rewritten:
+                try:
+                    os.fsync(self._events_fd)
+                except OSError as exc:
+                    with self._lock:
+                        self._fail_locked(_failure_code_for(exc), f"fsync of {layout.EVENTS_FILE} failed: {exc}")
             capture: dict[str, Any] = {
                 "schema": CAPTURE_SCHEMA,
                 "status": CaptureStatus.FAILED.value if self._failure else CaptureStatus.COMPLETE.value,
@@ -462,7 +531,9 @@ class BundleWriter:
                 recorder = self._open_locked_run(
                     path, lock_fd, session_id, run_id, kind, eval_id, agent, service, created_at_ns
                 )
-            except BaseException:
+            except BaseException as exc:
+                if isinstance(exc, RunSealedError):  # a sealed bundle never changes: not even a lock file
+                    os.unlink(path / layout.LOCK_FILE)
                 os.close(lock_fd)
                 raise
             self._open_runs[run_id] = recorder
@@ -521,7 +592,7 @@ class BundleWriter:
                 manifest["eval_id"] = eval_id
             if agent:
                 manifest["agent"] = agent
-            write_json_atomic(manifest_path, manifest)
+            write_json_atomic(manifest_path, manifest, sync_dir=False)  # the capture's write syncs the dir
             write_json_atomic(
                 capture_path, {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0}
             )

@@ -57,6 +57,11 @@ class SessionSpanProcessor(SpanProcessor):
                     stamps[sc.CONVERSATION_ID] = str(session_id)
             if run_id and sc.RUN_ID not in attributes:
                 stamps[sc.RUN_ID] = str(run_id)
+            if scope is not None and scope.run is not None and scope.run.eval_id and sc.RUN_KIND not in attributes:
+                # Spans end (and reach a collector) before their run's root span: each carries the
+                # run's kind, so an eval run is filed under evals/ from its first exported span.
+                stamps[sc.RUN_KIND] = scope.run.kind.value
+                stamps[sc.EVAL_ID] = scope.run.eval_id
             if turn_index is not None and sc.TURN_INDEX not in attributes:
                 stamps[sc.TURN_INDEX] = turn_index
             if stamps:

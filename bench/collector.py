@@ -1,0 +1,227 @@
+"""Collector ingest benchmark: spans/s over OTLP/gRPC from N concurrent official exporters.
+
+    python -m bench.collector [--spans 30000] [--exporters 4] [--batch 512] [--spans-per-trace 8,64]
+
+Runs the collector in a child process twice in one run — receiver only (decode + count, the
+baseline) and bundle writing on (decode → normalize → redact → write, sealing included) — and
+drives each with N threads, each an official ``OTLPSpanExporter`` (gRPC) exporting batches of
+realistic agent spans (a run root, chat spans with GenAI message attributes, tool spans; one
+session per trace), for short runs (8 spans a trace) and long runs (64): every trace is a bundle
+opened and sealed, so short runs weigh the per-bundle cost (directories, lock, fsyncs, the
+event-time rewrite) and long runs the per-span cost. Reports wall spans/s, the collector's CPU seconds per 1k spans and spans/s
+per core (spans ÷ collector CPU seconds), writes ``bench/results-collector.json`` and prints a
+summary. Target: ≥ 12,000 spans/s per core with writing on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+TARGET_SPANS_PER_CORE_S = 12_000
+RESULTS = Path(__file__).with_name("results-collector.json")
+
+
+# -- the collector side (child process) ------------------------------------------------------
+
+
+def serve(mode: str, root: str) -> None:
+    """Run a collector until SIGTERM, then print its counters and CPU time as JSON."""
+    from otel_session.collector.server import Collector
+    from otel_session.redact import RedactionPolicy, Redactor
+
+    collector = Collector(
+        root,
+        grpc_address="127.0.0.1:0",
+        http_address=None,
+        seal_after_s=1.0,
+        redactor=Redactor(RedactionPolicy(), key=b"bench"),
+        bundle=mode == "write",
+    )
+    collector.start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(collector.grpc_port, flush=True)
+    stop.wait()
+    collector.stop()
+    times = os.times()
+    print(json.dumps({"counters": collector.counters.snapshot(), "cpu_s": times.user + times.system}), flush=True)
+
+
+# -- the client side ---------------------------------------------------------------------------
+
+
+def _batch(exporter_index: int, batch_index: int, size: int, per_trace: int, resource, scope) -> list:
+    """``size`` finished spans in traces of ``per_trace`` spans (a root; then per 8: 4 chat, 2 tool,
+    1 plain, 1 more chat), each trace new, each with its own session."""
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+
+    spans = []
+    now = time.time_ns()
+    base_trace = (exporter_index + 1) << 96 | batch_index << 32
+    for trace_number in range(size // per_trace):
+        trace_id = base_trace | trace_number + 1
+        root_ctx = SpanContext(trace_id, 1, is_remote=False, trace_flags=TraceFlags(1))
+        start = now + trace_number * 1_000
+        for position in range(1, per_trace):
+            context = SpanContext(trace_id, position + 1, is_remote=False, trace_flags=TraceFlags(1))
+            if position % 8 in (1, 2, 3, 4, 0):
+                name, attributes = "chat mock-gpt", {
+                    "session.id": f"bench-{exporter_index}-{batch_index}-{trace_number}",
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.request.model": "mock-gpt",
+                    "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text","content":"a table for two on friday at 7pm please"}]}]',
+                    "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text","content":"Friday 19:00 for two: booked."}],"finish_reason":"stop"}]',
+                    "gen_ai.usage.input_tokens": 12,
+                    "gen_ai.usage.output_tokens": 7,
+                }
+            elif position % 8 in (5, 6):
+                name, attributes = "execute_tool check_availability", {
+                    "session.id": f"bench-{exporter_index}-{batch_index}-{trace_number}",
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "check_availability",
+                    "gen_ai.tool.call.arguments": '{"day": "friday", "party_size": 2}',
+                    "gen_ai.tool.call.result": "19:00 free",
+                }
+            else:
+                name, attributes = "GET /slots", {"http.request.method": "GET", "url.path": "/slots"}
+            spans.append(ReadableSpan(
+                name=name, context=context, parent=root_ctx, resource=resource, attributes=attributes,
+                kind=SpanKind.CLIENT, start_time=start + position * 100, end_time=start + position * 100 + 50,
+                instrumentation_scope=scope,
+            ))
+        spans.append(ReadableSpan(
+            name="invoke_agent booking", context=root_ctx, parent=None, resource=resource,
+            attributes={"session.id": f"bench-{exporter_index}-{batch_index}-{trace_number}",
+                        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "booking"},
+            kind=SpanKind.SERVER, start_time=start, end_time=start + 900, instrumentation_scope=scope,
+        ))
+    return spans
+
+
+def _drive(port: int, exporters: int, spans_per_exporter: int, batch: int, per_trace: int) -> float:
+    """Export from ``exporters`` threads at once; return wall seconds for all of it."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import SpanExportResult
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    resource = Resource.create({"service.name": "bench-agent"})
+    scope = InstrumentationScope("bench")
+    batches = spans_per_exporter // batch
+    prepared = [[_batch(e, b, batch, per_trace, resource, scope) for b in range(batches)] for e in range(exporters)]
+    failures: list[str] = []
+    barrier = threading.Barrier(exporters + 1)
+
+    def run(index: int) -> None:
+        exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=60)
+        barrier.wait()
+        for spans in prepared[index]:
+            if exporter.export(spans) is not SpanExportResult.SUCCESS:
+                failures.append(f"exporter {index} failed")
+        exporter.shutdown()
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(exporters)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if failures:
+        raise RuntimeError(f"{len(failures)} export(s) failed: {failures[:3]}")
+    return elapsed
+
+
+def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int) -> dict:
+    with tempfile.TemporaryDirectory() as root:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "bench.collector", "--serve", mode, "--dir", root],
+            stdout=subprocess.PIPE, text=True,
+        )
+        port = int(child.stdout.readline())
+        per_exporter = spans // exporters // batch * batch
+        wall_s = _drive(port, exporters, per_exporter, batch, per_trace)
+        child.send_signal(signal.SIGTERM)
+        report = json.loads(child.stdout.readline())
+        child.wait(60)
+        sent = per_exporter * exporters
+        counters = report["counters"]
+        if counters["received"] != sent or (mode == "write" and counters["bundled"] != sent):
+            raise RuntimeError(f"{mode}: sent {sent}, collector counted {counters}")
+        bundle_bytes = sum(path.stat().st_size for path in Path(root).rglob("*") if path.is_file())
+    cpu_s = report["cpu_s"]
+    return {
+        "mode": mode,
+        "spans_per_trace": per_trace,
+        "spans": sent,
+        "wall_s": round(wall_s, 3),
+        "spans_per_s_wall": round(sent / wall_s),
+        "collector_cpu_s": round(cpu_s, 3),
+        "cpu_ms_per_1k_spans": round(cpu_s / sent * 1e6, 2),
+        "spans_per_core_s": round(sent / cpu_s),
+        "bundle_bytes": bundle_bytes,
+        "counters": counters,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.collector", description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=30_000, help="spans per measurement (all exporters together)")
+    parser.add_argument("--exporters", type=int, default=4, help="concurrent official gRPC exporters")
+    parser.add_argument("--batch", type=int, default=512, help="spans per export (BatchSpanProcessor default)")
+    parser.add_argument("--spans-per-trace", default="8,64", help="trace (= run) sizes to measure, comma-separated")
+    parser.add_argument("--serve", choices=["write", "receive"], help=argparse.SUPPRESS)
+    parser.add_argument("--dir", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve(args.serve, args.dir)
+        return
+    workloads = []
+    for per_trace in (int(size) for size in args.spans_per_trace.split(",")):
+        receive = measure("receive", args.exporters, args.spans, args.batch, per_trace)
+        write = measure("write", args.exporters, args.spans, args.batch, per_trace)
+        workloads.append({
+            "spans_per_trace": per_trace,
+            "receiver_only": receive,
+            "writing_on": write,
+            "writing_cost_ratio": round(write["collector_cpu_s"] / receive["collector_cpu_s"], 2),
+            "target_met": write["spans_per_core_s"] >= TARGET_SPANS_PER_CORE_S,
+        })
+    results = {
+        "benchmark": "collector",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                    "load_average_at_end": os.getloadavg()},
+        "exporters": args.exporters,
+        "batch": args.batch,
+        "target_spans_per_core_s": TARGET_SPANS_PER_CORE_S,
+        "workloads": workloads,
+    }
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    for workload in workloads:
+        for run in (workload["receiver_only"], workload["writing_on"]):
+            print(
+                f"{workload['spans_per_trace']:>3} spans/run {run['mode']:>8}: {run['spans']} spans, "
+                f"{run['spans_per_s_wall']:,} spans/s wall; collector {run['cpu_ms_per_1k_spans']} ms CPU per 1k "
+                f"spans = {run['spans_per_core_s']:,} spans/s per core"
+            )
+        print(
+            f"    writing costs {workload['writing_cost_ratio']}x the receiver's CPU; target "
+            f"{TARGET_SPANS_PER_CORE_S:,} spans/s per core with writing on: {'met' if workload['target_met'] else 'MISSED'}"
+        )
+    print(f"results in {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Forwarding: every received export request also goes to another OTLP/HTTP endpoint.
+
+Contract::
+
+    forwarder = Forwarder("http://127.0.0.1:4318/v1/traces", text_redactor=redactor.text, counters=c)
+    forwarder.submit(request, span_count)   # never blocks the receiver; full queue → counted
+    forwarder.shutdown(timeout_s=5)         # drains what is queued
+
+The payload is the OTLP protobuf request as received, after (by default) every string attribute
+value, event attribute and status message went through the same redactor as the bundles, so no
+personal data reaches the next hop. ``text_redactor=None`` forwards the raw payload (opt-in).
+Retryable answers (HTTP 429/502/503/504, connection errors) are retried with backoff, honouring
+``Retry-After``; what finally fails is counted as ``forward_failed`` and logged, never silent.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from otel_session.collector.sink import Counters
+
+__all__ = ["Forwarder", "forward_url", "redact_request"]
+
+logger = logging.getLogger(__name__)
+
+_RETRYABLE = frozenset({429, 502, 503, 504})
+_MAX_ATTEMPTS = 5
+_QUEUE_REQUESTS = 512
+_TIMEOUT_S = 10.0
+
+
+def forward_url(url: str) -> str:
+    """``url`` with ``/v1/traces`` added when it names only a host; only http(s) is accepted."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"--forward needs an http(s) OTLP/HTTP URL, got {url!r}")
+    if parts.path in ("", "/"):
+        parts = parts._replace(path="/v1/traces")
+    return urllib.parse.urlunsplit(parts)
+
+
+def redact_request(request: ExportTraceServiceRequest, text: Callable[[str], str]) -> None:
+    """Redact, in place, every string value of resource, span, event and link attributes."""
+    for resource_spans in request.resource_spans:
+        _redact_attributes(resource_spans.resource.attributes, text)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                _redact_attributes(span.attributes, text)
+                if span.status.message:
+                    span.status.message = text(span.status.message)
+                for event in span.events:
+                    _redact_attributes(event.attributes, text)
+                for link in span.links:
+                    _redact_attributes(link.attributes, text)
+
+
+def _redact_attributes(key_values, text: Callable[[str], str]) -> None:
+    for key_value in key_values:
+        _redact_value(key_value.value, text)
+
+
+def _redact_value(value: AnyValue, text: Callable[[str], str]) -> None:
+    which = value.WhichOneof("value")
+    if which == "string_value":
+        value.string_value = text(value.string_value)
+    elif which == "array_value":
+        for item in value.array_value.values:
+            _redact_value(item, text)
+    elif which == "kvlist_value":
+        _redact_attributes(value.kvlist_value.values, text)
+    elif which == "bytes_value":
+        value.bytes_value = text(value.bytes_value.decode("utf-8", "replace")).encode()
+
+
+class Forwarder:
+    """Posts OTLP/HTTP protobuf requests to one endpoint from a background thread."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        text_redactor: Callable[[str], str] | None,
+        counters: Counters,
+        queue_requests: int = _QUEUE_REQUESTS,
+    ) -> None:
+        self.url = forward_url(url)
+        self.redacting = text_redactor is not None
+        self._text_redactor = text_redactor
+        self._counters = counters
+        self._queue: queue.Queue[tuple[bytes, int] | None] = queue.Queue(queue_requests)
+        self._thread = threading.Thread(target=self._run, name="otel-session-forwarder", daemon=True)
+        self._thread.start()
+
+    def submit(self, request: ExportTraceServiceRequest, span_count: int) -> None:
+        """Queue ``request`` (redacted first unless raw forwarding was chosen). Mutates it."""
+        if self._text_redactor is not None:
+            redact_request(request, self._text_redactor)
+        try:
+            self._queue.put_nowait((request.SerializeToString(), span_count))
+        except queue.Full:
+            self._counters.add("forward_failed", span_count)
+            logger.error("forward queue full: %d span(s) not forwarded to %s", span_count, self.url)
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Send what is queued (within ``timeout_s``) and stop the thread. Idempotent."""
+        if not self._thread.is_alive():
+            return
+        try:
+            self._queue.put(None, timeout=timeout_s)
+        except queue.Full:
+            logger.error("forwarder did not drain; %d request(s) not forwarded", self._queue.qsize())
+        self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            body, span_count = item
+            if self._post(body):
+                self._counters.add("forwarded", span_count)
+            else:
+                self._counters.add("forward_failed", span_count)
+
+    def _post(self, body: bytes) -> bool:
+        delay = 0.2
+        for attempt in range(1, _MAX_ATTEMPTS + 1):
+            request = urllib.request.Request(
+                self.url, data=body, method="POST", headers={"Content-Type": "application/x-protobuf"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
+                    response.read()
+                return True
+            except urllib.error.HTTPError as exc:
+                if exc.code not in _RETRYABLE:
+                    logger.error("forward to %s refused: HTTP %d %s", self.url, exc.code, exc.read()[:200])
+                    return False
+                retry_after = exc.headers.get("Retry-After")
+                wait = float(retry_after) if retry_after and retry_after.isdigit() else delay
+            except (urllib.error.URLError, OSError) as exc:
+                logger.warning("forward to %s failed (attempt %d): %s", self.url, attempt, exc)
+                wait = delay
+            time.sleep(min(wait, 5.0))
+            delay *= 2
+        logger.error("forward to %s failed after %d attempts", self.url, _MAX_ATTEMPTS)
+        return False

@@ -1,0 +1,385 @@
+"""Spans → runs → bundles: routing, redaction, ordering and sealing (the collector's record stage).
+
+Contract::
+
+    sink = BundleSink(writer, redactor, seal_after_s=10.0)
+    result = sink.submit(spans)     # -> SubmitResult(rejected, messages); raises Overloaded
+    sink.seal_quiet_runs()          # called periodically: root seen + quiet for seal_after_s → seal
+    sink.seal_all()                 # at shutdown: finished runs seal, the rest as interrupted
+    sink.counters.snapshot()
+
+One run is one trace (``run_id`` from the trace id). The session comes from ``session.id``, else
+``gen_ai.conversation.id``, else the OpenInference / OpenLLMetry equivalents, on the span or its
+resource. A span of a trace already bound to a run joins it even without a session attribute (one
+run, many services). Spans of a trace with no session yet wait up to ``hold_unrouted_s`` (default
+30 s, beyond the SDK batch processor's 5 s export delay) for a span that names it; then they are
+counted as ``no_session`` (never bundled, never silent).
+
+Every span goes normalize → redact → ``RunRecorder.append``; events of one request are appended in
+event-time order. Sealing rewrites the journal in event-time order (``event_order_key``) and
+records ``"order": "event_time"`` in ``capture.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+from otel_session.journal import EventType, RunKind, format_timestamp
+from otel_session.layout import UnsafePathError
+from otel_session.normalize import JournalEvent, SpanData, normalize_span, session_id_of
+from otel_session.write import AppendResult, BundleWriter, RunLockedError, RunRecorder, RunSealedError, WriterClosedError
+
+__all__ = [
+    "BundleSink",
+    "Counters",
+    "EventRedactor",
+    "Overloaded",
+    "RejectReason",
+    "SubmitResult",
+    "event_order_key",
+]
+
+logger = logging.getLogger(__name__)
+
+_DEFAULT_SEAL_AFTER_S = 10.0
+_DEFAULT_MAX_PENDING_SPANS = 10_000
+_DEFAULT_HOLD_UNROUTED_S = 30.0
+_SEALED_MEMORY = 65_536
+
+# Records that open / close their span (message records are not: one span can hold several messages).
+_OPENING = frozenset(
+    {EventType.RUN_STARTED.value, EventType.TURN_STARTED.value, EventType.TOOL_EXECUTION_STARTED.value}
+)
+_CLOSING = frozenset(
+    {EventType.TOOL_EXECUTION_FINISHED.value, EventType.TURN_FINISHED.value, EventType.RUN_FINISHED.value}
+)
+
+
+class EventRedactor(Protocol):
+    """What the collector needs from ``otel_session.redact.Redactor``."""
+
+    def redact_event(self, event: JournalEvent) -> JournalEvent: ...
+
+    def text(self, value: str) -> str: ...
+
+
+class Overloaded(RuntimeError):
+    """The writer is behind; the client should retry later (HTTP 429/503, RESOURCE_EXHAUSTED)."""
+
+
+class RejectReason(str, Enum):
+    SEALED = "sealed"
+    LOCKED = "locked"
+    CAPTURE_STOPPED = "capture_stopped"
+    INVALID_ID = "invalid_id"
+    IO_ERROR = "io_error"
+
+
+@dataclass
+class SubmitResult:
+    accepted: int = 0
+    rejected: int = 0
+    messages: list[str] = field(default_factory=list)
+    rejected_by: dict[RejectReason, int] = field(default_factory=dict)
+
+    @property
+    def error_message(self) -> str:
+        return "; ".join(self.messages)
+
+
+class Counters:
+    """Span counters (received, bundled, forwarded, rejected, no_session, …); thread-safe.
+
+    ``received`` counts spans the receivers decoded (a retried request counts again).
+    """
+
+    NAMES = ("received", "bundled", "forwarded", "forward_failed", "rejected", "no_session", "runs_sealed")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values = dict.fromkeys(self.NAMES, 0)
+
+    def add(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            self._values[name] += amount
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._values)
+
+    def status_line(self) -> str:
+        return " ".join(f"{name}={value}" for name, value in self.snapshot().items())
+
+
+def event_order_key(depth_of: Callable[[str | None], int]) -> Callable[[dict[str, Any]], tuple]:
+    """Sort key for journal records in event-time order with deterministic tie-breaks.
+
+    Records order by ``at``; at equal times a run/turn/tool opening comes before its children's
+    (shallower first), a closing after its children's (deeper first), everything else between
+    them, by span id, then by ``seq`` (a span's own records keep the normalizer's order).
+    """
+
+    def key(record: dict[str, Any]) -> tuple:
+        span_id = record.get("span_id") or ""
+        phase, rank = _phase_rank(record.get("type"), span_id, depth_of)
+        return (record.get("at", ""), phase, rank, span_id, record.get("seq", 0))
+
+    return key
+
+
+def _phase_rank(event_type: str | None, span_id: str, depth_of: Callable[[str | None], int]) -> tuple[int, int]:
+    if event_type in _OPENING:
+        return 0, depth_of(span_id)
+    if event_type in _CLOSING:
+        return 2, -depth_of(span_id)
+    return 1, 0
+
+
+class _Run:
+    __slots__ = ("finished", "last_activity", "lock", "parents", "recorder", "root_seen", "root_status")
+
+    def __init__(self, recorder: RunRecorder) -> None:
+        self.recorder = recorder
+        self.lock = threading.Lock()
+        self.parents: dict[str, str | None] = {}
+        self.root_seen = False
+        self.root_status = "ok"
+        self.finished = False
+        self.last_activity = time.monotonic()
+
+    def depth_of(self, span_id: str | None) -> int:
+        depth = 0
+        seen = set()
+        while span_id and span_id in self.parents and span_id not in seen:
+            seen.add(span_id)
+            span_id = self.parents[span_id]
+            depth += 1
+        return depth
+
+
+class BundleSink:
+    """Routes normalized, redacted span events into one bundle per run (trace)."""
+
+    def __init__(
+        self,
+        writer: BundleWriter,
+        redactor: EventRedactor,
+        *,
+        seal_after_s: float = _DEFAULT_SEAL_AFTER_S,
+        hold_unrouted_s: float = _DEFAULT_HOLD_UNROUTED_S,
+        max_pending_spans: int = _DEFAULT_MAX_PENDING_SPANS,
+        counters: Counters | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.writer = writer
+        self.redactor = redactor
+        self.seal_after_s = seal_after_s
+        self.hold_unrouted_s = hold_unrouted_s
+        self.max_pending_spans = max_pending_spans
+        self.counters = counters or Counters()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._runs: dict[int, _Run] = {}
+        self._sealed: OrderedDict[int, None] = OrderedDict()
+        self._pending: dict[int, tuple[float, list[SpanData]]] = {}
+        self._pending_count = 0
+        self._queue_high_water = writer.limits.max_queue_records // 2
+
+    # -- intake ----------------------------------------------------------------------------
+
+    def submit(self, spans: Iterable[SpanData]) -> SubmitResult:
+        """Bundle ``spans`` (one export request). Raises ``Overloaded`` before appending anything."""
+        by_trace: dict[int, list[SpanData]] = defaultdict(list)
+        for span in spans:
+            by_trace[span.trace_id].append(span)
+        result = SubmitResult()
+        planned: list[tuple[_Run, list[SpanData]]] = []
+        with self._lock:
+            for run in (self._runs.get(trace_id) for trace_id in by_trace):
+                if run is not None and run.recorder.queued_records > self._queue_high_water:
+                    raise Overloaded(f"the bundle writer is behind on {run.recorder.run_id}; retry later")
+            for trace_id, trace_spans in by_trace.items():
+                run = self._run_for(trace_id, trace_spans, result)
+                if run is not None:
+                    planned.append((run, self._take_pending(trace_id) + trace_spans))
+        for run, trace_spans in planned:
+            self._append(run, trace_spans, result)
+        return result
+
+    def _run_for(self, trace_id: int, spans: list[SpanData], result: SubmitResult) -> _Run | None:
+        run = self._runs.get(trace_id)
+        if run is not None:
+            return run
+        if trace_id in self._sealed:
+            self._reject(result, len(spans), RejectReason.SEALED, f"run {spans[0].run_id} is already sealed")
+            return None
+        session_id = next(
+            (sid for span in spans if (sid := session_id_of(span.attributes, span.resource_attributes))), None
+        )
+        if session_id is None:
+            self._hold(trace_id, spans)
+            return None
+        return self._open(trace_id, session_id, spans, result)
+
+    def _open(self, trace_id: int, session_id: str, spans: list[SpanData], result: SubmitResult) -> _Run | None:
+        first = min(spans, key=lambda span: span.start_time_ns)
+        attributes = next((span.attributes for span in spans if span.parent_span_id is None), first.attributes)
+        eval_id = attributes.get("otel_session.eval.id")
+        kind = RunKind.EVAL if attributes.get("otel_session.run.kind") == RunKind.EVAL.value and eval_id else RunKind.LIVE
+        run_id = first.run_id
+        try:
+            recorder = self.writer.open_run(
+                session_id=session_id,
+                run_id=run_id,
+                kind=kind,
+                eval_id=str(eval_id) if kind is RunKind.EVAL else None,
+                agent=attributes.get("gen_ai.agent.name"),
+                service=first.service_name,
+                created_at_ns=first.start_time_ns,
+            )
+        except RunSealedError as exc:
+            self._remember_sealed(trace_id)
+            self._reject(result, len(spans), RejectReason.SEALED, str(exc))
+            return None
+        except RunLockedError as exc:
+            self._reject(result, len(spans), RejectReason.LOCKED, f"{exc}; route each trace to one collector")
+            return None
+        except UnsafePathError as exc:
+            self._reject(result, len(spans), RejectReason.INVALID_ID, str(exc))
+            return None
+        except WriterClosedError as exc:
+            raise Overloaded(str(exc)) from None
+        except OSError as exc:
+            self._reject(result, len(spans), RejectReason.IO_ERROR, f"cannot open bundle of {run_id}: {exc}")
+            return None
+        self.writer.set_capture_extras(run_id, {"order": "event_time"})
+        run = _Run(recorder)
+        self._runs[trace_id] = run
+        return run
+
+    def _append(self, run: _Run, spans: list[SpanData], result: SubmitResult) -> None:
+        keyed: list[tuple[tuple, JournalEvent]] = []
+        depth_of = run.depth_of
+        with run.lock:
+            for span in spans:
+                span_hex = span.span_id_hex
+                run.parents[span_hex] = f"{span.parent_span_id:016x}" if span.parent_span_id is not None else None
+                if span.parent_span_id is None:
+                    run.root_seen = True
+                    run.root_status = "error" if span.status_code == "error" else "ok"
+            for span in spans:
+                span_hex = span.span_id_hex
+                for index, event in enumerate(normalize_span(span)):
+                    span_id = event.span_id or span_hex
+                    # The same order as event_order_key, on nanosecond-exact µs and the span's own order.
+                    phase, rank = _phase_rank(event.type, span_id, depth_of)
+                    keyed.append(((event.at_ns // 1000, phase, rank, span_id, index), event))
+            keyed.sort(key=lambda item: item[0])
+            recorder = run.recorder
+            for _, event in keyed:
+                redacted = self._redact(event)
+                if recorder.append(redacted.type, redacted.payload, **redacted.correlation()) is not AppendResult.ACCEPTED:
+                    failure = recorder.failure
+                    reason = failure.message if failure is not None else "the capture is closed"
+                    self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {reason}")
+                    return
+                if redacted.type == EventType.RUN_FINISHED.value:
+                    run.finished = True
+            run.last_activity = self._clock()
+        result.accepted += len(spans)
+        self.counters.add("bundled", len(spans))
+
+    def _redact(self, event: JournalEvent) -> JournalEvent:
+        try:
+            return self.redactor.redact_event(event)
+        except Exception:  # noqa: BLE001 - a redaction failure redacts the whole payload
+            logger.exception("redaction of a %s event failed; its payload is withheld", event.type)
+            event.payload = {"redaction_failed": True}
+            return event
+
+    def _hold(self, trace_id: int, spans: list[SpanData]) -> None:
+        if self._pending_count + len(spans) > self.max_pending_spans:
+            self.counters.add("no_session", len(spans))
+            return
+        first_seen, held = self._pending.get(trace_id, (self._clock(), []))
+        held.extend(spans)
+        self._pending[trace_id] = (first_seen, held)
+        self._pending_count += len(spans)
+
+    def _take_pending(self, trace_id: int) -> list[SpanData]:
+        entry = self._pending.pop(trace_id, None)
+        if entry is None:
+            return []
+        self._pending_count -= len(entry[1])
+        return entry[1]
+
+    def _reject(self, result: SubmitResult, count: int, reason: RejectReason, message: str) -> None:
+        result.rejected += count
+        result.rejected_by[reason] = result.rejected_by.get(reason, 0) + count
+        if message not in result.messages:
+            result.messages.append(message)
+        self.counters.add("rejected", count)
+        logger.warning("rejected %d span(s) (%s): %s", count, reason.value, message)
+
+    def _remember_sealed(self, trace_id: int) -> None:
+        self._sealed[trace_id] = None
+        while len(self._sealed) > _SEALED_MEMORY:
+            self._sealed.popitem(last=False)
+
+    # -- sealing ---------------------------------------------------------------------------
+
+    def seal_quiet_runs(self) -> int:
+        """Seal runs whose root span arrived and that were quiet for ``seal_after_s``; expire held spans."""
+        now = self._clock()
+        with self._lock:
+            quiet = [
+                trace_id
+                for trace_id, run in self._runs.items()
+                if run.root_seen and now - run.last_activity >= self.seal_after_s
+            ]
+            runs = [self._runs.pop(trace_id) for trace_id in quiet]
+            for trace_id in quiet:
+                self._remember_sealed(trace_id)
+            expired = [trace_id for trace_id, (first_seen, _) in self._pending.items() if now - first_seen >= self.hold_unrouted_s]
+            for trace_id in expired:
+                self.counters.add("no_session", len(self._take_pending(trace_id)))
+        for run in runs:
+            self._seal(run, interrupted=False)
+        return len(runs)
+
+    def seal_all(self) -> list[RunRecorder]:
+        """Seal every open run now: runs whose root arrived as finished, the others as interrupted."""
+        with self._lock:
+            runs = list(self._runs.items())
+            self._runs.clear()
+            for trace_id, _ in runs:
+                self._remember_sealed(trace_id)
+            for trace_id in list(self._pending):
+                self.counters.add("no_session", len(self._take_pending(trace_id)))
+        for _, run in runs:
+            self._seal(run, interrupted=not run.root_seen)
+        return [run.recorder for _, run in runs]
+
+    def _seal(self, run: _Run, *, interrupted: bool) -> None:
+        with run.lock:
+            if run.finished:
+                status = None
+            else:
+                status = "interrupted" if interrupted else run.root_status
+            run.recorder.close(run_status=status, reorder=event_order_key(run.depth_of))
+        self.counters.add("runs_sealed")
+        logger.info(
+            "sealed %s (%s) at %s", run.recorder.run_id, status or "finished", format_timestamp(time.time_ns())
+        )
+
+    @property
+    def open_run_count(self) -> int:
+        with self._lock:
+            return len(self._runs)

@@ -1,0 +1,98 @@
+"""``RunRecorder.close(reorder=...)``: the journal rewritten in order before terminal capture."""
+
+from __future__ import annotations
+
+import uuid
+
+import orjson
+
+from otel_session.journal import format_timestamp
+from otel_session.read import BundleStatus, read_bundle
+from otel_session.write import AppendResult, BundleWriter
+
+
+def _open(tmp_path, writer):
+    return writer.open_run(session_id="s", run_id=f"run-{uuid.uuid4()}", service="test")
+
+
+def test_close_with_reorder_rewrites_in_key_order_and_renumbers(tmp_path):
+    writer = BundleWriter(tmp_path)
+    run = _open(tmp_path, writer)
+    for at_ns, name in [(3_000_000, "c"), (1_000_000, "a"), (2_000_000, "b"), (1_000_000, "a2")]:
+        assert run.append("turn_started", {"state": name, "required_slots": []}, at_ns=at_ns) is AppendResult.ACCEPTED
+    writer.set_capture_extras(run.run_id, {"order": "event_time"})
+    run.close(run_status="ok", reorder=lambda record: (record["at"], record["seq"]))
+    assert run.wait_sealed(5)
+    writer.shutdown()
+
+    result = read_bundle(run.path)
+    assert result.status is BundleStatus.COMPLETE, result.diagnostics
+    assert [event["seq"] for event in result.events] == [1, 2, 3, 4, 5]
+    assert [event.get("payload", {}).get("state") for event in result.events] == ["a", "a2", "b", "c", None]
+    assert result.events[0]["at"] == format_timestamp(1_000_000)
+    capture = orjson.loads((run.path / "capture.json").read_bytes())
+    assert capture["event_count"] == 5 and capture["order"] == "event_time"
+    assert not list(run.path.glob(".*.tmp"))
+    assert run.append("turn_started", {}) is AppendResult.CAPTURE_STOPPED
+
+
+def test_a_failing_key_keeps_the_appended_journal(tmp_path, caplog):
+    writer = BundleWriter(tmp_path)
+    run = _open(tmp_path, writer)
+    run.append("turn_started", {"state": "x"}, at_ns=2_000_000)
+    run.append("turn_started", {"state": "y"}, at_ns=1_000_000)
+
+    def broken_key(record):
+        raise RuntimeError("bad key")
+
+    run.close(reorder=broken_key)
+    assert run.wait_sealed(5)
+    writer.shutdown()
+    result = read_bundle(run.path)
+    assert result.status is BundleStatus.COMPLETE
+    assert [event["payload"]["state"] for event in result.events] == ["x", "y"]
+    assert "could not rewrite" in caplog.text
+
+
+def test_reorder_after_reopen_continues_the_same_journal(tmp_path):
+    run_id = f"run-{uuid.uuid4()}"
+    first = BundleWriter(tmp_path)
+    run = first.open_run(session_id="s", run_id=run_id)
+    run.append("turn_started", {"state": "late"}, at_ns=5_000_000)
+    first.force_flush()
+    # A crash: the lock goes with the process; the bundle stays "recording" with a torn tail.
+    events = run.path / "events.ndjson"
+    run._writer._forget(run)
+    import os
+
+    os.close(run._events_fd)
+    os.close(run._lock_fd)
+    with open(events, "ab") as handle:
+        handle.write(b'{"seq": 2, "at": "torn')
+    second = BundleWriter(tmp_path)
+    again = second.open_run(session_id="s", run_id=run_id)
+    assert again.recovered_torn_bytes > 0
+    again.append("turn_started", {"state": "early"}, at_ns=1_000_000)
+    again.close(reorder=lambda record: (record["at"], record["seq"]))
+    assert again.wait_sealed(5)
+    second.shutdown()
+    first.shutdown()
+    result = read_bundle(run.path)
+    assert result.status is BundleStatus.COMPLETE, result.diagnostics
+    assert [event["payload"]["state"] for event in result.events] == ["early", "late"]
+
+
+def test_refusing_a_sealed_run_leaves_its_bundle_byte_for_byte_unchanged(tmp_path):
+    import pytest
+
+    from otel_session.write import RunSealedError
+
+    writer = BundleWriter(tmp_path)
+    run = _open(tmp_path, writer)
+    run.close(run_status="ok")
+    assert run.wait_sealed(5)
+    before = {path.name: path.read_bytes() for path in run.path.iterdir()}
+    with pytest.raises(RunSealedError):
+        writer.open_run(session_id="s", run_id=run.run_id)
+    writer.shutdown()
+    assert {path.name: path.read_bytes() for path in run.path.iterdir()} == before
