@@ -143,7 +143,7 @@ def _phase_rank(event_type: str | None, span_id: str, depth_of: Callable[[str | 
 
 
 class _Run:
-    __slots__ = ("finished", "last_activity", "lock", "parents", "recorder", "root_seen", "root_status")
+    __slots__ = ("finished", "last_activity", "latest_ns", "lock", "parents", "recorder", "root_seen", "root_status")
 
     def __init__(self, recorder: RunRecorder) -> None:
         self.recorder = recorder
@@ -153,6 +153,8 @@ class _Run:
         self.root_status = "ok"
         self.finished = False
         self.last_activity = time.monotonic()
+        self.latest_ns = 0
+        """The latest event time journaled: a run finished here is never stamped before it."""
 
     def depth_of(self, span_id: str | None) -> int:
         depth = 0
@@ -292,6 +294,7 @@ class BundleSink:
                     return
                 if redacted.type == EventType.RUN_FINISHED.value:
                     run.finished = True
+                run.latest_ns = max(run.latest_ns, event.at_ns)
             run.last_activity = self._clock()
         result.accepted += len(spans)
         self.counters.add("bundled", len(spans))
@@ -373,7 +376,11 @@ class BundleSink:
                 status = None
             else:
                 status = "interrupted" if interrupted else run.root_status
-            run.recorder.close(run_status=status, reorder=event_order_key(run.depth_of))
+                # Stamped no earlier than the run's last event, so the event-time order keeps it
+                # last even when the services' clocks run ahead of this one.
+                at_ns = max(time.time_ns(), run.latest_ns)
+                run.recorder.append(EventType.RUN_FINISHED, {"status": status}, at_ns=at_ns)
+            run.recorder.close(reorder=event_order_key(run.depth_of))
         self.counters.add("runs_sealed")
         logger.info(
             "sealed %s (%s) at %s", run.recorder.run_id, status or "finished", format_timestamp(time.time_ns())
