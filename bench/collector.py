@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -27,8 +26,9 @@ import threading
 import time
 from pathlib import Path
 
+from bench import Figure, write_results
+
 TARGET_SPANS_PER_CORE_S = 12_000
-RESULTS = Path(__file__).with_name("results-collector.json")
 
 
 # -- the collector side (child process) ------------------------------------------------------
@@ -176,7 +176,8 @@ def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int) -
     }
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict:
+    """Measure and write ``bench/results-collector.json`` (``python -m bench`` calls this with no arguments)."""
     parser = argparse.ArgumentParser(prog="python -m bench.collector", description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=30_000, help="spans per measurement (all exporters together)")
     parser.add_argument("--exporters", type=int, default=4, help="concurrent official gRPC exporters")
@@ -184,44 +185,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--spans-per-trace", default="8,64", help="trace (= run) sizes to measure, comma-separated")
     parser.add_argument("--serve", choices=["write", "receive"], help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv or [])
     if args.serve:
         serve(args.serve, args.dir)
-        return
+        return {}
+    figures = []
     workloads = []
     for per_trace in (int(size) for size in args.spans_per_trace.split(",")):
         receive = measure("receive", args.exporters, args.spans, args.batch, per_trace)
         write = measure("write", args.exporters, args.spans, args.batch, per_trace)
-        workloads.append({
-            "spans_per_trace": per_trace,
-            "receiver_only": receive,
-            "writing_on": write,
-            "writing_cost_ratio": round(write["collector_cpu_s"] / receive["collector_cpu_s"], 2),
-            "target_met": write["spans_per_core_s"] >= TARGET_SPANS_PER_CORE_S,
-        })
-    results = {
-        "benchmark": "collector",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "load_average_at_end": os.getloadavg()},
-        "exporters": args.exporters,
-        "batch": args.batch,
-        "target_spans_per_core_s": TARGET_SPANS_PER_CORE_S,
-        "workloads": workloads,
-    }
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-    for workload in workloads:
-        for run in (workload["receiver_only"], workload["writing_on"]):
-            print(
-                f"{workload['spans_per_trace']:>3} spans/run {run['mode']:>8}: {run['spans']} spans, "
-                f"{run['spans_per_s_wall']:,} spans/s wall; collector {run['cpu_ms_per_1k_spans']} ms CPU per 1k "
-                f"spans = {run['spans_per_core_s']:,} spans/s per core"
-            )
-        print(
-            f"    writing costs {workload['writing_cost_ratio']}x the receiver's CPU; target "
-            f"{TARGET_SPANS_PER_CORE_S:,} spans/s per core with writing on: {'met' if workload['target_met'] else 'MISSED'}"
-        )
-    print(f"results in {RESULTS}")
+        workloads.append({"spans_per_trace": per_trace, "receiver_only": receive, "writing_on": write})
+        prefix = f"collector.{per_trace}_spans_per_run"
+        figures += [
+            Figure(f"{prefix}.receive_spans_per_core_s", receive["spans_per_core_s"], "spans/s",
+                   note="decode + count only, the baseline"),
+            Figure(f"{prefix}.write_spans_per_core_s", write["spans_per_core_s"], "spans/s",
+                   baseline=receive["spans_per_core_s"], target=f">= {TARGET_SPANS_PER_CORE_S:,}",
+                   ok=write["spans_per_core_s"] >= TARGET_SPANS_PER_CORE_S,
+                   note="decode, normalize, redact, write, seal (event-time rewrite)"),
+            Figure(f"{prefix}.write_cpu_ms_per_1k_spans", write["cpu_ms_per_1k_spans"], "ms",
+                   baseline=receive["cpu_ms_per_1k_spans"]),
+            Figure(f"{prefix}.write_spans_per_s_wall", write["spans_per_s_wall"], "spans/s",
+                   baseline=receive["spans_per_s_wall"], note=f"{args.exporters} exporters on the same machine"),
+        ]
+    details = {"exporters": args.exporters, "batch": args.batch, "load_average_at_end": os.getloadavg(),
+               "workloads": workloads}
+    return write_results("collector", figures, details)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

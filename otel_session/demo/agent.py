@@ -49,6 +49,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 import otel_session
 from otel_session.demo.booking import (
     DEMO_KEEP_SLOTS,
+    INSTRUCTIONS,
     REQUIRED_SLOTS,
     AvailabilityError,
     BookingState,
@@ -78,14 +79,6 @@ _AVAILABILITY_TOOL = {
         },
     },
 }
-_INSTRUCTIONS = {
-    BookingState.ASK_DATE: "Ask the caller which day they would like to come.",
-    BookingState.ASK_PARTY_SIZE: "Ask the caller how many people the table is for.",
-    BookingState.CONFIRM: "Offer the table you found and ask the caller to confirm.",
-    BookingState.DONE: "Confirm the booking and say goodbye.",
-}
-
-
 @dataclass
 class Conversation:
     """One session's dialogue state, kept between its runs."""
@@ -151,7 +144,7 @@ class BookingAgent:
 
     def _say(self, state: BookingState, utterance: str) -> str:
         messages = [
-            {"role": "system", "content": _INSTRUCTIONS.get(state, "Greet the caller.")},
+            {"role": "system", "content": INSTRUCTIONS[state]},
             {"role": "user", "content": utterance},
         ]
         return self._stream(messages)[0]
@@ -160,7 +153,7 @@ class BookingAgent:
         """Let the LLM call ``check_availability`` (grounded in the slots), then stream the offer."""
         slots = conversation.slots
         messages: list[dict[str, Any]] = [
-            {"role": "system", "content": _INSTRUCTIONS[BookingState.CONFIRM]},
+            {"role": "system", "content": INSTRUCTIONS[BookingState.CONFIRM]},
             {"role": "user", "content": utterance},
         ]
         text, calls = self._stream(messages, tools=[_AVAILABILITY_TOOL])

@@ -18,6 +18,7 @@ from typing import Any
 
 __all__ = [
     "DEMO_KEEP_SLOTS",
+    "INSTRUCTIONS",
     "REQUIRED_SLOTS",
     "AvailabilityError",
     "BookingState",
@@ -25,6 +26,7 @@ __all__ = [
     "Understanding",
     "check_availability",
     "decide",
+    "find_contacts",
     "understand",
 ]
 
@@ -45,6 +47,15 @@ REQUIRED_SLOTS: dict[BookingState, tuple[str, ...]] = {
     BookingState.DONE: ("date", "party_size", "confirmed"),
 }
 """Slots a state needs filled before the dialogue can leave it."""
+
+INSTRUCTIONS: dict[BookingState, str] = {
+    BookingState.GREET: "Greet the caller.",
+    BookingState.ASK_DATE: "Ask the caller which day they would like to come.",
+    BookingState.ASK_PARTY_SIZE: "Ask the caller how many people the table is for.",
+    BookingState.CONFIRM: "Offer the table you found and ask the caller to confirm.",
+    BookingState.DONE: "Confirm the booking and say goodbye.",
+}
+"""The system prompt the agent sends the LLM for the state the dialogue moves to."""
 
 DEMO_KEEP_SLOTS = ("date", "party_size", "available", "confirmed")
 """Booking facts stay readable in the demo's bundles; any other slot (the caller's contact) is hashed."""
@@ -93,6 +104,12 @@ def _parse_date(text: str) -> str | None:
     return None
 
 
+def find_contacts(utterance: str) -> list[str]:
+    """E-mail addresses, then phone numbers, as written (dates are never taken for phone numbers)."""
+    without_dates = _MONTH_DAY.sub(" ", _ISO_DATE.sub(" ", utterance))
+    return [*_EMAIL.findall(without_dates), *_PHONE.findall(_EMAIL.sub(" ", without_dates))]
+
+
 def understand(utterance: str, state: BookingState) -> Understanding:
     """Read slot values from ``utterance``; a bare number counts as a party size only when asked."""
     text = utterance.lower()
@@ -100,7 +117,7 @@ def understand(utterance: str, state: BookingState) -> Understanding:
     if date := _parse_date(text):
         slots["date"] = date
     without_dates = _MONTH_DAY.sub(" ", _ISO_DATE.sub(" ", utterance))
-    contacts = [*_EMAIL.findall(without_dates), *_PHONE.findall(_EMAIL.sub(" ", without_dates))]
+    contacts = find_contacts(utterance)
     for match in _PARTY.finditer(_PHONE.sub(" ", _EMAIL.sub(" ", without_dates.lower()))):
         explicit = match.group(0) != match.group(1)
         if explicit or state is BookingState.ASK_PARTY_SIZE:

@@ -118,8 +118,8 @@ def agent(ctx: click.Context) -> None:
 @demo.command(context_settings=_PASS_THROUGH, add_help_option=False)
 @click.pass_context
 def llm(ctx: click.Context) -> None:
-    """The deterministic OpenAI-compatible mock LLM (options: --help)."""
-    from otel_session.demo.mock_llm import main
+    """The deterministic OpenAI-compatible mock LLM, booking replies (options: --help)."""
+    from otel_session.demo.booking_llm import main
 
     main(ctx.args)
 

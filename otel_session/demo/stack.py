@@ -236,10 +236,17 @@ class DemoStack:
         self.bundle_dir = bundle_dir.resolve()
         self.ports = ports or DemoPorts()
         self.seal_after_s = seal_after_s
-        self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="otel-session-demo-"))
+        self._log_dir = log_dir
         self.export_to = list(export_to)
         self.python = python
         self.services: dict[str, Service] = {}
+
+    @property
+    def log_dir(self) -> Path:
+        """Where each process logs: the given directory, else a temporary one made on first use."""
+        if self._log_dir is None:
+            self._log_dir = Path(tempfile.mkdtemp(prefix="otel-session-demo-"))
+        return self._log_dir
 
     @property
     def viewer_url(self) -> str:
@@ -276,7 +283,7 @@ class DemoStack:
                 self._cli("view", "--dir", str(self.bundle_dir), "--host", _HOST, "--port", str(p.viewer)),
                 http_ready(f"http://{_HOST}:{p.viewer}/api/sessions"),
             ),
-            Service("llm", [self.python, "-m", "otel_session.demo.mock_llm", "--port", str(p.llm)],
+            Service("llm", [self.python, "-m", "otel_session.demo.booking_llm", "--port", str(p.llm)],
                     http_ready(f"http://{_HOST}:{p.llm}/v1/models")),
             Service(
                 "agent",

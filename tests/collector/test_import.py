@@ -6,21 +6,44 @@ import pytest
 from click.testing import CliRunner
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_session.collector.otlp import to_json_line
 
 from otel_session.cli import main
 from otel_session.read import BundleStatus
 
 from .conftest import CANARY_EMAIL, all_bytes, bundles
 
-file_exporter = pytest.importorskip("opentelemetry.exporter.otlp.json.file")
+class OtlpJsonLinesExporter(InMemorySpanExporter):
+    """Writes OTLP JSON lines with the official protobuf encoder (when the json-file exporter is absent)."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+
+    def export(self, spans):
+        with open(self.path, "ab") as handle:
+            handle.write(to_json_line(encode_spans(spans)))
+        return SpanExportResult.SUCCESS
+
+
+def file_exporter(path):
+    """``opentelemetry-exporter-otlp-json-file`` (a real producer of the format) when installed."""
+    try:
+        from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    except ImportError:
+        return OtlpJsonLinesExporter(path)
+    return FileSpanExporter(path)
 
 
 @pytest.fixture
 def exported_file(tmp_path):
     path = tmp_path / "traces.jsonl"
     provider = TracerProvider(resource=Resource.create({"service.name": "importer-test"}))
-    provider.add_span_processor(SimpleSpanProcessor(file_exporter.FileSpanExporter(path)))
+    provider.add_span_processor(SimpleSpanProcessor(file_exporter(path)))
     tracer = provider.get_tracer("t")
     for session_id in ("call-1", "call-2"):
         with tracer.start_as_current_span("invoke_agent booking", attributes={"session.id": session_id}):

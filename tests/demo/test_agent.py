@@ -7,13 +7,14 @@ import pytest
 from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
 from otel_session.demo.agent import create_app
+from otel_session.demo.booking_llm import booking_reply
 from otel_session.demo.mock_llm import MockLLMServer
 from otel_session.testing import capture_bundle
 
 
 @pytest.fixture
 def llm():
-    with MockLLMServer() as server:
+    with MockLLMServer(responder=booking_reply) as server:
         yield openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
 
 
@@ -56,6 +57,8 @@ def test_a_call_is_one_run_whose_llm_spans_carry_the_session(llm):
     assert response.status_code == 200
     body = response.get_json()
     assert body["state"] == "confirm" and body["turns"] == 3
+    assert body["replies"][1] == "Lovely. How many people is the table for?"
+    assert body["replies"][2].startswith("Sorry, I could not check the reservation book (")
     assert response.headers["X-Run-Id"] == body["run_id"] == captured.bundle.run_id
     types = [event["type"] for event in captured.bundle.events]
     assert types.count("turn_started") == 3 and types.count("turn_finished") == 3

@@ -57,3 +57,34 @@ def test_the_tool_fails_for_large_parties_and_answers_otherwise():
     assert check_availability("2026-12-05", 4) == {"available": True, "date": "2026-12-05", "party_size": 4, "time": "20:00"}
     with pytest.raises(AvailabilityError, match="timed out"):
         check_availability("2026-12-05", 10)
+
+
+def _request(system, user, *extra, tools=None):
+    request = {"model": "mock-gpt", "messages": [{"role": "system", "content": system},
+                                                  {"role": "user", "content": user}, *extra]}
+    if tools:
+        request["tools"] = tools
+    return request
+
+
+def test_the_booking_llm_answers_each_instruction_and_repeats_contacts():
+    from otel_session.demo.booking import INSTRUCTIONS
+    from otel_session.demo.booking_llm import booking_reply
+
+    ask = booking_reply(_request(INSTRUCTIONS[S.ASK_DATE], "hi, mail me at a@example.com"))
+    assert ask.content == ("Thanks, I will send the confirmation to a@example.com. "
+                           "I can book you a table. Which day would you like to come?")
+    assert ask == booking_reply(_request(INSTRUCTIONS[S.ASK_DATE], "hi, mail me at a@example.com"))
+    tool = {"type": "function", "function": {"name": "check_availability", "parameters": {}}}
+    call = booking_reply(_request(INSTRUCTIONS[S.CONFIRM], "4 people", tools=[tool]))
+    assert call.finish_reason == "tool_calls" and call.tool_calls[0].name == "check_availability"
+    said = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                                                  "function": {"name": "check_availability"}}]}
+    result = '{"available": true, "date": "2026-12-04", "party_size": 4, "time": "19:30"}'
+    offer = booking_reply(_request(INSTRUCTIONS[S.CONFIRM], "4 people", said,
+                                   {"role": "tool", "tool_call_id": "c1", "content": result}, tools=[tool]))
+    assert offer.content == "Good news: Friday 04 December at 19:30 is free for 4. Shall I book it?"
+    failed = booking_reply(_request(INSTRUCTIONS[S.CONFIRM], "10 people", said,
+                                    {"role": "tool", "tool_call_id": "c1", "content": "error: timed out"}))
+    assert failed.content.startswith("Sorry, I could not check the reservation book (timed out)")
+    assert booking_reply(_request("Say something.", "hello")).content == "You said: hello"  # the mock's default

@@ -40,7 +40,8 @@ def _alive(pid: int) -> bool:
 def test_serves_until_ctrl_c_then_leaves_no_process(tmp_path, free_ports):
     viewer, grpc, http, agent, llm = free_ports(5)
     stack = subprocess.Popen(
-        otel_session_cli("demo", "--dir", str(tmp_path / "bundles"), "--viewer-port", str(viewer),
+        otel_session_cli("demo", "--dir", str(tmp_path / "bundles"), "--log-dir", str(tmp_path / "logs"),
+                         "--viewer-port", str(viewer),
                          "--collector-grpc-port", str(grpc), "--collector-http-port", str(http),
                          "--agent-port", str(agent), "--llm-port", str(llm)),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,

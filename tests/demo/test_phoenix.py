@@ -85,7 +85,7 @@ def _spans(base: str) -> list[dict]:
 
 def test_phoenix_has_the_demo_spans_grouped_into_its_sessions(phoenix, tmp_path):
     root = tmp_path / "bundles"
-    ports = ["--viewer-port", "0", "--collector-grpc-port", "0", "--collector-http-port", "0",
+    ports = ["--log-dir", str(tmp_path / "logs"), "--viewer-port", "0", "--collector-grpc-port", "0", "--collector-http-port", "0",
              "--agent-port", "0", "--llm-port", "0"]
     done = subprocess.run(
         otel_session_cli("demo", "--once", "--dir", str(root), *ports, "--export-to", f"{phoenix}/v1/traces"),

@@ -118,7 +118,7 @@ def _run_topology(tmp_path, free_ports, *, by_request: bool):
     targets = [f"http://127.0.0.1:{port}/v1/traces" for port in http_ports]
     with TraceIdRouter(targets, by_request=by_request) as router:
         services += [
-            Service("llm", [sys.executable, "-m", "otel_session.demo.mock_llm", "--port", str(llm_port)],
+            Service("llm", [sys.executable, "-m", "otel_session.demo.booking_llm", "--port", str(llm_port)],
                     http_ready(f"http://127.0.0.1:{llm_port}/v1/models")),
             Service("agent",
                     [sys.executable, "-m", "otel_session.demo.agent", "--port", str(agent_port),
