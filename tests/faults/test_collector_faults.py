@@ -209,3 +209,26 @@ def test_a_second_collector_for_the_same_run_is_refused_and_counts_it(tmp_path, 
     assert bundle.status is BundleStatus.COMPLETE and bundle.diagnostics == []
     numbers = [e["payload"]["arguments"]["n"] for e in bundle.events if e["type"] == "tool_execution_started"]
     assert numbers == [1, 4], "never interleaved: the refused spans are not in the bundle"
+
+
+def test_a_restarted_collector_finishes_a_run_it_left_open_even_if_no_span_comes_again(tmp_path, start_collector):
+    root = tmp_path / "bundles"
+    trace = trace_hex(5)
+    collector = start_collector(root)
+    for number in range(5):
+        assert collector.post(request(tool_span(trace, number, "orphan")))[0] == 200
+    wait_for(lambda: bundles(root) and len(bundles(root)[0].events) == 10)
+    (run_dir,) = [bundle.path for bundle in bundles(root)]
+    with open(run_dir / layout.EVENTS_FILE, "ab") as journal:
+        journal.write(b'{"seq":11,"at')
+    collector.process.send_signal(signal.SIGKILL)
+    collector.process.wait(10)
+
+    restarted = start_collector(root, seal_after=0.3)  # nothing of the trace arrives again
+    sealed = wait_for(lambda: [b for b in bundles(root) if b.status is not BundleStatus.RECORDING])
+    (final,) = sealed
+    assert final.status is BundleStatus.COMPLETE and final.diagnostics == []
+    assert final.events[-1]["type"] == "run_finished" and final.events[-1]["payload"] == {"status": "interrupted"}
+    assert [e["payload"]["arguments"]["n"] for e in final.events if e["type"] == "tool_execution_started"] == [0, 1, 2, 3, 4]
+    _, err = restarted.terminate()
+    assert "resumed" in err and "13 bytes of a torn line cut" in err
