@@ -100,6 +100,7 @@ def state_text(state: dict) -> list[str]:
     return [block["text"] for message in state["messages"] for block in message["blocks"]]
 
 
+@pytest.mark.browser
 def test_the_viewer_replay_clock_plays_through_both_steps(stepped_run):
     playwright_sync = pytest.importorskip("playwright.sync_api")
     if not os.access(CHROMIUM, os.X_OK):
