@@ -1,6 +1,6 @@
 """An agent's latency with its OTLP collector up, refusing connections, or accepting and never answering.
 
-    python -m bench.unreachable [--runs 300]
+    python -m bench.unreachable [--runs 200] [--rounds 3]
 
 Runs the fault tests' agent (``tests/faults/agent_app.py``: one session, run and turn per request,
 a tool call and a 20-delta streamed reply; ``configure()`` with a ``BatchSpanProcessor`` and the
@@ -8,12 +8,14 @@ official OTLP/HTTP exporter, SDK defaults) as a child process four times: withou
 ``otel-session collect`` up on loopback (the baseline), with the port closed (connection refused)
 and with a socket that accepts but never answers (a hung collector). Reports p50/p95 of the app's
 run latency, the process's total time (its final ``shutdown()`` waits for the exporter) and the
-spans the SDK's queue dropped; writes ``bench/results-unreachable.json``.
+spans the SDK's queue dropped — medians over rounds in which the modes alternate (the machine may be
+busy with other work); writes ``bench/results-unreachable.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -23,12 +25,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 
 from bench import BENCH_DIR, Figure, write_results
 
 AGENT_APP = BENCH_DIR.parent / "tests" / "faults" / "agent_app.py"
+MODES = ["no_exporter", "collector_up", "connection_refused", "no_answer"]
 
 
 def _free_port() -> int:
@@ -87,33 +90,50 @@ def _measure(endpoint: str | None, runs: int, root: Path) -> dict:
     }
 
 
+def _endpoint_for(mode: str, base: Path) -> contextlib.AbstractContextManager[str | None]:
+    if mode == "collector_up":
+        return _collector(base / "collected")  # stopped after its measurement: no CPU left to it
+    if mode == "connection_refused":
+        return contextlib.nullcontext(f"http://127.0.0.1:{_free_port()}/v1/traces")
+    if mode == "no_answer":
+        return _black_hole()
+    return contextlib.nullcontext(None)
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.unreachable")
-    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=200, help="runs (requests) per measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; modes alternate within each round")
     args = parser.parse_args(argv if argv is not None else [])
-    modes: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-unreachable-") as tmp, ExitStack() as stack:
-        base = Path(tmp)
-        modes["no_exporter"] = _measure(None, args.runs, base / "none")
-        modes["collector_up"] = _measure(stack.enter_context(_collector(base / "collected")), args.runs, base / "up")
-        refused = f"http://127.0.0.1:{_free_port()}/v1/traces"
-        modes["connection_refused"] = _measure(refused, args.runs, base / "refused")
-        modes["no_answer"] = _measure(stack.enter_context(_black_hole()), args.runs, base / "hung")
+    rounds: dict[str, list[dict]] = {mode: [] for mode in MODES}
+    with tempfile.TemporaryDirectory(prefix="bench-unreachable-") as tmp:
+        for number in range(args.rounds):
+            order = MODES[number % len(MODES):] + MODES[: number % len(MODES)]
+            for mode in order:
+                base = Path(tmp) / f"{mode}-{number}"
+                with _endpoint_for(mode, base) as endpoint:
+                    rounds[mode].append(_measure(endpoint, args.runs, base / "bundles"))
+    modes = {mode: _median_of(measured) for mode, measured in rounds.items()}
     up = modes["collector_up"]
     figures = []
     for mode in ("connection_refused", "no_answer"):
-        figures.append(Figure(f"run p50, collector {mode.replace('_', ' ')}", modes[mode]["p50_ms"], "ms", up["p50_ms"],
+        label = mode.replace("_", " ")
+        figures.append(Figure(f"run p50, collector {label}", modes[mode]["p50_ms"], "ms", up["p50_ms"],
                               note="baseline: collector up"))
-        figures.append(Figure(f"run p95, collector {mode.replace('_', ' ')}", modes[mode]["p95_ms"], "ms", up["p95_ms"],
+        figures.append(Figure(f"run p95, collector {label}", modes[mode]["p95_ms"], "ms", up["p95_ms"],
                               note="baseline: collector up"))
     figures.append(Figure("run p50, collector up", up["p50_ms"], "ms", modes["no_exporter"]["p50_ms"],
                           note="baseline: no exporter"))
-    result = write_results("unreachable", figures, {"runs": args.runs, "modes": modes})
-    for mode, figures_of in modes.items():
-        print(f"{mode}: p50 {figures_of['p50_ms']:.2f} ms, p95 {figures_of['p95_ms']:.2f} ms, "
-              f"process {figures_of['process_s']:.1f} s, queue drops {figures_of['spans_dropped_by_queue']}, "
-              f"app errors {figures_of['app_errors']}")
+    result = write_results("unreachable", figures, {"runs": args.runs, "rounds": rounds, "medians": modes})
+    for mode, measured in modes.items():
+        print(f"{mode}: p50 {measured['p50_ms']:.2f} ms, p95 {measured['p95_ms']:.2f} ms, "
+              f"process {measured['process_s']:.1f} s, queue drops {measured['spans_dropped_by_queue']}, "
+              f"app errors {measured['app_errors']} (medians of {args.rounds} rounds)")
     return result
+
+
+def _median_of(measured: list[dict]) -> dict:
+    return {key: statistics.median(m[key] for m in measured) for key in measured[0]}
 
 
 if __name__ == "__main__":
