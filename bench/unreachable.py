@@ -86,7 +86,7 @@ def _measure(endpoint: str | None, runs: int, root: Path) -> dict:
         "exit_code": completed.returncode,
         "process_s": total_s,
         "spans_dropped_by_queue": completed.stderr.count("Queue full, dropping Span"),
-        "export_failures_logged": completed.stderr.count("Failed to export"),
+        "export_failures_logged": completed.stderr.count("Failed to export spans batch"),
     }
 
 
