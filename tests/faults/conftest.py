@@ -98,6 +98,24 @@ def complete_lines(path: Path) -> tuple[int, int]:
     return data[:end].count(b"\n"), len(data) - end
 
 
+class FailingAppends:
+    """The writer's append seam: the target journal's next append writes half, then fails."""
+
+    def __init__(self, writer, error: int) -> None:
+        self.real = writer._write
+        self.error = error
+        self.target_fd: int | None = None
+        self.calls = 0
+
+    def __call__(self, fd: int, data: memoryview) -> int:
+        if fd != self.target_fd:
+            return self.real(fd, data)
+        self.calls += 1
+        if self.calls == 1 and len(data) > 1:
+            return self.real(fd, data[: len(data) // 2])  # a torn write: the kernel took half
+        raise OSError(self.error, os.strerror(self.error))
+
+
 @pytest.fixture
 def tiny_fs(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
     """Mount a real tmpfs of a given size (KiB): ENOSPC without any injection. Needs root."""

@@ -3,6 +3,7 @@ without the run's root span, two collectors given the same run, SIGTERM."""
 
 from __future__ import annotations
 
+import errno
 import http.client
 import os
 import signal
@@ -15,11 +16,30 @@ import orjson
 import pytest
 
 from otel_session import layout
+from otel_session.collector.server import Collector
 from otel_session.read import BundleStatus, DiagnosticCode
+from otel_session.redact import RedactionPolicy, Redactor
 
-from .conftest import bundles, complete_lines, viewer_verdict, wait_for
+from .conftest import FailingAppends, bundles, complete_lines, viewer_verdict, wait_for
 
 BASE_NS = 1_796_000_000_000_000_000
+
+
+class HttpClient:
+    """OTLP/JSON over HTTP by hand: the answer's ``partialSuccess`` is what these tests check."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    def post(self, body: bytes) -> tuple[int, dict]:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            connection.request("POST", "/v1/traces", body=body, headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            data = response.read()
+            return response.status, orjson.loads(data) if data else {}
+        finally:
+            connection.close()
 
 
 class CollectorProcess:
@@ -37,14 +57,7 @@ class CollectorProcess:
         self.port = int(banner.split("http=")[1].split()[0].rsplit(":", 1)[1])
 
     def post(self, body: bytes) -> tuple[int, dict]:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            connection.request("POST", "/v1/traces", body=body, headers={"Content-Type": "application/json"})
-            response = connection.getresponse()
-            data = response.read()
-            return response.status, orjson.loads(data) if data else {}
-        finally:
-            connection.close()
+        return HttpClient(self.port).post(body)
 
     def terminate(self) -> tuple[str, str]:
         """SIGTERM, then the exit status and output: the collector drains and seals."""
@@ -232,3 +245,42 @@ def test_a_restarted_collector_finishes_a_run_it_left_open_even_if_no_span_comes
     assert [e["payload"]["arguments"]["n"] for e in final.events if e["type"] == "tool_execution_started"] == [0, 1, 2, 3, 4]
     _, err = restarted.terminate()
     assert "resumed" in err and "13 bytes of a torn line cut" in err
+
+
+@pytest.mark.parametrize("error,code", [(errno.EIO, "io_error"), (errno.EACCES, "permission_denied")])
+def test_an_append_error_in_the_collector_fails_one_run_and_refuses_its_later_spans(tmp_path, error, code):
+    """In process, for the writer's ``_write`` seam (real EIO on demand does not exist here)."""
+    root = tmp_path / "bundles"
+    collector = Collector(root, grpc_address=None, http_address="127.0.0.1:0", seal_after_s=30,
+                          redactor=Redactor(RedactionPolicy(), key=b"fault-tests"))
+    collector.start()
+    client = HttpClient(collector.http_port)
+    try:
+        faulty, healthy = trace_hex(6), trace_hex(7)
+        assert client.post(request(tool_span(faulty, 0, "faulty"), tool_span(healthy, 0, "healthy")))[0] == 200
+        (target,) = [run for run in collector.writer.open_runs if run.session_id == "faulty"]
+        seam = FailingAppends(collector.writer, error)
+        seam.target_fd = target._events_fd
+        collector.writer._write = seam
+        for number in range(1, 40):
+            client.post(request(tool_span(faulty, number, "faulty"), tool_span(healthy, number, "healthy")))
+        wait_for(lambda: target.failure is not None)
+        status, late = client.post(request(root_span(faulty, "faulty"), root_span(healthy, "healthy")))
+        assert status == 200 and late["partialSuccess"]["rejectedSpans"] == "1", "later spans refused"
+        assert code in late["partialSuccess"]["errorMessage"] or os.strerror(error) in late["partialSuccess"]["errorMessage"]
+    finally:
+        collector.stop()
+    totals = collector.counters.snapshot()
+    assert totals["received"] == totals["bundled"] + totals["rejected"] and totals["rejected"] >= 1
+    assert seam.calls == 2, "half a batch, then the error; never an append again"
+    by_session = {bundle.manifest["session_id"]: bundle for bundle in bundles(root)}
+    failed = by_session["faulty"]
+    assert failed.status is BundleStatus.FAILED and failed.capture["failure"]["code"] == code
+    lines, torn = complete_lines(failed.path / layout.EVENTS_FILE)
+    assert failed.capture["event_count"] == lines == len(failed.events)
+    assert [d.code for d in failed.diagnostics] == ([DiagnosticCode.TORN_TAIL] if torn else []), "at most one torn line"
+    ok = by_session["healthy"]
+    assert ok.status is BundleStatus.COMPLETE and ok.diagnostics == []
+    assert sum(1 for e in ok.events if e["type"] == "tool_execution_started") == 40
+    entry, _ = viewer_verdict(root, "faulty", failed.run_id)
+    assert entry["integrity"] == "failed"

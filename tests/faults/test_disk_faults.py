@@ -26,6 +26,7 @@ from otel_session.read import BundleStatus, DiagnosticCode, read_bundle
 from otel_session.testing import capture_bundle
 
 from .conftest import (
+    FailingAppends,
     agent_command,
     agent_env,
     assert_finished_normally,
@@ -92,24 +93,6 @@ def test_disk_full_before_a_run_opens_leaves_no_bundle_and_no_lock(tiny_fs):
     assert bundles(root) == []
     leftovers = [path for path in root.rglob("*") if path.is_file() and path.name != ".redaction-key"]
     assert leftovers == [], "no lock or temporary file outlives a run that could not be opened"
-
-
-class FailingAppends:
-    """The writer's append seam: the target journal's next append writes half, then fails."""
-
-    def __init__(self, writer, error: int) -> None:
-        self.real = writer._write
-        self.error = error
-        self.target_fd: int | None = None
-        self.calls = 0
-
-    def __call__(self, fd: int, data: memoryview) -> int:
-        if fd != self.target_fd:
-            return self.real(fd, data)
-        self.calls += 1
-        if self.calls == 1 and len(data) > 1:
-            return self.real(fd, data[: len(data) // 2])  # a torn write: the kernel took half
-        raise OSError(self.error, os.strerror(self.error))
 
 
 @pytest.mark.parametrize(
