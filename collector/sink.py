@@ -29,8 +29,8 @@ import uuid
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from enum import Enum
 from datetime import datetime, timedelta, timezone
+from enum import Enum
 from typing import Any, Protocol
 
 from otel_session.journal import CaptureStatus, EventType, RunKind, format_timestamp
@@ -161,7 +161,7 @@ class _Run:
         self.latest_ns = 0
         """The latest event time journaled: a run finished here is never stamped before it."""
         self.resumed = False
-        """Left ``recording`` by a previous process: sealed as interrupted when quiet, like a run whose root arrived."""
+        """Left ``recording`` by a previous process: sealed (as interrupted) when quiet, like a rooted run."""
 
     def depth_of(self, span_id: str | None) -> int:
         depth = 0

@@ -98,7 +98,8 @@ def main() -> int:
     errors = 0
     for index in range(args.runs):
         last = index == args.runs - 1
-        outcome = one_run(index, args, hang=args.exit == "hang" and last, leave_open=args.exit == "atexit-open" and last)
+        hang, leave_open = args.exit == "hang" and last, args.exit == "atexit-open" and last
+        outcome = one_run(index, args, hang=hang, leave_open=leave_open)
         errors += outcome["error"] is not None
         print(json.dumps(outcome), flush=True)
     if args.exit == "shutdown":
