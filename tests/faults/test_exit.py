@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal
 import subprocess
 
+import pytest
+
 from otel_session.read import BundleStatus
 
 from .conftest import agent_command, agent_env, assert_finished_normally, bundles, run_agent
@@ -29,10 +31,10 @@ def test_exit_without_shutdown_drains_at_exit(tmp_path):
     assert statuses == [{"status": "ok"}, {"status": "ok"}, {"status": "interrupted"}], "the open one: interrupted"
 
 
-def sigterm_agent(root, *options: str) -> tuple[int, str]:
+def sigterm_agent(root, *options: str, **env: str) -> tuple[int, str]:
     process = subprocess.Popen(
         agent_command(root, "--exit", "hang", *options),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=agent_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=agent_env(**env),
     )
     try:
         assert process.stdout.readline().strip() == "ready", process.stderr.read()
@@ -54,9 +56,14 @@ def test_sigterm_with_the_default_action_leaves_the_run_recording(tmp_path):
     assert bundle.status is BundleStatus.RECORDING, "not sealed, but shown as recording, never lost"
 
 
-def test_sigterm_with_shutdown_on_sigterm_drains_and_still_dies_of_sigterm(tmp_path):
+@pytest.mark.parametrize(
+    "options,env",
+    [(["--handle-sigterm"], {}), ([], {"OTEL_SESSION_SHUTDOWN_ON_SIGTERM": "true"})],
+    ids=["argument", "environment"],
+)
+def test_sigterm_with_shutdown_on_sigterm_drains_and_still_dies_of_sigterm(tmp_path, options, env):
     root = tmp_path / "bundles"
-    returncode, stderr = sigterm_agent(root, "--handle-sigterm")
+    returncode, stderr = sigterm_agent(root, *options, **env)
     assert returncode == -signal.SIGTERM, stderr
     (bundle,) = bundles(root)
     assert bundle.status is BundleStatus.COMPLETE and bundle.diagnostics == []
