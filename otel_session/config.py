@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["DEFAULT_BUNDLE_DIR", "ENV_BUNDLE_DIR", "bundle_dir", "bundle_dir_option"]
+__all__ = ["DEFAULT_BUNDLE_DIR", "ENV_BUNDLE_DIR", "bundle_dir", "bundle_dir_option", "flag"]
 
 ENV_BUNDLE_DIR = "OTEL_SESSION_DIR"
 DEFAULT_BUNDLE_DIR = "./otel-session-data"
@@ -26,3 +26,8 @@ bundle_dir_option = click.option(
     help=f"Bundle root (default: ${ENV_BUNDLE_DIR}, else {DEFAULT_BUNDLE_DIR}).",
 )
 """The ``--dir`` option every command shares; pass its value to :func:`bundle_dir`."""
+
+
+def flag(name: str) -> bool:
+    """A boolean environment setting: ``true``/``1``/``yes``/``on`` (any case) is on, anything else off."""
+    return os.environ.get(name, "").strip().lower() in {"true", "1", "yes", "on"}
