@@ -55,6 +55,7 @@ _DEFAULT_SEAL_AFTER_S = 10.0
 _DEFAULT_MAX_PENDING_SPANS = 10_000
 _DEFAULT_HOLD_UNROUTED_S = 30.0
 _SEALED_MEMORY = 65_536
+RECORDED_BY = "otel-session collector"  # run.json `recorded_by`: runs this collector may resume
 
 # Records that open / close their span (message records are not: one span can hold several messages).
 _OPENING = frozenset(
@@ -252,6 +253,7 @@ class BundleSink:
                 agent=attributes.get("gen_ai.agent.name"),
                 service=first.service_name,
                 created_at_ns=first.start_time_ns,
+                recorded_by=RECORDED_BY,
             )
         except RunSealedError as exc:
             self._remember_sealed(trace_id)
@@ -344,7 +346,7 @@ class BundleSink:
             self._sealed.popitem(last=False)
 
     def resume_orphans(self, runs: Iterable[RunInfo]) -> int:
-        """Reopen runs a previous process left ``recording`` (crashed; their lock is free).
+        """Reopen runs a previous collector left ``recording`` (crashed; their lock is free).
 
         Each continues when spans of its trace arrive, and is otherwise sealed ``interrupted`` once
         quiet for ``seal_after_s`` — never left ``recording`` for good. A run another live writer
@@ -352,8 +354,8 @@ class BundleSink:
         """
         resumed = 0
         for info in runs:
-            if info.capture_status != CaptureStatus.RECORDING.value:
-                continue
+            if info.capture_status != CaptureStatus.RECORDING.value or info.recorded_by != RECORDED_BY:
+                continue  # sealed, or another recorder's (an in-process journal keeps its own seq order)
             try:
                 recorder = self.writer.open_run(session_id=info.session_id, run_id=info.run_id, kind=info.kind,
                                                 eval_id=info.eval_id)

@@ -557,8 +557,11 @@ class BundleWriter:
         agent: str | None = None,
         service: str | None = None,
         created_at_ns: int | None = None,
+        recorded_by: str | None = None,
     ) -> RunRecorder:
         """Create (or continue, after a crash) the bundle of one run and take its lock.
+
+        ``recorded_by`` names the recorder in ``run.json`` (the collector resumes only its own runs).
 
         Raises ``UnsafePathError`` for ids that would leave the root, ``RunLockedError`` when
         another writer holds the run, ``RunSealedError`` when its capture is already terminal,
@@ -571,6 +574,16 @@ class BundleWriter:
         if kind is RunKind.EVAL and not eval_id:
             raise ValueError("an eval run needs an eval_id")
         path = layout.run_dir(self.root, session_id, run_id, eval_id=eval_id if kind is RunKind.EVAL else None)
+        new_manifest: dict[str, Any] = {
+            "schema": RUN_SCHEMA,
+            "session_id": session_id,
+            "run_id": run_id,
+            "kind": kind.value,
+            "created_at": format_timestamp(created_at_ns or _now_ns()),
+            "service": service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service",
+        }
+        optional = {"eval_id": eval_id if kind is RunKind.EVAL else None, "agent": agent, "recorded_by": recorded_by}
+        new_manifest.update((key, value) for key, value in optional.items() if value)
         with self._open_lock:
             if self._closed:
                 raise WriterClosedError("the bundle writer was shut down")
@@ -579,9 +592,7 @@ class BundleWriter:
             _makedirs_private(path)
             lock_fd = self._lock_run(path)
             try:
-                recorder = self._open_locked_run(
-                    path, lock_fd, session_id, run_id, kind, eval_id, agent, service, created_at_ns
-                )
+                recorder = self._open_locked_run(path, lock_fd, new_manifest)
             except BaseException:
                 # A sealed bundle never changes (not even a lock file); a bundle that could not be
                 # made (disk full) keeps no lock file that would outlive this process.
@@ -609,18 +620,8 @@ class BundleWriter:
             raise
         return lock_fd
 
-    def _open_locked_run(
-        self,
-        path: Path,
-        lock_fd: int,
-        session_id: str,
-        run_id: str,
-        kind: RunKind,
-        eval_id: str | None,
-        agent: str | None,
-        service: str | None,
-        created_at_ns: int | None,
-    ) -> RunRecorder:
+    def _open_locked_run(self, path: Path, lock_fd: int, new_manifest: dict[str, Any]) -> RunRecorder:
+        """Continue a ``recording`` run found at ``path``, or create it with ``new_manifest``."""
         capture_path = path / layout.CAPTURE_FILE
         manifest_path = path / layout.RUN_FILE
         events_path = path / layout.EVENTS_FILE
@@ -637,18 +638,7 @@ class BundleWriter:
             if torn:
                 logger.warning("reopened %s: cut a torn final line of %d bytes", path, torn)
         else:
-            manifest = {
-                "schema": RUN_SCHEMA,
-                "session_id": session_id,
-                "run_id": run_id,
-                "kind": kind.value,
-                "created_at": format_timestamp(created_at_ns or _now_ns()),
-                "service": service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service",
-            }
-            if eval_id:
-                manifest["eval_id"] = eval_id
-            if agent:
-                manifest["agent"] = agent
+            manifest = new_manifest
             write_json_atomic(manifest_path, manifest, sync_dir=False)  # the capture's write syncs the dir
             write_json_atomic(
                 capture_path, {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0}
