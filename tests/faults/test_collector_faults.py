@@ -249,6 +249,25 @@ def test_a_restarted_collector_finishes_a_run_it_left_open_even_if_no_span_comes
     assert "resumed" in err and "13 bytes of a torn line cut" in err
 
 
+def test_a_restarted_collector_leaves_an_in_process_run_it_did_not_record_alone(tmp_path, start_collector):
+    """A crashed app's in-process journal on a shared root keeps its own ``seq`` order: not adopted."""
+    root = tmp_path / "bundles"
+    script = (
+        "import os; from otel_session.write import BundleWriter\n"
+        f"run = BundleWriter({str(root)!r}).open_run(session_id='app', run_id='run-{'0' * 8}-0000-0000-0000-{'0' * 11}1')\n"
+        "run.append('run_started', {'kind': 'live'}); run._writer.force_flush(); os._exit(9)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", script], timeout=60).returncode == 9
+    (crashed,) = bundles(root)
+    assert crashed.status is BundleStatus.RECORDING
+    collector = start_collector(root, seal_after=0.2)
+    time.sleep(1.0)  # several seal periods: a resumed run would have been sealed by now
+    _, err = collector.terminate()
+    (after,) = bundles(root)
+    assert after.status is BundleStatus.RECORDING and "resumed" not in err
+    assert (after.path / layout.EVENTS_FILE).read_bytes() == (crashed.path / layout.EVENTS_FILE).read_bytes()
+
+
 @pytest.mark.parametrize("error,code", [(errno.EIO, "io_error"), (errno.EACCES, "permission_denied")])
 def test_an_append_error_in_the_collector_fails_one_run_and_refuses_its_later_spans(tmp_path, error, code):
     """In process, for the writer's ``_write`` seam (real EIO on demand does not exist here)."""
