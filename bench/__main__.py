@@ -11,7 +11,6 @@ import json
 import os
 import re
 import sys
-from pathlib import Path
 
 from bench import BENCH_DIR, Figure, fmt, summary_line
 

@@ -15,7 +15,6 @@ import time
 import uuid
 from pathlib import Path
 
-import orjson
 
 from bench import Figure, write_results
 from otel_session import layout

@@ -14,13 +14,6 @@ from otel_session import config
 
 __all__ = ["collect", "import_command"]
 
-_DIR_OPTION = click.option(
-    "--dir",
-    "bundle_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help=f"Bundle root (default: ${config.ENV_BUNDLE_DIR}, else {config.DEFAULT_BUNDLE_DIR}).",
-)
 
 
 def _address(value: str) -> str | None:
@@ -28,7 +21,7 @@ def _address(value: str) -> str | None:
 
 
 @click.command()
-@_DIR_OPTION
+@config.bundle_dir_option
 @click.option("--grpc", "grpc_address", default="127.0.0.1:4317", show_default=True,
               help="OTLP/gRPC listen address (HOST:PORT; port 0 picks one; 'off' disables).")
 @click.option("--http", "http_address", default="127.0.0.1:4318", show_default=True,
@@ -93,7 +86,7 @@ def _shown(address: str, port: int | None) -> str:
 
 @click.command("import")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@_DIR_OPTION
+@config.bundle_dir_option
 def import_command(files: tuple[Path, ...], bundle_root: Path | None) -> None:
     """Import OTLP JSON lines files (OpenTelemetry Collector file exporter format) as bundles.
 

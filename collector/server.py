@@ -46,6 +46,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from otel_session.collector.forward import Forwarder
 from otel_session.collector.otlp import OtlpDecodeError, parse_json, parse_protobuf, spans_of
 from otel_session.collector.sink import BundleSink, Counters, EventRedactor, Overloaded
+from otel_session.read import iter_runs
 from otel_session.write import BundleWriter, WriterLimits
 
 __all__ = [
@@ -339,6 +340,8 @@ class Collector:
         self.http_port: int | None = None
 
     def start(self) -> None:
+        if isinstance(self.receiver, Receiver):  # runs a crashed collector left open continue, or end interrupted
+            self.sink.resume_orphans(iter_runs(self.root, include_evals=True))
         if self._grpc_address:
             self._grpc_server = grpc.server(
                 futures.ThreadPoolExecutor(max_workers=_GRPC_WORKERS, thread_name_prefix="otlp-grpc"),

@@ -25,15 +25,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Any, Protocol
 
-from otel_session.journal import EventType, RunKind, format_timestamp
+from otel_session.journal import CaptureStatus, EventType, RunKind, format_timestamp
 from otel_session.layout import UnsafePathError
 from otel_session.normalize import JournalEvent, SpanData, normalize_span, session_id_of
+from otel_session.read import RunInfo, read_bundle
 from otel_session.write import AppendResult, BundleWriter, RunLockedError, RunRecorder, RunSealedError, WriterClosedError
 
 __all__ = [
@@ -53,6 +56,7 @@ _DEFAULT_MAX_PENDING_SPANS = 10_000
 _DEFAULT_HOLD_UNROUTED_S = 30.0
 _SEALED_MEMORY = 65_536
 _MAX_RUNS_AWAITING_SEAL = 256
+RECORDED_BY = "otel-session collector"  # run.json `recorded_by`: runs this collector may resume
 
 # Records that open / close their span (message records are not: one span can hold several messages).
 _OPENING = frozenset(
@@ -144,7 +148,10 @@ def _phase_rank(event_type: str | None, span_id: str, depth_of: Callable[[str | 
 
 
 class _Run:
-    __slots__ = ("batches", "finished", "last_activity", "lock", "parents", "recorder", "root_seen", "root_status")
+    __slots__ = (
+        "batches", "finished", "last_activity", "latest_ns", "lock", "parents", "recorder", "resumed", "root_seen",
+        "root_status",
+    )
 
     def __init__(self, recorder: RunRecorder) -> None:
         self.recorder = recorder
@@ -156,6 +163,10 @@ class _Run:
         self.batches = 0
         """Requests appended; a run written by one request is already in event-time order."""
         self.last_activity = time.monotonic()
+        self.latest_ns = 0
+        """The latest event time journaled: a run finished here is never stamped before it."""
+        self.resumed = False
+        """Left ``recording`` by a previous process: sealed (as interrupted) when quiet, like a rooted run."""
 
     def depth_of(self, span_id: str | None) -> int:
         depth = 0
@@ -259,6 +270,7 @@ class BundleSink:
                 agent=attributes.get("gen_ai.agent.name"),
                 service=first.service_name,
                 created_at_ns=first.start_time_ns,
+                recorded_by=RECORDED_BY,
             )
         except RunSealedError as exc:
             self._remember_sealed(trace_id)
@@ -308,6 +320,7 @@ class BundleSink:
                     return
                 if redacted.type == EventType.RUN_FINISHED.value:
                     run.finished = True
+                run.latest_ns = max(run.latest_ns, event.at_ns)
             run.last_activity = self._clock()
             run.batches += 1
         result.accepted += len(spans)
@@ -350,6 +363,34 @@ class BundleSink:
         while len(self._sealed) > _SEALED_MEMORY:
             self._sealed.popitem(last=False)
 
+    def resume_orphans(self, runs: Iterable[RunInfo]) -> int:
+        """Reopen runs a previous collector left ``recording`` (crashed; their lock is free).
+
+        Each continues when spans of its trace arrive, and is otherwise sealed ``interrupted`` once
+        quiet for ``seal_after_s`` — never left ``recording`` for good. A run another live writer
+        holds is left to it. Returns how many runs were resumed.
+        """
+        resumed = 0
+        for info in runs:
+            if info.capture_status != CaptureStatus.RECORDING.value or info.recorded_by != RECORDED_BY:
+                continue  # sealed, or another recorder's (an in-process journal keeps its own seq order)
+            try:
+                recorder = self.writer.open_run(session_id=info.session_id, run_id=info.run_id, kind=info.kind,
+                                                eval_id=info.eval_id)
+            except (RunLockedError, RunSealedError, UnsafePathError, ValueError, OSError) as exc:
+                logger.info("left %s as it is: %s", info.path, exc)
+                continue
+            run = _Run(recorder)
+            run.resumed = True
+            run.latest_ns = max((_at_ns(event) for event in read_bundle(info.path).events), default=0)
+            self.writer.set_capture_extras(info.run_id, {"order": "event_time"})
+            with self._lock:
+                self._runs[uuid.UUID(info.run_id.removeprefix("run-")).int] = run
+            resumed += 1
+            logger.warning("resumed %s, left recording by a previous process (%d bytes of a torn line cut)",
+                           info.path, recorder.recovered_torn_bytes)
+        return resumed
+
     # -- sealing ---------------------------------------------------------------------------
 
     def seal_quiet_runs(self) -> int:
@@ -359,7 +400,7 @@ class BundleSink:
             quiet = [
                 trace_id
                 for trace_id, run in self._runs.items()
-                if run.root_seen and now - run.last_activity >= self.seal_after_s
+                if (run.root_seen or run.resumed) and now - run.last_activity >= self.seal_after_s
             ]
             runs = [self._runs.pop(trace_id) for trace_id in quiet]
             self._sealing.extend(run.recorder for run in runs)
@@ -369,7 +410,7 @@ class BundleSink:
             for trace_id in expired:
                 self.counters.add("no_session", len(self._take_pending(trace_id)))
         for run in runs:
-            self._seal(run, interrupted=False)
+            self._seal(run, interrupted=not run.root_seen)
         return len(runs)
 
     def seal_all(self) -> list[RunRecorder]:
@@ -391,9 +432,14 @@ class BundleSink:
                 status = None
             else:
                 status = "interrupted" if interrupted else run.root_status
-            # One request, root included, was appended sorted by the same key: nothing to rewrite.
-            in_order = run.finished and run.batches == 1
-            run.recorder.close(run_status=status, reorder=None if in_order else event_order_key(run.depth_of))
+                # Stamped after the run's last event (journal times are µs), so the event-time order
+                # keeps it last even when the services' clocks run ahead of this one.
+                at_ns = max(time.time_ns(), run.latest_ns + 1000)
+                run.recorder.append(EventType.RUN_FINISHED, {"status": status}, at_ns=at_ns)
+            # Appended by one request, root included, in the same key's order (and not resumed from an
+            # earlier process): already in event-time order, nothing to rewrite.
+            in_order = run.finished and run.batches == 1 and not run.resumed
+            run.recorder.close(reorder=None if in_order else event_order_key(run.depth_of))
         self.counters.add("runs_sealed")
         logger.info(
             "sealed %s (%s) at %s", run.recorder.run_id, status or "finished", format_timestamp(time.time_ns())
@@ -403,3 +449,15 @@ class BundleSink:
     def open_run_count(self) -> int:
         with self._lock:
             return len(self._runs)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _at_ns(record: dict[str, Any]) -> int:
+    """A record's ``at`` in nanoseconds since the epoch (0 when it is not a timestamp)."""
+    try:
+        moment = datetime.fromisoformat(str(record["at"]).replace("Z", "+00:00"))
+    except (KeyError, ValueError):
+        return 0
+    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000

@@ -10,15 +10,11 @@ import click
 import orjson
 
 from otel_session import config
+from otel_session.cli_replay import facts, replay
+from otel_session.collector.cli import collect, import_command
+from otel_session.demo.commands import demo
 from otel_session.read import BundleRead, BundleStatus, find_bundles, iter_runs, read_bundle
-
-_DIR_OPTION = click.option(
-    "--dir",
-    "bundle_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help=f"Bundle root (default: ${config.ENV_BUNDLE_DIR}, else {config.DEFAULT_BUNDLE_DIR}).",
-)
+from otel_session.viewer.serve import view
 
 
 def _echo_json(value: object) -> None:
@@ -63,7 +59,7 @@ def _verify_line(result: BundleRead) -> str:
 
 
 @main.command()
-@_DIR_OPTION
+@config.bundle_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--evals", is_flag=True, help="Include eval runs (never part of the live index).")
 def sessions(bundle_root: Path | None, as_json: bool, evals: bool) -> None:
@@ -85,23 +81,8 @@ def sessions(bundle_root: Path | None, as_json: bool, evals: bool) -> None:
             click.echo(f"  {run.run_id}  {run.kind:<4}  {run.created_at}  {run.capture_status or 'no capture'}")
 
 
-from otel_session.collector.cli import collect, import_command  # noqa: E402 - commands of the collector
-
-main.add_command(collect)
-main.add_command(import_command)
-
-from otel_session.cli_replay import facts, replay  # noqa: E402 - replay and facts commands
-
-main.add_command(facts)
-main.add_command(replay)
-
-from otel_session.viewer.serve import view  # noqa: E402 - the viewer's command
-
-main.add_command(view)
-
-from otel_session.demo.commands import demo  # noqa: E402  (the whole stack on loopback)
-
-main.add_command(demo)
+for command in (collect, import_command, facts, replay, view, demo):
+    main.add_command(command)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -22,13 +22,6 @@ from otel_session.reduce import Replayer, canonical_json
 
 __all__ = ["facts", "replay"]
 
-_DIR_OPTION = click.option(
-    "--dir",
-    "bundle_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help=f"Bundle root (default: ${config.ENV_BUNDLE_DIR}, else {config.DEFAULT_BUNDLE_DIR}).",
-)
 
 
 def _resolve(bundle_root: Path | None, session_id: str, run_id: str | None):
@@ -77,7 +70,7 @@ def _facts_table(facts: dict[str, Any]) -> list[str]:
 @click.command()
 @click.argument("session_id", metavar="SESSION")
 @click.option("--run", "run_id", default=None, help="Run id (default: the session's latest run).")
-@_DIR_OPTION
+@config.bundle_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
 def facts(session_id: str, run_id: str | None, bundle_root: Path | None, as_json: bool) -> None:
     """Show per-turn session facts of a run: states, slot writes, missing slots, verdicts, repeated asks.
@@ -114,7 +107,7 @@ def _replay_text(state: dict[str, Any], last_seq: int) -> list[str]:
 @click.argument("run_id", metavar="RUN")
 @click.option("--at", "seq", type=click.IntRange(min=0), default=None, metavar="SEQ",
               help="Replay up to this seq (default: the end of the journal).")
-@_DIR_OPTION
+@config.bundle_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the canonical JSON replay state.")
 def replay(session_id: str, run_id: str, seq: int | None, bundle_root: Path | None, as_json: bool) -> None:
     """Rebuild a run's replay state at --at SEQ: messages so far, tools, slots, state, diagnostics.

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["DEFAULT_BUNDLE_DIR", "ENV_BUNDLE_DIR", "bundle_dir"]
+import click
+
+__all__ = ["DEFAULT_BUNDLE_DIR", "ENV_BUNDLE_DIR", "bundle_dir", "bundle_dir_option", "flag"]
 
 ENV_BUNDLE_DIR = "OTEL_SESSION_DIR"
 DEFAULT_BUNDLE_DIR = "./otel-session-data"
@@ -14,3 +16,18 @@ DEFAULT_BUNDLE_DIR = "./otel-session-data"
 def bundle_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     """The bundle root: ``explicit``, else ``$OTEL_SESSION_DIR``, else ``./otel-session-data``."""
     return Path(explicit or os.environ.get(ENV_BUNDLE_DIR) or DEFAULT_BUNDLE_DIR)
+
+
+bundle_dir_option = click.option(
+    "--dir",
+    "bundle_root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help=f"Bundle root (default: ${ENV_BUNDLE_DIR}, else {DEFAULT_BUNDLE_DIR}).",
+)
+"""The ``--dir`` option every command shares; pass its value to :func:`bundle_dir`."""
+
+
+def flag(name: str) -> bool:
+    """A boolean environment setting: ``true``/``1``/``yes``/``on`` (any case) is on, anything else off."""
+    return os.environ.get(name, "").strip().lower() in {"true", "1", "yes", "on"}

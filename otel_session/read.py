@@ -324,6 +324,7 @@ class RunInfo:
     agent: str | None = None
     eval_id: str | None = None
     service: str | None = None
+    recorded_by: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -353,6 +354,7 @@ def _run_info(run_path: Path) -> RunInfo | None:
         agent=manifest.get("agent"),
         eval_id=manifest.get("eval_id"),
         service=manifest.get("service"),
+        recorded_by=manifest.get("recorded_by"),
     )
 
 

@@ -127,12 +127,16 @@ def write_json_atomic(path: Path, value: dict[str, Any], *, sync_dir: bool = Tru
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
     try:
-        os.fchmod(fd, _FILE_MODE)
-        os.write(fd, orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            os.fchmod(fd, _FILE_MODE)
+            _write_fully(fd, _json_document(value))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink_quietly(tmp)  # a full disk must not also collect temporary files
+        raise
     if not sync_dir:
         return
     dir_fd = os.open(path.parent, os.O_RDONLY)
@@ -140,6 +144,56 @@ def write_json_atomic(path: Path, value: dict[str, Any], *, sync_dir: bool = Tru
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _overwrite_json_in_place(path: Path, value: dict[str, Any]) -> None:
+    """Rewrite ``path`` with ``value`` in its own blocks (write at offset 0, truncate, fsync).
+
+    The fallback when :func:`write_json_atomic` cannot create its temporary file (disk full, a
+    directory made read-only): a document under one block reuses the space it already holds. Not
+    atomic — a crash in the middle can leave it unreadable — so it is used only when the atomic
+    replace already failed.
+    """
+    data = _json_document(value)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        written = 0
+        while written < len(data):
+            written += os.pwrite(fd, data[written:], written)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _json_document(value: dict[str, Any]) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def _write_fully(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _write_terminal_capture(path: Path, capture: dict[str, Any]) -> None:
+    """Replace the capture atomically; on a full disk or read-only directory, in place instead.
+
+    Without the fallback a disk-full failure would leave ``recording`` on disk: the failure the
+    capture exists to report could not be reported.
+    """
+    try:
+        write_json_atomic(path, capture)
+    except OSError as exc:
+        logger.warning("atomic replace of %s failed (%s); rewriting it in place", path, exc)
+        _overwrite_json_in_place(path, capture)
 
 
 def _failure_code_for(error: OSError) -> FailureCode:
@@ -459,15 +513,12 @@ class RunRecorder:
             if self._failure is not None:
                 capture["failure"] = self._failure.as_json()
             capture.update(self._writer._capture_extras.get(self.run_id, {}))
-            write_json_atomic(self.path / layout.CAPTURE_FILE, capture)
+            _write_terminal_capture(self.path / layout.CAPTURE_FILE, capture)
         except OSError:
             logger.exception("could not write terminal capture of %s", self.path)
         finally:
             os.close(self._events_fd)
-            try:
-                os.unlink(self.path / layout.LOCK_FILE)
-            except OSError:
-                pass
+            _unlink_quietly(self.path / layout.LOCK_FILE)
             os.close(self._lock_fd)
             self._sealed.set()
             self._writer._forget(self)
@@ -506,8 +557,11 @@ class BundleWriter:
         agent: str | None = None,
         service: str | None = None,
         created_at_ns: int | None = None,
+        recorded_by: str | None = None,
     ) -> RunRecorder:
         """Create (or continue, after a crash) the bundle of one run and take its lock.
+
+        ``recorded_by`` names the recorder in ``run.json`` (the collector resumes only its own runs).
 
         Raises ``UnsafePathError`` for ids that would leave the root, ``RunLockedError`` when
         another writer holds the run, ``RunSealedError`` when its capture is already terminal,
@@ -520,6 +574,16 @@ class BundleWriter:
         if kind is RunKind.EVAL and not eval_id:
             raise ValueError("an eval run needs an eval_id")
         path = layout.run_dir(self.root, session_id, run_id, eval_id=eval_id if kind is RunKind.EVAL else None)
+        new_manifest: dict[str, Any] = {
+            "schema": RUN_SCHEMA,
+            "session_id": session_id,
+            "run_id": run_id,
+            "kind": kind.value,
+            "created_at": format_timestamp(created_at_ns or _now_ns()),
+            "service": service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service",
+        }
+        optional = {"eval_id": eval_id if kind is RunKind.EVAL else None, "agent": agent, "recorded_by": recorded_by}
+        new_manifest.update((key, value) for key, value in optional.items() if value)
         with self._open_lock:
             if self._closed:
                 raise WriterClosedError("the bundle writer was shut down")
@@ -528,12 +592,11 @@ class BundleWriter:
             _makedirs_private(path)
             lock_fd = self._lock_run(path)
             try:
-                recorder = self._open_locked_run(
-                    path, lock_fd, session_id, run_id, kind, eval_id, agent, service, created_at_ns
-                )
-            except BaseException as exc:
-                if isinstance(exc, RunSealedError):  # a sealed bundle never changes: not even a lock file
-                    os.unlink(path / layout.LOCK_FILE)
+                recorder = self._open_locked_run(path, lock_fd, new_manifest)
+            except BaseException:
+                # A sealed bundle never changes (not even a lock file); a bundle that could not be
+                # made (disk full) keeps no lock file that would outlive this process.
+                _unlink_quietly(path / layout.LOCK_FILE)
                 os.close(lock_fd)
                 raise
             self._open_runs[run_id] = recorder
@@ -548,22 +611,17 @@ class BundleWriter:
             raise RunLockedError(
                 f"another writer holds {path} (lock {layout.LOCK_FILE}); one writer per run"
             ) from None
-        os.ftruncate(lock_fd, 0)
-        os.write(lock_fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(lock_fd, 0)
+            os.write(lock_fd, f"{os.getpid()}\n".encode())
+        except OSError:
+            _unlink_quietly(path / layout.LOCK_FILE)
+            os.close(lock_fd)
+            raise
         return lock_fd
 
-    def _open_locked_run(
-        self,
-        path: Path,
-        lock_fd: int,
-        session_id: str,
-        run_id: str,
-        kind: RunKind,
-        eval_id: str | None,
-        agent: str | None,
-        service: str | None,
-        created_at_ns: int | None,
-    ) -> RunRecorder:
+    def _open_locked_run(self, path: Path, lock_fd: int, new_manifest: dict[str, Any]) -> RunRecorder:
+        """Continue a ``recording`` run found at ``path``, or create it with ``new_manifest``."""
         capture_path = path / layout.CAPTURE_FILE
         manifest_path = path / layout.RUN_FILE
         events_path = path / layout.EVENTS_FILE
@@ -580,18 +638,7 @@ class BundleWriter:
             if torn:
                 logger.warning("reopened %s: cut a torn final line of %d bytes", path, torn)
         else:
-            manifest = {
-                "schema": RUN_SCHEMA,
-                "session_id": session_id,
-                "run_id": run_id,
-                "kind": kind.value,
-                "created_at": format_timestamp(created_at_ns or _now_ns()),
-                "service": service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service",
-            }
-            if eval_id:
-                manifest["eval_id"] = eval_id
-            if agent:
-                manifest["agent"] = agent
+            manifest = new_manifest
             write_json_atomic(manifest_path, manifest, sync_dir=False)  # the capture's write syncs the dir
             write_json_atomic(
                 capture_path, {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0}

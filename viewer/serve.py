@@ -23,13 +23,7 @@ __all__ = ["view"]
 
 
 @click.command()
-@click.option(
-    "--dir",
-    "bundle_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help=f"Bundle root (default: ${config.ENV_BUNDLE_DIR}, else {config.DEFAULT_BUNDLE_DIR}).",
-)
+@config.bundle_dir_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; beyond loopback a token is required.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port (0 picks a free one).")
 @click.option("--token", default=None, help=f"Require this token on every request (default: ${ENV_VIEWER_TOKEN}).")

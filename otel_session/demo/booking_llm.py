@@ -12,14 +12,14 @@ stream). Tool calls and anything it does not recognise are left to the mock's
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 from typing import Any
 
 import orjson
 
 from otel_session.demo.booking import INSTRUCTIONS, BookingState, find_contacts
-from otel_session.demo.mock_llm import MODEL, MockLLMServer, Reply, canned_reply
+from otel_session.demo.mock_llm import Reply, canned_reply
+from otel_session.demo.mock_llm import main as serve
 
 __all__ = ["booking_reply", "main"]
 
@@ -69,16 +69,7 @@ def booking_reply(request: dict[str, Any]) -> Reply:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="otel-session demo llm", description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8781)
-    args = parser.parse_args(argv)
-    server = MockLLMServer(args.host, args.port, responder=booking_reply)
-    print(f"booking LLM at {server.base_url} (model {MODEL})", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    serve(argv, responder=booking_reply, name="booking LLM", default_port=8781, prog="otel-session demo llm")
 
 
 if __name__ == "__main__":

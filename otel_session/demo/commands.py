@@ -20,8 +20,7 @@ _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help
 
 
 @click.group(invoke_without_command=True)
-@click.option("--dir", "bundle_root", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help=f"Bundle root (default: ${config.ENV_BUNDLE_DIR}, else {config.DEFAULT_BUNDLE_DIR}).")
+@config.bundle_dir_option
 @click.option("--once", is_flag=True, help="Play the conversations, verify every bundle, stop; exit 0/1.")
 @click.option("--viewer-port", type=click.IntRange(0, 65535), default=8765, show_default=True,
               help="Port of the viewer (0 picks a free one).")

@@ -241,13 +241,21 @@ class MockLLMServer:
         self.stop()
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m otel_session.demo.mock_llm", description=__doc__.splitlines()[0])
+def main(
+    argv: list[str] | None = None,
+    *,
+    responder: Responder = canned_reply,
+    name: str = "mock LLM",
+    default_port: int = 8099,
+    prog: str = "python -m otel_session.demo.mock_llm",
+) -> None:
+    """Serve on ``--host``/``--port`` until Ctrl-C (``responder``: see :class:`MockLLMServer`)."""
+    parser = argparse.ArgumentParser(prog=prog, description=f"Serve the {name} (OpenAI-compatible) on loopback.")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8099)
+    parser.add_argument("--port", type=int, default=default_port)
     args = parser.parse_args(argv)
-    server = MockLLMServer(args.host, args.port)
-    print(f"mock LLM at {server.base_url} (model {MODEL})", flush=True)
+    server = MockLLMServer(args.host, args.port, responder=responder)
+    print(f"{name} at {server.base_url} (model {MODEL})", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

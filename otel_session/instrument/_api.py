@@ -342,9 +342,16 @@ class run(_Section):  # noqa: N801
             return
         try:
             _end_span(handle.span, exc, handle.redactor)
-            handle.finish("error" if exc is not None else "ok")
+            handle.finish(_run_status(exc))
         except Exception:  # noqa: BLE001
             _capture_failed("the end of a run")
+
+
+def _run_status(exc: BaseException | None) -> str:
+    """``ok``; ``interrupted`` when the process is being stopped (SystemExit, KeyboardInterrupt); else ``error``."""
+    if exc is None:
+        return "ok"
+    return "interrupted" if isinstance(exc, (SystemExit, KeyboardInterrupt)) else "error"
 
 
 class _NoRun:

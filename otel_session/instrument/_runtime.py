@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
+import time
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +26,10 @@ from otel_session.write import BundleWriter, WriterLimits
 if TYPE_CHECKING:
     from otel_session.instrument._api import RunHandle
 
-__all__ = ["Recorder", "configure", "current_recorder", "warn_once"]
+__all__ = ["ENV_SHUTDOWN_ON_SIGTERM", "Recorder", "configure", "current_recorder", "warn_once"]
+
+ENV_SHUTDOWN_ON_SIGTERM = "OTEL_SESSION_SHUTDOWN_ON_SIGTERM"
+_SIGTERM_DRAIN_S = 5.0
 
 logger = logging.getLogger("otel_session.instrument")
 
@@ -32,6 +37,7 @@ _lock = threading.Lock()
 _recorder: Recorder | None = None
 _auto_configure_allowed = True  # until configure() is called explicitly once
 _warned: set[str] = set()
+_sigterm_installed = False
 
 
 def warn_once(key: str, message: str, *args: Any, **kwargs: Any) -> None:
@@ -110,6 +116,7 @@ def configure(
     tracer_provider: TracerProvider | None = None,
     *,
     writer_limits: WriterLimits | None = None,
+    shutdown_on_sigterm: bool | None = None,
 ) -> Recorder:
     """Set up recording for this process and return its :class:`Recorder`. Idempotent.
 
@@ -117,6 +124,13 @@ def configure(
     to the default policy overridden by ``OTEL_SESSION_REDACT_*``; ``tracer_provider`` to the global
     SDK provider (one is created and set globally if none exists). A second call returns the
     recorder already configured (a warning says so when its arguments differ).
+
+    ``shutdown_on_sigterm`` (default ``$OTEL_SESSION_SHUTDOWN_ON_SIGTERM``, else off): a process
+    killed by SIGTERM's default action runs no ``atexit`` hook, so its open runs would stay
+    ``recording``. When on, and only while SIGTERM has its default action, a handler shuts the
+    recorder down (open runs finished as interrupted, journal drained, spans flushed; at most 5 s)
+    and then dies of SIGTERM as before. A handler the app installed is left alone: it leads to a
+    normal exit, where ``atexit`` drains.
     """
     global _recorder, _auto_configure_allowed
     with _lock:
@@ -134,7 +148,44 @@ def configure(
         provider = _sdk_provider(tracer_provider)
         writer = BundleWriter(root, limits=writer_limits)
         _recorder = Recorder(bundle_dir=root, redactor=redactor, tracer_provider=provider, writer=writer)
+        if shutdown_on_sigterm if shutdown_on_sigterm is not None else config.flag(ENV_SHUTDOWN_ON_SIGTERM):
+            _install_sigterm_shutdown()
         return _recorder
+
+
+def _install_sigterm_shutdown() -> None:
+    """Shut the current recorder down on SIGTERM when SIGTERM would otherwise kill the process."""
+    global _sigterm_installed
+    if _sigterm_installed:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        logger.warning("otel_session: shutdown_on_sigterm needs configure() in the main thread; not installed")
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        logger.info("otel_session: SIGTERM already has a handler; atexit drains the recorder on exit")
+        return
+    signal.signal(signal.SIGTERM, _shutdown_then_die)
+    _sigterm_installed = True
+
+
+def _shutdown_then_die(signum: int, frame: object) -> None:
+    # The handler runs between two bytecodes of the main thread, which may hold a lock the
+    # shutdown needs: drain in another thread, bounded, then die of the signal as without us.
+    global _sigterm_installed
+    signal.signal(signum, signal.SIG_DFL)
+    _sigterm_installed = False
+    recorder = _recorder
+    if recorder is not None:
+        deadline = time.monotonic() + _SIGTERM_DRAIN_S
+
+        def drain() -> None:
+            recorder.shutdown(int(_SIGTERM_DRAIN_S * 1000))
+            recorder.tracer_provider.force_flush(max(0, int((deadline - time.monotonic()) * 1000)))
+
+        worker = threading.Thread(target=drain, name="otel-session-sigterm", daemon=True)
+        worker.start()
+        worker.join(max(0.0, deadline - time.monotonic()))
+    os.kill(os.getpid(), signum)
 
 
 def current_recorder(*, auto: bool = False) -> Recorder | None:

@@ -12,7 +12,7 @@ import threading
 import orjson
 import pytest
 
-from otel_session.read import BundleStatus, DiagnosticCode, read_bundle
+from otel_session.read import BundleStatus, DiagnosticCode
 
 from .conftest import bundles, wait_for
 

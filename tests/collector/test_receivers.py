@@ -10,7 +10,7 @@ import grpc
 import orjson
 import pytest
 from google.rpc import code_pb2, status_pb2
-from opentelemetry import context, trace
+from opentelemetry import context
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse

@@ -1,10 +1,11 @@
 """A real OTLP backend: the demo's spans, shipped with the standard OTLP/HTTP exporter, in Arize Phoenix.
 
-Phoenix (``pip install -e '.[phoenix]'``) runs on loopback; the spans are read back through its
-own REST and GraphQL APIs: every run's spans carry ``session.id`` (the openai-v2 ``chat`` spans
-too, stamped by otel_session), and Phoenix groups them into the demo's sessions.
-Not part of `make test` (run `make test-phoenix`): the extra is ~850 MB; measured here, install
-53–130 s, Phoenix ready in ≈ 18 s, this test ≈ 45 s.
+Phoenix runs on loopback from its own virtualenv (``make test`` installs ``arize-phoenix`` into
+``.venv-phoenix`` and passes its ``phoenix`` executable as ``$OTEL_SESSION_PHOENIX_BIN``, so its
+~850 MB of dependencies and its pytest plugin stay out of the project's venv). The spans are read
+back through Phoenix's own REST and GraphQL APIs: every run's spans carry ``session.id`` (the
+openai-v2 ``chat`` spans too, stamped by otel_session), and Phoenix groups them into the demo's
+sessions. Measured here: install 53–145 s once per checkout, Phoenix ready in ≈ 18 s, this test ≈ 45 s.
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ from .conftest import otel_session_cli
 
 pytestmark = [pytest.mark.otlp_backend, pytest.mark.slow]
 
-_PHOENIX = shutil.which("phoenix", path=str(Path(sys.executable).parent)) or shutil.which("phoenix")
+_PHOENIX = (
+    os.environ.get("OTEL_SESSION_PHOENIX_BIN")
+    or shutil.which("phoenix", path=str(Path(sys.executable).parent))
+    or shutil.which("phoenix")
+)
 
 
 def _get(url: str, *, data: bytes | None = None) -> dict:
@@ -41,7 +46,8 @@ def _get(url: str, *, data: bytes | None = None) -> dict:
 @pytest.fixture(scope="module")
 def phoenix(tmp_path_factory):
     if _PHOENIX is None:
-        pytest.skip("arize-phoenix is not installed (pip install -e '.[phoenix]'; make test-phoenix)")
+        pytest.skip("arize-phoenix is not installed: `make test` puts it in .venv-phoenix "
+                    "(set OTEL_SESSION_PHOENIX_BIN to a phoenix executable to run this alone)")
     port = free_port()
     grpc_port = free_port(exclude=[port])
     workdir = tmp_path_factory.mktemp("phoenix")
