@@ -441,7 +441,7 @@ class Redactor:
 
     def redact_event(self, event: JournalEvent) -> JournalEvent:
         """A copy of ``event`` whose payload is redacted by type."""
-        return replace(event, payload=self.redact_payload(event.type, event.payload or {}))
+        return event.with_payload(self.redact_payload(event.type, event.payload or {}))
 
     def _slot_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         slot = str(payload.get("slot", ""))

@@ -122,6 +122,12 @@ class JournalEvent:
     trace_id: str | None = None
     span_id: str | None = None
 
+    def with_payload(self, payload: dict[str, Any]) -> JournalEvent:
+        """This event with another payload (a plain constructor call: on the collector's hot path)."""
+        return JournalEvent(
+            self.type, self.at_ns, payload, self.turn_index, self.message_id, self.tool_call_id, self.trace_id, self.span_id
+        )
+
     def correlation(self) -> dict[str, Any]:
         """Keyword arguments for ``RunRecorder.append``."""
         return {
