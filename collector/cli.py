@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import signal
 import sys
-import threading
 from pathlib import Path
 
 import click
 
 from otel_session import config
+from otel_session.stop_signal import StopSignal
 
 __all__ = ["collect", "import_command"]
 
@@ -65,17 +64,14 @@ def collect(
         collector.start()
     except (OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignal().install()  # for the rest of the process: SIGTERM/SIGINT stop the collector
     forwarding = f", forwarding to {collector.forwarder.url} ({'redacted' if not forward_raw else 'raw'})" if forward else ""
     click.echo(
         f"otel-session collector: grpc={_shown(grpc_address, collector.grpc_port)} "
         f"http={_shown(http_address, collector.http_port)} dir={root}{forwarding}"
     )
     sys.stdout.flush()
-    while not stop.wait(0.5):
-        pass
+    stop.wait()
     collector.stop()
     click.echo(f"otel-session collector stopped: {collector.counters.status_line()}")
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -57,7 +56,12 @@ from otel_session.demo.booking import (
     decide,
     understand,
 )
-from otel_session.instrument.flask import RUN_ID_HEADER, SESSION_ID_HEADER, FlaskOtelSession
+from otel_session.instrument.flask import (
+    RUN_ID_HEADER,
+    SESSION_ID_HEADER,
+    FlaskOtelSession,
+)
+from otel_session.stop_signal import StopSignal
 
 __all__ = ["AGENT_NAME", "BookingAgent", "create_app", "main", "setup_telemetry"]
 
@@ -311,9 +315,7 @@ def main(argv: list[str] | None = None) -> None:
     recorder = setup_telemetry(args.otlp_endpoint, args.journal_dir)
     llm = openai.OpenAI(base_url=args.llm, api_key=os.environ.get("OPENAI_API_KEY", "demo"), timeout=30.0)
     server = make_server(args.host, args.port, create_app(llm), threaded=True)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignal().install()  # for the rest of the process
     serving = threading.Thread(target=server.serve_forever, name="booking-agent-http", daemon=True)
     serving.start()
     print(f"booking agent at http://{args.host}:{server.server_port} (LLM {args.llm})", flush=True)

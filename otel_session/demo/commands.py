@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import signal
 import sys
-import threading
 from pathlib import Path
 
 import click
 
 from otel_session import config
+from otel_session.stop_signal import StopSignal
 
 __all__ = ["demo"]
 
@@ -69,8 +69,7 @@ def demo(
     stack = DemoStack(
         config.bundle_dir(bundle_root), ports=ports, seal_after_s=seal_after, log_dir=log_dir, export_to=export_to
     )
-    stop = threading.Event()
-    previous = {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGTERM, signal.SIGINT)}
+    stop = StopSignal().install()
     try:
         click.echo("starting collector, viewer, mock LLM and agent …", err=True)
         stack.start()
@@ -100,8 +99,7 @@ def demo(
     except DemoError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        stop.restore()
         stack.stop()
 
 

@@ -99,16 +99,26 @@ def complete_lines(path: Path) -> tuple[int, int]:
 
 
 class FailingAppends:
-    """The writer's append seam: the target journal's next append writes half, then fails."""
+    """The writer's append seam: the target journal's next append writes half, then fails.
+
+    The target is a file (device and inode), not a descriptor number: once the failed run is sealed
+    its descriptor number is free, and another run's journal may get it.
+    """
 
     def __init__(self, writer, error: int) -> None:
         self.real = writer._write
         self.error = error
-        self.target_fd: int | None = None
+        self._target: tuple[int, int] | None = None
         self.calls = 0
 
+    def target(self, recorder) -> None:
+        """Fail the appends to ``recorder``'s journal."""
+        info = os.fstat(recorder._events_fd)
+        self._target = (info.st_dev, info.st_ino)
+
     def __call__(self, fd: int, data: memoryview) -> int:
-        if fd != self.target_fd:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) != self._target:
             return self.real(fd, data)
         self.calls += 1
         if self.calls == 1 and len(data) > 1:

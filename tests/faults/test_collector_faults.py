@@ -281,7 +281,7 @@ def test_an_append_error_in_the_collector_fails_one_run_and_refuses_its_later_sp
         assert client.post(request(tool_span(faulty, 0, "faulty"), tool_span(healthy, 0, "healthy")))[0] == 200
         (target,) = [run for run in collector.writer.open_runs if run.session_id == "faulty"]
         seam = FailingAppends(collector.writer, error)
-        seam.target_fd = target._events_fd
+        seam.target(target)
         collector.writer._write = seam
         for number in range(1, 40):
             client.post(request(tool_span(faulty, number, "faulty"), tool_span(healthy, number, "healthy")))

@@ -117,7 +117,7 @@ def test_append_error_mid_batch_fails_one_run_and_never_the_app(tmp_path, error,
         seam = FailingAppends(captured.recorder.writer, error)
         captured.recorder.writer._write = seam
         with otel_session.session("faulty"), otel_session.run(agent="booking") as run:
-            seam.target_fd = run.journal_recorder._events_fd
+            seam.target(run.journal_recorder)
             other = threading.Thread(target=healthy_run)
             other.start()
             with otel_session.turn(0, state="greet") as turn:
