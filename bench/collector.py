@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench import Figure, write_results
@@ -111,9 +112,7 @@ def _batch(exporter_index: int, batch_index: int, size: int, per_trace: int, res
 
 def _drive(port: int, exporters: int, spans_per_exporter: int, batch: int, per_trace: int) -> float:
     """Export from ``exporters`` threads at once; return wall seconds for all of it."""
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace.export import SpanExportResult
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
     resource = Resource.create({"service.name": "bench-agent"})
@@ -121,27 +120,36 @@ def _drive(port: int, exporters: int, spans_per_exporter: int, batch: int, per_t
     batches = spans_per_exporter // batch
     prepared = [[_batch(e, b, batch, per_trace, resource, scope) for b in range(batches)] for e in range(exporters)]
     failures: list[str] = []
-    barrier = threading.Barrier(exporters + 1)
+    elapsed = export_concurrently(port, prepared, lambda index, spans: failures.append(f"exporter {index} failed"))
+    if failures:
+        raise RuntimeError(f"{len(failures)} export(s) failed: {failures[:3]}")
+    return elapsed
+
+
+def export_concurrently(port: int, prepared: list[list[list]], on_failure: Callable[[int, list], None]) -> float:
+    """One official gRPC exporter per entry of ``prepared`` exports its batches, all at once from a
+    common start; ``on_failure(exporter index, spans)`` for each failed export. Returns wall seconds."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    barrier = threading.Barrier(len(prepared) + 1)
 
     def run(index: int) -> None:
         exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=60)
         barrier.wait()
         for spans in prepared[index]:
             if exporter.export(spans) is not SpanExportResult.SUCCESS:
-                failures.append(f"exporter {index} failed")
+                on_failure(index, spans)
         exporter.shutdown()
 
-    threads = [threading.Thread(target=run, args=(index,)) for index in range(exporters)]
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(len(prepared))]
     for thread in threads:
         thread.start()
     barrier.wait()
     started = time.perf_counter()
     for thread in threads:
         thread.join()
-    elapsed = time.perf_counter() - started
-    if failures:
-        raise RuntimeError(f"{len(failures)} export(s) failed: {failures[:3]}")
-    return elapsed
+    return time.perf_counter() - started
 
 
 def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int) -> dict:

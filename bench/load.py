@@ -30,7 +30,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -209,12 +208,10 @@ def _genai_span_keys(batch: list) -> set[tuple[str, str]]:
 
 def collector_load(exporters: int, spans_per_exporter: int, batch: int = 400, per_trace: int = 8) -> dict[str, Any]:
     """``exporters`` official gRPC exporters × ``spans_per_exporter`` spans against one collector."""
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace.export import SpanExportResult
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-    from bench.collector import _batch  # the benchmark's realistic agent spans
+    from bench.collector import _batch, export_concurrently  # the benchmark's realistic agent spans
     from otel_session.read import find_bundles, read_bundle
 
     resource = Resource.create({"service.name": "load-agent"})
@@ -235,25 +232,12 @@ def collector_load(exporters: int, spans_per_exporter: int, batch: int = 400, pe
         try:
             port = int(child.stdout.readline())
             rss_at_ready = _status_kib(child.pid, "VmRSS") * 1024
-            barrier = threading.Barrier(exporters + 1)
 
-            def export_all(index: int) -> None:
-                exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=60)
-                barrier.wait()
-                for spans in prepared[index]:
-                    if exporter.export(spans) is not SpanExportResult.SUCCESS:
-                        failed_at_exporter.append(len(spans))
-                        failed_keys.update(_genai_span_keys(spans))
-                exporter.shutdown()
+            def failed(index: int, spans: list) -> None:
+                failed_at_exporter.append(len(spans))
+                failed_keys.update(_genai_span_keys(spans))
 
-            threads = [threading.Thread(target=export_all, args=(i,)) for i in range(exporters)]
-            for thread in threads:
-                thread.start()
-            barrier.wait()
-            started = time.perf_counter()
-            for thread in threads:
-                thread.join()
-            wall_s = time.perf_counter() - started
+            wall_s = export_concurrently(port, prepared, failed)
             peak = _peak_growth(rss_at_ready, child.pid)
             child.send_signal(signal.SIGTERM)
             report = json.loads(child.stdout.readline())

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ from otel_session.read import BundleRead, find_bundles, read_bundle
 from otel_session.redact import RedactionPolicy
 from otel_session.write import WriterLimits
 
-__all__ = ["CapturedBundles", "capture_bundle"]
+__all__ = ["CapturedBundles", "bundles", "capture_bundle", "wait_for"]
 
 
 @dataclass
@@ -82,3 +83,19 @@ def capture_bundle(
             (read_bundle(bundle) for bundle in find_bundles([path])),
             key=lambda read: ((read.manifest or {}).get("created_at", ""), read.run_id or ""),
         )
+
+
+def bundles(root: Path) -> list[BundleRead]:
+    """Every bundle at or below ``root``, read (none if ``root`` does not exist yet)."""
+    return [read_bundle(path) for path in find_bundles([root])] if root.exists() else []
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy, and return that; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout} s")

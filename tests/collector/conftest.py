@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -12,25 +11,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_session.collector.server import Collector
-from otel_session.read import BundleRead, find_bundles, read_bundle
+from otel_session.read import BundleRead
 from otel_session.redact import RedactionPolicy, Redactor
+from otel_session.testing import bundles, wait_for  # noqa: F401 - shared with this area's tests
 
 CANARY_EMAIL = "canary.jane.doe@example.com"
 CANARY_CARD = "4111 1111 1111 1111"
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.02) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout} s")
-
-
-def bundles(root: Path) -> list[BundleRead]:
-    return [read_bundle(path) for path in find_bundles([root])] if root.exists() else []
 
 
 def sealed_bundles(root: Path, count: int = 1, timeout: float = 10.0) -> list[BundleRead]:

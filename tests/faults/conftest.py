@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -15,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from otel_session.read import BundleRead, find_bundles, read_bundle
+from otel_session.read import BundleRead
 from otel_session.viewer import create_app
+from otel_session.testing import bundles, wait_for  # noqa: F401 - shared with this area's tests
 
 AGENT_APP = Path(__file__).with_name("agent_app.py")
 
@@ -61,23 +61,9 @@ def assert_finished_normally(result: AgentResult, runs: int) -> None:
         assert run["tool_result"] == {"date": "2026-12-04", "free": True}
 
 
-def bundles(root: Path) -> list[BundleRead]:
-    return [read_bundle(path) for path in find_bundles([root])] if root.exists() else []
-
-
 def bundle_of(root: Path, run_id: str) -> BundleRead:
     (found,) = [bundle for bundle in bundles(root) if bundle.path.name == run_id]
     return found
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout} s")
 
 
 def viewer_verdict(root: Path, session_id: str, run_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
