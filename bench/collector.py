@@ -39,6 +39,7 @@ def serve(mode: str, root: str) -> None:
     """Run a collector until SIGTERM, then print its counters and CPU time as JSON."""
     from otel_session.collector.server import Collector
     from otel_session.redact import RedactionPolicy, Redactor
+    from otel_session.stop_signal import StopSignal
 
     collector = Collector(
         root,
@@ -49,16 +50,26 @@ def serve(mode: str, root: str) -> None:
         bundle=mode == "write",
     )
     collector.start()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop = StopSignal().install()
+    ready = os.times()
     print(collector.grpc_port, flush=True)
     stop.wait()
-    collector.stop()
-    times = os.times()
-    print(json.dumps({"counters": collector.counters.snapshot(), "cpu_s": times.user + times.system}), flush=True)
+    collector.stop()  # seals every run still open: part of the work measured
+    done = os.times()
+    print(json.dumps({
+        "counters": collector.counters.snapshot(),
+        "cpu_s": (done.user + done.system) - (ready.user + ready.system),
+        "startup_cpu_s": ready.user + ready.system,
+    }), flush=True)
 
 
 # -- the client side ---------------------------------------------------------------------------
+
+
+_SYSTEM_PROMPT = (
+    '[{"role":"system","parts":[{"type":"text","content":"You book tables at Chez Otel (+33 1 23 45 67 89). '
+    'Ask for the day, the time and the party size; confirm before booking."}]},'
+)
 
 
 def _batch(exporter_index: int, batch_index: int, size: int, per_trace: int, resource, scope) -> list:
@@ -81,8 +92,9 @@ def _batch(exporter_index: int, batch_index: int, size: int, per_trace: int, res
                     "session.id": f"bench-{exporter_index}-{batch_index}-{trace_number}",
                     "gen_ai.operation.name": "chat",
                     "gen_ai.request.model": "mock-gpt",
-                    "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text","content":"a table for two on friday at 7pm please"}]}]',
-                    "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text","content":"Friday 19:00 for two: booked."}],"finish_reason":"stop"}]',
+                    # A shared system prompt, the trace's own user text, a reply of this span's own.
+                    "gen_ai.input.messages": _SYSTEM_PROMPT + f'{{"role":"user","parts":[{{"type":"text","content":"a table for two on friday at 7pm please, ref B{batch_index}T{trace_number}"}}]}}]',
+                    "gen_ai.output.messages": f'[{{"role":"assistant","parts":[{{"type":"text","content":"Friday 19:00 for two, call {position}: booked as B{batch_index}T{trace_number}."}}],"finish_reason":"stop"}}]',
                     "gen_ai.usage.input_tokens": 12,
                     "gen_ai.usage.output_tokens": 7,
                 }

@@ -62,6 +62,7 @@ RECORDED_BY = "otel-session collector"  # run.json `recorded_by`: runs this coll
 _OPENING = frozenset(
     {EventType.RUN_STARTED.value, EventType.TURN_STARTED.value, EventType.TOOL_EXECUTION_STARTED.value}
 )
+_RUN_FINISHED = EventType.RUN_FINISHED.value
 _CLOSING = frozenset(
     {EventType.TOOL_EXECUTION_FINISHED.value, EventType.TURN_FINISHED.value, EventType.RUN_FINISHED.value}
 )
@@ -310,17 +311,17 @@ class BundleSink:
                     phase, rank = _phase_rank(event.type, span_id, depth_of)
                     keyed.append(((event.at_ns // 1000, phase, rank, span_id, index), event))
             keyed.sort(key=lambda item: item[0])
+            redacted = [self._redact(event) for _, event in keyed]
             recorder = run.recorder
-            for _, event in keyed:
-                redacted = self._redact(event)
-                if recorder.append(redacted.type, redacted.payload, **redacted.correlation()) is not AppendResult.ACCEPTED:
-                    failure = recorder.failure
-                    reason = f"{failure.code.value}: {failure.message}" if failure is not None else "the capture is closed"
-                    self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {reason}")
-                    return
-                if redacted.type == EventType.RUN_FINISHED.value:
-                    run.finished = True
-                run.latest_ns = max(run.latest_ns, event.at_ns)
+            accepted = recorder.append_events(redacted)
+            if accepted:
+                run.latest_ns = max(run.latest_ns, max(event.at_ns for event in redacted[:accepted]))
+                run.finished = run.finished or any(event.type == _RUN_FINISHED for event in redacted[:accepted])
+            if accepted < len(redacted):
+                failure = recorder.failure
+                reason = f"{failure.code.value}: {failure.message}" if failure is not None else "the capture is closed"
+                self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {reason}")
+                return
             run.last_activity = self._clock()
             run.batches += 1
         result.accepted += len(spans)

@@ -262,7 +262,7 @@ def test_nothing_changes_after_terminal_capture(writer, root, run_id):
     run.close(run_status="ok")
     writer.force_flush()
     assert {name: (run.path / name).read_bytes() for name in os.listdir(run.path)} == before
-    assert layout.LOCK_FILE not in before
+    assert sorted(before) == [layout.CAPTURE_FILE, layout.EVENTS_FILE, layout.RUN_FILE]  # no lock file left
     with pytest.raises(RunSealedError):
         writer.open_run(session_id="s", run_id=run_id)
 
@@ -304,7 +304,6 @@ def test_reopening_a_recording_run_continues_after_a_torn_tail(root, run_id):
     with open(events, "ab") as handle:
         handle.write(b'{"seq":4,"at":"2026-')  # a crash mid-line
     # Simulate the crash: the process dies holding its lock and files; the kernel releases them.
-    os.close(run._lock_fd)
     os.close(run._events_fd)
     crashed._closed = True
     with crashed._cond:
