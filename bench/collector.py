@@ -16,6 +16,7 @@ summary. Target: ≥ 12,000 spans/s per core with writing on.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import signal
@@ -164,6 +165,40 @@ def export_concurrently(port: int, prepared: list[list[list]], on_failure: Calla
     return time.perf_counter() - started
 
 
+def bundle_fs_floor_us(bundles: int = 300) -> float:
+    """CPU µs per bundle spent in the system calls alone that one bundle needs, made by hand.
+
+    A session directory and a run directory, the journal (locked, one append), ``run.json`` and
+    ``capture.json``; at seal the journal and manifest fsynced and the capture replaced atomically
+    (temporary file, fsync, rename, directory fsync). No Python beyond the calls: what the file
+    system costs on this machine, whatever the collector does.
+    """
+    with tempfile.TemporaryDirectory() as root:
+        started = time.thread_time()
+        for number in range(bundles):
+            run = Path(root, f"s{number}", "run")
+            os.mkdir(run.parent, 0o700)
+            os.mkdir(run, 0o700)
+            journal = os.open(run / "events.ndjson", os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
+            fcntl.flock(journal, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            for name in ("run.json", "capture.json", ".capture.tmp"):
+                handle = os.open(run / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                os.write(handle, b"{}" * 100)
+                if name == ".capture.tmp":
+                    os.fsync(handle)
+                os.close(handle)
+                if name == "run.json":
+                    os.write(journal, b"x" * 2000)
+            os.fsync(journal)
+            for path in (run / "run.json", run):
+                handle = os.open(path, os.O_RDONLY)
+                os.fsync(handle)
+                os.close(handle)
+            os.replace(run / ".capture.tmp", run / "capture.json")
+            os.close(journal)
+        return (time.thread_time() - started) / bundles * 1e6
+
+
 def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int) -> dict:
     with tempfile.TemporaryDirectory() as root:
         child = subprocess.Popen(
@@ -229,6 +264,12 @@ def main(argv: list[str] | None = None) -> dict:
             Figure(f"{prefix}.write_spans_per_s_wall", write["spans_per_s_wall"], "spans/s",
                    baseline=receive["spans_per_s_wall"], note=f"{args.exporters} exporters on the same machine"),
         ]
+    floor_us = bundle_fs_floor_us()
+    figures.append(Figure(
+        "collector.bundle_fs_floor_us", round(floor_us), "us/bundle",
+        note="file system CPU alone per bundle (dirs, files, fsyncs, atomic capture); caps spans/s/core at "
+        + ", ".join(f"{int(size) * 1e6 / floor_us:,.0f} for {size}-span runs" for size in args.spans_per_trace.split(",")),
+    ))
     details = {"exporters": args.exporters, "batch": args.batch, "load_average_at_end": os.getloadavg(),
                "workloads": workloads}
     return write_results("collector", figures, details)
