@@ -71,7 +71,7 @@ _CLOSING = frozenset(
 class EventRedactor(Protocol):
     """What the collector needs from ``otel_session.redact.Redactor``."""
 
-    def redact_event(self, event: JournalEvent) -> JournalEvent: ...
+    def redact_payload(self, event_type: str, payload: dict[str, Any]) -> dict[str, Any]: ...
 
     def text(self, value: str) -> str: ...
 
@@ -297,21 +297,20 @@ class BundleSink:
         keyed: list[tuple[tuple, JournalEvent]] = []
         depth_of = run.depth_of
         with run.lock:
-            for span in spans:
-                span_hex = span.span_id_hex
+            span_ids = [span.span_id_hex for span in spans]
+            for span, span_hex in zip(spans, span_ids):
                 run.parents[span_hex] = f"{span.parent_span_id:016x}" if span.parent_span_id is not None else None
                 if span.parent_span_id is None:
                     run.root_seen = True
                     run.root_status = "error" if span.status_code == "error" else "ok"
-            for span in spans:
-                span_hex = span.span_id_hex
+            for span, span_hex in zip(spans, span_ids):
                 for index, event in enumerate(normalize_span(span)):
                     span_id = event.span_id or span_hex
                     # The same order as event_order_key, on nanosecond-exact µs and the span's own order.
                     phase, rank = _phase_rank(event.type, span_id, depth_of)
                     keyed.append(((event.at_ns // 1000, phase, rank, span_id, index), event))
             keyed.sort(key=lambda item: item[0])
-            redacted = [self._redact(event) for _, event in keyed]
+            redacted = [self._redact(event) for _, event in keyed]  # the sink's own events: redacted in place
             recorder = run.recorder
             accepted = recorder.append_events(redacted)
             if accepted:
@@ -329,11 +328,11 @@ class BundleSink:
 
     def _redact(self, event: JournalEvent) -> JournalEvent:
         try:
-            return self.redactor.redact_event(event)
+            event.payload = self.redactor.redact_payload(event.type, event.payload or {})
         except Exception:  # noqa: BLE001 - a redaction failure redacts the whole payload
             logger.exception("redaction of a %s event failed; its payload is withheld", event.type)
             event.payload = {"redaction_failed": True}
-            return event
+        return event
 
     def _hold(self, trace_id: int, spans: list[SpanData]) -> None:
         if self._pending_count + len(spans) > self.max_pending_spans:
