@@ -455,6 +455,17 @@ class RunRecorder:
             self._reorder = reorder
         self._writer._schedule(self, urgent=True)
 
+    def _disown_after_fork(self) -> None:
+        """In a forked child: this run belongs to the parent; accept nothing, touch nothing."""
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._accepting = False
+        self._close_requested = self._seal_claimed = True
+        self._pending = []
+        self._pending_bytes = 0
+        self._sealed = threading.Event()
+        self._sealed.set()  # nothing to wait for here
+        os.close(self._events_fd)  # the child's copy; the parent keeps its descriptor and its flock
+
     @property
     def failure(self) -> CaptureFailure | None:
         """The first failure that stopped this capture, if any."""
@@ -636,6 +647,28 @@ class BundleWriter:
         self._thread = threading.Thread(target=self._run, name="otel-session-writer", daemon=True)
         self._thread.start()
         self._atexit = _weak_atexit(self)
+        _restart_in_forked_children(self)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child (gunicorn ``--preload``, multiprocessing) gets a writer of its own.
+
+        ``fork`` copies no thread: without this the child's records would queue and never be
+        written. Runs the parent had open stay the parent's (their journals, their locks): the
+        child refuses records for them and starts a new writer thread for the runs it opens.
+        """
+        self._cond = threading.Condition()
+        self._open_lock = threading.Lock()
+        self._dirty = {}
+        self._urgent = self._busy = self._stopping = False
+        inherited, self._open_runs = list(self._open_runs.values()), {}
+        for recorder in inherited:
+            recorder._disown_after_fork()
+        if inherited:
+            logger.warning("forked child: %d run(s) open in the parent stay the parent's; records for them "
+                           "are refused here", len(inherited))
+        if not self._closed:
+            self._thread = threading.Thread(target=self._run, name="otel-session-writer", daemon=True)
+            self._thread.start()
 
     # -- opening runs ----------------------------------------------------------------------
 
@@ -910,6 +943,17 @@ def _guarded(recorder: RunRecorder, step: Callable[[], bool | None]) -> bool | N
     except Exception:  # noqa: BLE001
         logger.exception("bundle writer failed on %s", recorder.path)
         return None
+
+
+def _restart_in_forked_children(writer: BundleWriter) -> None:
+    reference = weakref.ref(writer)
+
+    def after_fork_in_child() -> None:
+        live = reference()
+        if live is not None:
+            live._after_fork_in_child()
+
+    os.register_at_fork(after_in_child=after_fork_in_child)
 
 
 def _weak_atexit(writer: BundleWriter):
