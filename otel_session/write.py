@@ -464,7 +464,10 @@ class RunRecorder:
         self._pending_bytes = 0
         self._sealed = threading.Event()
         self._sealed.set()  # nothing to wait for here
-        os.close(self._events_fd)  # the child's copy; the parent keeps its descriptor and its flock
+        try:
+            os.close(self._events_fd)  # the child's copy; the parent keeps its descriptor and its flock
+        except OSError:
+            pass  # already closed in this process
 
     @property
     def failure(self) -> CaptureFailure | None:
@@ -656,6 +659,8 @@ class BundleWriter:
         written. Runs the parent had open stay the parent's (their journals, their locks): the
         child refuses records for them and starts a new writer thread for the runs it opens.
         """
+        if self._closed:
+            return  # shut down in the parent: nothing to restart, nothing of the child's to write
         self._cond = threading.Condition()
         self._open_lock = threading.Lock()
         self._dirty = {}
@@ -666,9 +671,8 @@ class BundleWriter:
         if inherited:
             logger.warning("forked child: %d run(s) open in the parent stay the parent's; records for them "
                            "are refused here", len(inherited))
-        if not self._closed:
-            self._thread = threading.Thread(target=self._run, name="otel-session-writer", daemon=True)
-            self._thread.start()
+        self._thread = threading.Thread(target=self._run, name="otel-session-writer", daemon=True)
+        self._thread.start()
 
     # -- opening runs ----------------------------------------------------------------------
 
