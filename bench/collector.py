@@ -68,14 +68,27 @@ def serve(mode: str, root: str) -> None:
 
 
 _SYSTEM_PROMPT = (
-    '[{"role":"system","parts":[{"type":"text","content":"You book tables at Chez Otel (+33 1 23 45 67 89). '
-    'Ask for the day, the time and the party size; confirm before booking."}]},'
+    '{"role":"system","parts":[{"type":"text","content":"You book tables at Chez Otel (+33 1 23 45 67 89). '
+    'Ask for the day, the time and the party size; confirm before booking."}]}'
 )
+_EXCHANGE = (
+    '{{"role":"assistant","parts":[{{"type":"tool_call","id":"call_{0}","name":"check_availability",'
+    '"arguments":{{"day":"friday","party_size":2}}}}]}},'
+    '{{"role":"tool","parts":[{{"type":"tool_call_response","id":"call_{0}","response":"19:00 free"}}]}}'
+)
+_HISTORY_CAP = 8
+_RUNS_PER_SESSION = 4
 
 
 def _batch(exporter_index: int, batch_index: int, size: int, per_trace: int, resource, scope) -> list:
-    """``size`` finished spans in traces of ``per_trace`` spans (a root; then per 8: 4 chat, 2 tool,
-    1 plain, 1 more chat), each trace new, each with its own session."""
+    """``size`` finished spans in traces (runs) of ``per_trace`` spans, shaped like an agent loop.
+
+    Each run: a root (``invoke_agent``); then per 8 spans 5 model calls (``chat``), 2 tool calls
+    (``execute_tool``) and 1 plain HTTP span. Every model call sends the shared system prompt, the
+    run's own user message and the history so far (an assistant tool call and its tool response per
+    earlier call, the last 8), and gets a reply of its own, as GenAI instrumentations record them.
+    Sessions hold 4 runs (a conversation of 4 turns). Every run is new and is sealed.
+    """
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
@@ -84,26 +97,31 @@ def _batch(exporter_index: int, batch_index: int, size: int, per_trace: int, res
     base_trace = (exporter_index + 1) << 96 | batch_index << 32
     for trace_number in range(size // per_trace):
         trace_id = base_trace | trace_number + 1
+        session_id = f"bench-{exporter_index}-{batch_index}-{trace_number // _RUNS_PER_SESSION}"
         root_ctx = SpanContext(trace_id, 1, is_remote=False, trace_flags=TraceFlags(1))
         start = now + trace_number * 1_000
+        user = f'{{"role":"user","parts":[{{"type":"text","content":"a table for two on friday at 7pm please, ref B{batch_index}T{trace_number}"}}]}}'
+        calls = 0
         for position in range(1, per_trace):
             context = SpanContext(trace_id, position + 1, is_remote=False, trace_flags=TraceFlags(1))
             if position % 8 in (1, 2, 3, 4, 0):
+                history = [_EXCHANGE.format(call) for call in range(max(0, calls - _HISTORY_CAP), calls)]
                 name, attributes = "chat mock-gpt", {
-                    "session.id": f"bench-{exporter_index}-{batch_index}-{trace_number}",
+                    "session.id": session_id,
                     "gen_ai.operation.name": "chat",
                     "gen_ai.request.model": "mock-gpt",
-                    # A shared system prompt, the trace's own user text, a reply of this span's own.
-                    "gen_ai.input.messages": _SYSTEM_PROMPT + f'{{"role":"user","parts":[{{"type":"text","content":"a table for two on friday at 7pm please, ref B{batch_index}T{trace_number}"}}]}}]',
+                    "gen_ai.input.messages": "[" + ",".join([_SYSTEM_PROMPT, user, *history]) + "]",
                     "gen_ai.output.messages": f'[{{"role":"assistant","parts":[{{"type":"text","content":"Friday 19:00 for two, call {position}: booked as B{batch_index}T{trace_number}."}}],"finish_reason":"stop"}}]',
-                    "gen_ai.usage.input_tokens": 12,
-                    "gen_ai.usage.output_tokens": 7,
+                    "gen_ai.usage.input_tokens": 40 + 30 * len(history),
+                    "gen_ai.usage.output_tokens": 12,
                 }
+                calls += 1
             elif position % 8 in (5, 6):
                 name, attributes = "execute_tool check_availability", {
-                    "session.id": f"bench-{exporter_index}-{batch_index}-{trace_number}",
+                    "session.id": session_id,
                     "gen_ai.operation.name": "execute_tool",
                     "gen_ai.tool.name": "check_availability",
+                    "gen_ai.tool.call.id": f"call_{calls}",
                     "gen_ai.tool.call.arguments": '{"day": "friday", "party_size": 2}',
                     "gen_ai.tool.call.result": "19:00 free",
                 }
@@ -116,9 +134,8 @@ def _batch(exporter_index: int, batch_index: int, size: int, per_trace: int, res
             ))
         spans.append(ReadableSpan(
             name="invoke_agent booking", context=root_ctx, parent=None, resource=resource,
-            attributes={"session.id": f"bench-{exporter_index}-{batch_index}-{trace_number}",
-                        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "booking"},
-            kind=SpanKind.SERVER, start_time=start, end_time=start + 900, instrumentation_scope=scope,
+            attributes={"session.id": session_id, "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "booking"},
+            kind=SpanKind.SERVER, start_time=start, end_time=start + per_trace * 100 + 100, instrumentation_scope=scope,
         ))
     return spans
 
