@@ -19,6 +19,7 @@ import argparse
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -60,6 +61,7 @@ def serve(mode: str, root: str) -> None:
     print(json.dumps({
         "counters": collector.counters.snapshot(),
         "cpu_s": (done.user + done.system) - (ready.user + ready.system),
+        "sys_s": done.system - ready.system,
         "startup_cpu_s": ready.user + ready.system,
     }), flush=True)
 
@@ -182,7 +184,7 @@ def export_concurrently(port: int, prepared: list[list[list]], on_failure: Calla
     return time.perf_counter() - started
 
 
-def bundle_fs_floor_us(bundles: int = 300) -> float:
+def bundle_fs_floor_us(parent: str, bundles: int = 300) -> float:
     """CPU µs per bundle spent in the system calls alone that one bundle needs, made by hand.
 
     A session directory and a run directory, the journal (locked, one append), ``run.json`` and
@@ -190,7 +192,7 @@ def bundle_fs_floor_us(bundles: int = 300) -> float:
     (temporary file, fsync, rename, directory fsync). No Python beyond the calls: what the file
     system costs on this machine, whatever the collector does.
     """
-    with tempfile.TemporaryDirectory() as root:
+    with tempfile.TemporaryDirectory(dir=parent) as root:
         started = time.thread_time()
         for number in range(bundles):
             run = Path(root, f"s{number}", "run")
@@ -216,27 +218,29 @@ def bundle_fs_floor_us(bundles: int = 300) -> float:
         return (time.thread_time() - started) / bundles * 1e6
 
 
-def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int) -> dict:
-    with tempfile.TemporaryDirectory() as root:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "bench.collector", "--serve", mode, "--dir", root],
-            stdout=subprocess.PIPE, text=True,
-        )
-        port = int(child.stdout.readline())
-        per_exporter = spans // exporters // batch * batch
-        wall_s = _drive(port, exporters, per_exporter, batch, per_trace)
-        child.send_signal(signal.SIGTERM)
-        report = json.loads(child.stdout.readline())
-        child.wait(60)
-        sent = per_exporter * exporters
-        counters = report["counters"]
-        # ``received`` also counts requests refused retryably (writer behind) and sent again.
-        if counters["received"] < sent or (mode == "write" and counters["bundled"] != sent):
-            raise RuntimeError(f"{mode}: sent {sent}, collector counted {counters}")
-        bundle_bytes = sum(path.stat().st_size for path in Path(root).rglob("*") if path.is_file())
+def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int, parent: str) -> dict:
+    """One collector run; its bundles stay under ``parent`` until the benchmark ends (see main)."""
+    root = tempfile.mkdtemp(dir=parent)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.collector", "--serve", mode, "--dir", root],
+        stdout=subprocess.PIPE, text=True,
+    )
+    port = int(child.stdout.readline())
+    per_exporter = spans // exporters // batch * batch
+    wall_s = _drive(port, exporters, per_exporter, batch, per_trace)
+    child.send_signal(signal.SIGTERM)
+    report = json.loads(child.stdout.readline())
+    child.wait(60)
+    sent = per_exporter * exporters
+    counters = report["counters"]
+    # ``received`` also counts requests refused retryably (writer behind) and sent again.
+    if counters["received"] < sent or (mode == "write" and counters["bundled"] != sent):
+        raise RuntimeError(f"{mode}: sent {sent}, collector counted {counters}")
+    bundle_bytes = sum(path.stat().st_size for path in Path(root).rglob("*") if path.is_file())
     cpu_s = report["cpu_s"]
     return {
         "mode": mode,
+        "sys_cpu_s": round(report["sys_s"], 3),
         "spans_per_trace": per_trace,
         "spans": sent,
         "wall_s": round(wall_s, 3),
@@ -256,39 +260,59 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--exporters", type=int, default=4, help="concurrent official gRPC exporters")
     parser.add_argument("--batch", type=int, default=512, help="spans per export (BatchSpanProcessor default)")
     parser.add_argument("--spans-per-trace", default="8,64", help="trace (= run) sizes to measure, comma-separated")
+    parser.add_argument("--no-tmpfs", dest="tmpfs", action="store_false",
+                        help="skip the second measurement with bundles on /dev/shm (the collector's CPU without disk)")
     parser.add_argument("--serve", choices=["write", "receive"], help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv or [])
     if args.serve:
         serve(args.serve, args.dir)
         return {}
+    # Bundles of every measurement are kept until the end: on an ext4 without a journal (this
+    # machine's) creating files right after deleting thousands scans the recently deleted inodes,
+    # which would charge one measurement for the previous one's clean-up.
+    file_systems = {"disk": tempfile.gettempdir()}
+    if args.tmpfs and os.path.isdir("/dev/shm"):
+        file_systems["tmpfs"] = "/dev/shm"
+    parents = {name: tempfile.mkdtemp(prefix="bench-collector-", dir=path) for name, path in file_systems.items()}
     figures = []
     workloads = []
-    for per_trace in (int(size) for size in args.spans_per_trace.split(",")):
-        receive = measure("receive", args.exporters, args.spans, args.batch, per_trace)
-        write = measure("write", args.exporters, args.spans, args.batch, per_trace)
-        workloads.append({"spans_per_trace": per_trace, "receiver_only": receive, "writing_on": write})
-        prefix = f"collector.{per_trace}_spans_per_run"
-        figures += [
-            Figure(f"{prefix}.receive_spans_per_core_s", receive["spans_per_core_s"], "spans/s",
-                   note="decode + count only, the baseline"),
-            Figure(f"{prefix}.write_spans_per_core_s", write["spans_per_core_s"], "spans/s",
-                   baseline=receive["spans_per_core_s"], target=f">= {TARGET_SPANS_PER_CORE_S:,}",
-                   ok=write["spans_per_core_s"] >= TARGET_SPANS_PER_CORE_S,
-                   note="decode, normalize, redact, write, seal (event-time rewrite)"),
-            Figure(f"{prefix}.write_cpu_ms_per_1k_spans", write["cpu_ms_per_1k_spans"], "ms",
-                   baseline=receive["cpu_ms_per_1k_spans"]),
-            Figure(f"{prefix}.write_spans_per_s_wall", write["spans_per_s_wall"], "spans/s",
-                   baseline=receive["spans_per_s_wall"], note=f"{args.exporters} exporters on the same machine"),
-        ]
-    floor_us = bundle_fs_floor_us()
-    figures.append(Figure(
-        "collector.bundle_fs_floor_us", round(floor_us), "us/bundle",
-        note="file system CPU alone per bundle (dirs, files, fsyncs, atomic capture); caps spans/s/core at "
-        + ", ".join(f"{int(size) * 1e6 / floor_us:,.0f} for {size}-span runs" for size in args.spans_per_trace.split(",")),
-    ))
+    floors = {}
+    try:
+        for name, parent in parents.items():
+            floors[name] = floor_us = bundle_fs_floor_us(parent)
+            figures.append(Figure(
+                f"collector.{name}.bundle_fs_floor_us", round(floor_us), "us/bundle",
+                note=f"system calls alone per bundle on {file_systems[name]} (dirs, files, fsyncs, atomic capture); "
+                "caps spans/s/core at " + ", ".join(
+                    f"{int(size) * 1e6 / floor_us:,.0f} for {size}-span runs" for size in args.spans_per_trace.split(",")),
+            ))
+        for per_trace in (int(size) for size in args.spans_per_trace.split(",")):
+            receive = measure("receive", args.exporters, args.spans, args.batch, per_trace, parents["disk"])
+            workload = {"spans_per_trace": per_trace, "receiver_only": receive}
+            prefix = f"collector.{per_trace}_spans_per_run"
+            figures.append(Figure(f"{prefix}.receive_spans_per_core_s", receive["spans_per_core_s"], "spans/s",
+                                  note="decode + count only, the baseline"))
+            for name, parent in parents.items():
+                write = measure("write", args.exporters, args.spans, args.batch, per_trace, parent)
+                workload[f"writing_on_{name}"] = write
+                figures += [
+                    Figure(f"{prefix}.{name}.write_spans_per_core_s", write["spans_per_core_s"], "spans/s",
+                           baseline=receive["spans_per_core_s"], target=f">= {TARGET_SPANS_PER_CORE_S:,}",
+                           ok=write["spans_per_core_s"] >= TARGET_SPANS_PER_CORE_S,
+                           note=f"decode, normalize, redact, write, seal; bundles on {file_systems[name]}; "
+                           f"kernel time {write['sys_cpu_s'] / write['collector_cpu_s']:.0%} of it"),
+                    Figure(f"{prefix}.{name}.write_cpu_ms_per_1k_spans", write["cpu_ms_per_1k_spans"], "ms",
+                           baseline=receive["cpu_ms_per_1k_spans"]),
+                    Figure(f"{prefix}.{name}.write_spans_per_s_wall", write["spans_per_s_wall"], "spans/s",
+                           baseline=receive["spans_per_s_wall"], note=f"{args.exporters} exporters on the same machine"),
+                ]
+            workloads.append(workload)
+    finally:
+        for parent in parents.values():
+            shutil.rmtree(parent, ignore_errors=True)
     details = {"exporters": args.exporters, "batch": args.batch, "load_average_at_end": os.getloadavg(),
-               "workloads": workloads}
+               "file_systems": file_systems, "bundle_fs_floor_us": floors, "workloads": workloads}
     return write_results("collector", figures, details)
 
 
