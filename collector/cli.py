@@ -31,6 +31,8 @@ def _address(value: str) -> str | None:
               help="Forward payloads unredacted (default: redacted with the bundle redaction policy).")
 @click.option("--seal-after", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="SECONDS",
               help="Seal a run this long after its root span arrived and nothing else did.")
+@click.option("--seal-rootless-after", type=click.FloatRange(min=0), default=3600.0, show_default=True,
+              metavar="SECONDS", help="Seal a run whose root span never arrived (as interrupted) after this long quiet.")
 @click.option("--status-interval", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
               metavar="SECONDS", help="How often the counters status line is logged.")
 def collect(
@@ -40,6 +42,7 @@ def collect(
     forward: str | None,
     forward_raw: bool,
     seal_after: float,
+    seal_rootless_after: float,
     status_interval: float,
 ) -> None:
     """Receive OTLP traces from any service and record them as redacted run bundles.
@@ -59,6 +62,7 @@ def collect(
             forward=forward,
             forward_redacted=not forward_raw,
             seal_after_s=seal_after,
+            seal_rootless_after_s=seal_rootless_after,
             status_interval_s=status_interval,
         )
         collector.start()

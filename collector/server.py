@@ -303,6 +303,7 @@ class Collector:
         forward: str | None = None,
         forward_redacted: bool = True,
         seal_after_s: float = 10.0,
+        seal_rootless_after_s: float = 3600.0,
         hold_unrouted_s: float = 30.0,
         redactor: EventRedactor | None = None,
         writer_limits: WriterLimits | None = None,
@@ -314,7 +315,12 @@ class Collector:
         self.counters = Counters()
         self.writer = BundleWriter(self.root, limits=writer_limits)
         self.sink = BundleSink(
-            self.writer, self.redactor, seal_after_s=seal_after_s, hold_unrouted_s=hold_unrouted_s, counters=self.counters
+            self.writer,
+            self.redactor,
+            seal_after_s=seal_after_s,
+            seal_rootless_after_s=seal_rootless_after_s,
+            hold_unrouted_s=hold_unrouted_s,
+            counters=self.counters,
         )
         self.forwarder = (
             Forwarder(

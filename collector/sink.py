@@ -54,6 +54,7 @@ logger = logging.getLogger(__name__)
 
 _DEFAULT_SEAL_AFTER_S = 10.0
 _DEFAULT_MAX_PENDING_SPANS = 10_000
+_DEFAULT_SEAL_ROOTLESS_AFTER_S = 3600.0
 _DEFAULT_HOLD_UNROUTED_S = 30.0
 _SEALED_MEMORY = 65_536
 _MAX_RUNS_AWAITING_SEAL = 256
@@ -189,6 +190,7 @@ class BundleSink:
         redactor: EventRedactor,
         *,
         seal_after_s: float = _DEFAULT_SEAL_AFTER_S,
+        seal_rootless_after_s: float = _DEFAULT_SEAL_ROOTLESS_AFTER_S,
         hold_unrouted_s: float = _DEFAULT_HOLD_UNROUTED_S,
         max_pending_spans: int = _DEFAULT_MAX_PENDING_SPANS,
         counters: Counters | None = None,
@@ -197,6 +199,7 @@ class BundleSink:
         self.writer = writer
         self.redactor = redactor
         self.seal_after_s = seal_after_s
+        self.seal_rootless_after_s = max(seal_after_s, seal_rootless_after_s)
         self.hold_unrouted_s = hold_unrouted_s
         self.max_pending_spans = max_pending_spans
         self.counters = counters or Counters()
@@ -398,13 +401,20 @@ class BundleSink:
     # -- sealing ---------------------------------------------------------------------------
 
     def seal_quiet_runs(self) -> int:
-        """Seal runs whose root span arrived and that were quiet for ``seal_after_s``; expire held spans."""
+        """Seal runs whose root span arrived and that were quiet for ``seal_after_s``; expire held spans.
+
+        A run whose root never arrives (it went to another collector, or its service never
+        exported it) is sealed as interrupted once quiet for ``seal_rootless_after_s`` (default an
+        hour: a root span ends last, after a run's slowest steps), so it cannot hold its file and
+        memory for good.
+        """
         now = self._clock()
         with self._lock:
             quiet = [
                 trace_id
                 for trace_id, run in self._runs.items()
-                if (run.root_seen or run.resumed) and now - run.last_activity >= self.seal_after_s
+                if now - run.last_activity
+                >= (self.seal_after_s if run.root_seen or run.resumed else self.seal_rootless_after_s)
             ]
             runs = [self._runs.pop(trace_id) for trace_id in quiet]
             self._sealing.extend(run.recorder for run in runs)

@@ -8,7 +8,7 @@ import pytest
 
 from otel_session.collector.sink import BundleSink, event_order_key
 from otel_session.normalize import SpanData
-from otel_session.read import BundleStatus, read_bundle
+from otel_session.read import BundleStatus, iter_runs, read_bundle
 from otel_session.write import BundleWriter
 
 T0 = 1_764_453_121_000_000_000
@@ -71,3 +71,21 @@ def test_openings_precede_children_and_closings_follow_them_at_equal_times():
     ]
     assert [r["type"] for r in sorted(records, key=key)] == [
         "run_started", "turn_started", "message_started", "turn_finished", "run_finished"]
+
+
+def test_a_run_whose_root_never_arrives_is_sealed_interrupted_once_quiet_long_enough(tmp_path, redactor):
+    """Its root went to another collector (or was never exported): the run must not stay open for good."""
+    now = [0.0]
+    writer = BundleWriter(tmp_path)
+    sink = BundleSink(writer, redactor, seal_after_s=10, seal_rootless_after_s=600, clock=lambda: now[0])
+    assert sink.submit([TOOL_A, TOOL_B]).accepted == 2
+    now[0] = 599.0
+    assert sink.seal_quiet_runs() == 0  # a root span ends last: long runs send it late
+    now[0] = 600.0
+    assert sink.seal_quiet_runs() == 1
+    writer.shutdown()
+    (run,) = iter_runs(tmp_path)
+    result = read_bundle(run.path)
+    assert result.status is BundleStatus.COMPLETE
+    assert result.events[-1]["type"] == "run_finished" and result.events[-1]["payload"] == {"status": "interrupted"}
+    assert sink.submit([ROOT]).rejected == 1  # the late root is refused, and said so
