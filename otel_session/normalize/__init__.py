@@ -39,14 +39,19 @@ SESSION_ID_KEYS = (
 )
 
 
-@dataclass(frozen=True)
+# Plain slotted dataclasses: the collector builds one SpanData per received span and a few
+# JournalEvents per span, and a frozen dataclass pays ``object.__setattr__`` for every field.
+# Treat them as immutable values all the same.
+
+
+@dataclass(slots=True)
 class SpanEventData:
     name: str
     time_ns: int
     attributes: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SpanData:
     """A finished span, whatever it came from: the normalizer's only input."""
 
@@ -109,7 +114,7 @@ class SpanData:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class JournalEvent:
     """One journal record before redaction and stamping (``seq``/``at`` come from the writer)."""
 
@@ -165,10 +170,12 @@ def upstream_drop_event(span: SpanData) -> JournalEvent | None:
 
 def normalize_span(span: SpanData) -> list[JournalEvent]:
     """Journal events of one finished span, in event-time order (start, span events, end)."""
-    from otel_session.normalize import genai, own
-
     events = own.map_span(span) if own.is_own_span(span) else genai.map_span(span)
     drop = upstream_drop_event(span)
     if drop is not None:
         events.append(drop)
     return events
+
+
+# The mappings import this module's types, so they are imported once those exist.
+from otel_session.normalize import genai, own  # noqa: E402
