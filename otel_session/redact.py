@@ -75,6 +75,11 @@ DEFAULT_DETECTORS = ("email", "phone", "card", "national_id")
 _HASH_PREFIX = "hmac-sha256:"
 _HASH_HEX_DIGITS = 16
 _HASH_CACHE_SIZE = 4096
+# Scanned texts are remembered (GenAI traffic repeats system prompts and whole histories): at most
+# this many entries and this many characters in all, then the cache starts over.
+_SCAN_CACHE_SIZE = 4096
+_SCAN_CACHE_CHARS = 1 << 21
+_SCAN_CACHE_MAX_TEXT = 1 << 16
 
 
 class FieldMode(str, Enum):
@@ -218,9 +223,15 @@ def _classify_number(candidate: str, detectors: frozenset[str]) -> str | None:
 
 
 class _Scanner:
-    """PII detectors compiled once into one pattern; already-redacted tokens are left alone."""
+    """PII detectors compiled once into one pattern; already-redacted tokens are left alone.
+
+    ``scan`` is a pure function of its text, so results for texts that need the pattern are kept in
+    a bounded cache. It holds raw text in memory only, like the values the caller already holds.
+    """
 
     def __init__(self, detectors: Iterable[str]) -> None:
+        self._cache: dict[str, str] = {}
+        self._cached_chars = 0
         self._enabled = frozenset(detectors)
         parts = [f"(?P<redacted>{_REDACTED_TOKEN})"]
         if "email" in self._enabled:
@@ -249,7 +260,20 @@ class _Scanner:
     def scan(self, text: str) -> str:
         if not _NEEDS_SCAN.search(text):
             return text
-        return self._pattern.sub(self._replacement, text)
+        if type(text) is not str:  # a subclass may compare or hash unlike its text
+            return self._pattern.sub(self._replacement, text)
+        cache = self._cache
+        scanned = cache.get(text)
+        if scanned is None:
+            scanned = self._pattern.sub(self._replacement, text)
+            size = len(text)
+            if size <= _SCAN_CACHE_MAX_TEXT:
+                if len(cache) >= _SCAN_CACHE_SIZE or self._cached_chars + size > _SCAN_CACHE_CHARS:
+                    cache.clear()
+                    self._cached_chars = 0
+                cache[text] = scanned
+                self._cached_chars += size  # approximate under threads; it only bounds the cache
+        return scanned
 
     def scan_after(self, tail: str, value: str) -> str:
         needs = _NEEDS_SCAN.search
@@ -305,6 +329,7 @@ class Redactor:
         self._scan_text = self.policy.text is FieldMode.SCAN
         self._slot_leaf = self._whole_value_function(self.policy.slot_values)
         self._text = self._leaf_function(self.policy.text)
+        self._text_of_str = self._scan if self._scan_text else self._text  # _scan_leaf on a str is _scan
         self._tool_arguments_leaf = self._leaf_function(self.policy.tool_arguments)
         self._tool_results_leaf = self._leaf_function(self.policy.tool_results)
 
@@ -364,6 +389,8 @@ class Redactor:
         return self._leaf_function(mode)
 
     def _map_leaves(self, value: Any, leaf: Callable[[Any], Any]) -> Any:
+        if type(value) is str:  # the common leaf, before the (slower) abstract Mapping check
+            return leaf(value)
         if isinstance(value, Mapping):
             return {key: self._map_leaves(item, leaf) for key, item in value.items()}
         if isinstance(value, (list, tuple)):
@@ -393,7 +420,7 @@ class Redactor:
     def text(self, value: str) -> str:
         """Free text: message text, deltas, reasons, error messages."""
         try:
-            return self._text(value) if isinstance(value, str) else self._text(str(value))
+            return self._text_of_str(value if isinstance(value, str) else str(value))
         except Exception:  # noqa: BLE001
             logger.warning("redaction failed; the whole text was replaced", exc_info=True)
             return REDACTED_ERROR
@@ -496,7 +523,11 @@ class Redactor:
     def _structural_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         # The project's own vocabulary (states, slot and guard names, flags, counts): PII
         # detectors run over its strings in case an integration put user data there.
-        return {key: self._map_leaves(item, self._scan_strings) for key, item in payload.items()}
+        scan = self._scan
+        return {
+            key: scan(item) if type(item) is str else self._map_leaves(item, self._scan_strings)
+            for key, item in payload.items()
+        }
 
     def _scan_strings(self, value: Any) -> Any:
         return self._scan(value) if isinstance(value, str) else value

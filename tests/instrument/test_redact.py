@@ -199,3 +199,24 @@ def test_policy_from_environment(monkeypatch):
 def test_unknown_detector_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown detectors"):
         RedactionPolicy(detectors=("email", "dna"))
+
+
+def test_scan_cache_gives_the_same_answer_and_stays_bounded(monkeypatch):
+    """Scanned texts are cached; a hit, a text after the cache starts over, and a str subclass
+    (never cached) all redact exactly as a fresh scan does."""
+    import otel_session.redact as redact
+
+    monkeypatch.setattr(redact, "_SCAN_CACHE_SIZE", 3)
+    redactor = Redactor(key=KEY)
+    texts = [f"guest {n} mail g{n}@example.com card 4111 1111 1111 1111" for n in range(10)]
+    expected = [f"guest {n} mail [email] card [card]" for n in range(10)]
+    assert [redactor.text(text) for text in texts] == expected
+    assert [redactor.text(text) for text in reversed(texts)] == expected[::-1]
+    assert len(redactor._scanner._cache) <= 3
+
+    class Text(str):
+        def __hash__(self) -> int:
+            raise AssertionError("a str subclass must not be looked up in the cache")
+
+    assert redactor.text(Text(texts[0])) == expected[0]
+    assert redactor.text("call 555-123-4567") == "call [phone]"  # texts without a cached twin still scan
