@@ -214,9 +214,11 @@ def _messages_of(span: SpanData) -> tuple[list[Message], list[Message]]:
             break
     for source in (attributes, details):
         if "gen_ai.input.messages" in source or "gen_ai.output.messages" in source:
-            inputs = _structured_messages(source.get("gen_ai.input.messages"))
+            # The system instructions come first, so only a call without an earlier assistant
+            # message journals them (what _new_inputs keeps).
+            inputs, after_assistant = _new_structured_inputs(source.get("gen_ai.input.messages"))
             instructions = source.get("gen_ai.system_instructions")
-            if instructions:
+            if instructions and not after_assistant:
                 system = Message("system")
                 for part in _json_list(instructions):
                     _add_part(system, part)
@@ -250,8 +252,35 @@ def _messages_of(span: SpanData) -> tuple[list[Message], list[Message]]:
 
 def _structured_messages(value: Any) -> list[Message]:
     """``[{role, parts: [...]}]`` (current) or ``[{role, content, tool_calls}]`` (older/OpenAI)."""
+    return _messages_of_items(_json_list(value))
+
+
+def _new_structured_inputs(value: Any) -> tuple[list[Message], bool]:
+    """The structured input messages after the last assistant one, and whether there was one.
+
+    A model call's input repeats the whole conversation: only what follows the last assistant
+    message is new (see ``_new_inputs``), so the history before it is not mapped at all.
+    """
+    items = _json_list(value)
+    for position in range(len(items) - 1, -1, -1):
+        if _structured_role(items[position]) == "assistant":
+            return _messages_of_items(items[position + 1 :]), True
+    return _messages_of_items(items), False
+
+
+def _structured_role(item: Any) -> str | None:
+    """The role ``_messages_of_items`` gives ``item`` (None: not a message)."""
+    if not isinstance(item, dict):
+        return None
+    inner = item.get("message")
+    if isinstance(inner, dict):
+        return str(inner.get("role") or "assistant")
+    return str(item.get("role") or "assistant")
+
+
+def _messages_of_items(items: list[Any]) -> list[Message]:
     messages = []
-    for item in _json_list(value):
+    for item in items:
         if not isinstance(item, dict):
             continue
         message = Message(str(item.get("role") or "assistant"), [], item.get("finish_reason"))
