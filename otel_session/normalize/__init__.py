@@ -171,9 +171,8 @@ def upstream_drop_event(span: SpanData) -> JournalEvent | None:
 def normalize_span(span: SpanData) -> list[JournalEvent]:
     """Journal events of one finished span, in event-time order (start, span events, end)."""
     events = own.map_span(span) if own.is_own_span(span) else genai.map_span(span)
-    drop = upstream_drop_event(span)
-    if drop is not None:
-        events.append(drop)
+    if span.dropped_events or span.dropped_attributes:
+        events.append(upstream_drop_event(span))
     return events
 
 

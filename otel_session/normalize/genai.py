@@ -189,11 +189,14 @@ def _add_message_events(span: SpanData, ids: _SpanIds, events: list[JournalEvent
 def _add_message(
     ids: _SpanIds, events: list[JournalEvent], start_ns: int, end_ns: int, message: Message, message_id: str
 ) -> None:
-    events.append(_event(ids, _MESSAGE_STARTED, start_ns, {"role": message.role}, message_id=message_id))
+    turn_index, trace_id, span_id = ids
+    events.append(
+        JournalEvent(_MESSAGE_STARTED, start_ns, {"role": message.role}, turn_index, message_id, None, trace_id, span_id)
+    )
     payload: dict[str, Any] = {"settled": True, "content": message.content}
     if message.stop_reason:
         payload["stop_reason"] = message.stop_reason
-    events.append(_event(ids, _MESSAGE_FINISHED, end_ns, payload, message_id=message_id))
+    events.append(JournalEvent(_MESSAGE_FINISHED, end_ns, payload, turn_index, message_id, None, trace_id, span_id))
 
 
 def _new_inputs(inputs: list[Message]) -> list[Message]:
@@ -312,7 +315,12 @@ def _add_part(message: Message, part: Any) -> None:
     elif kind in ("reasoning", "thinking"):
         message.add("thinking", part.get("content"))
     else:
-        message.add("text", part.get("content", part.get("text")))
+        text = part.get("content", part.get("text"))
+        if text.__class__ is str and text:  # the common case, as add() would take it, one call fewer
+            content = message.content
+            content.append({"index": len(content), "kind": "text", "text": text})
+        else:
+            message.add("text", text)
 
 
 def _add_openai_message(message: Message, item: Mapping[str, Any]) -> None:
@@ -411,7 +419,10 @@ def _json_list(value: Any) -> list[Any]:
     if isinstance(value, dict):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [_json_value(item) for item in value]
+        for item in value:
+            if isinstance(item, str):
+                return [_json_value(item) for item in value]
+        return value if isinstance(value, list) else list(value)  # callers only read it
     if isinstance(value, str) and value:
         return [value]
     return []
