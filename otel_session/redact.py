@@ -297,6 +297,7 @@ def _canonical(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=repr)
 
 
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 _IS_HASH = re.compile(r"hmac-sha256:[0-9a-f]{16}").fullmatch
 _IS_MASK = re.compile(r"<redacted[^<>]{0,40}>").fullmatch
 
@@ -389,9 +390,10 @@ class Redactor:
         return self._leaf_function(mode)
 
     def _map_leaves(self, value: Any, leaf: Callable[[Any], Any]) -> Any:
-        if type(value) is str:  # the common leaf, before the (slower) abstract Mapping check
+        kind = type(value)
+        if kind in _JSON_SCALARS:  # the common leaves, before the (slower) abstract Mapping check
             return leaf(value)
-        if isinstance(value, Mapping):
+        if kind is dict or isinstance(value, Mapping):
             return {key: self._map_leaves(item, leaf) for key, item in value.items()}
         if isinstance(value, (list, tuple)):
             return [self._map_leaves(item, leaf) for item in value]
