@@ -191,6 +191,10 @@ _NUMBER = r"(?<![\w+])\+?\(?\d[\d ().-]{5,}\d(?![\w])"
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{2}[./-]\d{2}[./-]\d{4}|\d{4}[./]\d{2}[./]\d{2}")
 _SSN = re.compile(r"\d{3}-\d{2}-\d{4}")
 _NEEDS_SCAN = re.compile(r"[@\d]")
+# Every detection holds an "@" (e-mail) or a run of six or more digits and separators (national
+# ids: six digits; phone and card numbers: seven or more characters): a whole text with neither
+# scans to itself. (Not for a delta: the two halves of a run may sit on both sides of the join.)
+_DIGIT_RUN = re.compile(r"\d[\d ().-]{4,}\d")
 
 
 def _luhn_valid(digits: str) -> bool:
@@ -225,8 +229,9 @@ def _classify_number(candidate: str, detectors: frozenset[str]) -> str | None:
 class _Scanner:
     """PII detectors compiled once into one pattern; already-redacted tokens are left alone.
 
-    ``scan`` is a pure function of its text, so results for texts that need the pattern are kept in
-    a bounded cache. It holds raw text in memory only, like the values the caller already holds.
+    ``scan`` is a pure function of its text: texts that cannot hold a detection skip the pattern
+    (``_DIGIT_RUN``), the pattern leaves out the e-mail branch for texts without an "@", and results
+    are kept in a bounded cache (raw text in memory only, like the values the caller already holds).
     """
 
     def __init__(self, detectors: Iterable[str]) -> None:
@@ -241,6 +246,9 @@ class _Scanner:
         if self._enabled & {"phone", "card", "national_id"}:
             parts.append(f"(?P<number>{_NUMBER})")
         self._pattern = re.compile("|".join(parts))
+        # The e-mail branch, tried at every letter, is most of the pattern's cost; it cannot match
+        # in a text without "@".
+        self._pattern_without_email = re.compile("|".join(part for part in parts if not part.startswith("(?P<email>")))
 
     def _replacement(self, match: re.Match[str]) -> str:
         kind = match.lastgroup
@@ -258,14 +266,16 @@ class _Scanner:
         return f"[{kind}]"
 
     def scan(self, text: str) -> str:
-        if not _NEEDS_SCAN.search(text):
+        if type(text) is not str:  # a subclass may compare, hash or search unlike its text
+            return self._pattern.sub(self._replacement, text) if _NEEDS_SCAN.search(text) else text
+        with_email = "@" in text
+        if not with_email and _DIGIT_RUN.search(text) is None:
             return text
-        if type(text) is not str:  # a subclass may compare or hash unlike its text
-            return self._pattern.sub(self._replacement, text)
         cache = self._cache
         scanned = cache.get(text)
         if scanned is None:
-            scanned = self._pattern.sub(self._replacement, text)
+            pattern = self._pattern if with_email else self._pattern_without_email
+            scanned = pattern.sub(self._replacement, text)
             size = len(text)
             if size <= _SCAN_CACHE_MAX_TEXT:
                 if len(cache) >= _SCAN_CACHE_SIZE or self._cached_chars + size > _SCAN_CACHE_CHARS:

@@ -6,15 +6,19 @@ import os
 import stat
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from otel_session.journal import EventType
 from otel_session.normalize import JournalEvent
 from otel_session.redact import (
+    DEFAULT_DETECTORS,
     KEY_FILE,
     REDACTED_ERROR,
     FieldMode,
     RedactionPolicy,
     Redactor,
+    _Scanner,
     load_or_create_key,
 )
 
@@ -220,3 +224,22 @@ def test_scan_cache_gives_the_same_answer_and_stays_bounded(monkeypatch):
 
     assert redactor.text(Text(texts[0])) == expected[0]
     assert redactor.text("call 555-123-4567") == "call [phone]"  # texts without a cached twin still scan
+
+
+_SCAN_ALPHABET = st.sampled_from(
+    list("0123456789 ().-+@_%:/abzABCEZ٣") + ["jane@example.com", "4111 1111 1111 1111", "AB123456C", "[email]"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(_SCAN_ALPHABET, max_size=30).map("".join),
+    detectors=st.sets(st.sampled_from(DEFAULT_DETECTORS)),
+)
+def test_scan_shortcuts_change_no_result(text, detectors):
+    """The scanner's shortcuts (texts that cannot hold a detection, the pattern without its e-mail
+    branch, the cache) give exactly what the whole pattern gives."""
+    scanner = _Scanner(detectors)
+    whole = scanner._pattern.sub(scanner._replacement, text)
+    assert scanner.scan(text) == whole
+    assert scanner.scan(text) == whole  # from the cache when it needed the pattern
