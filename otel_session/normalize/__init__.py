@@ -77,7 +77,7 @@ class SpanData:
 
     @property
     def trace_id_hex(self) -> str:
-        return f"{self.trace_id:032x}"
+        return _trace_id_hex(self.trace_id)
 
     @property
     def span_id_hex(self) -> str:
@@ -143,6 +143,20 @@ class JournalEvent:
             "trace_id": self.trace_id,
             "span_id": self.span_id,
         }
+
+
+def _trace_id_hex(trace_id: int) -> str:
+    """``trace_id`` as 32 hex digits. A trace's spans come together, so the last one is kept."""
+    global _last_trace_id_hex
+    last = _last_trace_id_hex  # one tuple read: safe across threads
+    if last[0] == trace_id and trace_id.__class__ is int:
+        return last[1]
+    text = f"{trace_id:032x}"
+    _last_trace_id_hex = (trace_id, text)
+    return text
+
+
+_last_trace_id_hex: tuple[int, str] = (-1, "")
 
 
 def session_id_of(*attribute_maps: Mapping[str, Any]) -> str | None:
