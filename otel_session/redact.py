@@ -466,7 +466,8 @@ class Redactor:
     # -- journal events -------------------------------------------------------------------
 
     def redact_payload(self, event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """A copy of ``payload`` with the fields of ``event_type`` redacted (SPEC §5.2 table)."""
+        """``payload`` with the fields of ``event_type`` redacted (SPEC §5.2 table): a copy, or
+        ``payload`` itself when it holds only text the policy leaves as it is. Neither is changed."""
         handler = self._payload_handlers.get(event_type)
         try:
             if handler is not None:
@@ -491,8 +492,10 @@ class Redactor:
         return result
 
     def _message_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
-        result = dict(payload)
         content = payload.get("content")
+        if isinstance(content, list) and self._texts_kept(content):
+            return payload
+        result = dict(payload)
         if isinstance(content, list):
             result["content"] = [
                 {**block, "text": self.text(block["text"])} if isinstance(block, dict) and "text" in block
@@ -502,6 +505,17 @@ class Redactor:
         elif content is not None:
             result["content"] = self.free_leaves(content)
         return result
+
+    def _texts_kept(self, content: list[Any]) -> bool:
+        """True when every block is a ``{..., "text"}`` object whose text redacts to itself."""
+        text = self.text
+        for block in content:
+            if type(block) is not dict or "text" not in block:
+                return False
+            value = block["text"]
+            if text(value) is not value:
+                return False
+        return True
 
     def _delta_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         result = dict(payload)
@@ -536,6 +550,11 @@ class Redactor:
         # The project's own vocabulary (states, slot and guard names, flags, counts): PII
         # detectors run over its strings in case an integration put user data there.
         scan = self._scan
+        for item in payload.values():
+            if type(item) is not str or scan(item) is not item:
+                break
+        else:
+            return payload  # only text the scanner leaves as it is
         return {
             key: scan(item) if type(item) is str else self._map_leaves(item, self._scan_strings)
             for key, item in payload.items()
