@@ -480,8 +480,11 @@ class Redactor:
             return {"redaction_error": REDACTED_ERROR}
 
     def redact_event(self, event: JournalEvent) -> JournalEvent:
-        """A copy of ``event`` whose payload is redacted by type."""
-        return event.with_payload(self.redact_payload(event.type, event.payload or {}))
+        """``event`` with its payload redacted by type: a copy, or ``event`` itself when its payload
+        needed no redaction (see ``redact_payload``). Neither is changed."""
+        payload = event.payload
+        redacted = self.redact_payload(event.type, payload or {})
+        return event if redacted is payload else event.with_payload(redacted)
 
     def _slot_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         slot = str(payload.get("slot", ""))

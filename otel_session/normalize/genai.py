@@ -416,13 +416,13 @@ def _json_value(value: Any) -> Any:
 
 def _json_list(value: Any) -> list[Any]:
     value = _json_value(value)
-    if isinstance(value, dict):
-        return [value]
     if isinstance(value, (list, tuple)):
         for item in value:
             if isinstance(item, str):
                 return [_json_value(item) for item in value]
         return value if isinstance(value, list) else list(value)  # callers only read it
+    if isinstance(value, dict):
+        return [value]
     if isinstance(value, str) and value:
         return [value]
     return []
