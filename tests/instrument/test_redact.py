@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -243,3 +244,27 @@ def test_scan_shortcuts_change_no_result(text, detectors):
     whole = scanner._pattern.sub(scanner._replacement, text)
     assert scanner.scan(text) == whole
     assert scanner.scan(text) == whole  # from the cache when it needed the pattern
+
+
+@pytest.mark.parametrize(
+    ("event_type", "clean", "dirty", "expected"),
+    [
+        (EventType.MESSAGE_FINISHED, {"settled": True, "content": [{"index": 0, "kind": "text", "text": "table for 2"}]},
+         {"settled": True, "content": [{"index": 0, "kind": "text", "text": "ok"}, {"index": 1, "kind": "text", "text": "a@b.co"}]},
+         {"settled": True, "content": [{"index": 0, "kind": "text", "text": "ok"}, {"index": 1, "kind": "text", "text": "[email]"}]}),
+        (EventType.MESSAGE_STARTED, {"role": "user"}, {"role": "user", "via": "call 555-123-4567"},
+         {"role": "user", "via": "call [phone]"}),
+        (EventType.TURN_STARTED, {"state": "start"}, {"state": "start", "required_slots": ["a@b.co"]},
+         {"state": "start", "required_slots": ["[email]"]}),
+    ],
+)
+def test_redact_event_copies_only_what_it_redacts(redactor, event_type, clean, dirty, expected):
+    """An event whose payload redacts to itself comes back as is; any other is a new event with a
+    redacted copy, the input left as it was."""
+    event = JournalEvent(event_type, 1, clean, turn_index=3)
+    assert redactor.redact_event(event) is event and event.payload == clean
+    dirty_copy = orjson.loads(orjson.dumps(dirty))
+    event = JournalEvent(event_type, 1, dirty, turn_index=3)
+    out = redactor.redact_event(event)
+    assert out is not event and out.payload == expected and out.turn_index == 3
+    assert event.payload == dirty_copy
