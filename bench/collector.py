@@ -16,6 +16,7 @@ summary. Target: ≥ 12,000 spans/s per core with writing on.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import signal
@@ -39,6 +40,7 @@ def serve(mode: str, root: str) -> None:
     """Run a collector until SIGTERM, then print its counters and CPU time as JSON."""
     from otel_session.collector.server import Collector
     from otel_session.redact import RedactionPolicy, Redactor
+    from otel_session.stop_signal import StopSignal
 
     collector = Collector(
         root,
@@ -49,21 +51,44 @@ def serve(mode: str, root: str) -> None:
         bundle=mode == "write",
     )
     collector.start()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop = StopSignal().install()
+    ready = os.times()
     print(collector.grpc_port, flush=True)
     stop.wait()
-    collector.stop()
-    times = os.times()
-    print(json.dumps({"counters": collector.counters.snapshot(), "cpu_s": times.user + times.system}), flush=True)
+    collector.stop()  # seals every run still open: part of the work measured
+    done = os.times()
+    print(json.dumps({
+        "counters": collector.counters.snapshot(),
+        "cpu_s": (done.user + done.system) - (ready.user + ready.system),
+        "startup_cpu_s": ready.user + ready.system,
+    }), flush=True)
 
 
 # -- the client side ---------------------------------------------------------------------------
 
 
+_SYSTEM_PROMPT = (
+    '{"role":"system","parts":[{"type":"text","content":"You book tables at Chez Otel (+33 1 23 45 67 89). '
+    'Ask for the day, the time and the party size; confirm before booking."}]}'
+)
+_EXCHANGE = (
+    '{{"role":"assistant","parts":[{{"type":"tool_call","id":"call_{0}","name":"check_availability",'
+    '"arguments":{{"day":"friday","party_size":2}}}}]}},'
+    '{{"role":"tool","parts":[{{"type":"tool_call_response","id":"call_{0}","response":"19:00 free"}}]}}'
+)
+_HISTORY_CAP = 8
+_RUNS_PER_SESSION = 4
+
+
 def _batch(exporter_index: int, batch_index: int, size: int, per_trace: int, resource, scope) -> list:
-    """``size`` finished spans in traces of ``per_trace`` spans (a root; then per 8: 4 chat, 2 tool,
-    1 plain, 1 more chat), each trace new, each with its own session."""
+    """``size`` finished spans in traces (runs) of ``per_trace`` spans, shaped like an agent loop.
+
+    Each run: a root (``invoke_agent``); then per 8 spans 5 model calls (``chat``), 2 tool calls
+    (``execute_tool``) and 1 plain HTTP span. Every model call sends the shared system prompt, the
+    run's own user message and the history so far (an assistant tool call and its tool response per
+    earlier call, the last 8), and gets a reply of its own, as GenAI instrumentations record them.
+    Sessions hold 4 runs (a conversation of 4 turns). Every run is new and is sealed.
+    """
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
@@ -72,25 +97,31 @@ def _batch(exporter_index: int, batch_index: int, size: int, per_trace: int, res
     base_trace = (exporter_index + 1) << 96 | batch_index << 32
     for trace_number in range(size // per_trace):
         trace_id = base_trace | trace_number + 1
+        session_id = f"bench-{exporter_index}-{batch_index}-{trace_number // _RUNS_PER_SESSION}"
         root_ctx = SpanContext(trace_id, 1, is_remote=False, trace_flags=TraceFlags(1))
         start = now + trace_number * 1_000
+        user = f'{{"role":"user","parts":[{{"type":"text","content":"a table for two on friday at 7pm please, ref B{batch_index}T{trace_number}"}}]}}'
+        calls = 0
         for position in range(1, per_trace):
             context = SpanContext(trace_id, position + 1, is_remote=False, trace_flags=TraceFlags(1))
             if position % 8 in (1, 2, 3, 4, 0):
+                history = [_EXCHANGE.format(call) for call in range(max(0, calls - _HISTORY_CAP), calls)]
                 name, attributes = "chat mock-gpt", {
-                    "session.id": f"bench-{exporter_index}-{batch_index}-{trace_number}",
+                    "session.id": session_id,
                     "gen_ai.operation.name": "chat",
                     "gen_ai.request.model": "mock-gpt",
-                    "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text","content":"a table for two on friday at 7pm please"}]}]',
-                    "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text","content":"Friday 19:00 for two: booked."}],"finish_reason":"stop"}]',
-                    "gen_ai.usage.input_tokens": 12,
-                    "gen_ai.usage.output_tokens": 7,
+                    "gen_ai.input.messages": "[" + ",".join([_SYSTEM_PROMPT, user, *history]) + "]",
+                    "gen_ai.output.messages": f'[{{"role":"assistant","parts":[{{"type":"text","content":"Friday 19:00 for two, call {position}: booked as B{batch_index}T{trace_number}."}}],"finish_reason":"stop"}}]',
+                    "gen_ai.usage.input_tokens": 40 + 30 * len(history),
+                    "gen_ai.usage.output_tokens": 12,
                 }
+                calls += 1
             elif position % 8 in (5, 6):
                 name, attributes = "execute_tool check_availability", {
-                    "session.id": f"bench-{exporter_index}-{batch_index}-{trace_number}",
+                    "session.id": session_id,
                     "gen_ai.operation.name": "execute_tool",
                     "gen_ai.tool.name": "check_availability",
+                    "gen_ai.tool.call.id": f"call_{calls}",
                     "gen_ai.tool.call.arguments": '{"day": "friday", "party_size": 2}',
                     "gen_ai.tool.call.result": "19:00 free",
                 }
@@ -103,9 +134,8 @@ def _batch(exporter_index: int, batch_index: int, size: int, per_trace: int, res
             ))
         spans.append(ReadableSpan(
             name="invoke_agent booking", context=root_ctx, parent=None, resource=resource,
-            attributes={"session.id": f"bench-{exporter_index}-{batch_index}-{trace_number}",
-                        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "booking"},
-            kind=SpanKind.SERVER, start_time=start, end_time=start + 900, instrumentation_scope=scope,
+            attributes={"session.id": session_id, "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "booking"},
+            kind=SpanKind.SERVER, start_time=start, end_time=start + per_trace * 100 + 100, instrumentation_scope=scope,
         ))
     return spans
 
@@ -150,6 +180,40 @@ def export_concurrently(port: int, prepared: list[list[list]], on_failure: Calla
     for thread in threads:
         thread.join()
     return time.perf_counter() - started
+
+
+def bundle_fs_floor_us(bundles: int = 300) -> float:
+    """CPU µs per bundle spent in the system calls alone that one bundle needs, made by hand.
+
+    A session directory and a run directory, the journal (locked, one append), ``run.json`` and
+    ``capture.json``; at seal the journal and manifest fsynced and the capture replaced atomically
+    (temporary file, fsync, rename, directory fsync). No Python beyond the calls: what the file
+    system costs on this machine, whatever the collector does.
+    """
+    with tempfile.TemporaryDirectory() as root:
+        started = time.thread_time()
+        for number in range(bundles):
+            run = Path(root, f"s{number}", "run")
+            os.mkdir(run.parent, 0o700)
+            os.mkdir(run, 0o700)
+            journal = os.open(run / "events.ndjson", os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
+            fcntl.flock(journal, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            for name in ("run.json", "capture.json", ".capture.tmp"):
+                handle = os.open(run / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                os.write(handle, b"{}" * 100)
+                if name == ".capture.tmp":
+                    os.fsync(handle)
+                os.close(handle)
+                if name == "run.json":
+                    os.write(journal, b"x" * 2000)
+            os.fsync(journal)
+            for path in (run / "run.json", run):
+                handle = os.open(path, os.O_RDONLY)
+                os.fsync(handle)
+                os.close(handle)
+            os.replace(run / ".capture.tmp", run / "capture.json")
+            os.close(journal)
+        return (time.thread_time() - started) / bundles * 1e6
 
 
 def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int) -> dict:
@@ -217,6 +281,12 @@ def main(argv: list[str] | None = None) -> dict:
             Figure(f"{prefix}.write_spans_per_s_wall", write["spans_per_s_wall"], "spans/s",
                    baseline=receive["spans_per_s_wall"], note=f"{args.exporters} exporters on the same machine"),
         ]
+    floor_us = bundle_fs_floor_us()
+    figures.append(Figure(
+        "collector.bundle_fs_floor_us", round(floor_us), "us/bundle",
+        note="file system CPU alone per bundle (dirs, files, fsyncs, atomic capture); caps spans/s/core at "
+        + ", ".join(f"{int(size) * 1e6 / floor_us:,.0f} for {size}-span runs" for size in args.spans_per_trace.split(",")),
+    ))
     details = {"exporters": args.exporters, "batch": args.batch, "load_average_at_end": os.getloadavg(),
                "workloads": workloads}
     return write_results("collector", figures, details)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -135,6 +136,7 @@ def main(ops: int = 500, rounds: int = 60) -> dict:
     incomplete = [str(bundle.path) for bundle in bundles if bundle.status.value != "complete"]
     events = sum(len(bundle.events) for bundle in bundles)
     expected_events = rounds * ops * 2
+    shutil.rmtree(root)
 
     target = f"<= {TARGET_RATIO}x bare add_event (app-thread CPU, median paired ratio)"
     figure_list = []

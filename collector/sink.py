@@ -62,6 +62,7 @@ RECORDED_BY = "otel-session collector"  # run.json `recorded_by`: runs this coll
 _OPENING = frozenset(
     {EventType.RUN_STARTED.value, EventType.TURN_STARTED.value, EventType.TOOL_EXECUTION_STARTED.value}
 )
+_RUN_FINISHED = EventType.RUN_FINISHED.value
 _CLOSING = frozenset(
     {EventType.TOOL_EXECUTION_FINISHED.value, EventType.TURN_FINISHED.value, EventType.RUN_FINISHED.value}
 )
@@ -70,7 +71,7 @@ _CLOSING = frozenset(
 class EventRedactor(Protocol):
     """What the collector needs from ``otel_session.redact.Redactor``."""
 
-    def redact_event(self, event: JournalEvent) -> JournalEvent: ...
+    def redact_payload(self, event_type: str, payload: dict[str, Any]) -> dict[str, Any]: ...
 
     def text(self, value: str) -> str: ...
 
@@ -296,31 +297,30 @@ class BundleSink:
         keyed: list[tuple[tuple, JournalEvent]] = []
         depth_of = run.depth_of
         with run.lock:
-            for span in spans:
-                span_hex = span.span_id_hex
+            span_ids = [span.span_id_hex for span in spans]
+            for span, span_hex in zip(spans, span_ids):
                 run.parents[span_hex] = f"{span.parent_span_id:016x}" if span.parent_span_id is not None else None
                 if span.parent_span_id is None:
                     run.root_seen = True
                     run.root_status = "error" if span.status_code == "error" else "ok"
-            for span in spans:
-                span_hex = span.span_id_hex
+            for span, span_hex in zip(spans, span_ids):
                 for index, event in enumerate(normalize_span(span)):
                     span_id = event.span_id or span_hex
                     # The same order as event_order_key, on nanosecond-exact µs and the span's own order.
                     phase, rank = _phase_rank(event.type, span_id, depth_of)
                     keyed.append(((event.at_ns // 1000, phase, rank, span_id, index), event))
             keyed.sort(key=lambda item: item[0])
+            redacted = [self._redact(event) for _, event in keyed]  # the sink's own events: redacted in place
             recorder = run.recorder
-            for _, event in keyed:
-                redacted = self._redact(event)
-                if recorder.append(redacted.type, redacted.payload, **redacted.correlation()) is not AppendResult.ACCEPTED:
-                    failure = recorder.failure
-                    reason = f"{failure.code.value}: {failure.message}" if failure is not None else "the capture is closed"
-                    self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {reason}")
-                    return
-                if redacted.type == EventType.RUN_FINISHED.value:
-                    run.finished = True
-                run.latest_ns = max(run.latest_ns, event.at_ns)
+            accepted = recorder.append_events(redacted)
+            if accepted:
+                run.latest_ns = max(run.latest_ns, max(event.at_ns for event in redacted[:accepted]))
+                run.finished = run.finished or any(event.type == _RUN_FINISHED for event in redacted[:accepted])
+            if accepted < len(redacted):
+                failure = recorder.failure
+                reason = f"{failure.code.value}: {failure.message}" if failure is not None else "the capture is closed"
+                self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {reason}")
+                return
             run.last_activity = self._clock()
             run.batches += 1
         result.accepted += len(spans)
@@ -328,11 +328,11 @@ class BundleSink:
 
     def _redact(self, event: JournalEvent) -> JournalEvent:
         try:
-            return self.redactor.redact_event(event)
+            event.payload = self.redactor.redact_payload(event.type, event.payload or {})
         except Exception:  # noqa: BLE001 - a redaction failure redacts the whole payload
             logger.exception("redaction of a %s event failed; its payload is withheld", event.type)
             event.payload = {"redaction_failed": True}
-            return event
+        return event
 
     def _hold(self, trace_id: int, spans: list[SpanData]) -> None:
         if self._pending_count + len(spans) > self.max_pending_spans:

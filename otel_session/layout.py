@@ -9,6 +9,7 @@ id is in ``run.json``). No path derived from input ever leaves the root.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -18,11 +19,11 @@ __all__ = [
     "CAPTURE_FILE",
     "EVENTS_FILE",
     "FEEDBACK_FILE",
-    "LOCK_FILE",
     "RUN_FILE",
     "UnsafePathError",
     "is_valid_run_id",
     "run_dir",
+    "run_path",
     "safe_dir_name",
     "session_dir",
 ]
@@ -31,7 +32,6 @@ RUN_FILE = "run.json"
 EVENTS_FILE = "events.ndjson"
 CAPTURE_FILE = "capture.json"
 FEEDBACK_FILE = "feedback.ndjson"
-LOCK_FILE = ".writer.lock"
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _RUN_ID = re.compile(r"run-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -57,20 +57,39 @@ def is_valid_run_id(run_id: str) -> bool:
 
 def session_dir(root: Path, session_id: str, *, eval_id: str | None = None) -> Path:
     """Return the directory of a session's runs (live, or under one eval)."""
-    base = root / "sessions" if eval_id is None else root / "evals" / safe_dir_name(eval_id) / "sessions"
-    return _inside(root, base / safe_dir_name(session_id))
+    return _inside(root, _session_dir(root, session_id, eval_id))
 
 
 def run_dir(root: Path, session_id: str, run_id: str, *, eval_id: str | None = None) -> Path:
     """Return the bundle directory of one run; raise ``UnsafePathError`` for a malformed run id."""
+    return _inside(root, run_path(root, session_id, run_id, eval_id=eval_id))
+
+
+def run_path(root: Path, session_id: str, run_id: str, *, eval_id: str | None = None) -> Path:
+    """The bundle directory of one run, from its ids alone (no file system access).
+
+    Every component is a safe name, so the path stays under ``root`` unless a directory on the way
+    is a symlink: a writer creating it checks that with ``lstat`` (see ``run_dir`` for readers).
+    """
     if not is_valid_run_id(run_id):
         raise UnsafePathError(f"malformed run id {run_id!r}: expected 'run-' followed by a UUID")
-    return _inside(root, session_dir(root, session_id, eval_id=eval_id) / run_id)
+    return _session_dir(root, session_id, eval_id) / run_id
+
+
+def _session_dir(root: Path, session_id: str, eval_id: str | None) -> Path:
+    base = root / "sessions" if eval_id is None else root / "evals" / safe_dir_name(eval_id) / "sessions"
+    return base / safe_dir_name(session_id)
 
 
 def _inside(root: Path, path: Path) -> Path:
-    real_root = os.path.realpath(root)
+    """``path`` when it resolves inside ``root`` (a symlink planted under the root cannot lead out)."""
+    real_root = _real_root(os.fspath(root))
     real_path = os.path.realpath(path)
-    if os.path.commonpath([real_root, real_path]) != real_root:
+    if real_path != real_root and not real_path.startswith(real_root.rstrip(os.sep) + os.sep):
         raise UnsafePathError(f"{path} resolves outside the bundle root {root}")
     return path
+
+
+@functools.lru_cache(maxsize=64)
+def _real_root(root: str) -> str:
+    return os.path.realpath(root)

@@ -389,7 +389,7 @@ def find_bundles(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
             yield start
             continue
         for directory, subdirs, _files in os.walk(start):
-            subdirs.sort()
+            subdirs[:] = sorted(name for name in subdirs if not name.startswith("."))  # a bundle being made
             candidate = Path(directory)
             if candidate != start and _is_bundle(candidate):
                 subdirs.clear()

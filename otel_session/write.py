@@ -23,14 +23,16 @@ import errno
 import fcntl
 import logging
 import os
+import shutil
+import stat
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -58,10 +60,15 @@ __all__ = [
     "write_json_atomic",
 ]
 
+if TYPE_CHECKING:
+    from otel_session.normalize import JournalEvent
+
 logger = logging.getLogger(__name__)
 
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
+_KNOWN_DIRS = 4096
+_RECORDING_CAPTURE = {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0}
 
 
 class AppendResult(Enum):
@@ -107,6 +114,8 @@ class WriterLimits:
     max_queue_records: int = 8192
     max_queue_bytes: int = 16 * 1024 * 1024
     max_event_bytes: int = 1024 * 1024
+    seal_threads: int = 8
+    """Runs sealed at once when several close together (each seal waits on a few fsyncs)."""
 
 
 @dataclass(frozen=True)
@@ -222,6 +231,23 @@ def _makedirs_private(path: Path) -> None:
         os.chmod(directory, _DIR_MODE)
 
 
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_new_file(path: Path, data: bytes) -> None:
+    """Create ``path`` (it must not exist) holding ``data``; not synced."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _FILE_MODE)
+    try:
+        _write_fully(fd, data)
+    finally:
+        os.close(fd)
+
+
 def _count_complete_lines(fd: int) -> int:
     count = 0
     offset = 0
@@ -240,9 +266,10 @@ class RunRecorder:
         path: Path,
         manifest: dict[str, Any],
         events_fd: int,
-        lock_fd: int,
         next_seq: int,
         recovered_torn_bytes: int,
+        *,
+        created: bool,
     ) -> None:
         self.path = path
         self.session_id: str = manifest["session_id"]
@@ -253,14 +280,18 @@ class RunRecorder:
         self._writer = writer
         self._limits = writer.limits
         self._events_fd = events_fd
-        self._lock_fd = lock_fd
+        """The journal, appended to; its ``flock`` is the run's one-writer lock."""
+        self._lines_on_disk: int | None = 0 if created else None
+        """Lines the journal holds when this process made it (None: count them at seal)."""
         self._lock = threading.Lock()
         self._next_seq = next_seq
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._scheduled = False
+        self._full_signalled = False
         self._accepting = True
         self._close_requested = False
+        self._seal_claimed = False
         self._discard_pending = False
         self._sealed = threading.Event()
         self._failure: CaptureFailure | None = None
@@ -284,10 +315,55 @@ class RunRecorder:
         span_id: str | None = None,
     ) -> AppendResult:
         """Stamp and enqueue one journal record. Never raises, never blocks on disk."""
+        record = self._record(event_type.value if isinstance(event_type, EventType) else event_type,
+                              _now_ns() if at_ns is None else at_ns, turn_index, message_id, tool_call_id, trace_id,
+                              span_id, payload)
+        with self._lock:
+            if not self._accepting or not self._enqueue_locked(record):
+                return AppendResult.CAPTURE_STOPPED
+            wake = self._wake_locked()
+        if wake is not None:
+            self._writer._schedule(self, urgent=wake)
+        return AppendResult.ACCEPTED
+
+    def append_events(self, events: Iterable[JournalEvent]) -> int:
+        """Stamp and enqueue normalized (and redacted) events in order, under one lock.
+
+        Returns how many were accepted: all of them, or those before the first refusal (the
+        capture stopped there, see :attr:`failure`). Never raises, never blocks on disk.
+        """
+        records = [
+            self._record(event.type, event.at_ns, event.turn_index, event.message_id, event.tool_call_id,
+                         event.trace_id, event.span_id, event.payload)
+            for event in events
+        ]
+        accepted = 0
+        with self._lock:
+            if self._accepting:
+                for record in records:
+                    if not self._enqueue_locked(record):
+                        break
+                    accepted += 1
+            wake = self._wake_locked() if accepted else None
+        if wake is not None:
+            self._writer._schedule(self, urgent=wake)
+        return accepted
+
+    def _record(
+        self,
+        event_type: str,
+        at_ns: int,
+        turn_index: int | None,
+        message_id: str | None,
+        tool_call_id: str | None,
+        trace_id: str | None,
+        span_id: str | None,
+        payload: dict[str, Any] | None,
+    ) -> dict[str, Any]:
         record: dict[str, Any] = {
             "seq": 0,
-            "at": format_timestamp(_now_ns() if at_ns is None else at_ns),
-            "type": event_type.value if isinstance(event_type, EventType) else event_type,
+            "at": format_timestamp(at_ns),
+            "type": event_type,
             "session_id": self.session_id,
             "run_id": self.run_id,
         }
@@ -303,51 +379,57 @@ class RunRecorder:
             record["span_id"] = span_id
         if payload is not None:
             record["payload"] = payload
+        return record
+
+    def _enqueue_locked(self, record: dict[str, Any]) -> bool:
+        """Number, encode and queue one record, or stop the capture at a bound (False)."""
         limits = self._limits
-        with self._lock:
-            if not self._accepting:
-                return AppendResult.CAPTURE_STOPPED
-            record["seq"] = self._next_seq
-            line = encode_record(record)
-            size = len(line)
-            if size > limits.max_event_bytes:
-                self._fail_locked(
-                    FailureCode.EVENT_TOO_LARGE,
-                    f"event seq {record['seq']} ({record['type']}) is {size} bytes; "
-                    f"the limit is {limits.max_event_bytes}",
-                )
-                return AppendResult.CAPTURE_STOPPED
-            if len(self._pending) + 1 > limits.max_queue_records:
-                self._fail_locked(
-                    FailureCode.QUEUE_RECORDS_EXCEEDED,
-                    f"{limits.max_queue_records} records already queued at seq {record['seq']}",
-                )
-                return AppendResult.CAPTURE_STOPPED
-            if self._pending_bytes + size > limits.max_queue_bytes:
-                self._fail_locked(
-                    FailureCode.QUEUE_BYTES_EXCEEDED,
-                    f"{self._pending_bytes} bytes already queued at seq {record['seq']}; "
-                    f"the limit is {limits.max_queue_bytes}",
-                )
-                return AppendResult.CAPTURE_STOPPED
-            self._next_seq += 1
-            self._pending.append(line)
-            bytes_before = self._pending_bytes
-            self._pending_bytes += size
-            queued = len(self._pending)
-            if queued > self.peak_queued_records:
-                self.peak_queued_records = queued
-            if self._pending_bytes > self.peak_queued_bytes:
-                self.peak_queued_bytes = self._pending_bytes
-            first = not self._scheduled
-            self._scheduled = True
-            # Wake the writer once, when the queue first reaches a batch threshold.
-            full = queued == limits.batch_records or (
-                bytes_before < limits.batch_bytes <= self._pending_bytes
+        record["seq"] = self._next_seq
+        line = encode_record(record)
+        size = len(line)
+        if size > limits.max_event_bytes:
+            self._fail_locked(
+                FailureCode.EVENT_TOO_LARGE,
+                f"event seq {record['seq']} ({record['type']}) is {size} bytes; the limit is {limits.max_event_bytes}",
             )
-        if first or full:
-            self._writer._schedule(self, urgent=full)
-        return AppendResult.ACCEPTED
+            return False
+        if len(self._pending) + 1 > limits.max_queue_records:
+            self._fail_locked(
+                FailureCode.QUEUE_RECORDS_EXCEEDED, f"{limits.max_queue_records} records already queued at seq {record['seq']}"
+            )
+            return False
+        if self._pending_bytes + size > limits.max_queue_bytes:
+            self._fail_locked(
+                FailureCode.QUEUE_BYTES_EXCEEDED,
+                f"{self._pending_bytes} bytes already queued at seq {record['seq']}; the limit is {limits.max_queue_bytes}",
+            )
+            return False
+        self._next_seq += 1
+        self._pending.append(line)
+        self._pending_bytes += size
+        queued = len(self._pending)
+        if queued > self.peak_queued_records:
+            self.peak_queued_records = queued
+        if self._pending_bytes > self.peak_queued_bytes:
+            self.peak_queued_bytes = self._pending_bytes
+        return True
+
+    def _wake_locked(self) -> bool | None:
+        """Whether to wake the writer: None (no need), False (start the flush timer), True (flush now).
+
+        The writer is woken once when records first queue, and again once the queue reaches a
+        batch threshold.
+        """
+        limits = self._limits
+        full = len(self._pending) >= limits.batch_records or self._pending_bytes >= limits.batch_bytes
+        if full and not self._full_signalled:
+            self._full_signalled = True
+            self._scheduled = True
+            return True
+        if not self._scheduled:
+            self._scheduled = True
+            return False
+        return None
 
     def close(
         self,
@@ -372,6 +454,20 @@ class RunRecorder:
             self._close_requested = True
             self._reorder = reorder
         self._writer._schedule(self, urgent=True)
+
+    def _disown_after_fork(self) -> None:
+        """In a forked child: this run belongs to the parent; accept nothing, touch nothing."""
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._accepting = False
+        self._close_requested = self._seal_claimed = True
+        self._pending = []
+        self._pending_bytes = 0
+        self._sealed = threading.Event()
+        self._sealed.set()  # nothing to wait for here
+        try:
+            os.close(self._events_fd)  # the child's copy; the parent keeps its descriptor and its flock
+        except OSError:
+            pass  # already closed in this process
 
     @property
     def failure(self) -> CaptureFailure | None:
@@ -406,17 +502,19 @@ class RunRecorder:
 
     # -- writer-thread side ----------------------------------------------------------------
 
-    def _drain(self) -> None:
+    def _drain(self) -> bool:
+        """Write what is queued; True when the run is closing and now needs :meth:`_seal` (once)."""
         with self._lock:
             pending, self._pending = self._pending, []
             self._pending_bytes = 0
             self._scheduled = False
-            closing = self._close_requested
+            self._full_signalled = False
+            seal = self._close_requested and not self._seal_claimed
+            self._seal_claimed = self._close_requested
             discard = self._discard_pending
         if pending and not discard and not self._io_failed():
             self._write_batch(pending)
-        if closing:
-            self._seal()
+        return seal
 
     def _io_failed(self) -> bool:
         failure = self._failure
@@ -439,8 +537,11 @@ class RunRecorder:
                     f"a batch of {len(lines)} records was not (fully) written",
                 )
                 self._discard_pending = True
+            self._lines_on_disk = None  # a partial write: count what is there
             return
         self.batches_written += 1
+        if self._lines_on_disk is not None:
+            self._lines_on_disk += len(lines)
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
@@ -486,29 +587,34 @@ class RunRecorder:
                 raise
             new_fd = os.open(tmp_path, os.O_RDONLY)
             os.close(fd)
+            fcntl.flock(new_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # still ours: nobody else has it open
             os.replace(tmp_path, events_path)
         except Exception:  # noqa: BLE001 - a bad key or I/O error keeps the appended journal
             logger.exception("could not rewrite %s in order; it stays in append order", events_path)
             return False
         os.close(self._events_fd)
         self._events_fd = new_fd
+        self._lines_on_disk = len(chunks)
         return True
 
     def _seal(self) -> None:
+        """Make the bundle durable (journal, manifest), then write the terminal capture."""
         if self._sealed.is_set():
             return
         try:
             rewritten = self._reorder is not None and self._failure is None and self._rewrite_in_order(self._reorder)
-            if not rewritten:
-                try:
+            try:
+                if not rewritten:
                     os.fsync(self._events_fd)
-                except OSError as exc:
-                    with self._lock:
-                        self._fail_locked(_failure_code_for(exc), f"fsync of {layout.EVENTS_FILE} failed: {exc}")
+                _fsync_file(self.path / layout.RUN_FILE)  # written unsynced when the run was opened
+            except OSError as exc:
+                with self._lock:
+                    self._fail_locked(_failure_code_for(exc), f"fsync of the bundle failed: {exc}")
+            lines = self._lines_on_disk
             capture: dict[str, Any] = {
                 "schema": CAPTURE_SCHEMA,
                 "status": CaptureStatus.FAILED.value if self._failure else CaptureStatus.COMPLETE.value,
-                "event_count": _count_complete_lines(self._events_fd),
+                "event_count": lines if lines is not None else _count_complete_lines(self._events_fd),
             }
             if self._failure is not None:
                 capture["failure"] = self._failure.as_json()
@@ -517,9 +623,7 @@ class RunRecorder:
         except OSError:
             logger.exception("could not write terminal capture of %s", self.path)
         finally:
-            os.close(self._events_fd)
-            _unlink_quietly(self.path / layout.LOCK_FILE)
-            os.close(self._lock_fd)
+            os.close(self._events_fd)  # releases the run's lock
             self._sealed.set()
             self._writer._forget(self)
 
@@ -541,9 +645,34 @@ class BundleWriter:
         self._open_runs: dict[str, RunRecorder] = {}
         self._open_lock = threading.Lock()
         self._capture_extras: dict[str, dict[str, Any]] = {}
+        self._known_dirs: set[str] = set()
+        """Session directories made or checked already (under ``_open_lock``)."""
         self._thread = threading.Thread(target=self._run, name="otel-session-writer", daemon=True)
         self._thread.start()
         self._atexit = _weak_atexit(self)
+        _restart_in_forked_children(self)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child (gunicorn ``--preload``, multiprocessing) gets a writer of its own.
+
+        ``fork`` copies no thread: without this the child's records would queue and never be
+        written. Runs the parent had open stay the parent's (their journals, their locks): the
+        child refuses records for them and starts a new writer thread for the runs it opens.
+        """
+        if self._closed:
+            return  # shut down in the parent: nothing to restart, nothing of the child's to write
+        self._cond = threading.Condition()
+        self._open_lock = threading.Lock()
+        self._dirty = {}
+        self._urgent = self._busy = self._stopping = False
+        inherited, self._open_runs = list(self._open_runs.values()), {}
+        for recorder in inherited:
+            recorder._disown_after_fork()
+        if inherited:
+            logger.warning("forked child: %d run(s) open in the parent stay the parent's; records for them "
+                           "are refused here", len(inherited))
+        self._thread = threading.Thread(target=self._run, name="otel-session-writer", daemon=True)
+        self._thread.start()
 
     # -- opening runs ----------------------------------------------------------------------
 
@@ -573,7 +702,7 @@ class BundleWriter:
                 raise ValueError(f"{name} {value!r} is not valid Unicode text")
         if kind is RunKind.EVAL and not eval_id:
             raise ValueError("an eval run needs an eval_id")
-        path = layout.run_dir(self.root, session_id, run_id, eval_id=eval_id if kind is RunKind.EVAL else None)
+        path = layout.run_path(self.root, session_id, run_id, eval_id=eval_id if kind is RunKind.EVAL else None)
         new_manifest: dict[str, Any] = {
             "schema": RUN_SCHEMA,
             "session_id": session_id,
@@ -589,63 +718,75 @@ class BundleWriter:
                 raise WriterClosedError("the bundle writer was shut down")
             if run_id in self._open_runs:
                 raise RunLockedError(f"run {run_id} is already open in this writer")
-            _makedirs_private(path)
-            lock_fd = self._lock_run(path)
-            try:
-                recorder = self._open_locked_run(path, lock_fd, new_manifest)
-            except BaseException:
-                # A sealed bundle never changes (not even a lock file); a bundle that could not be
-                # made (disk full) keeps no lock file that would outlive this process.
-                _unlink_quietly(path / layout.LOCK_FILE)
-                os.close(lock_fd)
-                raise
+            recorder = self._create_run(path, new_manifest) or self._continue_run(path)
             self._open_runs[run_id] = recorder
         return recorder
 
-    def _lock_run(self, path: Path) -> int:
-        lock_fd = os.open(path / layout.LOCK_FILE, os.O_WRONLY | os.O_CREAT, _FILE_MODE)
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(lock_fd)
-            raise RunLockedError(
-                f"another writer holds {path} (lock {layout.LOCK_FILE}); one writer per run"
-            ) from None
-        try:
-            os.ftruncate(lock_fd, 0)
-            os.write(lock_fd, f"{os.getpid()}\n".encode())
-        except OSError:
-            _unlink_quietly(path / layout.LOCK_FILE)
-            os.close(lock_fd)
-            raise
-        return lock_fd
+    def _create_run(self, path: Path, manifest: dict[str, Any]) -> RunRecorder | None:
+        """Make a new bundle, or return None when ``path`` already exists.
 
-    def _open_locked_run(self, path: Path, lock_fd: int, new_manifest: dict[str, Any]) -> RunRecorder:
-        """Continue a ``recording`` run found at ``path``, or create it with ``new_manifest``."""
-        capture_path = path / layout.CAPTURE_FILE
-        manifest_path = path / layout.RUN_FILE
+        The bundle is assembled in a hidden directory beside ``path`` (journal locked, ``run.json``,
+        ``capture.json`` ``recording``) and renamed into place, so a reader never sees it half made
+        and an existing bundle is never touched. Nothing is fsynced here: a bundle is made durable
+        as a whole when it seals. Every step is one system call; on a busy file system each costs.
+        """
+        self._ensure_private_dir(path.parent)
+        building = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+        os.mkdir(building, _DIR_MODE)  # 0700 at most: a umask only takes bits away
+        events_fd = -1
+        try:
+            events_fd = os.open(building / layout.EVENTS_FILE, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, _FILE_MODE)
+            fcntl.flock(events_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _write_new_file(building / layout.RUN_FILE, _json_document(manifest))
+            _write_new_file(building / layout.CAPTURE_FILE, _json_document(_RECORDING_CAPTURE))
+            os.rename(building, path)
+        except BaseException as exc:
+            if events_fd >= 0:
+                os.close(events_fd)
+            shutil.rmtree(building, ignore_errors=True)
+            if isinstance(exc, OSError) and exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
+                return None  # the run exists: continue it, or be refused (lock, seal, symlink)
+            raise
+        return RunRecorder(self, path, manifest, events_fd, 1, 0, created=True)
+
+    def _ensure_private_dir(self, directory: Path) -> None:
+        """Make ``directory`` (0700) unless it exists; refuse a symlink or a file in its place."""
+        key = str(directory)
+        if key in self._known_dirs:
+            return
+        try:
+            os.mkdir(directory, _DIR_MODE)
+        except FileExistsError:
+            _require_real_dir(directory)
+        except FileNotFoundError:  # the first run under this root (or eval): check the way there
+            _makedirs_private(layout._inside(self.root, directory))
+        if len(self._known_dirs) >= _KNOWN_DIRS:
+            self._known_dirs.clear()
+        self._known_dirs.add(key)
+
+    def _continue_run(self, path: Path) -> RunRecorder:
+        """Take over an existing bundle that is still ``recording`` (left by a crashed writer)."""
+        _require_real_dir(path)
         events_path = path / layout.EVENTS_FILE
-        next_seq, torn = 1, 0
-        if manifest_path.exists():
-            manifest = orjson.loads(manifest_path.read_bytes())
+        try:
+            events_fd = os.open(events_path, os.O_RDWR | os.O_APPEND)
+        except FileNotFoundError:  # a journal made on first append by older writers, or none yet
+            _check_recording(path)
+            events_fd = os.open(events_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, _FILE_MODE)
+        try:
             try:
-                status = orjson.loads(capture_path.read_bytes()).get("status")
-            except (OSError, orjson.JSONDecodeError):
-                status = None
-            if status != CaptureStatus.RECORDING.value:
-                raise RunSealedError(f"capture of {path} is {status or 'missing'}; a sealed bundle never changes")
+                fcntl.flock(events_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RunLockedError(f"another writer holds {path} (an flock on {layout.EVENTS_FILE}); one writer per run") from None
+            _check_recording(path)
+            manifest = orjson.loads((path / layout.RUN_FILE).read_bytes())
             next_seq, torn = _recover_journal(events_path)
-            if torn:
-                logger.warning("reopened %s: cut a torn final line of %d bytes", path, torn)
-        else:
-            manifest = new_manifest
-            write_json_atomic(manifest_path, manifest, sync_dir=False)  # the capture's write syncs the dir
-            write_json_atomic(
-                capture_path, {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0}
-            )
-        events_fd = os.open(events_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, _FILE_MODE)
-        os.fchmod(events_fd, _FILE_MODE)
-        return RunRecorder(self, path, manifest, events_fd, lock_fd, next_seq, torn)
+        except BaseException:
+            os.close(events_fd)
+            raise
+        if torn:
+            logger.warning("reopened %s: cut a torn final line of %d bytes", path, torn)
+        return RunRecorder(self, path, manifest, events_fd, next_seq, torn, created=False)
 
     def set_capture_extras(self, run_id: str, extras: dict[str, Any]) -> None:
         """Extra fields for a run's terminal ``capture.json`` (e.g. the collector's ``order``)."""
@@ -691,6 +832,31 @@ class BundleWriter:
 
     # -- writer thread ---------------------------------------------------------------------
 
+    def _seal_together(self, recorders: list[RunRecorder]) -> None:
+        """Seal runs that closed in the same pass, up to ``seal_threads`` at once.
+
+        A seal mostly waits on fsync; fsyncs issued together share the file system's journal
+        commits, so many short runs seal in about the time of one. Helper threads live for this
+        pass only: nothing outlives the writer thread.
+        """
+        pending = iter(recorders)  # shared: each run is taken by exactly one thread
+
+        def seal_pending() -> None:
+            for recorder in pending:
+                _guarded(recorder, recorder._seal)
+
+        helpers = []
+        for _ in range(min(len(recorders), self.limits.seal_threads) - 1):
+            helper = threading.Thread(target=seal_pending, name="otel-session-seal", daemon=True)
+            try:
+                helper.start()
+            except RuntimeError:  # interpreter shutting down: seal on this thread
+                break
+            helpers.append(helper)
+        seal_pending()
+        for helper in helpers:
+            helper.join()
+
     def _schedule(self, recorder: RunRecorder, *, urgent: bool) -> None:
         # May be called with the recorder's lock held: the condition is never held while
         # taking a recorder's lock, so the two locks are always taken in this order.
@@ -729,14 +895,28 @@ class BundleWriter:
                 self._dirty.clear()
                 self._urgent = False
                 self._busy = True
-            for recorder in runs:
-                try:
-                    recorder._drain()
-                except Exception:  # noqa: BLE001 - one run's bug must not stop the others
-                    logger.exception("bundle writer failed on %s", recorder.path)
+            closing = [recorder for recorder in runs if _guarded(recorder, recorder._drain)]
+            if closing:
+                self._seal_together(closing)
             with cond:
                 self._busy = False
                 cond.notify_all()
+
+
+def _require_real_dir(path: Path) -> None:
+    """Raise ``UnsafePathError`` unless ``path`` is a directory itself (not a symlink to one)."""
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
+        raise layout.UnsafePathError(f"{path} is not a directory (a symlink or a file in its place)")
+
+
+def _check_recording(path: Path) -> None:
+    """Raise ``RunSealedError`` unless the bundle's capture says ``recording``."""
+    try:
+        status = orjson.loads((path / layout.CAPTURE_FILE).read_bytes()).get("status")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        status = None
+    if status != CaptureStatus.RECORDING.value:
+        raise RunSealedError(f"capture of {path} is {status or 'missing'}; a sealed bundle never changes")
 
 
 def _recover_journal(events_path: Path) -> tuple[int, int]:
@@ -758,6 +938,26 @@ def _recover_journal(events_path: Path) -> tuple[int, int]:
         return int(decode_line(last_line)["seq"]) + 1, torn
     except (ValueError, KeyError, TypeError):
         return complete.count(b"\n") + 1, torn
+
+
+def _guarded(recorder: RunRecorder, step: Callable[[], bool | None]) -> bool | None:
+    """Run one writer step of a run; a bug in one run must not stop the others."""
+    try:
+        return step()
+    except Exception:  # noqa: BLE001
+        logger.exception("bundle writer failed on %s", recorder.path)
+        return None
+
+
+def _restart_in_forked_children(writer: BundleWriter) -> None:
+    reference = weakref.ref(writer)
+
+    def after_fork_in_child() -> None:
+        live = reference()
+        if live is not None:
+            live._after_fork_in_child()
+
+    os.register_at_fork(after_in_child=after_fork_in_child)
 
 
 def _weak_atexit(writer: BundleWriter):

@@ -66,7 +66,6 @@ def test_reorder_after_reopen_continues_the_same_journal(tmp_path):
     import os
 
     os.close(run._events_fd)
-    os.close(run._lock_fd)
     with open(events, "ab") as handle:
         handle.write(b'{"seq": 2, "at": "torn')
     second = BundleWriter(tmp_path)

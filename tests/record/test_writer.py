@@ -262,7 +262,7 @@ def test_nothing_changes_after_terminal_capture(writer, root, run_id):
     run.close(run_status="ok")
     writer.force_flush()
     assert {name: (run.path / name).read_bytes() for name in os.listdir(run.path)} == before
-    assert layout.LOCK_FILE not in before
+    assert sorted(before) == [layout.CAPTURE_FILE, layout.EVENTS_FILE, layout.RUN_FILE]  # no lock file left
     with pytest.raises(RunSealedError):
         writer.open_run(session_id="s", run_id=run_id)
 
@@ -304,7 +304,6 @@ def test_reopening_a_recording_run_continues_after_a_torn_tail(root, run_id):
     with open(events, "ab") as handle:
         handle.write(b'{"seq":4,"at":"2026-')  # a crash mid-line
     # Simulate the crash: the process dies holding its lock and files; the kernel releases them.
-    os.close(run._lock_fd)
     os.close(run._events_fd)
     crashed._closed = True
     with crashed._cond:
@@ -446,3 +445,31 @@ def test_lone_surrogates_in_payloads_are_replaced_not_raised(writer, run_id):
     writer.force_flush()
     record = _journal(run.path)[0]
     assert (record["payload"]["delta"], record["message_id"]) == ("a?b", "m?")
+
+
+def test_a_forked_child_writes_its_own_runs_and_leaves_the_parents_alone(writer, run_id):
+    """gunicorn --preload forks after configuring: the child needs a writer thread of its own."""
+    parents = writer.open_run(session_id="s", run_id=run_id)
+    _delta(parents, 0)
+    child_run_id = new_run_id()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit code only
+        code = 1
+        try:
+            refused = _delta(parents, 1) is AppendResult.CAPTURE_STOPPED
+            mine = writer.open_run(session_id="s", run_id=child_run_id)
+            _delta(mine, 0)
+            mine.close(run_status="ok")
+            code = 0 if refused and writer.force_flush(10_000) and mine.sealed else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    _delta(parents, 1)
+    parents.close(run_status="ok")
+    assert writer.force_flush()
+    child_bundle = read_bundle(layout.run_path(writer.root, "s", child_run_id))
+    parent_bundle = read_bundle(parents.path)
+    assert child_bundle.status is BundleStatus.COMPLETE and len(child_bundle.events) == 2
+    assert parent_bundle.status is BundleStatus.COMPLETE
+    assert [event["seq"] for event in parent_bundle.events] == [1, 2, 3]  # the child added nothing
