@@ -190,9 +190,8 @@ def _add_message(
     ids: _SpanIds, events: list[JournalEvent], start_ns: int, end_ns: int, message: Message, message_id: str
 ) -> None:
     turn_index, trace_id, span_id = ids
-    events.append(
-        JournalEvent(_MESSAGE_STARTED, start_ns, {"role": message.role}, turn_index, message_id, None, trace_id, span_id)
-    )
+    started = {"role": message.role}
+    events.append(JournalEvent(_MESSAGE_STARTED, start_ns, started, turn_index, message_id, None, trace_id, span_id))
     payload: dict[str, Any] = {"settled": True, "content": message.content}
     if message.stop_reason:
         payload["stop_reason"] = message.stop_reason

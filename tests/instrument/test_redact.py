@@ -250,8 +250,8 @@ def test_scan_shortcuts_change_no_result(text, detectors):
     ("event_type", "clean", "dirty", "expected"),
     [
         (EventType.MESSAGE_FINISHED, {"settled": True, "content": [{"index": 0, "kind": "text", "text": "table for 2"}]},
-         {"settled": True, "content": [{"index": 0, "kind": "text", "text": "ok"}, {"index": 1, "kind": "text", "text": "a@b.co"}]},
-         {"settled": True, "content": [{"index": 0, "kind": "text", "text": "ok"}, {"index": 1, "kind": "text", "text": "[email]"}]}),
+         {"settled": True, "content": [{"index": 0, "kind": "text", "text": "ok"}, {"index": 1, "text": "a@b.co"}]},
+         {"settled": True, "content": [{"index": 0, "kind": "text", "text": "ok"}, {"index": 1, "text": "[email]"}]}),
         (EventType.MESSAGE_STARTED, {"role": "user"}, {"role": "user", "via": "call 555-123-4567"},
          {"role": "user", "via": "call [phone]"}),
         (EventType.TURN_STARTED, {"state": "start"}, {"state": "start", "required_slots": ["a@b.co"]},
