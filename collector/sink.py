@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import Enum
+from operator import itemgetter
 from typing import Any, Protocol
 
 from otel_session.journal import CaptureStatus, EventType, RunKind, format_timestamp
@@ -309,8 +310,9 @@ class BundleSink:
                     # The same order as event_order_key, on nanosecond-exact µs and the span's own order.
                     phase, rank = _phase_rank(event.type, span_id, depth_of)
                     keyed.append(((event.at_ns // 1000, phase, rank, span_id, index), event))
-            keyed.sort(key=lambda item: item[0])
-            redacted = [self._redact(event) for _, event in keyed]  # the sink's own events: redacted in place
+            keyed.sort(key=itemgetter(0))
+            redacted = [event for _, event in keyed]
+            self._redact_in_place(redacted)
             recorder = run.recorder
             accepted = recorder.append_events(redacted)
             if accepted:
@@ -326,13 +328,15 @@ class BundleSink:
         result.accepted += len(spans)
         self.counters.add("bundled", len(spans))
 
-    def _redact(self, event: JournalEvent) -> JournalEvent:
-        try:
-            event.payload = self.redactor.redact_payload(event.type, event.payload or {})
-        except Exception:  # noqa: BLE001 - a redaction failure redacts the whole payload
-            logger.exception("redaction of a %s event failed; its payload is withheld", event.type)
-            event.payload = {"redaction_failed": True}
-        return event
+    def _redact_in_place(self, events: list[JournalEvent]) -> None:
+        """Redact the payloads of the sink's own (freshly normalized) events."""
+        redact_payload = self.redactor.redact_payload
+        for event in events:
+            try:
+                event.payload = redact_payload(event.type, event.payload or {})
+            except Exception:  # noqa: BLE001 - a redaction failure redacts the whole payload
+                logger.exception("redaction of a %s event failed; its payload is withheld", event.type)
+                event.payload = {"redaction_failed": True}
 
     def _hold(self, trace_id: int, spans: list[SpanData]) -> None:
         if self._pending_count + len(spans) > self.max_pending_spans:

@@ -318,13 +318,7 @@ class RunRecorder:
         record = self._record(event_type.value if isinstance(event_type, EventType) else event_type,
                               _now_ns() if at_ns is None else at_ns, turn_index, message_id, tool_call_id, trace_id,
                               span_id, payload)
-        with self._lock:
-            if not self._accepting or not self._enqueue_locked(record):
-                return AppendResult.CAPTURE_STOPPED
-            wake = self._wake_locked()
-        if wake is not None:
-            self._writer._schedule(self, urgent=wake)
-        return AppendResult.ACCEPTED
+        return AppendResult.ACCEPTED if self._enqueue([record]) else AppendResult.CAPTURE_STOPPED
 
     def append_events(self, events: Iterable[JournalEvent]) -> int:
         """Stamp and enqueue normalized (and redacted) events in order, under one lock.
@@ -332,22 +326,12 @@ class RunRecorder:
         Returns how many were accepted: all of them, or those before the first refusal (the
         capture stopped there, see :attr:`failure`). Never raises, never blocks on disk.
         """
-        records = [
-            self._record(event.type, event.at_ns, event.turn_index, event.message_id, event.tool_call_id,
-                         event.trace_id, event.span_id, event.payload)
+        record = self._record
+        return self._enqueue([
+            record(event.type, event.at_ns, event.turn_index, event.message_id, event.tool_call_id, event.trace_id,
+                   event.span_id, event.payload)
             for event in events
-        ]
-        accepted = 0
-        with self._lock:
-            if self._accepting:
-                for record in records:
-                    if not self._enqueue_locked(record):
-                        break
-                    accepted += 1
-            wake = self._wake_locked() if accepted else None
-        if wake is not None:
-            self._writer._schedule(self, urgent=wake)
-        return accepted
+        ])
 
     def _record(
         self,
@@ -381,38 +365,54 @@ class RunRecorder:
             record["payload"] = payload
         return record
 
-    def _enqueue_locked(self, record: dict[str, Any]) -> bool:
-        """Number, encode and queue one record, or stop the capture at a bound (False)."""
+    def _enqueue(self, records: list[dict[str, Any]]) -> int:
+        """Number, encode and queue ``records`` in order; stop the capture at the first that
+        would pass a bound. Returns how many were queued."""
         limits = self._limits
-        record["seq"] = self._next_seq
-        line = encode_record(record)
-        size = len(line)
+        with self._lock:
+            if not self._accepting:
+                return 0
+            pending = self._pending
+            seq = self._next_seq
+            queued_bytes = self._pending_bytes
+            queued = 0
+            for record in records:
+                record["seq"] = seq
+                line = encode_record(record)
+                size = len(line)
+                if (size > limits.max_event_bytes or len(pending) >= limits.max_queue_records
+                        or queued_bytes + size > limits.max_queue_bytes):
+                    self._fail_bound_locked(record, size, len(pending), queued_bytes)
+                    break
+                pending.append(line)
+                queued_bytes += size
+                seq += 1
+                queued += 1
+            self._next_seq = seq
+            self._pending_bytes = queued_bytes
+            self.peak_queued_records = max(self.peak_queued_records, len(pending))
+            self.peak_queued_bytes = max(self.peak_queued_bytes, queued_bytes)
+            wake = self._wake_locked() if queued else None
+        if wake is not None:
+            self._writer._schedule(self, urgent=wake)
+        return queued
+
+    def _fail_bound_locked(self, record: dict[str, Any], size: int, queued: int, queued_bytes: int) -> None:
+        limits = self._limits
         if size > limits.max_event_bytes:
             self._fail_locked(
                 FailureCode.EVENT_TOO_LARGE,
                 f"event seq {record['seq']} ({record['type']}) is {size} bytes; the limit is {limits.max_event_bytes}",
             )
-            return False
-        if len(self._pending) + 1 > limits.max_queue_records:
+        elif queued >= limits.max_queue_records:
             self._fail_locked(
                 FailureCode.QUEUE_RECORDS_EXCEEDED, f"{limits.max_queue_records} records already queued at seq {record['seq']}"
             )
-            return False
-        if self._pending_bytes + size > limits.max_queue_bytes:
+        else:
             self._fail_locked(
                 FailureCode.QUEUE_BYTES_EXCEEDED,
-                f"{self._pending_bytes} bytes already queued at seq {record['seq']}; the limit is {limits.max_queue_bytes}",
+                f"{queued_bytes} bytes already queued at seq {record['seq']}; the limit is {limits.max_queue_bytes}",
             )
-            return False
-        self._next_seq += 1
-        self._pending.append(line)
-        self._pending_bytes += size
-        queued = len(self._pending)
-        if queued > self.peak_queued_records:
-            self.peak_queued_records = queued
-        if self._pending_bytes > self.peak_queued_bytes:
-            self.peak_queued_bytes = self._pending_bytes
-        return True
 
     def _wake_locked(self) -> bool | None:
         """Whether to wake the writer: None (no need), False (start the flush timer), True (flush now).
