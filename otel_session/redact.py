@@ -75,6 +75,11 @@ DEFAULT_DETECTORS = ("email", "phone", "card", "national_id")
 _HASH_PREFIX = "hmac-sha256:"
 _HASH_HEX_DIGITS = 16
 _HASH_CACHE_SIZE = 4096
+# Scanned texts are remembered (GenAI traffic repeats system prompts and whole histories): at most
+# this many entries and this many characters in all, then the cache starts over.
+_SCAN_CACHE_SIZE = 4096
+_SCAN_CACHE_CHARS = 1 << 21
+_SCAN_CACHE_MAX_TEXT = 1 << 16
 
 
 class FieldMode(str, Enum):
@@ -186,6 +191,10 @@ _NUMBER = r"(?<![\w+])\+?\(?\d[\d ().-]{5,}\d(?![\w])"
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{2}[./-]\d{2}[./-]\d{4}|\d{4}[./]\d{2}[./]\d{2}")
 _SSN = re.compile(r"\d{3}-\d{2}-\d{4}")
 _NEEDS_SCAN = re.compile(r"[@\d]")
+# Every detection holds an "@" (e-mail) or a run of six or more digits and separators (national
+# ids: six digits; phone and card numbers: seven or more characters): a whole text with neither
+# scans to itself. (Not for a delta: the two halves of a run may sit on both sides of the join.)
+_DIGIT_RUN = re.compile(r"\d[\d ().-]{4,}\d")
 
 
 def _luhn_valid(digits: str) -> bool:
@@ -218,9 +227,16 @@ def _classify_number(candidate: str, detectors: frozenset[str]) -> str | None:
 
 
 class _Scanner:
-    """PII detectors compiled once into one pattern; already-redacted tokens are left alone."""
+    """PII detectors compiled once into one pattern; already-redacted tokens are left alone.
+
+    ``scan`` is a pure function of its text: texts that cannot hold a detection skip the pattern
+    (``_DIGIT_RUN``), the pattern leaves out the e-mail branch for texts without an "@", and results
+    are kept in a bounded cache (raw text in memory only, like the values the caller already holds).
+    """
 
     def __init__(self, detectors: Iterable[str]) -> None:
+        self._cache: dict[str, str] = {}
+        self._cached_chars = 0
         self._enabled = frozenset(detectors)
         parts = [f"(?P<redacted>{_REDACTED_TOKEN})"]
         if "email" in self._enabled:
@@ -230,6 +246,9 @@ class _Scanner:
         if self._enabled & {"phone", "card", "national_id"}:
             parts.append(f"(?P<number>{_NUMBER})")
         self._pattern = re.compile("|".join(parts))
+        # The e-mail branch, tried at every letter, is most of the pattern's cost; it cannot match
+        # in a text without "@".
+        self._pattern_without_email = re.compile("|".join(part for part in parts if not part.startswith("(?P<email>")))
 
     def _replacement(self, match: re.Match[str]) -> str:
         kind = match.lastgroup
@@ -247,9 +266,24 @@ class _Scanner:
         return f"[{kind}]"
 
     def scan(self, text: str) -> str:
-        if not _NEEDS_SCAN.search(text):
+        if type(text) is not str:  # a subclass may compare, hash or search unlike its text
+            return self._pattern.sub(self._replacement, text) if _NEEDS_SCAN.search(text) else text
+        with_email = "@" in text
+        if not with_email and _DIGIT_RUN.search(text) is None:
             return text
-        return self._pattern.sub(self._replacement, text)
+        cache = self._cache
+        scanned = cache.get(text)
+        if scanned is None:
+            pattern = self._pattern if with_email else self._pattern_without_email
+            scanned = pattern.sub(self._replacement, text)
+            size = len(text)
+            if size <= _SCAN_CACHE_MAX_TEXT:
+                if len(cache) >= _SCAN_CACHE_SIZE or self._cached_chars + size > _SCAN_CACHE_CHARS:
+                    cache.clear()
+                    self._cached_chars = 0
+                cache[text] = scanned
+                self._cached_chars += size  # approximate under threads; it only bounds the cache
+        return scanned
 
     def scan_after(self, tail: str, value: str) -> str:
         needs = _NEEDS_SCAN.search
@@ -273,6 +307,7 @@ def _canonical(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=repr)
 
 
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 _IS_HASH = re.compile(r"hmac-sha256:[0-9a-f]{16}").fullmatch
 _IS_MASK = re.compile(r"<redacted[^<>]{0,40}>").fullmatch
 
@@ -305,6 +340,7 @@ class Redactor:
         self._scan_text = self.policy.text is FieldMode.SCAN
         self._slot_leaf = self._whole_value_function(self.policy.slot_values)
         self._text = self._leaf_function(self.policy.text)
+        self._text_of_str = self._scan if self._scan_text else self._text  # _scan_leaf on a str is _scan
         self._tool_arguments_leaf = self._leaf_function(self.policy.tool_arguments)
         self._tool_results_leaf = self._leaf_function(self.policy.tool_results)
 
@@ -364,7 +400,10 @@ class Redactor:
         return self._leaf_function(mode)
 
     def _map_leaves(self, value: Any, leaf: Callable[[Any], Any]) -> Any:
-        if isinstance(value, Mapping):
+        kind = type(value)
+        if kind in _JSON_SCALARS:  # the common leaves, before the (slower) abstract Mapping check
+            return leaf(value)
+        if kind is dict or isinstance(value, Mapping):
             return {key: self._map_leaves(item, leaf) for key, item in value.items()}
         if isinstance(value, (list, tuple)):
             return [self._map_leaves(item, leaf) for item in value]
@@ -393,7 +432,7 @@ class Redactor:
     def text(self, value: str) -> str:
         """Free text: message text, deltas, reasons, error messages."""
         try:
-            return self._text(value) if isinstance(value, str) else self._text(str(value))
+            return self._text_of_str(value if isinstance(value, str) else str(value))
         except Exception:  # noqa: BLE001
             logger.warning("redaction failed; the whole text was replaced", exc_info=True)
             return REDACTED_ERROR
@@ -427,7 +466,8 @@ class Redactor:
     # -- journal events -------------------------------------------------------------------
 
     def redact_payload(self, event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """A copy of ``payload`` with the fields of ``event_type`` redacted (SPEC §5.2 table)."""
+        """``payload`` with the fields of ``event_type`` redacted (SPEC §5.2 table): a copy, or
+        ``payload`` itself when it holds only text the policy leaves as it is. Neither is changed."""
         handler = self._payload_handlers.get(event_type)
         try:
             if handler is not None:
@@ -440,8 +480,11 @@ class Redactor:
             return {"redaction_error": REDACTED_ERROR}
 
     def redact_event(self, event: JournalEvent) -> JournalEvent:
-        """A copy of ``event`` whose payload is redacted by type."""
-        return event.with_payload(self.redact_payload(event.type, event.payload or {}))
+        """``event`` with its payload redacted by type: a copy, or ``event`` itself when its payload
+        needed no redaction (see ``redact_payload``). Neither is changed."""
+        payload = event.payload
+        redacted = self.redact_payload(event.type, payload or {})
+        return event if redacted is payload else event.with_payload(redacted)
 
     def _slot_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         slot = str(payload.get("slot", ""))
@@ -452,8 +495,10 @@ class Redactor:
         return result
 
     def _message_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
-        result = dict(payload)
         content = payload.get("content")
+        if isinstance(content, list) and self._texts_kept(content):
+            return payload
+        result = dict(payload)
         if isinstance(content, list):
             result["content"] = [
                 {**block, "text": self.text(block["text"])} if isinstance(block, dict) and "text" in block
@@ -463,6 +508,17 @@ class Redactor:
         elif content is not None:
             result["content"] = self.free_leaves(content)
         return result
+
+    def _texts_kept(self, content: list[Any]) -> bool:
+        """True when every block is a ``{..., "text"}`` object whose text redacts to itself."""
+        text = self.text
+        for block in content:
+            if type(block) is not dict or "text" not in block:
+                return False
+            value = block["text"]
+            if text(value) is not value:
+                return False
+        return True
 
     def _delta_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         result = dict(payload)
@@ -496,7 +552,16 @@ class Redactor:
     def _structural_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         # The project's own vocabulary (states, slot and guard names, flags, counts): PII
         # detectors run over its strings in case an integration put user data there.
-        return {key: self._map_leaves(item, self._scan_strings) for key, item in payload.items()}
+        scan = self._scan
+        for item in payload.values():
+            if type(item) is not str or scan(item) is not item:
+                break
+        else:
+            return payload  # only text the scanner leaves as it is
+        return {
+            key: scan(item) if type(item) is str else self._map_leaves(item, self._scan_strings)
+            for key, item in payload.items()
+        }
 
     def _scan_strings(self, value: Any) -> Any:
         return self._scan(value) if isinstance(value, str) else value

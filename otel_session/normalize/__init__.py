@@ -39,14 +39,19 @@ SESSION_ID_KEYS = (
 )
 
 
-@dataclass(frozen=True)
+# Plain slotted dataclasses: the collector builds one SpanData per received span and a few
+# JournalEvents per span, and a frozen dataclass pays ``object.__setattr__`` for every field.
+# Treat them as immutable values all the same.
+
+
+@dataclass(slots=True)
 class SpanEventData:
     name: str
     time_ns: int
     attributes: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SpanData:
     """A finished span, whatever it came from: the normalizer's only input."""
 
@@ -72,7 +77,7 @@ class SpanData:
 
     @property
     def trace_id_hex(self) -> str:
-        return f"{self.trace_id:032x}"
+        return _trace_id_hex(self.trace_id)
 
     @property
     def span_id_hex(self) -> str:
@@ -109,7 +114,7 @@ class SpanData:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class JournalEvent:
     """One journal record before redaction and stamping (``seq``/``at`` come from the writer)."""
 
@@ -140,6 +145,20 @@ class JournalEvent:
         }
 
 
+def _trace_id_hex(trace_id: int) -> str:
+    """``trace_id`` as 32 hex digits. A trace's spans come together, so the last one is kept."""
+    global _last_trace_id_hex
+    last = _last_trace_id_hex  # one tuple read: safe across threads
+    if last[0] == trace_id and trace_id.__class__ is int:
+        return last[1]
+    text = f"{trace_id:032x}"
+    _last_trace_id_hex = (trace_id, text)
+    return text
+
+
+_last_trace_id_hex: tuple[int, str] = (-1, "")
+
+
 def session_id_of(*attribute_maps: Mapping[str, Any]) -> str | None:
     """The session id found in the first map that has one of ``SESSION_ID_KEYS``."""
     for attributes in attribute_maps:
@@ -165,10 +184,11 @@ def upstream_drop_event(span: SpanData) -> JournalEvent | None:
 
 def normalize_span(span: SpanData) -> list[JournalEvent]:
     """Journal events of one finished span, in event-time order (start, span events, end)."""
-    from otel_session.normalize import genai, own
-
     events = own.map_span(span) if own.is_own_span(span) else genai.map_span(span)
-    drop = upstream_drop_event(span)
-    if drop is not None:
-        events.append(drop)
+    if span.dropped_events or span.dropped_attributes:
+        events.append(upstream_drop_event(span))
     return events
+
+
+# The mappings import this module's types, so they are imported once those exist.
+from otel_session.normalize import genai, own  # noqa: E402

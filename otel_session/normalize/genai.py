@@ -17,7 +17,7 @@ The table of what is read lives in ``docs/conventions.md`` ("Third-party GenAI m
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,8 +40,19 @@ _ROLE_EVENTS = {
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 _INDEXED = re.compile(r"(\d+)\.(.+)")
 
+# Record types as plain strings (an enum member's ``.value`` is a descriptor call per read).
+_RUN_STARTED = EventType.RUN_STARTED.value
+_RUN_FINISHED = EventType.RUN_FINISHED.value
+_MESSAGE_STARTED = EventType.MESSAGE_STARTED.value
+_MESSAGE_FINISHED = EventType.MESSAGE_FINISHED.value
+_TOOL_EXECUTION_STARTED = EventType.TOOL_EXECUTION_STARTED.value
+_TOOL_EXECUTION_FINISHED = EventType.TOOL_EXECUTION_FINISHED.value
 
-@dataclass
+# The correlation fields every record of one span shares: (turn_index, trace_id hex, span_id hex).
+_SpanIds = tuple[Any, str, str]
+
+
+@dataclass(slots=True)
 class Message:
     """One message in a neutral shape: role, content blocks ``{index, kind, text}``, stop reason."""
 
@@ -64,34 +75,55 @@ def _operation(attributes: Mapping[str, Any]) -> str | None:
 
 
 def is_model_call(attributes: Mapping[str, Any]) -> bool:
+    return _is_model_call(attributes, _operation(attributes))
+
+
+def is_tool_call(attributes: Mapping[str, Any]) -> bool:
+    return _is_tool_call(attributes, _operation(attributes))
+
+
+def _is_model_call(attributes: Mapping[str, Any], operation: str | None) -> bool:
     return (
-        _operation(attributes) in _MODEL_OPERATIONS
+        operation in _MODEL_OPERATIONS
         or attributes.get("openinference.span.kind") == "LLM"
         or "llm.request.type" in attributes
     )
 
 
-def is_tool_call(attributes: Mapping[str, Any]) -> bool:
+def _is_tool_call(attributes: Mapping[str, Any], operation: str | None) -> bool:
     return (
-        _operation(attributes) in _TOOL_OPERATIONS
+        operation in _TOOL_OPERATIONS
         or attributes.get("openinference.span.kind") == "TOOL"
         or attributes.get("traceloop.span.kind") == "tool"
     )
 
 
+def _has_message_events(span: SpanData) -> bool:
+    return any(event.name in _ROLE_EVENTS or event.name == _DETAILS_EVENT for event in span.events)
+
+
 def map_span(span: SpanData) -> list[JournalEvent]:
     attributes = span.attributes
-    events: list[JournalEvent] = []
+    operation = _operation(attributes)
+    if _is_tool_call(attributes, operation):
+        add_body: Callable[[SpanData, _SpanIds, list[JournalEvent]], None] | None = _add_tool_events
+    elif _is_model_call(attributes, operation) or (span.events and _has_message_events(span)):
+        add_body = _add_message_events
+    else:
+        add_body = None
     root = span.parent_span_id is None
+    if add_body is None and not root:
+        return []
+    turn_index = attributes.get("otel_session.turn.index")
+    ids = (turn_index if isinstance(turn_index, int) else None, span.trace_id_hex, span.span_id_hex)
+    events: list[JournalEvent] = []
     if root:
-        events.append(_event(span, EventType.RUN_STARTED, span.start_time_ns, _run_started_payload(span)))
-    if is_tool_call(attributes):
-        events.extend(_tool_events(span))
-    elif is_model_call(attributes) or any(event.name in _ROLE_EVENTS or event.name == _DETAILS_EVENT for event in span.events):
-        events.extend(_message_events(span))
+        events.append(_event(ids, _RUN_STARTED, span.start_time_ns, _run_started_payload(span)))
+    if add_body is not None:
+        add_body(span, ids, events)
     if root:
         status = "error" if span.status_code == "error" else "ok"
-        events.append(_event(span, EventType.RUN_FINISHED, span.end_time_ns, {"status": status}))
+        events.append(_event(ids, _RUN_FINISHED, span.end_time_ns, {"status": status}))
     return events
 
 
@@ -113,7 +145,7 @@ def _run_started_payload(span: SpanData) -> dict[str, Any]:
 # -- tools -----------------------------------------------------------------------------------
 
 
-def _tool_events(span: SpanData) -> list[JournalEvent]:
+def _add_tool_events(span: SpanData, ids: _SpanIds, events: list[JournalEvent]) -> None:
     attributes = span.attributes
     name = (
         attributes.get("gen_ai.tool.name")
@@ -122,14 +154,16 @@ def _tool_events(span: SpanData) -> list[JournalEvent]:
         or span.name.removeprefix("execute_tool").strip()
         or span.name
     )
-    call_id = str(attributes.get("gen_ai.tool.call.id") or attributes.get("tool_call.id") or span.span_id_hex)
+    call_id = str(attributes.get("gen_ai.tool.call.id") or attributes.get("tool_call.id") or ids[2])
     arguments = _first(attributes, "gen_ai.tool.call.arguments", "input.value", "traceloop.entity.input")
-    started = _event(
-        span,
-        EventType.TOOL_EXECUTION_STARTED,
-        span.start_time_ns,
-        {"name": str(name), "arguments": _json_value(arguments) if arguments is not None else {}},
-        tool_call_id=call_id,
+    events.append(
+        _event(
+            ids,
+            _TOOL_EXECUTION_STARTED,
+            span.start_time_ns,
+            {"name": str(name), "arguments": _json_value(arguments) if arguments is not None else {}},
+            tool_call_id=call_id,
+        )
     )
     if span.status_code == "error":
         error = span.status_message or attributes.get("error.type") or "error"
@@ -137,32 +171,31 @@ def _tool_events(span: SpanData) -> list[JournalEvent]:
     else:
         result = _first(attributes, "gen_ai.tool.call.result", "output.value", "traceloop.entity.output")
         finished_payload = {"status": "ok", "result": _json_value(result)}
-    finished = _event(span, EventType.TOOL_EXECUTION_FINISHED, span.end_time_ns, finished_payload, tool_call_id=call_id)
-    return [started, finished]
+    events.append(_event(ids, _TOOL_EXECUTION_FINISHED, span.end_time_ns, finished_payload, tool_call_id=call_id))
 
 
 # -- messages --------------------------------------------------------------------------------
 
 
-def _message_events(span: SpanData) -> list[JournalEvent]:
+def _add_message_events(span: SpanData, ids: _SpanIds, events: list[JournalEvent]) -> None:
     inputs, outputs = _messages_of(span)
-    events: list[JournalEvent] = []
+    start_ns = span.start_time_ns
     for position, message in enumerate(_new_inputs(inputs)):
-        message_id = f"{span.span_id_hex}-in-{position}"
-        events.append(_event(span, EventType.MESSAGE_STARTED, span.start_time_ns, {"role": message.role}, message_id=message_id))
-        events.append(_finished(span, span.start_time_ns, message, message_id))
+        _add_message(ids, events, start_ns, start_ns, message, f"{ids[2]}-in-{position}")
     for position, message in enumerate(outputs):
-        message_id = f"{span.span_id_hex}-out-{position}"
-        events.append(_event(span, EventType.MESSAGE_STARTED, span.start_time_ns, {"role": message.role}, message_id=message_id))
-        events.append(_finished(span, span.end_time_ns, message, message_id))
-    return events
+        _add_message(ids, events, start_ns, span.end_time_ns, message, f"{ids[2]}-out-{position}")
 
 
-def _finished(span: SpanData, at_ns: int, message: Message, message_id: str) -> JournalEvent:
+def _add_message(
+    ids: _SpanIds, events: list[JournalEvent], start_ns: int, end_ns: int, message: Message, message_id: str
+) -> None:
+    turn_index, trace_id, span_id = ids
+    started = {"role": message.role}
+    events.append(JournalEvent(_MESSAGE_STARTED, start_ns, started, turn_index, message_id, None, trace_id, span_id))
     payload: dict[str, Any] = {"settled": True, "content": message.content}
     if message.stop_reason:
         payload["stop_reason"] = message.stop_reason
-    return _event(span, EventType.MESSAGE_FINISHED, at_ns, payload, message_id=message_id)
+    events.append(JournalEvent(_MESSAGE_FINISHED, end_ns, payload, turn_index, message_id, None, trace_id, span_id))
 
 
 def _new_inputs(inputs: list[Message]) -> list[Message]:
@@ -176,12 +209,18 @@ def _new_inputs(inputs: list[Message]) -> list[Message]:
 def _messages_of(span: SpanData) -> tuple[list[Message], list[Message]]:
     """Input and output messages from whichever convention the span uses (first one found wins)."""
     attributes = span.attributes
-    details = next((event.attributes for event in span.events if event.name == _DETAILS_EVENT), {})
+    details: Mapping[str, Any] = {}
+    for event in span.events:
+        if event.name == _DETAILS_EVENT:
+            details = event.attributes
+            break
     for source in (attributes, details):
         if "gen_ai.input.messages" in source or "gen_ai.output.messages" in source:
-            inputs = _structured_messages(source.get("gen_ai.input.messages"))
+            # The system instructions come first, so only a call without an earlier assistant
+            # message journals them (what _new_inputs keeps).
+            inputs, after_assistant = _new_structured_inputs(source.get("gen_ai.input.messages"))
             instructions = source.get("gen_ai.system_instructions")
-            if instructions:
+            if instructions and not after_assistant:
                 system = Message("system")
                 for part in _json_list(instructions):
                     _add_part(system, part)
@@ -215,13 +254,40 @@ def _messages_of(span: SpanData) -> tuple[list[Message], list[Message]]:
 
 def _structured_messages(value: Any) -> list[Message]:
     """``[{role, parts: [...]}]`` (current) or ``[{role, content, tool_calls}]`` (older/OpenAI)."""
+    return _messages_of_items(_json_list(value))
+
+
+def _new_structured_inputs(value: Any) -> tuple[list[Message], bool]:
+    """The structured input messages after the last assistant one, and whether there was one.
+
+    A model call's input repeats the whole conversation: only what follows the last assistant
+    message is new (see ``_new_inputs``), so the history before it is not mapped at all.
+    """
+    items = _json_list(value)
+    for position in range(len(items) - 1, -1, -1):
+        if _structured_role(items[position]) == "assistant":
+            return _messages_of_items(items[position + 1 :]), True
+    return _messages_of_items(items), False
+
+
+def _structured_role(item: Any) -> str | None:
+    """The role ``_messages_of_items`` gives ``item`` (None: not a message)."""
+    if not isinstance(item, dict):
+        return None
+    inner = item.get("message")
+    if isinstance(inner, dict):
+        return str(inner.get("role") or "assistant")
+    return str(item.get("role") or "assistant")
+
+
+def _messages_of_items(items: list[Any]) -> list[Message]:
     messages = []
-    for item in _json_list(value):
+    for item in items:
         if not isinstance(item, dict):
             continue
-        message = Message(str(item.get("role") or "assistant"), stop_reason=item.get("finish_reason"))
-        inner = item.get("message") if isinstance(item.get("message"), dict) else None
-        if inner is not None:  # a gen_ai.choice body
+        message = Message(str(item.get("role") or "assistant"), [], item.get("finish_reason"))
+        inner = item.get("message")
+        if isinstance(inner, dict):  # a gen_ai.choice body
             message.role = str(inner.get("role") or "assistant")
             item = inner
         parts = item.get("parts")
@@ -248,7 +314,12 @@ def _add_part(message: Message, part: Any) -> None:
     elif kind in ("reasoning", "thinking"):
         message.add("thinking", part.get("content"))
     else:
-        message.add("text", part.get("content", part.get("text")))
+        text = part.get("content", part.get("text"))
+        if text.__class__ is str and text:  # the common case, as add() would take it, one call fewer
+            content = message.content
+            content.append({"index": len(content), "kind": "text", "text": text})
+        else:
+            message.add("text", text)
 
 
 def _add_openai_message(message: Message, item: Mapping[str, Any]) -> None:
@@ -344,10 +415,13 @@ def _json_value(value: Any) -> Any:
 
 def _json_list(value: Any) -> list[Any]:
     value = _json_value(value)
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, str):
+                return [_json_value(item) for item in value]
+        return value if isinstance(value, list) else list(value)  # callers only read it
     if isinstance(value, dict):
         return [value]
-    if isinstance(value, (list, tuple)):
-        return [_json_value(item) for item in value]
     if isinstance(value, str) and value:
         return [value]
     return []
@@ -361,31 +435,13 @@ def _first(attributes: Mapping[str, Any], *keys: str) -> Any:
 
 
 def _event(
-    span: SpanData,
-    event_type: EventType,
+    ids: _SpanIds,
+    event_type: str,
     at_ns: int,
     payload: dict[str, Any],
     *,
     message_id: str | None = None,
     tool_call_id: str | None = None,
 ) -> JournalEvent:
-    global _last_span_ids
-    cached = _last_span_ids  # one tuple read: safe across threads
-    if cached[0] is not span:
-        turn_index = span.attributes.get("otel_session.turn.index")
-        cached = (span, span.trace_id_hex, span.span_id_hex, turn_index if isinstance(turn_index, int) else None)
-        _last_span_ids = cached
-    return JournalEvent(
-        event_type.value,
-        at_ns,
-        payload,
-        turn_index=cached[3],
-        message_id=message_id,
-        tool_call_id=tool_call_id,
-        trace_id=cached[1],
-        span_id=cached[2],
-    )
-
-
-# The ids of the span whose events are being made (a span yields several events in a row).
-_last_span_ids: tuple[Any, str, str, int | None] = (None, "", "", None)
+    turn_index, trace_id, span_id = ids
+    return JournalEvent(event_type, at_ns, payload, turn_index, message_id, tool_call_id, trace_id, span_id)

@@ -15,6 +15,7 @@ Structured values are JSON text in attributes and are decoded back here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -44,7 +45,7 @@ def _span_role(span: SpanData) -> str | None:
 def is_own_span(span: SpanData) -> bool:
     """True for spans made by ``otel_session.instrument`` (scope ``otel_session``)."""
     return span.scope_name == SCOPE_NAME or (
-        _span_role(span) in ("run", "turn", "message") and sc.RUN_ID in span.attributes
+        sc.RUN_ID in span.attributes and _span_role(span) in ("run", "turn", "message")
     )
 
 
@@ -64,13 +65,36 @@ def _list(value: Any) -> list[Any]:
 class _Builder:
     """Collects the events of one span with the span's correlation fields."""
 
-    def __init__(self, span: SpanData, **correlation: Any) -> None:
-        self.span = span
+    __slots__ = ("events", "_turn_index", "_message_id", "_tool_call_id", "_trace_id", "_span_id")
+
+    def __init__(
+        self, span: SpanData, *, turn_index: Any = None, message_id: Any = None, tool_call_id: Any = None
+    ) -> None:
         self.events: list[JournalEvent] = []
-        self._correlation = {"trace_id": span.trace_id_hex, "span_id": span.span_id_hex, **correlation}
+        self._turn_index = turn_index
+        self._message_id = message_id
+        self._tool_call_id = tool_call_id
+        self._trace_id = span.trace_id_hex
+        self._span_id = span.span_id_hex
 
     def add(self, event_type: EventType, at_ns: int, payload: dict[str, Any]) -> None:
-        self.events.append(JournalEvent(event_type.value, at_ns, payload, **self._correlation))
+        self.events.append(
+            JournalEvent(
+                _TYPE_VALUES[event_type],
+                at_ns,
+                payload,
+                self._turn_index,
+                self._message_id,
+                self._tool_call_id,
+                self._trace_id,
+                self._span_id,
+            )
+        )
+
+
+_TIME_NS = attrgetter("time_ns")
+# An enum member's ``.value`` is a descriptor call; records are made per span event.
+_TYPE_VALUES = {member: member.value for member in EventType}
 
 
 def _slot_payload(attributes: Mapping[str, Any], *, with_source: bool) -> dict[str, Any]:
@@ -126,7 +150,7 @@ _SPAN_EVENTS: dict[str, tuple[EventType, Callable[[Mapping[str, Any]], dict[str,
 
 
 def _map_events(builder: _Builder, events: tuple[SpanEventData, ...] | list[SpanEventData]) -> None:
-    for event in sorted(events, key=lambda item: item.time_ns):
+    for event in sorted(events, key=_TIME_NS):
         mapping = _SPAN_EVENTS.get(event.name)
         if mapping is not None:
             event_type, payload_of = mapping
@@ -142,7 +166,7 @@ def _map_run(span: SpanData) -> list[JournalEvent]:
     if attributes.get(sc.EVAL_ID):
         payload["eval_id"] = attributes[sc.EVAL_ID]
     builder.add(EventType.RUN_STARTED, span.start_time_ns, payload)
-    _map_events(builder, list(span.events))
+    _map_events(builder, span.events)
     builder.add(EventType.RUN_FINISHED, span.end_time_ns, {"status": "error" if span.status_code == "error" else "ok"})
     return builder.events
 
@@ -157,7 +181,7 @@ def _map_turn(span: SpanData) -> list[JournalEvent]:
     if sc.TURN_SOURCE in attributes:
         started["source"] = attributes[sc.TURN_SOURCE]
     builder.add(EventType.TURN_STARTED, span.start_time_ns, started)
-    _map_events(builder, list(span.events))
+    _map_events(builder, span.events)
     finished: dict[str, Any] = {
         "state": attributes.get(sc.STATE, attributes.get(sc.STATE_PREVIOUS)),
         "required_slots": _list(attributes.get(sc.REQUIRED_SLOTS_AFTER, attributes.get(sc.REQUIRED_SLOTS))),
@@ -176,7 +200,7 @@ def _map_message(span: SpanData) -> list[JournalEvent]:
     attributes = span.attributes
     builder = _Builder(span, turn_index=attributes.get(sc.TURN_INDEX), message_id=attributes.get(sc.MESSAGE_ID))
     builder.add(EventType.MESSAGE_STARTED, span.start_time_ns, {"role": attributes.get(sc.MESSAGE_ROLE)})
-    _map_events(builder, list(span.events))
+    _map_events(builder, span.events)
     finished: dict[str, Any] = {
         "settled": bool(attributes.get(sc.MESSAGE_SETTLED, span.status_code != "error")),
         "content": _list(_decode(attributes.get(sc.MESSAGE_CONTENT, "[]"))),
@@ -195,7 +219,7 @@ def _map_tool(span: SpanData) -> list[JournalEvent]:
         span.start_time_ns,
         {"name": attributes.get(sc.TOOL_NAME), "arguments": _decode(attributes.get(sc.TOOL_CALL_ARGUMENTS))},
     )
-    _map_events(builder, list(span.events))
+    _map_events(builder, span.events)
     status = attributes.get(sc.TOOL_STATUS) or ("error" if span.status_code == "error" else "ok")
     if status == "error":
         finished: dict[str, Any] = {

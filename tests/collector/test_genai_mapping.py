@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import orjson
 import pytest
 
@@ -186,4 +188,34 @@ def test_dropped_events_upstream_become_an_upstream_drop_record():
     events = normalize_span(span({"http.method": "GET"}, dropped_events=7, dropped_attributes=1))
     assert [(event.type, event.payload["dropped_events"], event.payload["dropped_attributes"]) for event in events] == [
         ("upstream_drop", 7, 1)
+    ]
+
+
+def test_history_before_the_last_assistant_message_is_not_mapped():
+    """Only what follows the last assistant message is new; the history before it (system
+    instructions included) is never mapped, so even content that cannot be re-encoded (nested
+    deeper than orjson writes) there does not stop the new messages."""
+    deep = "x"
+    for _ in range(300):
+        deep = [deep]
+    history = [
+        {"role": "user", "parts": [{"type": "text", "content": deep}]},
+        {"role": "assistant", "parts": ["Which day?"]},
+        {"role": "user", "parts": ["Friday"]},
+    ]
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system_instructions": '[{"type": "text", "content": "Book tables."}]',
+        "gen_ai.input.messages": json.dumps(history),  # orjson refuses to write it
+    }
+    assert summary(normalize_span(span(attributes))) == [
+        ("message_started", "user"),
+        ("message_finished", (("text", "Friday"),)),
+    ]
+    attributes["gen_ai.input.messages"] = '[{"role": "user", "parts": ["Friday"]}]'
+    assert summary(normalize_span(span(attributes))) == [
+        ("message_started", "system"),
+        ("message_finished", (("text", "Book tables."),)),
+        ("message_started", "user"),
+        ("message_finished", (("text", "Friday"),)),
     ]

@@ -5,16 +5,21 @@ from __future__ import annotations
 import os
 import stat
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from otel_session.journal import EventType
 from otel_session.normalize import JournalEvent
 from otel_session.redact import (
+    DEFAULT_DETECTORS,
     KEY_FILE,
     REDACTED_ERROR,
     FieldMode,
     RedactionPolicy,
     Redactor,
+    _Scanner,
     load_or_create_key,
 )
 
@@ -199,3 +204,67 @@ def test_policy_from_environment(monkeypatch):
 def test_unknown_detector_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown detectors"):
         RedactionPolicy(detectors=("email", "dna"))
+
+
+def test_scan_cache_gives_the_same_answer_and_stays_bounded(monkeypatch):
+    """Scanned texts are cached; a hit, a text after the cache starts over, and a str subclass
+    (never cached) all redact exactly as a fresh scan does."""
+    import otel_session.redact as redact
+
+    monkeypatch.setattr(redact, "_SCAN_CACHE_SIZE", 3)
+    redactor = Redactor(key=KEY)
+    texts = [f"guest {n} mail g{n}@example.com card 4111 1111 1111 1111" for n in range(10)]
+    expected = [f"guest {n} mail [email] card [card]" for n in range(10)]
+    assert [redactor.text(text) for text in texts] == expected
+    assert [redactor.text(text) for text in reversed(texts)] == expected[::-1]
+    assert len(redactor._scanner._cache) <= 3
+
+    class Text(str):
+        def __hash__(self) -> int:
+            raise AssertionError("a str subclass must not be looked up in the cache")
+
+    assert redactor.text(Text(texts[0])) == expected[0]
+    assert redactor.text("call 555-123-4567") == "call [phone]"  # texts without a cached twin still scan
+
+
+_SCAN_ALPHABET = st.sampled_from(
+    list("0123456789 ().-+@_%:/abzABCEZ٣") + ["jane@example.com", "4111 1111 1111 1111", "AB123456C", "[email]"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(_SCAN_ALPHABET, max_size=30).map("".join),
+    detectors=st.sets(st.sampled_from(DEFAULT_DETECTORS)),
+)
+def test_scan_shortcuts_change_no_result(text, detectors):
+    """The scanner's shortcuts (texts that cannot hold a detection, the pattern without its e-mail
+    branch, the cache) give exactly what the whole pattern gives."""
+    scanner = _Scanner(detectors)
+    whole = scanner._pattern.sub(scanner._replacement, text)
+    assert scanner.scan(text) == whole
+    assert scanner.scan(text) == whole  # from the cache when it needed the pattern
+
+
+@pytest.mark.parametrize(
+    ("event_type", "clean", "dirty", "expected"),
+    [
+        (EventType.MESSAGE_FINISHED, {"settled": True, "content": [{"index": 0, "kind": "text", "text": "table for 2"}]},
+         {"settled": True, "content": [{"index": 0, "kind": "text", "text": "ok"}, {"index": 1, "text": "a@b.co"}]},
+         {"settled": True, "content": [{"index": 0, "kind": "text", "text": "ok"}, {"index": 1, "text": "[email]"}]}),
+        (EventType.MESSAGE_STARTED, {"role": "user"}, {"role": "user", "via": "call 555-123-4567"},
+         {"role": "user", "via": "call [phone]"}),
+        (EventType.TURN_STARTED, {"state": "start"}, {"state": "start", "required_slots": ["a@b.co"]},
+         {"state": "start", "required_slots": ["[email]"]}),
+    ],
+)
+def test_redact_event_copies_only_what_it_redacts(redactor, event_type, clean, dirty, expected):
+    """An event whose payload redacts to itself comes back as is; any other is a new event with a
+    redacted copy, the input left as it was."""
+    event = JournalEvent(event_type, 1, clean, turn_index=3)
+    assert redactor.redact_event(event) is event and event.payload == clean
+    dirty_copy = orjson.loads(orjson.dumps(dirty))
+    event = JournalEvent(event_type, 1, dirty, turn_index=3)
+    out = redactor.redact_event(event)
+    assert out is not event and out.payload == expected and out.turn_index == 3
+    assert event.payload == dirty_copy
