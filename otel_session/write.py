@@ -390,8 +390,10 @@ class RunRecorder:
                 queued += 1
             self._next_seq = seq
             self._pending_bytes = queued_bytes
-            self.peak_queued_records = max(self.peak_queued_records, len(pending))
-            self.peak_queued_bytes = max(self.peak_queued_bytes, queued_bytes)
+            if len(pending) > self.peak_queued_records:
+                self.peak_queued_records = len(pending)
+            if queued_bytes > self.peak_queued_bytes:
+                self.peak_queued_bytes = queued_bytes
             wake = self._wake_locked() if queued else None
         if wake is not None:
             self._writer._schedule(self, urgent=wake)
