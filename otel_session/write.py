@@ -734,7 +734,12 @@ class BundleWriter:
         """
         self._ensure_private_dir(path.parent)
         building = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
-        os.mkdir(building, _DIR_MODE)  # 0700 at most: a umask only takes bits away
+        try:
+            os.mkdir(building, _DIR_MODE)  # 0700 at most: a umask only takes bits away
+        except FileNotFoundError:  # the session directory was removed since (retention, a move)
+            self._known_dirs.discard(str(path.parent))
+            self._ensure_private_dir(path.parent)
+            os.mkdir(building, _DIR_MODE)
         events_fd = -1
         try:
             events_fd = os.open(building / layout.EVENTS_FILE, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, _FILE_MODE)

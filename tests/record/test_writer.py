@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -473,3 +474,16 @@ def test_a_forked_child_writes_its_own_runs_and_leaves_the_parents_alone(writer,
     assert child_bundle.status is BundleStatus.COMPLETE and len(child_bundle.events) == 2
     assert parent_bundle.status is BundleStatus.COMPLETE
     assert [event["seq"] for event in parent_bundle.events] == [1, 2, 3]  # the child added nothing
+
+
+def test_a_session_directory_removed_while_the_writer_runs_is_made_again(writer, root):
+    """Retention jobs delete old sessions; the writer's memory of made directories must not outlive them."""
+    first = writer.open_run(session_id="s", run_id=new_run_id())
+    first.close(run_status="ok")
+    assert writer.force_flush()
+    shutil.rmtree(first.path.parent)
+    again = writer.open_run(session_id="s", run_id=new_run_id())
+    _delta(again, 0)
+    again.close(run_status="ok")
+    assert writer.force_flush()
+    assert read_bundle(again.path).status is BundleStatus.COMPLETE
