@@ -576,21 +576,17 @@ class RunRecorder:
                 record["seq"] = seq
                 chunks.append(encode_record(record))
             chunks.extend(undecodable)
-            fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
+            new_fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
             try:
-                os.fchmod(fd, _FILE_MODE)
-                view = memoryview(b"".join(chunks))
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
+                fcntl.flock(new_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the run's lock, once this is the journal
+                os.fchmod(new_fd, _FILE_MODE)
+                _write_fully(new_fd, b"".join(chunks))
+                os.fsync(new_fd)
+                os.replace(tmp_path, events_path)
             except BaseException:
-                os.close(fd)
-                os.unlink(tmp_path)
+                os.close(new_fd)
+                _unlink_quietly(tmp_path)
                 raise
-            new_fd = os.open(tmp_path, os.O_RDONLY)
-            os.close(fd)
-            fcntl.flock(new_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # still ours: nobody else has it open
-            os.replace(tmp_path, events_path)
         except Exception:  # noqa: BLE001 - a bad key or I/O error keeps the appended journal
             logger.exception("could not rewrite %s in order; it stays in append order", events_path)
             return False
