@@ -95,6 +95,7 @@ class Receiver:
         if not self._slots.acquire(blocking=False):
             raise TooManyRequests(f"more than {_MAX_CONCURRENT_EXPORTS} concurrent export requests; retry later")
         try:
+            self.sink.check_capacity()
             spans = list(spans_of(request))
             self.counters.add("received", len(spans))
             result = self.sink.submit(spans)

@@ -105,7 +105,8 @@ class SubmitResult:
 class Counters:
     """Span counters (received, bundled, forwarded, rejected, no_session, …); thread-safe.
 
-    ``received`` counts spans the receivers decoded (a retried request counts again).
+    ``received`` counts spans the receivers decoded (a retried request counts again; a request
+    refused for the sealing backlog before decoding does not count).
     """
 
     NAMES = ("received", "bundled", "forwarded", "forward_failed", "rejected", "no_session", "runs_sealed")
@@ -233,6 +234,14 @@ class BundleSink:
         for run, trace_spans in planned:
             self._append(run, trace_spans, result)
         return result
+
+    def check_capacity(self) -> None:
+        """Raise ``Overloaded`` now if a request would be refused for the sealing backlog anyway.
+
+        Receivers call it before decoding a request, so a refused request costs no decode.
+        """
+        with self._lock:
+            self._check_sealing_backlog()
 
     def _check_sealing_backlog(self) -> None:
         """Refuse (retryably) while too many closed runs wait for the writer to seal them.
