@@ -193,7 +193,8 @@ _SSN = re.compile(r"\d{3}-\d{2}-\d{4}")
 _NEEDS_SCAN = re.compile(r"[@\d]")
 # Every detection holds an "@" (e-mail) or a run of six or more digits and separators (national
 # ids: six digits; phone and card numbers: seven or more characters): a whole text with neither
-# scans to itself. (Not for a delta: the two halves of a run may sit on both sides of the join.)
+# scans to itself. (For a streamed delta, the test runs on the look-back tail and the delta joined:
+# the two halves of a run may sit on both sides of the join.)
 _DIGIT_RUN = re.compile(r"\d[\d ().-]{4,}\d")
 
 
@@ -286,13 +287,22 @@ class _Scanner:
         return scanned
 
     def scan_after(self, tail: str, value: str) -> str:
+        """``value`` scanned as streamed right after ``tail``: a detection that straddles the
+        join is masked in ``value`` from its start to the match's end (see ``Redactor.text_after``)."""
         needs = _NEEDS_SCAN.search
         if not needs(value) and (not tail or not needs(tail)):
             return value
         if not tail:
-            return self._pattern.sub(self._replacement, value)
+            return self.scan(value)
+        joined = tail + value
+        pattern = self._pattern
+        if type(joined) is str:  # the shortcuts of ``scan``, applied to the joined text
+            if "@" not in joined:
+                if _DIGIT_RUN.search(joined) is None:
+                    return value  # neither the join nor ``value`` can hold a detection
+                pattern = self._pattern_without_email
         join = len(tail)
-        for match in self._pattern.finditer(tail + value):
+        for match in pattern.finditer(joined):
             if match.start() >= join:
                 break
             if match.end() > join:

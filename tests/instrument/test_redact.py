@@ -268,3 +268,32 @@ def test_redact_event_copies_only_what_it_redacts(redactor, event_type, clean, d
     out = redactor.redact_event(event)
     assert out is not event and out.payload == expected and out.turn_index == 3
     assert event.payload == dirty_copy
+
+
+def _scan_after_with_the_whole_pattern(scanner, tail, value):
+    """``_Scanner.scan_after`` as first written: the whole pattern over the joined text."""
+    if not tail:
+        return scanner._pattern.sub(scanner._replacement, value)
+    join = len(tail)
+    for match in scanner._pattern.finditer(tail + value):
+        if match.start() >= join:
+            break
+        if match.end() > join:
+            replacement = scanner._replacement(match)
+            if replacement != match.group():
+                return replacement.strip() + scanner._pattern.sub(scanner._replacement, value[match.end() - join :])
+            break
+    return scanner._pattern.sub(scanner._replacement, value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    tail=st.lists(_SCAN_ALPHABET, max_size=12).map("".join),
+    value=st.lists(_SCAN_ALPHABET, max_size=12).map("".join),
+    detectors=st.sets(st.sampled_from(DEFAULT_DETECTORS)),
+)
+def test_scan_after_shortcuts_change_no_result(tail, value, detectors):
+    """A streamed delta (digits in it are common: "at 7pm") skips the pattern, or its e-mail branch,
+    only where the whole pattern over the join would find nothing to mask either."""
+    scanner = _Scanner(detectors)
+    assert scanner.scan_after(tail, value) == _scan_after_with_the_whole_pattern(scanner, tail, value)
