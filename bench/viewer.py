@@ -9,7 +9,9 @@ werkzeug's threaded server on 127.0.0.1, and read by a plain HTTP client:
 (c) SSE: the whole sealed journal through ``…/stream`` vs ``JournalTail.poll`` on the same file
     (target ≥ 10,000 events/s, far above any token stream);
 (d) live lag: a writer appends 2,000 events at about 1,000/s while a client follows the stream;
-    append → receipt latency p50/p95 (target p95 < 250 ms: writer flush 25 ms + tail poll 50 ms).
+    append → receipt latency p50/p95 (target p95 < 250 ms: writer flush 25 ms + tail poll 50 ms);
+(e) a crowded root: listing the run's session and seeking it, alone in the root vs among 2,000
+    other runs (target ≤ 2×), and the whole sessions list then.
 
 Run: ``python -m bench.viewer`` → ``bench/results-viewer.json`` and a short summary.
 """
@@ -38,6 +40,7 @@ from otel_session.write import BundleWriter
 
 SEEKS = (100, 99_999)
 LIVE_EVENTS = 2_000
+CROWD_RUNS = 2_000
 LIVE_RATE_PER_S = 1_000
 
 
@@ -145,6 +148,24 @@ def _live_lag(root: Path) -> list[float]:
     return lags
 
 
+def _lookup_ms(server: _Server, runs_url: str, base: str) -> float:
+    """Median ms of listing one session's runs and seeking one of them (what a viewer click costs)."""
+    return statistics.median(
+        _timed(lambda: (server.get(runs_url), server.get(f"{base}/state?seq=100"))) for _ in range(30)
+    ) * 1000
+
+
+def _record_other_runs(root: Path, count: int) -> None:
+    """``count`` small sealed runs in other sessions (4 runs a session)."""
+    writer = BundleWriter(root)
+    for number in range(count):
+        run = writer.open_run(session_id=f"crowd-{number // 4}", run_id=f"run-{uuid.uuid4()}")
+        run.append("run_started", {"kind": "live", "agent": "bench"})
+        run.append("run_finished", {"status": "ok"})
+        run.close()
+    writer.shutdown()
+
+
 def main() -> dict:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log lines in the summary
     with tempfile.TemporaryDirectory(prefix="otel-session-bench-viewer-") as tmp:
@@ -170,6 +191,14 @@ def main() -> dict:
             tail_s = _timed(lambda: _tail_count(path / "events.ndjson"))
             sse_s = _timed(lambda: _sse_count(server, base))
             assert _sse_count(server, base) == events
+
+            # (e) the same lookups once the root holds thousands of other runs
+            runs_url = f"/api/sessions/{manifest['session_id']}/runs"
+            lookup_alone = _lookup_ms(server, runs_url, base)
+            _record_other_runs(root, CROWD_RUNS)
+            lookup_crowded = _lookup_ms(server, runs_url, base)
+            server.get("/api/sessions")  # the first listing reads every bundle once
+            list_crowded = statistics.median(_timed(lambda: server.get("/api/sessions")) for _ in range(3)) * 1000
         finally:
             server.close()
         lags = sorted(_live_lag(root / "live"))
@@ -185,6 +214,11 @@ def main() -> dict:
                note=f"answer {state_bytes[SEEKS[1]]:,} bytes"),
         Figure("viewer.sse_events_per_s", events / sse_s, "events/s", baseline=events / tail_s,
                target=">= 10,000 events/s", ok=events / sse_s >= 10_000, note="sealed journal through …/stream vs JournalTail"),
+        Figure(f"viewer.run_lookup_ms_among_{CROWD_RUNS}_runs", lookup_crowded, "ms", baseline=lookup_alone,
+               target="<= 2x the same lookup with the run alone", ok=lookup_crowded <= 2 * lookup_alone,
+               note="…/runs + …/state?seq=100: one session's directory is read, not the whole root"),
+        Figure(f"viewer.sessions_list_ms_{CROWD_RUNS}_runs", list_crowded, "ms",
+               note="GET /api/sessions once every bundle was read (entries kept while files keep their stats)"),
         Figure("viewer.live_lag_p50_ms", p50, "ms", note=f"{LIVE_EVENTS} events appended at ~{LIVE_RATE_PER_S}/s"),
         Figure("viewer.live_lag_p95_ms", p95, "ms", target="< 250 ms", ok=p95 < 250),
     ]

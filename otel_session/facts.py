@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_session import layout
-from otel_session.read import BundleRead, RunInfo, iter_runs, read_bundle
+from otel_session.read import BundleRead, RunInfo, find_run, iter_session_runs, read_bundle
 from otel_session.reduce import replay_state
 
 __all__ = [
@@ -140,7 +140,7 @@ def resolve_run(
     _check_session_id(session_id)
     if run_id is not None and not layout.is_valid_run_id(run_id):
         raise InvalidId(f"malformed run id {run_id!r}: expected 'run-' followed by a lower-case UUID")
-    runs = _latest_first(run for run in iter_runs(root, include_evals=include_evals) if run.session_id == session_id)
+    runs = _latest_first(iter_session_runs(root, session_id, include_evals=include_evals))
     if run_id is None:
         if not runs:
             raise SessionNotFound(session_id)
@@ -149,9 +149,9 @@ def resolve_run(
     for run in runs:
         if run.run_id == run_id:
             return ResolvedRun(session_id, run_id, run.path, False, run)
-    for run in iter_runs(root, include_evals=True):
-        if run.run_id == run_id:
-            raise RunSessionMismatch(session_id, run_id, run.session_id)
+    elsewhere = find_run(root, run_id, include_evals=True)
+    if elsewhere is not None:
+        raise RunSessionMismatch(session_id, run_id, elsewhere.session_id)
     if not runs:
         raise SessionNotFound(session_id)
     raise RunNotFound(session_id, run_id)

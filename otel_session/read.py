@@ -35,7 +35,9 @@ __all__ = [
     "RunInfo",
     "Severity",
     "find_bundles",
+    "find_run",
     "iter_runs",
+    "iter_session_runs",
     "parse_journal",
     "read_bundle",
     "read_manifest",
@@ -362,13 +364,47 @@ def _runs_under(sessions_root: Path) -> Iterator[RunInfo]:
     if not sessions_root.is_dir():
         return
     for session_path in sorted(sessions_root.iterdir()):
-        if not session_path.is_dir() or session_path.is_symlink():
-            continue
-        for run_path in sorted(session_path.iterdir()):
-            if run_path.is_dir() and not run_path.is_symlink() and layout.is_valid_run_id(run_path.name):
+        if session_path.is_dir() and not session_path.is_symlink():
+            yield from _runs_in_session(session_path)
+
+
+def _runs_in_session(session_path: Path) -> Iterator[RunInfo]:
+    for run_path in sorted(session_path.iterdir()):
+        if run_path.is_dir() and not run_path.is_symlink() and layout.is_valid_run_id(run_path.name):
+            info = _run_info(run_path)
+            if info is not None:
+                yield info
+
+
+def iter_session_runs(root: str | os.PathLike[str], session_id: str, *, include_evals: bool = False) -> Iterator[RunInfo]:
+    """The runs of one session, reading only that session's directory (and its eval twins when
+    asked), not every bundle under ``root``."""
+    root = Path(root)
+    session_dirs = [layout.session_dir(root, session_id)]
+    if include_evals and (root / "evals").is_dir():
+        session_dirs += [
+            eval_path / "sessions" / session_dirs[0].name
+            for eval_path in sorted((root / "evals").iterdir())
+            if eval_path.is_dir() and not eval_path.is_symlink()
+        ]
+    for session_path in session_dirs:
+        if session_path.is_dir() and not session_path.is_symlink():
+            yield from (info for info in _runs_in_session(session_path) if info.session_id == session_id)
+
+
+def find_run(root: str | os.PathLike[str], run_id: str, *, include_evals: bool = False) -> RunInfo | None:
+    """The run named ``run_id`` in any session (a directory lookup per session, no bundle read)."""
+    if not layout.is_valid_run_id(run_id):
+        return None
+    root = Path(root)
+    patterns = ["sessions/*/" + run_id] + (["evals/*/sessions/*/" + run_id] if include_evals else [])
+    for pattern in patterns:
+        for run_path in sorted(root.glob(pattern)):
+            if run_path.is_dir() and not run_path.is_symlink() and not run_path.parent.is_symlink():
                 info = _run_info(run_path)
-                if info is not None:
-                    yield info
+                if info is not None and info.run_id == run_id:
+                    return info
+    return None
 
 
 def iter_runs(root: str | os.PathLike[str], *, include_evals: bool = False) -> Iterator[RunInfo]:

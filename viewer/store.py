@@ -35,7 +35,7 @@ from otel_session import facts, layout
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.reduce import Replayer
 from otel_session.journal import EventType, format_timestamp
-from otel_session.read import BundleRead, RunInfo, iter_runs, read_bundle
+from otel_session.read import BundleRead, RunInfo, iter_runs, iter_session_runs, read_bundle
 
 from .errors import ApiError
 
@@ -47,6 +47,7 @@ BUNDLE_FILES = (layout.RUN_FILE, layout.EVENTS_FILE, layout.CAPTURE_FILE, layout
 _MAX_SESSION_ID_CHARS = 1024
 _MAX_COMMENT_CHARS = 4000
 _READ_CACHE_SIZE = 32
+_SUMMARY_CACHE_SIZE = 100_000
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class BundleStore:
         self.root = Path(root)
         self._cache: OrderedDict[Path, _CachedBundle] = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._summaries: dict[Path, tuple[tuple[Any, ...], dict[str, Any]]] = {}
         # Feedback comments are free text typed by a person: scanned like message text (SPEC §6).
         self._redactor = Redactor(RedactionPolicy.from_env())
 
@@ -86,34 +88,52 @@ class BundleStore:
 
     def sessions(self) -> list[dict[str, Any]]:
         """Every live session with its runs; sessions by their newest run, newest first."""
-        by_session: dict[str, list[RunInfo]] = defaultdict(list)
+        by_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for info in iter_runs(self.root):
-            if self._is_contained(info.path):
-                by_session[info.session_id].append(info)
-        listed = [
-            {"session_id": session_id, "runs": [self._summary(info) for info in _newest_first(runs)]}
-            for session_id, runs in by_session.items()
-        ]
+            summary = self._summary(info)
+            if summary is not None:
+                by_session[info.session_id].append(summary)
+        listed = [{"session_id": session_id, "runs": _newest_first(runs)} for session_id, runs in by_session.items()]
         listed.sort(key=lambda session: (session["runs"][0]["created_at"], session["session_id"]), reverse=True)
         return listed
 
     def runs(self, session_id: str) -> list[dict[str, Any]]:
         """The runs of one session, newest first; 404 when the session has none."""
         check_session_id(session_id)
-        runs = [info for info in iter_runs(self.root) if info.session_id == session_id and self._is_contained(info.path)]
+        try:
+            found = list(iter_session_runs(self.root, session_id))
+        except layout.UnsafePathError:
+            found = []
+        runs = [summary for summary in map(self._summary, found) if summary is not None]
         if not runs:
             raise ApiError(404, "session_not_found", f"no runs for session {session_id!r}")
-        return [self._summary(info) for info in _newest_first(runs)]
+        return _newest_first(runs)
 
-    def _summary(self, info: RunInfo) -> dict[str, Any]:
-        bundle = self._read_path(info.path)
-        turns = sum(1 for event in bundle.events if event["type"] == EventType.TURN_STARTED.value)
-        return {
+    def _summary(self, info: RunInfo) -> dict[str, Any] | None:
+        """A run's listing entry, or None when its bundle leads out of the root.
+
+        Kept while the bundle's files keep their stats, so listing thousands of sealed runs reads
+        none of them again (a live run's journal grows, so its entry is remade).
+        """
+        key = _stat_key(info.path)
+        with self._cache_lock:
+            known = self._summaries.get(info.path)
+        if known is not None and known[0] == key:
+            return known[1]
+        if not self._is_contained(info.path):
+            return None
+        bundle = read_bundle(info.path)
+        summary = {
             **info.as_json(),
-            "turns": turns,
+            "turns": sum(1 for event in bundle.events if event["type"] == EventType.TURN_STARTED.value),
             "event_count": len(bundle.events),
             "integrity": bundle.status.value,
         }
+        with self._cache_lock:
+            if len(self._summaries) >= _SUMMARY_CACHE_SIZE:
+                self._summaries.clear()
+            self._summaries[info.path] = (key, summary)
+        return summary
 
     # -- lookup ----------------------------------------------------------------------------
 
@@ -245,8 +265,8 @@ class _CachedBundle:
         self.lock = threading.Lock()
 
 
-def _newest_first(runs: list[RunInfo]) -> list[RunInfo]:
-    return sorted(runs, key=lambda info: (info.created_at, info.run_id), reverse=True)
+def _newest_first(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(runs, key=lambda run: (run["created_at"], run["run_id"]), reverse=True)
 
 
 def _stat_key(path: Path) -> tuple[Any, ...]:
