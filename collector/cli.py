@@ -26,7 +26,9 @@ def _address(value: str) -> str | None:
 @click.option("--http", "http_address", default="127.0.0.1:4318", show_default=True,
               help="OTLP/HTTP listen address for POST /v1/traces ('off' disables).")
 @click.option("--forward", metavar="URL", default=None,
-              help="Also send everything received to this OTLP/HTTP endpoint (e.g. http://127.0.0.1:6006).")
+              help="Also send everything received to this OTLP endpoint (e.g. http://127.0.0.1:6006; see --forward-protocol).")
+@click.option("--forward-protocol", type=click.Choice(["http/protobuf", "grpc"]), default="http/protobuf",
+              show_default=True, help="OTLP protocol of --forward (grpc: http://HOST:4317, or https:// for TLS).")
 @click.option("--forward-raw", is_flag=True,
               help="Forward payloads unredacted (default: redacted with the bundle redaction policy).")
 @click.option("--seal-after", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="SECONDS",
@@ -40,6 +42,7 @@ def collect(
     grpc_address: str,
     http_address: str,
     forward: str | None,
+    forward_protocol: str,
     forward_raw: bool,
     seal_after: float,
     seal_rootless_after: float,
@@ -61,6 +64,7 @@ def collect(
             http_address=_address(http_address),
             forward=forward,
             forward_redacted=not forward_raw,
+            forward_protocol=forward_protocol,
             seal_after_s=seal_after,
             seal_rootless_after_s=seal_rootless_after,
             status_interval_s=status_interval,
@@ -69,7 +73,8 @@ def collect(
     except (OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     stop = StopSignal().install()  # for the rest of the process: SIGTERM/SIGINT stop the collector
-    forwarding = f", forwarding to {collector.forwarder.url} ({'redacted' if not forward_raw else 'raw'})" if forward else ""
+    forwarding = (f", forwarding to {collector.forwarder.url} over {forward_protocol} ({'redacted' if not forward_raw else 'raw'})"
+                  if forward else "")
     click.echo(
         f"otel-session collector: grpc={_shown(grpc_address, collector.grpc_port)} "
         f"http={_shown(http_address, collector.http_port)} dir={root}{forwarding}"

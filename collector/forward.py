@@ -1,16 +1,22 @@
-"""Forwarding: every received export request also goes to another OTLP/HTTP endpoint.
+"""Forwarding: every received export request also goes to another OTLP endpoint (HTTP or gRPC).
 
 Contract::
 
     forwarder = Forwarder("http://127.0.0.1:4318/v1/traces", text_redactor=redactor.text, counters=c)
+    forwarder = Forwarder("http://tempo:4317", protocol=ForwardProtocol.GRPC, text_redactor=..., counters=c)
     forwarder.submit(request, span_count)   # never blocks the receiver; full queue → counted
     forwarder.shutdown(timeout_s=5)         # drains what is queued
+
+The protocol values are ``OTEL_EXPORTER_OTLP_PROTOCOL``'s: ``http/protobuf`` (default; the URL's
+path defaults to ``/v1/traces``) and ``grpc`` (``http://`` for plaintext, ``https://`` for TLS with
+the system's roots; the path is ignored).
 
 The payload is the OTLP protobuf request as received, after (by default) every string attribute
 value, event attribute and status message went through the same redactor as the bundles, so no
 personal data reaches the next hop. ``text_redactor=None`` forwards the raw payload (opt-in).
-Retryable answers (HTTP 429/502/503/504, connection errors) are retried with backoff, honouring
-``Retry-After``; what finally fails is counted as ``forward_failed`` and logged, never silent.
+Retryable answers (HTTP 429/502/503/504, gRPC UNAVAILABLE/RESOURCE_EXHAUSTED/DEADLINE_EXCEEDED/
+ABORTED, connection errors) are retried with backoff, honouring ``Retry-After``; what finally fails
+is counted as ``forward_failed`` and logged, never silent.
 """
 
 from __future__ import annotations
@@ -23,20 +29,48 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
+from enum import Enum
 
+import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from otel_session.collector.sink import Counters
 
-__all__ = ["Forwarder", "forward_url", "redact_request"]
+__all__ = ["ForwardProtocol", "Forwarder", "forward_url", "grpc_target", "redact_request"]
 
 logger = logging.getLogger(__name__)
 
 _RETRYABLE = frozenset({429, 502, 503, 504})
+_RETRYABLE_GRPC = frozenset({
+    grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.ABORTED,
+})
+_GRPC_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 _MAX_ATTEMPTS = 5
 _QUEUE_REQUESTS = 512
 _TIMEOUT_S = 10.0
+
+
+class ForwardProtocol(str, Enum):
+    """How forwarded requests travel (the values of ``OTEL_EXPORTER_OTLP_PROTOCOL``)."""
+
+    HTTP_PROTOBUF = "http/protobuf"
+    GRPC = "grpc"
+
+
+class _Sent(Enum):
+    SENT = "sent"
+    RETRY = "retry"
+    REFUSED = "refused"
+
+
+def grpc_target(url: str) -> tuple[str, bool]:
+    """``(host:port, tls)`` of an OTLP/gRPC URL such as ``http://tempo:4317``."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--forward with grpc needs http://HOST:PORT (plaintext) or https://HOST:PORT, got {url!r}")
+    return f"{parts.hostname}:{parts.port or 4317}", parts.scheme == "https"
 
 
 def forward_url(url: str) -> str:
@@ -91,9 +125,22 @@ class Forwarder:
         *,
         text_redactor: Callable[[str], str] | None,
         counters: Counters,
+        protocol: ForwardProtocol | str = ForwardProtocol.HTTP_PROTOBUF,
         queue_requests: int = _QUEUE_REQUESTS,
     ) -> None:
-        self.url = forward_url(url)
+        self.protocol = ForwardProtocol(protocol)
+        self._channel: grpc.Channel | None = None
+        if self.protocol is ForwardProtocol.GRPC:
+            target, tls = grpc_target(url)
+            self.url = f"{'https' if tls else 'http'}://{target}"
+            self._channel = (
+                grpc.secure_channel(target, grpc.ssl_channel_credentials()) if tls else grpc.insecure_channel(target)
+            )
+            self._export = self._channel.unary_unary(_GRPC_EXPORT, request_serializer=None, response_deserializer=None)
+            self._send = self._send_grpc
+        else:
+            self.url = forward_url(url)
+            self._send = self._send_http
         self.redacting = text_redactor is not None
         self._text_redactor = text_redactor
         self._counters = counters
@@ -120,6 +167,8 @@ class Forwarder:
         except queue.Full:
             logger.error("forwarder did not drain; %d request(s) not forwarded", self._queue.qsize())
         self._thread.join(timeout_s)
+        if self._channel is not None:
+            self._channel.close()
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
@@ -130,25 +179,45 @@ class Forwarder:
                 self._counters.add("forward_failed", span_count)
 
     def _post(self, body: bytes) -> bool:
+        """Send one request, retrying what the next hop says may be retried."""
         delay = 0.2
         for attempt in range(1, _MAX_ATTEMPTS + 1):
-            request = urllib.request.Request(
-                self.url, data=body, method="POST", headers={"Content-Type": "application/x-protobuf"}
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
-                    response.read()
+            outcome, wait = self._send(body, attempt)
+            if outcome is _Sent.SENT:
                 return True
-            except urllib.error.HTTPError as exc:
-                if exc.code not in _RETRYABLE:
-                    logger.error("forward to %s refused: HTTP %d %s", self.url, exc.code, exc.read()[:200])
-                    return False
-                retry_after = exc.headers.get("Retry-After")
-                wait = float(retry_after) if retry_after and retry_after.isdigit() else delay
-            except (urllib.error.URLError, OSError) as exc:
-                logger.warning("forward to %s failed (attempt %d): %s", self.url, attempt, exc)
-                wait = delay
-            time.sleep(min(wait, 5.0))
+            if outcome is _Sent.REFUSED:
+                return False
+            time.sleep(min(wait if wait is not None else delay, 5.0))
             delay *= 2
         logger.error("forward to %s failed after %d attempts", self.url, _MAX_ATTEMPTS)
         return False
+
+    def _send_http(self, body: bytes, attempt: int) -> tuple[_Sent, float | None]:
+        request = urllib.request.Request(
+            self.url, data=body, method="POST", headers={"Content-Type": "application/x-protobuf"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
+                response.read()
+            return _Sent.SENT, None
+        except urllib.error.HTTPError as exc:
+            if exc.code not in _RETRYABLE:
+                logger.error("forward to %s refused: HTTP %d %s", self.url, exc.code, exc.read()[:200])
+                return _Sent.REFUSED, None
+            retry_after = exc.headers.get("Retry-After")
+            return _Sent.RETRY, float(retry_after) if retry_after and retry_after.isdigit() else None
+        except (urllib.error.URLError, OSError) as exc:
+            logger.warning("forward to %s failed (attempt %d): %s", self.url, attempt, exc)
+            return _Sent.RETRY, None
+
+    def _send_grpc(self, body: bytes, attempt: int) -> tuple[_Sent, float | None]:
+        try:
+            self._export(body, timeout=_TIMEOUT_S)
+            return _Sent.SENT, None
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            if code not in _RETRYABLE_GRPC:
+                logger.error("forward to %s refused: %s %s", self.url, code, exc.details() if isinstance(exc, grpc.Call) else exc)
+                return _Sent.REFUSED, None
+            logger.warning("forward to %s failed (attempt %d): %s", self.url, attempt, code)
+            return _Sent.RETRY, None

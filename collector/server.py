@@ -303,6 +303,7 @@ class Collector:
         http_address: str | None = DEFAULT_HTTP_ADDRESS,
         forward: str | None = None,
         forward_redacted: bool = True,
+        forward_protocol: str = "http/protobuf",
         seal_after_s: float = 10.0,
         seal_rootless_after_s: float = 3600.0,
         hold_unrouted_s: float = 30.0,
@@ -328,6 +329,7 @@ class Collector:
                 forward,
                 text_redactor=self.redactor.text if forward_redacted else None,
                 counters=self.counters,
+                protocol=forward_protocol,
             )
             if forward
             else None

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import threading
+from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import grpc
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
-from otel_session.collector.forward import forward_url
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from otel_session.collector.forward import forward_url, grpc_target
 from otel_session.read import BundleStatus
 
 from .conftest import CANARY_CARD, CANARY_EMAIL, all_bytes, sealed_bundles, wait_for
@@ -115,3 +119,67 @@ def test_forward_url(url, expected):
 def test_forward_url_rejects_non_http():
     with pytest.raises(ValueError, match="http"):
         forward_url("grpc://127.0.0.1:4317")
+
+
+class CapturingGrpcServer:
+    """A plain OTLP/gRPC endpoint that keeps every request it receives, answering ``code`` the first
+    ``failures`` times (the next hop)."""
+
+    def __init__(self, failures: int = 0, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE):
+        bodies = self.bodies = []
+        self.calls = 0
+
+        def export(body, context):
+            self.calls += 1
+            if self.calls <= failures:
+                context.abort(code, "not now")
+            bodies.append(body)
+            return b""
+
+        handler = grpc.method_handlers_generic_handler(
+            "opentelemetry.proto.collector.trace.v1.TraceService",
+            {"Export": grpc.unary_unary_rpc_method_handler(export)},
+        )
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), handlers=[handler])
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+        self.url = f"http://127.0.0.1:{port}"
+
+    def close(self):
+        self.server.stop(None)
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["redacted (default)", "raw (--forward-raw)"])
+def test_forwarding_over_grpc_retries_and_redacts(make_collector, make_provider, tmp_path, raw):
+    """``--forward-protocol grpc``: the official wire format to an OTLP/gRPC next hop (Jaeger, Tempo),
+    retried on UNAVAILABLE, redacted unless asked otherwise."""
+    next_hop = CapturingGrpcServer(failures=1)
+    upstream = make_collector(tmp_path / "upstream", forward=next_hop.url, forward_protocol="grpc",
+                              forward_redacted=not raw)
+    tracer = make_provider(GrpcExporter(endpoint=f"127.0.0.1:{upstream.grpc_port}", insecure=True)).get_tracer("t")
+    record_run_with_pii(tracer)
+    wait_for(lambda: upstream.counters.snapshot()["forwarded"] == 3)
+    forwarded = [ExportTraceServiceRequest.FromString(body) for body in next_hop.bodies]
+    assert sum(len(scope.spans) for request in forwarded for rs in request.resource_spans for scope in rs.scope_spans) == 3
+    everything = b"".join(next_hop.bodies)
+    assert (CANARY_EMAIL.encode() in everything) is raw and (CANARY_CARD.encode() in everything) is raw
+    assert next_hop.calls == len(next_hop.bodies) + 1  # the first attempt was refused, then retried
+    next_hop.close()
+
+
+def test_grpc_forward_refusals_are_counted(make_collector, make_provider, tmp_path):
+    refusing = CapturingGrpcServer(failures=100, code=grpc.StatusCode.INVALID_ARGUMENT)
+    upstream = make_collector(tmp_path / "upstream", forward=refusing.url, forward_protocol="grpc")
+    tracer = make_provider(GrpcExporter(endpoint=f"127.0.0.1:{upstream.grpc_port}", insecure=True)).get_tracer("t")
+    record_run_with_pii(tracer)
+    wait_for(lambda: upstream.counters.snapshot()["forward_failed"] == 3)
+    assert upstream.counters.snapshot()["forwarded"] == 0
+    assert refusing.calls <= 3  # one attempt per request (at most 3 for 3 spans): INVALID_ARGUMENT is not retried
+    refusing.close()
+
+
+def test_grpc_target():
+    assert grpc_target("http://tempo:4317") == ("tempo:4317", False)
+    assert grpc_target("https://tempo.example") == ("tempo.example:4317", True)
+    with pytest.raises(ValueError, match="grpc"):
+        grpc_target("tempo:4317")
