@@ -263,11 +263,45 @@ def _new_structured_inputs(value: Any) -> tuple[list[Message], bool]:
     A model call's input repeats the whole conversation: only what follows the last assistant
     message is new (see ``_new_inputs``), so the history before it is not mapped at all.
     """
-    items = _json_list(value)
+    items = _history_items(value)
     for position in range(len(items) - 1, -1, -1):
         if _structured_role(items[position]) == "assistant":
             return _messages_of_items(items[position + 1 :]), True
     return _messages_of_items(items), False
+
+
+def _history_items(value: Any) -> list[Any]:
+    """``_json_list(value)`` for a model call's input messages, reusing the previous call's parse.
+
+    An agent's model calls resend the history they were given plus what came since, and a run's
+    spans arrive together: when ``value`` is the last parsed (non-empty) array with elements
+    appended, only the appended elements are parsed. Items are shared read-only (mapping never
+    mutates them).
+    """
+    global _last_history
+    if type(value) is not str or value[:1] != "[":
+        return _json_list(value)
+    previous, previous_items = _last_history  # one tuple read: safe across threads
+    cut = len(previous) - 1  # ``previous`` ends with its array's "]"
+    if previous_items and value[cut : cut + 1] == "," and value.startswith(previous[:cut]):
+        try:
+            appended = orjson.loads("[" + value[cut + 1 :])
+        except orjson.JSONDecodeError:
+            appended = None
+        if isinstance(appended, list) and appended:
+            items = previous_items + [_json_value(item) if isinstance(item, str) else item for item in appended]
+            _last_history = (value, items)
+            return items
+    try:
+        parsed = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return _json_list(value)
+    if not isinstance(parsed, list):
+        return _json_list(value)
+    items = [_json_value(item) if isinstance(item, str) else item for item in parsed]
+    if value.endswith("]"):
+        _last_history = (value, items)
+    return items
 
 
 def _structured_role(item: Any) -> str | None:
@@ -445,3 +479,7 @@ def _event(
 ) -> JournalEvent:
     turn_index, trace_id, span_id = ids
     return JournalEvent(event_type, at_ns, payload, turn_index, message_id, tool_call_id, trace_id, span_id)
+
+
+# The last model input parsed and its items (see _history_items).
+_last_history: tuple[str, list[Any]] = ("", [])

@@ -6,8 +6,10 @@ import json
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from otel_session.normalize import SpanData, SpanEventData, normalize_span
+from otel_session.normalize import SpanData, SpanEventData, genai, normalize_span
 
 START, END = 1_000_000_000, 2_000_000_000
 
@@ -219,3 +221,27 @@ def test_history_before_the_last_assistant_message_is_not_mapped():
         ("message_started", "user"),
         ("message_finished", (("text", "Friday"),)),
     ]
+
+
+_ITEMS = st.one_of(
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool"]), "parts": st.lists(
+        st.fixed_dictionaries({"type": st.just("text"), "content": st.text(max_size=8)}), max_size=2)}),
+    st.text(max_size=6),  # a string item: decoded when it holds JSON
+    st.just('{"role": "tool", "content": "x"}'),
+    st.integers(),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    items=st.lists(_ITEMS, max_size=8),
+    separators=st.sampled_from([(",", ":"), (", ", ": ")]),
+    suffixes=st.lists(st.sampled_from(["", ",]", ", ]", ",1]", "] x", ",{", " "]), max_size=3),
+)
+def test_a_growing_history_parses_as_a_fresh_parse_would(items, separators, suffixes):
+    """Model calls resend their history with new messages appended: reusing the previous parse
+    gives exactly the fresh parse, also for empty, malformed or differently spaced inputs."""
+    values = [json.dumps(items[:end], separators=separators) for end in range(len(items) + 1)]
+    values += [values[-1][:-1] + suffix for suffix in suffixes]  # broken continuations
+    for value in values:
+        assert genai._history_items(value) == genai._json_list(value), value
