@@ -350,6 +350,7 @@ class Collector:
 
     def start(self) -> None:
         if isinstance(self.receiver, Receiver):  # runs a crashed collector left open continue, or end interrupted
+            self.writer.remove_abandoned_builds()
             self.sink.resume_orphans(iter_runs(self.root, include_evals=True))
         if self._grpc_address:
             self._grpc_server = grpc.server(

@@ -791,6 +791,20 @@ class BundleWriter:
             logger.warning("reopened %s: cut a torn final line of %d bytes", path, torn)
         return RunRecorder(self, path, manifest, events_fd, next_seq, torn, created=False)
 
+    def remove_abandoned_builds(self) -> int:
+        """Delete bundles a dead process left half made (hidden ``.<run_id>.<pid>.<thread>.new``
+        directories: it died before the rename). A live process's are left alone. Returns how many."""
+        removed = 0
+        for pattern in ("sessions/*/.run-*.new", "evals/*/sessions/*/.run-*.new"):
+            for building in self.root.glob(pattern):
+                pid = _builder_pid(building.name)
+                if pid is None or pid == os.getpid() or _process_alive(pid) or building.is_symlink():
+                    continue
+                shutil.rmtree(building, ignore_errors=True)
+                removed += 1
+                logger.warning("removed %s, a bundle its process (pid %d) died making", building, pid)
+        return removed
+
     def set_capture_extras(self, run_id: str, extras: dict[str, Any]) -> None:
         """Extra fields for a run's terminal ``capture.json`` (e.g. the collector's ``order``)."""
         self._capture_extras[run_id] = dict(extras)
@@ -904,6 +918,21 @@ class BundleWriter:
             with cond:
                 self._busy = False
                 cond.notify_all()
+
+
+def _builder_pid(name: str) -> int | None:
+    parts = name.split(".")  # "", run id, pid, thread, "new"
+    return int(parts[2]) if len(parts) == 5 and parts[2].isdigit() else None
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _require_real_dir(path: Path) -> None:

@@ -487,3 +487,17 @@ def test_a_session_directory_removed_while_the_writer_runs_is_made_again(writer,
     again.close(run_status="ok")
     assert writer.force_flush()
     assert read_bundle(again.path).status is BundleStatus.COMPLETE
+
+
+def test_bundles_a_dead_process_left_half_made_are_removed(writer, root):
+    """A crash between making a bundle aside and renaming it into place leaves a hidden directory."""
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(finished.stdout)
+    session = root / "sessions" / "s"
+    dead = session / f".{new_run_id()}.{dead_pid}.1.new"
+    live = session / f".{new_run_id()}.{os.getppid()}.1.new"  # a live process (pytest's parent) is building it
+    for building in (dead, live):
+        building.mkdir(parents=True)
+        (building / layout.RUN_FILE).write_text("{}")
+    assert writer.remove_abandoned_builds() == 1
+    assert not dead.exists() and live.exists()
