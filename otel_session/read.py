@@ -36,11 +36,13 @@ __all__ = [
     "Severity",
     "find_bundles",
     "find_run",
+    "iter_run_dirs",
     "iter_runs",
     "iter_session_runs",
     "parse_journal",
     "read_bundle",
     "read_manifest",
+    "run_info",
 ]
 
 
@@ -341,7 +343,8 @@ class RunInfo:
         }
 
 
-def _run_info(run_path: Path) -> RunInfo | None:
+def run_info(run_path: Path) -> RunInfo | None:
+    """The manifest and capture status of the run at ``run_path`` (None without a valid manifest)."""
     manifest = read_manifest(run_path)
     if manifest is None:
         return None
@@ -360,20 +363,25 @@ def _run_info(run_path: Path) -> RunInfo | None:
     )
 
 
-def _runs_under(sessions_root: Path) -> Iterator[RunInfo]:
+def _run_dirs_under(sessions_root: Path) -> Iterator[Path]:
     if not sessions_root.is_dir():
         return
     for session_path in sorted(sessions_root.iterdir()):
         if session_path.is_dir() and not session_path.is_symlink():
-            yield from _runs_in_session(session_path)
+            yield from _run_dirs_in_session(session_path)
 
 
-def _runs_in_session(session_path: Path) -> Iterator[RunInfo]:
+def _run_dirs_in_session(session_path: Path) -> Iterator[Path]:
     for run_path in sorted(session_path.iterdir()):
         if run_path.is_dir() and not run_path.is_symlink() and layout.is_valid_run_id(run_path.name):
-            info = _run_info(run_path)
-            if info is not None:
-                yield info
+            yield run_path
+
+
+def _infos(run_paths: Iterable[Path]) -> Iterator[RunInfo]:
+    for run_path in run_paths:
+        info = run_info(run_path)
+        if info is not None:
+            yield info
 
 
 def iter_session_runs(root: str | os.PathLike[str], session_id: str, *, include_evals: bool = False) -> Iterator[RunInfo]:
@@ -389,7 +397,7 @@ def iter_session_runs(root: str | os.PathLike[str], session_id: str, *, include_
         ]
     for session_path in session_dirs:
         if session_path.is_dir() and not session_path.is_symlink():
-            yield from (info for info in _runs_in_session(session_path) if info.session_id == session_id)
+            yield from (info for info in _infos(_run_dirs_in_session(session_path)) if info.session_id == session_id)
 
 
 def find_run(root: str | os.PathLike[str], run_id: str, *, include_evals: bool = False) -> RunInfo | None:
@@ -401,7 +409,7 @@ def find_run(root: str | os.PathLike[str], run_id: str, *, include_evals: bool =
     for pattern in patterns:
         for run_path in sorted(root.glob(pattern)):
             if run_path.is_dir() and not run_path.is_symlink() and not run_path.parent.is_symlink():
-                info = _run_info(run_path)
+                info = run_info(run_path)
                 if info is not None and info.run_id == run_id:
                     return info
     return None
@@ -409,12 +417,17 @@ def find_run(root: str | os.PathLike[str], run_id: str, *, include_evals: bool =
 
 def iter_runs(root: str | os.PathLike[str], *, include_evals: bool = False) -> Iterator[RunInfo]:
     """Every run under ``root``: live runs, and eval runs only when asked (never in the live index)."""
+    return _infos(iter_run_dirs(root, include_evals=include_evals))
+
+
+def iter_run_dirs(root: str | os.PathLike[str], *, include_evals: bool = False) -> Iterator[Path]:
+    """The directory of every run under ``root``, without reading any bundle (``run_info`` reads one)."""
     root = Path(root)
-    yield from _runs_under(root / "sessions")
+    yield from _run_dirs_under(root / "sessions")
     if include_evals and (root / "evals").is_dir():
         for eval_path in sorted((root / "evals").iterdir()):
             if eval_path.is_dir() and not eval_path.is_symlink():
-                yield from _runs_under(eval_path / "sessions")
+                yield from _run_dirs_under(eval_path / "sessions")
 
 
 def find_bundles(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:

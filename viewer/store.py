@@ -35,7 +35,7 @@ from otel_session import facts, layout
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.reduce import Replayer
 from otel_session.journal import EventType, format_timestamp
-from otel_session.read import BundleRead, RunInfo, iter_runs, iter_session_runs, read_bundle
+from otel_session.read import BundleRead, RunInfo, iter_run_dirs, iter_session_runs, read_bundle, run_info
 
 from .errors import ApiError
 
@@ -89,10 +89,10 @@ class BundleStore:
     def sessions(self) -> list[dict[str, Any]]:
         """Every live session with its runs; sessions by their newest run, newest first."""
         by_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for info in iter_runs(self.root):
-            summary = self._summary(info)
+        for run_path in iter_run_dirs(self.root):
+            summary = self._summary(run_path)
             if summary is not None:
-                by_session[info.session_id].append(summary)
+                by_session[summary["session_id"]].append(summary)
         listed = [{"session_id": session_id, "runs": _newest_first(runs)} for session_id, runs in by_session.items()]
         listed.sort(key=lambda session: (session["runs"][0]["created_at"], session["session_id"]), reverse=True)
         return listed
@@ -104,25 +104,26 @@ class BundleStore:
             found = list(iter_session_runs(self.root, session_id))
         except layout.UnsafePathError:
             found = []
-        runs = [summary for summary in map(self._summary, found) if summary is not None]
+        runs = [summary for summary in (self._summary(info.path, info) for info in found) if summary is not None]
         if not runs:
             raise ApiError(404, "session_not_found", f"no runs for session {session_id!r}")
         return _newest_first(runs)
 
-    def _summary(self, info: RunInfo) -> dict[str, Any] | None:
-        """A run's listing entry, or None when its bundle leads out of the root.
+    def _summary(self, run_path: Path, info: RunInfo | None = None) -> dict[str, Any] | None:
+        """A run's listing entry, or None when it has no valid manifest or leads out of the root.
 
         Kept while the bundle's files keep their stats, so listing thousands of sealed runs reads
         none of them again (a live run's journal grows, so its entry is remade).
         """
-        key = _stat_key(info.path)
+        key = _stat_key(run_path)
         with self._cache_lock:
-            known = self._summaries.get(info.path)
+            known = self._summaries.get(run_path)
         if known is not None and known[0] == key:
             return known[1]
-        if not self._is_contained(info.path):
+        info = info or run_info(run_path)
+        if info is None or not self._is_contained(run_path):
             return None
-        bundle = read_bundle(info.path)
+        bundle = read_bundle(run_path)
         summary = {
             **info.as_json(),
             "turns": sum(1 for event in bundle.events if event["type"] == EventType.TURN_STARTED.value),
@@ -132,7 +133,7 @@ class BundleStore:
         with self._cache_lock:
             if len(self._summaries) >= _SUMMARY_CACHE_SIZE:
                 self._summaries.clear()
-            self._summaries[info.path] = (key, summary)
+            self._summaries[run_path] = (key, summary)
         return summary
 
     # -- lookup ----------------------------------------------------------------------------
