@@ -21,6 +21,7 @@ __all__ = [
     "FEEDBACK_FILE",
     "RUN_FILE",
     "UnsafePathError",
+    "inside_root",
     "is_valid_run_id",
     "run_dir",
     "run_path",
@@ -57,12 +58,12 @@ def is_valid_run_id(run_id: str) -> bool:
 
 def session_dir(root: Path, session_id: str, *, eval_id: str | None = None) -> Path:
     """Return the directory of a session's runs (live, or under one eval)."""
-    return _inside(root, _session_dir(root, session_id, eval_id))
+    return inside_root(root, _session_dir(root, session_id, eval_id))
 
 
 def run_dir(root: Path, session_id: str, run_id: str, *, eval_id: str | None = None) -> Path:
     """Return the bundle directory of one run; raise ``UnsafePathError`` for a malformed run id."""
-    return _inside(root, run_path(root, session_id, run_id, eval_id=eval_id))
+    return inside_root(root, run_path(root, session_id, run_id, eval_id=eval_id))
 
 
 def run_path(root: Path, session_id: str, run_id: str, *, eval_id: str | None = None) -> Path:
@@ -81,7 +82,7 @@ def _session_dir(root: Path, session_id: str, eval_id: str | None) -> Path:
     return base / safe_dir_name(session_id)
 
 
-def _inside(root: Path, path: Path) -> Path:
+def inside_root(root: Path, path: Path) -> Path:
     """``path`` when it resolves inside ``root`` (a symlink planted under the root cannot lead out)."""
     real_root = _real_root(os.fspath(root))
     real_path = os.path.realpath(path)

@@ -762,7 +762,7 @@ class BundleWriter:
         except FileExistsError:
             _require_real_dir(directory)
         except FileNotFoundError:  # the first run under this root (or eval): check the way there
-            _makedirs_private(layout._inside(self.root, directory))
+            _makedirs_private(layout.inside_root(self.root, directory))
         if len(self._known_dirs) >= _KNOWN_DIRS:
             self._known_dirs.clear()
         self._known_dirs.add(key)
