@@ -122,8 +122,7 @@ class SessionBundleExporter(SpanExporter):
         except Exception:  # noqa: BLE001
             logger.exception("otel_session exporter could not open the bundle of trace %032x", trace_id)
             return
-        for event in sorted(pending.events, key=_order_key):
-            recorder.append(event.type, event.payload, **event.correlation())
+        recorder.append_events(sorted(pending.events, key=_order_key))
         recorder.close(run_status=None if root is not None else "interrupted")
         self.runs_written += 1
 
