@@ -32,7 +32,7 @@ from otel_session.read import BundleRead, find_bundles, read_bundle
 from otel_session.redact import RedactionPolicy
 from otel_session.write import WriterLimits
 
-__all__ = ["CapturedBundles", "bundles", "capture_bundle", "wait_for"]
+__all__ = ["CapturedBundles", "bundles", "capture_bundle", "running_collectors", "wait_for"]
 
 
 @dataclass
@@ -99,3 +99,24 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: floa
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout} s")
+
+
+@contextmanager
+def running_collectors(**defaults: Any) -> Iterator[Callable[..., Any]]:
+    """``make(root, **options)`` starts a collector (``defaults`` overridden by ``options``);
+    every one started is stopped when the block ends."""
+    from otel_session.collector.server import Collector
+
+    started: list[Collector] = []
+
+    def make(root: Path, **options: Any) -> Collector:
+        collector = Collector(root, **{**defaults, **options})
+        collector.start()
+        started.append(collector)
+        return collector
+
+    try:
+        yield make
+    finally:
+        for collector in started:
+            collector.stop()

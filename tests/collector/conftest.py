@@ -9,11 +9,11 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
 from otel_session.collector.server import Collector
+
 from otel_session.read import BundleRead
 from otel_session.redact import RedactionPolicy, Redactor
-from otel_session.testing import bundles, wait_for  # noqa: F401 - shared with this area's tests
+from otel_session.testing import bundles, running_collectors, wait_for
 
 CANARY_EMAIL = "canary.jane.doe@example.com"
 CANARY_CARD = "4111 1111 1111 1111"
@@ -46,21 +46,10 @@ def bundle_root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def make_collector(redactor: Redactor) -> Iterator[Callable[..., Collector]]:
-    started: list[Collector] = []
-
-    def make(root: Path, **options: object) -> Collector:
-        options.setdefault("grpc_address", "127.0.0.1:0")
-        options.setdefault("http_address", "127.0.0.1:0")
-        options.setdefault("seal_after_s", 0.2)
-        options.setdefault("redactor", redactor)
-        collector = Collector(root, **options)  # type: ignore[arg-type]
-        collector.start()
-        started.append(collector)
-        return collector
-
-    yield make
-    for collector in started:
-        collector.stop()
+    with running_collectors(
+        grpc_address="127.0.0.1:0", http_address="127.0.0.1:0", seal_after_s=0.2, redactor=redactor
+    ) as make:
+        yield make
 
 
 @pytest.fixture

@@ -7,9 +7,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from otel_session.collector.server import Collector
+
 from otel_session.redact import RedactionPolicy, Redactor
+from otel_session.testing import running_collectors
 
 # `bench` lives at the repository root, beside `tests`; pytest's importlib mode does not add it.
 _REPOSITORY = str(Path(__file__).resolve().parents[2])
@@ -20,17 +21,8 @@ if _REPOSITORY not in sys.path:
 @pytest.fixture
 def make_collector() -> Iterator[Callable[..., Collector]]:
     """Start collectors on loopback (gRPC only) and stop them after the test."""
-    started: list[Collector] = []
-
-    def make(root: Path, **options: object) -> Collector:
-        collector = Collector(
-            root, grpc_address="127.0.0.1:0", http_address=None, seal_after_s=0.2,
-            redactor=Redactor(RedactionPolicy(), key=b"load-tests"), **options,  # type: ignore[arg-type]
-        )
-        collector.start()
-        started.append(collector)
-        return collector
-
-    yield make
-    for collector in started:
-        collector.stop()
+    with running_collectors(
+        grpc_address="127.0.0.1:0", http_address=None, seal_after_s=0.2,
+        redactor=Redactor(RedactionPolicy(), key=b"load-tests"),
+    ) as make:
+        yield make
