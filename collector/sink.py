@@ -15,9 +15,10 @@ run, many services). Spans of a trace with no session yet wait up to ``hold_unro
 30 s, beyond the SDK batch processor's 5 s export delay) for a span that names it; then they are
 counted as ``no_session`` (never bundled, never silent).
 
-Every span goes normalize → redact → ``RunRecorder.append``; events of one request are appended in
-event-time order. Sealing rewrites the journal in event-time order (``event_order_key``) and
-records ``"order": "event_time"`` in ``capture.json``.
+Every span goes normalize → redact → ``RunRecorder.append``; events of one request are redacted
+together (``Redactor.redact_events``: a message's deltas as one stream) and appended in event-time
+order. Sealing rewrites the journal in event-time order (``event_order_key``) and records
+``"order": "event_time"`` in ``capture.json``.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ _CLOSING = frozenset(
 class EventRedactor(Protocol):
     """What the collector needs from ``otel_session.redact.Redactor``."""
 
-    def redact_payload(self, event_type: str, payload: dict[str, Any]) -> dict[str, Any]: ...
+    def redact_events(self, events: list[JournalEvent]) -> list[JournalEvent]: ...
 
     def text(self, value: str) -> str: ...
 
@@ -323,8 +324,7 @@ class BundleSink:
                     phase, rank = _phase_rank(event.type, span_id, depth_of)
                     keyed.append(((event.at_ns // 1000, phase, rank, span_id, index), event))
             keyed.sort(key=itemgetter(0))
-            redacted = [event for _, event in keyed]
-            self._redact_in_place(redacted)
+            redacted = self.redactor.redact_events([event for _, event in keyed])
             recorder = run.recorder
             accepted = recorder.append_events(redacted)
             if accepted:
@@ -339,16 +339,6 @@ class BundleSink:
             run.batches += 1
         result.accepted += len(spans)
         self.counters.add("bundled", len(spans))
-
-    def _redact_in_place(self, events: list[JournalEvent]) -> None:
-        """Redact the payloads of the sink's own (freshly normalized) events."""
-        redact_payload = self.redactor.redact_payload
-        for event in events:
-            try:
-                event.payload = redact_payload(event.type, event.payload or {})
-            except Exception:  # noqa: BLE001 - a redaction failure redacts the whole payload
-                logger.exception("redaction of a %s event failed; its payload is withheld", event.type)
-                event.payload = {"redaction_failed": True}
 
     def _hold(self, trace_id: int, spans: list[SpanData]) -> None:
         if self._pending_count + len(spans) > self.max_pending_spans:

@@ -7,6 +7,9 @@ Contract::
     redactor.text("mail jane@example.com")      # -> "mail [email]"
     redactor.tool_arguments({"card": "4111 1111 1111 1111"})  # structure kept, leaves redacted
     redactor.redact_event(journal_event)        # -> a new JournalEvent, fields redacted by type
+    redactor.redact_events(events)              # -> the events of a span or request, deltas as streams
+    stream = redactor.delta_stream()            # one streamed content block:
+    stream.feed("mail jane@exa"); stream.feed("mple.com now"); stream.flush()  # "mail ", "[email] ", "now"
 
 Each field has a :class:`FieldMode`: ``keep`` (as is), ``scan`` (free text: detected e-mail
 addresses, phone numbers, Luhn-valid card numbers and national-id-like numbers are masked),
@@ -17,10 +20,11 @@ Redaction is idempotent: tokens this module produces (``hmac-sha256:…``, ``<re
 ``[email]`` …) pass through unchanged, so a collector may re-redact what an app already redacted.
 A redactor error replaces the whole value with ``<redacted error>``; nothing passes through.
 
-Limit: streamed deltas are scanned one by one (with a short look-back over the text streamed
-before), so an e-mail split across two deltas is caught in the later delta and in the final content,
-but the part that streamed first may already have been recorded. The settled ``message_finished``
-content is always scanned as a whole.
+Streamed deltas are redacted as a stream (:class:`DeltaStream`): a detection can only still change
+at the end of what streamed so far, so the trailing word, address or number of a delta is held back
+until a later delta shows where it ends. A value split across deltas is therefore never released
+in part: what is released concatenates to the redacted whole, a word or a number later than it
+streamed.
 
 Environment variables (read by :meth:`RedactionPolicy.from_env`):
 
@@ -57,6 +61,7 @@ from otel_session.normalize import JournalEvent
 
 __all__ = [
     "DEFAULT_DETECTORS",
+    "DeltaStream",
     "ENV_REDACTION_KEY",
     "FieldMode",
     "KEY_FILE",
@@ -336,6 +341,76 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
+# Characters a detection can hold: an address or a letters-and-digits id (no spaces), a number
+# (digits and separators; ``_NUMBER`` starts at "+", "(" or a digit not glued to a word).
+_WORD_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-@"
+_NUMBER_CHARS = "0123456789 ().-+"
+_NUMBER_STARTS = frozenset("0123456789+(")
+_MAX_HELD_CHARS = 256  # longer than any address (254) or number: held text is released past it
+_LOOK_BACK_CHARS = 64
+
+
+def _number_start(text: str, run: int, word_start: int, before: str) -> int:
+    """Where a number in the trailing run ``text[run:]`` of number characters may start before
+    ``word_start`` (``_NUMBER`` starts at "+", "(" or a digit not glued to a word), else
+    ``word_start``. ``before`` is the character released just before ``text``."""
+    for position in range(run, word_start):
+        if text[position] in _NUMBER_STARTS:
+            previous = text[position - 1] if position else before
+            if not previous or not (previous.isalnum() or previous in "_+"):
+                return position
+    return word_start
+
+
+class DeltaStream:
+    """One content block streamed in deltas, redacted as it streams (``Redactor.delta_stream``).
+
+    ``feed`` returns the redacted part of the text so far that no later delta can change: the
+    trailing word, address or number (up to 256 characters) is held back and released, redacted,
+    once a later delta shows where it ends. ``flush`` releases the rest when the block ends. What
+    the calls return concatenates to the redacted whole text: no fragment of a value split across
+    deltas is ever released unredacted. Not thread-safe (a block streams from one producer).
+    """
+
+    __slots__ = ("_held", "_last", "_look_back", "_scans", "_text", "_text_after")
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._scans = redactor.scans_text
+        self._text = redactor.text
+        self._text_after = redactor.text_after
+        self._held = ""
+        self._last = ""
+        """The last character released (a number glued to a word is no number)."""
+        self._look_back = ""
+        """Set when a part was cut at the 256-character bound, where a detection may straddle:
+        the raw end of that part, scanned with the next."""
+
+    def feed(self, chunk: str) -> str:
+        if not self._scans:  # kept, masked or hashed whole: nothing to hold back
+            return self._text(chunk) if chunk else ""
+        text = self._held + chunk
+        cut = len(text.rstrip(_WORD_CHARS))  # a trailing word, address or id may go on
+        run = len(text.rstrip(_NUMBER_CHARS))
+        if run < cut:  # and so may a trailing number that starts before it
+            cut = _number_start(text, run, cut, self._last)
+        bounded = len(text) - cut > _MAX_HELD_CHARS
+        if bounded:
+            cut = len(text) - _MAX_HELD_CHARS
+        self._held = text[cut:]
+        return self._release(text[:cut], bounded) if cut else ""
+
+    def flush(self) -> str:
+        rest, self._held = self._held, ""
+        return self._release(rest, False) if rest else ""
+
+    def _release(self, raw: str, bounded: bool) -> str:
+        look_back = self._look_back
+        redacted = self._text_after(look_back, raw) if look_back else self._text(raw)
+        self._look_back = raw[-_LOOK_BACK_CHARS:] if bounded else ""
+        self._last = raw[-1]
+        return redacted
+
+
 class Redactor:
     """Applies one :class:`RedactionPolicy` with one key. Build once; call from any thread."""
 
@@ -447,11 +522,21 @@ class Redactor:
             logger.warning("redaction failed; the whole text was replaced", exc_info=True)
             return REDACTED_ERROR
 
+    @property
+    def scans_text(self) -> bool:
+        """Whether free text is scanned for detections (``scan`` mode), not kept, masked or hashed whole."""
+        return self._scan_text
+
+    def delta_stream(self) -> DeltaStream:
+        """A redacting stream for one content block streamed in deltas (see :class:`DeltaStream`)."""
+        return DeltaStream(self)
+
     def text_after(self, before: str, value: str) -> str:
         """Redact ``value`` streamed right after ``before`` (raw text of the same block).
 
         A match that straddles the join (an e-mail split across two deltas) is masked in ``value``
-        from its start up to the end of the match; the part already streamed cannot be recalled.
+        from its start up to the end of the match; the part already streamed cannot be recalled
+        (:class:`DeltaStream` holds such parts back, so that this never happens to a stream).
         """
         if not self._scan_text:
             return self.text(value)
@@ -488,6 +573,39 @@ class Redactor:
         except Exception:  # noqa: BLE001 - never pass a payload through unredacted
             logger.warning("redaction of a %s payload failed; payload replaced", event_type, exc_info=True)
             return {"redaction_error": REDACTED_ERROR}
+
+    def redact_events(self, events: Iterable[JournalEvent]) -> list[JournalEvent]:
+        """The events of one span or export request, redacted in order (``redact_event``), with the
+        ``assistant_delta`` events of each message block redacted as one :class:`DeltaStream`: the
+        text a delta holds back is released by a later delta of the block, the rest by its last."""
+        events = list(events)
+        last_delta: dict[tuple[Any, Any], int] = {}
+        for position, event in enumerate(events):
+            block = _delta_block(event)
+            if block is not None:
+                last_delta[block] = position
+        if not last_delta:
+            return [self.redact_event(event) for event in events]
+        streams: dict[tuple[Any, Any], DeltaStream] = {}
+        redacted = []
+        for position, event in enumerate(events):
+            block = _delta_block(event)
+            if block is None:
+                redacted.append(self.redact_event(event))
+                continue
+            stream = streams.get(block)
+            if stream is None:
+                stream = streams[block] = self.delta_stream()
+            delta = event.payload["delta"]
+            try:
+                text = stream.feed(delta if isinstance(delta, str) else str(delta))
+                if last_delta[block] == position:
+                    text += stream.flush()
+            except Exception:  # noqa: BLE001 - never pass a delta through unredacted
+                logger.warning("redaction of a delta failed; the delta was replaced", exc_info=True)
+                text = REDACTED_ERROR
+            redacted.append(event.with_payload({**event.payload, "delta": text}))
+        return redacted
 
     def redact_event(self, event: JournalEvent) -> JournalEvent:
         """``event`` with its payload redacted by type: a copy, or ``event`` itself when its payload
@@ -593,6 +711,21 @@ class Redactor:
         EventType.RUN_FINISHED.value: _structural_payload,
         EventType.UPSTREAM_DROP.value: _structural_payload,
     }
+
+
+_ASSISTANT_DELTA = EventType.ASSISTANT_DELTA.value
+
+
+def _delta_block(event: JournalEvent) -> tuple[str | None, int] | None:
+    """(message, content block) of an ``assistant_delta`` with text, else None."""
+    payload = event.payload
+    if event.type != _ASSISTANT_DELTA or not payload or "delta" not in payload:
+        return None
+    index = payload.get("index", 0)
+    message_id = event.message_id
+    if type(index) is not int or not (message_id is None or type(message_id) is str):
+        return None  # a malformed delta: redacted on its own
+    return message_id, index
 
 
 _STRUCTURAL_KEYS = frozenset({"role", "kind", "index", "status", "name", "settled", "stop_reason"})

@@ -29,7 +29,7 @@ from otel_session import semconv as sc
 from otel_session.instrument import reconcile
 from otel_session.instrument._runtime import Recorder, current_recorder, warn_once
 from otel_session.journal import EventType, RunKind, run_id_from_trace_id
-from otel_session.redact import Redactor
+from otel_session.redact import DeltaStream, Redactor
 from otel_session.write import RunRecorder
 
 __all__ = [
@@ -53,7 +53,6 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 _SCOPE_KEY = context.create_key("otel_session.scope")
-_TAIL_CHARS = 64  # raw text kept per content block to catch PII split across deltas
 _time_ns = time.time_ns
 
 
@@ -725,8 +724,9 @@ class MessageHandle:
         self.finished = False
         self.delta_count = 0
         self._blocks: dict[int, tuple[str, list[str]]] = {}
-        self._tails: dict[int, str] = {}
-        self._redact_after = run_handle.redactor.text_after
+        self._streams: dict[int, DeltaStream] = {}
+        """Per content block: the redacting stream its deltas pass through (PII split across
+        deltas is held back until it is whole)."""
         self._add_event = _event_adder(span)
         self._journal = run_handle.journal_recorder
         self._correlation = {
@@ -756,19 +756,28 @@ class MessageHandle:
             if block is None:
                 block = self._blocks[index] = (kind, [])
             block[1].append(chunk)
-            tails = self._tails
-            tail = tails.get(index, "")
-            redacted = self._redact_after(tail, chunk)
-            tails[index] = (tail + chunk)[-_TAIL_CHARS:]
+            stream = self._streams.get(index)
+            if stream is None:
+                stream = self._streams[index] = self.run.redactor.delta_stream()
             self.delta_count += 1
-            self._add_event(sc.EVENT_DELTA, {sc.DELTA_INDEX: index, sc.DELTA_KIND: kind, sc.DELTA_TEXT: redacted}, now)
-            journal = self._journal
-            if journal is not None:
-                journal.append(
-                    "assistant_delta", {"index": index, "kind": kind, "delta": redacted}, at_ns=now, **self._correlation
-                )
+            self._record_delta(index, kind, stream.feed(chunk), now)
         except Exception:  # noqa: BLE001
             _capture_failed("a delta")
+
+    def _record_delta(self, index: int, kind: str, redacted: str, at_ns: int) -> None:
+        self._add_event(sc.EVENT_DELTA, {sc.DELTA_INDEX: index, sc.DELTA_KIND: kind, sc.DELTA_TEXT: redacted}, at_ns)
+        journal = self._journal
+        if journal is not None:
+            journal.append(
+                "assistant_delta", {"index": index, "kind": kind, "delta": redacted}, at_ns=at_ns, **self._correlation
+            )
+
+    def _release_held_text(self) -> None:
+        """At the end of the message: each block's held-back text as one last delta."""
+        for index, stream in sorted(self._streams.items()):
+            rest = stream.flush()
+            if rest:
+                self._record_delta(index, self._blocks[index][0], rest, _time_ns())
 
     def finish(self, *, stop_reason: str | None = None, settled: bool = True) -> None:
         """Seal the message: its final content (the whole text of each block, redacted)."""
@@ -776,6 +785,7 @@ class MessageHandle:
             return
         self.finished = True
         try:
+            self._release_held_text()
             redactor = self.run.redactor
             content = [
                 {"index": index, "kind": kind, "text": redactor.text("".join(parts))}

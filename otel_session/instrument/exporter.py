@@ -97,7 +97,7 @@ class SessionBundleExporter(SpanExporter):
                 self.spans_without_session += 1
                 return
             pending = self._pending[span.trace_id] = _PendingRun(session_id)
-        pending.events.extend(self._redactor.redact_event(event) for event in normalize_span(span))
+        pending.events.extend(self._redactor.redact_events(normalize_span(span)))
         if span.parent_span_id is None:
             self._roots[span.trace_id] = span
             self._write_run(span.trace_id, span)

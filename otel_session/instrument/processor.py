@@ -91,8 +91,7 @@ class SessionSpanProcessor(SpanProcessor):
         try:
             data = SpanData.from_readable_span(span)
             turn_index = data.attributes.get(sc.TURN_INDEX)
-            for event in normalize_span(data):
-                event = recorder.redactor.redact_event(event)
+            for event in recorder.redactor.redact_events(normalize_span(data)):
                 if event.turn_index is None and isinstance(turn_index, int):
                     event.turn_index = turn_index
                 handle.journal_recorder.append(event.type, event.payload, **event.correlation())

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 import otel_session
 from otel_session.testing import capture_bundle
 
@@ -80,3 +82,29 @@ def test_canaries_reach_neither_disk_nor_spans():
     types = [e["type"] for e in bundle.events]
     assert types.count("slot_diff") == 2 and types.count("slot_write") == 5
     assert "[email]" in span_text and "[card]" in span_text and "[phone]" in span_text
+
+
+SPLIT_TEXT = f"mail {EMAIL} or call {PHONE} now"
+# Pieces of the values that a delta ending inside them would have released before.
+FRAGMENTS = ["zz.can", "canary.7", "7319@", "@canary-m", "mail.exa", "+44 2", "20 79", "7946", "0958"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13])
+def test_pii_split_across_deltas_is_never_recorded_in_part(size):
+    """Each value is held back until a later delta completes it; no fragment is ever released."""
+    with capture_bundle() as captured:
+        with otel_session.session("split"), otel_session.run(agent="canary"):
+            with otel_session.message("assistant") as m:
+                for start in range(0, len(SPLIT_TEXT), size):
+                    m.delta(SPLIT_TEXT[start : start + size])
+    for directory, _dirs, files in os.walk(captured.root):
+        for name in files:
+            data = Path(directory, name).read_bytes()
+            for fragment in FRAGMENTS:
+                assert fragment.encode() not in data, f"{fragment!r} found in {name} (deltas of {size})"
+    span_text = repr([[dict(e.attributes) for e in span.events] for span in captured.spans])
+    for fragment in FRAGMENTS:
+        assert fragment not in span_text
+    deltas = [e["payload"]["delta"] for e in captured.bundle.events if e["type"] == "assistant_delta"]
+    assert "".join(deltas) == "mail [email] or call [phone] now"
+    assert len(deltas) in (-(-len(SPLIT_TEXT) // size), -(-len(SPLIT_TEXT) // size) + 1)  # one a delta (+ the rest)

@@ -136,6 +136,63 @@ def test_redactor_error_redacts_whole_value(mode):
     assert redactor.text(Exploding()) == REDACTED_ERROR
 
 
+_STREAM_TOKENS = st.sampled_from([
+    "hello", "table", "for", "2", "on", "friday", "19:00", "ref", "B12T3", "jane.doe@example.com", "x@y.co",
+    "+33 1 23 45 67 89", "(555) 123-4567", "4111 1111 1111 1111", "AB123456C", "123-45-6789", "2026-12-04", "café",
+])
+_STREAM_SEPARATORS = st.sampled_from([" ", ", ", ". ", "\n", "! ", " (", ") "])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    words=st.lists(st.tuples(_STREAM_TOKENS, _STREAM_SEPARATORS), min_size=1, max_size=12),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=24),
+)
+def test_a_delta_stream_releases_exactly_the_redacted_whole_text(words, cuts):
+    """However a text is cut into deltas, what the stream releases is its whole-text redaction:
+    no part of a detection is released before the delta that completes it."""
+    redactor = Redactor(RedactionPolicy(), key=KEY)
+    text = "".join(word + separator for word, separator in words)
+    points = sorted({cut % (len(text) + 1) for cut in cuts})
+    chunks = [text[start:end] for start, end in zip([0, *points], [*points, len(text)])]
+    stream = redactor.delta_stream()
+    released = [stream.feed(chunk) for chunk in chunks] + [stream.flush()]
+    assert "".join(released) == redactor.text(text)
+
+
+def test_a_delta_stream_holds_back_only_what_could_still_be_a_detection(redactor):
+    stream = redactor.delta_stream()
+    assert stream.feed("Hi, call +33 1") == "Hi, call "  # the number and the word may go on
+    assert stream.feed(" 23 45 67 89 now") == "[phone] "
+    assert stream.feed(", thanks!") == "now, thanks!"
+    assert stream.flush() == ""
+    long_token = "x" * 300  # past 256 held characters the stream releases what it holds
+    assert stream.feed(long_token) == "x" * 44 and stream.flush() == "x" * 256
+
+
+def _delta(message_id, index, text) -> JournalEvent:
+    return JournalEvent(EventType.ASSISTANT_DELTA.value, 1, {"index": index, "kind": "text", "delta": text},
+                        message_id=message_id)
+
+
+def test_redact_events_streams_each_block_and_releases_the_rest_in_its_last_delta(redactor):
+    events = [
+        _delta("m1", 0, "mail jane@exa"),
+        _delta("m1", 1, "call +33 1"),
+        JournalEvent(EventType.SLOT_WRITE.value, 1, {"slot": "s", "value": "jane@example.com", "previous": None}),
+        _delta("m1", 0, "mple.com now"),
+        _delta("m1", 1, " 23 45 67 89"),
+        _delta("m2", 0, "jane@exa"),  # another message: its own stream
+        _delta("m1", [0], "jane@example.com"),  # a malformed index: redacted on its own
+    ]
+    redacted = redactor.redact_events(events)
+    assert [event.payload.get("delta") for event in redacted] == [
+        "mail ", "call ", None, "[email] now", "[phone]", "jane@exa", "[email]",
+    ]
+    assert redacted[2].payload["value"].startswith("hmac-sha256:")
+    assert events[0].payload["delta"] == "mail jane@exa"  # the input is not changed
+
+
 def test_split_email_across_deltas_is_masked_in_the_later_delta(redactor):
     assert redactor.text_after("write to jane@exa", "mple.com please") == "[email] please"
     assert redactor.text_after("call 555-12", "3-4567 now") == "[phone] now"
