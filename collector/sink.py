@@ -324,7 +324,7 @@ class BundleSink:
                     phase, rank = _phase_rank(event.type, span_id, depth_of)
                     keyed.append(((event.at_ns // 1000, phase, rank, span_id, index), event))
             keyed.sort(key=itemgetter(0))
-            redacted = self.redactor.redact_events([event for _, event in keyed])
+            redacted = self.redactor.redact_events([event for _, event in keyed])  # fresh events: in place
             recorder = run.recorder
             accepted = recorder.append_events(redacted)
             if accepted:

@@ -7,7 +7,7 @@ Contract::
     redactor.text("mail jane@example.com")      # -> "mail [email]"
     redactor.tool_arguments({"card": "4111 1111 1111 1111"})  # structure kept, leaves redacted
     redactor.redact_event(journal_event)        # -> a new JournalEvent, fields redacted by type
-    redactor.redact_events(events)              # -> the events of a span or request, deltas as streams
+    redactor.redact_events(events)              # the events of a span or request, in place; deltas as streams
     stream = redactor.delta_stream()            # one streamed content block:
     stream.feed("mail jane@exa"); stream.feed("mple.com now"); stream.flush()  # "mail ", "[email] ", "now"
 
@@ -574,24 +574,26 @@ class Redactor:
             logger.warning("redaction of a %s payload failed; payload replaced", event_type, exc_info=True)
             return {"redaction_error": REDACTED_ERROR}
 
-    def redact_events(self, events: Iterable[JournalEvent]) -> list[JournalEvent]:
-        """The events of one span or export request, redacted in order (``redact_event``), with the
-        ``assistant_delta`` events of each message block redacted as one :class:`DeltaStream`: the
-        text a delta holds back is released by a later delta of the block, the rest by its last."""
-        events = list(events)
-        last_delta: dict[tuple[Any, Any], int] = {}
+    def redact_events(self, events: list[JournalEvent]) -> list[JournalEvent]:
+        """Redact the events of one span or export request in place, in order, and return them.
+
+        For callers that own the events (freshly normalized): each payload is replaced by its
+        redaction (``redact_payload``), and the ``assistant_delta`` events of each message block
+        are redacted as one :class:`DeltaStream`: the text a delta holds back is released by a
+        later delta of the block, the rest by the block's last delta.
+        """
+        last_delta: dict[tuple[str | None, int], int] = {}
         for position, event in enumerate(events):
-            block = _delta_block(event)
-            if block is not None:
-                last_delta[block] = position
-        if not last_delta:
-            return [self.redact_event(event) for event in events]
-        streams: dict[tuple[Any, Any], DeltaStream] = {}
-        redacted = []
+            if event.type == _ASSISTANT_DELTA:
+                block = _delta_block(event)
+                if block is not None:
+                    last_delta[block] = position
+        streams: dict[tuple[str | None, int], DeltaStream] = {}
+        redact_payload = self.redact_payload
         for position, event in enumerate(events):
-            block = _delta_block(event)
+            block = _delta_block(event) if last_delta and event.type == _ASSISTANT_DELTA else None
             if block is None:
-                redacted.append(self.redact_event(event))
+                event.payload = redact_payload(event.type, event.payload or {})
                 continue
             stream = streams.get(block)
             if stream is None:
@@ -604,8 +606,8 @@ class Redactor:
             except Exception:  # noqa: BLE001 - never pass a delta through unredacted
                 logger.warning("redaction of a delta failed; the delta was replaced", exc_info=True)
                 text = REDACTED_ERROR
-            redacted.append(event.with_payload({**event.payload, "delta": text}))
-        return redacted
+            event.payload = {**event.payload, "delta": text}
+        return events
 
     def redact_event(self, event: JournalEvent) -> JournalEvent:
         """``event`` with its payload redacted by type: a copy, or ``event`` itself when its payload
