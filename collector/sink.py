@@ -60,6 +60,9 @@ _DEFAULT_HOLD_UNROUTED_S = 30.0
 _SEALED_MEMORY = 65_536
 _MAX_RUNS_AWAITING_SEAL = 256
 RECORDED_BY = "otel-session collector"  # run.json `recorded_by`: runs this collector may resume
+# `run_finished` `reason` of a run the collector ends as interrupted (its root span never came):
+ROOT_SPAN_MISSING = "root_span_missing"  # quiet for --seal-rootless-after (or --seal-after once resumed)
+COLLECTOR_STOPPED = "collector_stopped"  # still open at shutdown
 
 # Records that open / close their span (message records are not: one span can hold several messages).
 _OPENING = frozenset(
@@ -423,7 +426,7 @@ class BundleSink:
             for trace_id in expired:
                 self.counters.add("no_session", len(self._take_pending(trace_id)))
         for run in runs:
-            self._seal(run, interrupted=not run.root_seen)
+            self._seal(run, interrupted=not run.root_seen, reason=ROOT_SPAN_MISSING)
         return len(runs)
 
     def seal_all(self) -> list[RunRecorder]:
@@ -436,19 +439,27 @@ class BundleSink:
             for trace_id in list(self._pending):
                 self.counters.add("no_session", len(self._take_pending(trace_id)))
         for _, run in runs:
-            self._seal(run, interrupted=not run.root_seen)
+            self._seal(run, interrupted=not run.root_seen, reason=COLLECTOR_STOPPED)
         return [run.recorder for _, run in runs]
 
-    def _seal(self, run: _Run, *, interrupted: bool) -> None:
+    def _seal(self, run: _Run, *, interrupted: bool, reason: str) -> None:
+        """Seal ``run``; one not finished by its own root span gets a ``run_finished`` here, with
+        ``reason`` when ``interrupted`` (the root never arrived)."""
         with run.lock:
             if run.finished:
                 status = None
             else:
                 status = "interrupted" if interrupted else run.root_status
+                payload = {"status": status, "reason": reason} if interrupted else {"status": status}
                 # Stamped after the run's last event (journal times are µs), so the event-time order
                 # keeps it last even when the services' clocks run ahead of this one.
                 at_ns = max(time.time_ns(), run.latest_ns + 1000)
-                run.recorder.append(EventType.RUN_FINISHED, {"status": status}, at_ns=at_ns)
+                run.recorder.append(EventType.RUN_FINISHED, payload, at_ns=at_ns)
+                if interrupted and reason == ROOT_SPAN_MISSING:
+                    logger.warning(
+                        "run %s sealed without its root span: its service never exported it, or it went to "
+                        "another collector (route every span of a trace to one collector)", run.recorder.run_id,
+                    )
             # Appended by one request, root included, in the same key's order (and not resumed from an
             # earlier process): already in event-time order, nothing to rewrite.
             in_order = run.finished and run.batches == 1 and not run.resumed

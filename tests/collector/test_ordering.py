@@ -73,7 +73,7 @@ def test_openings_precede_children_and_closings_follow_them_at_equal_times():
         "run_started", "turn_started", "message_started", "turn_finished", "run_finished"]
 
 
-def test_a_run_whose_root_never_arrives_is_sealed_interrupted_once_quiet_long_enough(tmp_path, redactor):
+def test_a_run_whose_root_never_arrives_is_sealed_interrupted_once_quiet_long_enough(tmp_path, redactor, caplog):
     """Its root went to another collector (or was never exported): the run must not stay open for good."""
     now = [0.0]
     writer = BundleWriter(tmp_path)
@@ -83,9 +83,11 @@ def test_a_run_whose_root_never_arrives_is_sealed_interrupted_once_quiet_long_en
     assert sink.seal_quiet_runs() == 0  # a root span ends last: long runs send it late
     now[0] = 600.0
     assert sink.seal_quiet_runs() == 1
+    assert "sealed without its root span" in caplog.text and "route every span of a trace to one collector" in caplog.text
     writer.shutdown()
     (run,) = iter_runs(tmp_path)
     result = read_bundle(run.path)
     assert result.status is BundleStatus.COMPLETE
-    assert result.events[-1]["type"] == "run_finished" and result.events[-1]["payload"] == {"status": "interrupted"}
+    assert result.events[-1]["type"] == "run_finished" and result.events[-1]["payload"] == {
+        "status": "interrupted", "reason": "root_span_missing"}
     assert sink.submit([ROOT]).rejected == 1  # the late root is refused, and said so

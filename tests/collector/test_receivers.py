@@ -252,4 +252,5 @@ def test_shutdown_seals_runs_without_a_root_as_interrupted(make_collector, bundl
     collector.stop()
     (bundle,) = bundles(bundle_root)
     assert bundle.status is BundleStatus.COMPLETE
-    assert bundle.events[-1]["type"] == "run_finished" and bundle.events[-1]["payload"] == {"status": "interrupted"}
+    assert bundle.events[-1]["type"] == "run_finished" and bundle.events[-1]["payload"] == {
+        "status": "interrupted", "reason": "collector_stopped"}

@@ -194,7 +194,8 @@ def test_sigkill_then_restart_without_the_root_finishes_the_run_as_interrupted(t
     (final,) = bundles(root)
     assert final.status is BundleStatus.COMPLETE and final.diagnostics == []
     # Last in event-time order even though every span is stamped an hour after the collector's now.
-    assert final.events[-1]["type"] == "run_finished" and final.events[-1]["payload"] == {"status": "interrupted"}
+    assert final.events[-1]["type"] == "run_finished"
+    assert final.events[-1]["payload"] == {"status": "interrupted", "reason": "collector_stopped"}
     assert [event["seq"] for event in final.events] == list(range(1, len(final.events) + 1))
     numbers = [e["payload"]["arguments"]["n"] for e in final.events if e["type"] == "tool_execution_started"]
     assert numbers == [*range(30), 500], "earlier events intact, the new one after them, nothing merged twice"
@@ -242,7 +243,8 @@ def test_a_restarted_collector_finishes_a_run_it_left_open_even_if_no_span_comes
     sealed = wait_for(lambda: [b for b in bundles(root) if b.status is not BundleStatus.RECORDING])
     (final,) = sealed
     assert final.status is BundleStatus.COMPLETE and final.diagnostics == []
-    assert final.events[-1]["type"] == "run_finished" and final.events[-1]["payload"] == {"status": "interrupted"}
+    assert final.events[-1]["type"] == "run_finished"
+    assert final.events[-1]["payload"] == {"status": "interrupted", "reason": "root_span_missing"}
     started = [e["payload"]["arguments"]["n"] for e in final.events if e["type"] == "tool_execution_started"]
     assert started == [0, 1, 2, 3, 4]
     _, err = restarted.terminate()
