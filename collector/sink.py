@@ -39,7 +39,7 @@ from otel_session.journal import CaptureStatus, EventType, RunKind, format_times
 from otel_session.layout import UnsafePathError
 from otel_session.normalize import JournalEvent, SpanData, normalize_span, session_id_of
 from otel_session.read import RunInfo, read_bundle
-from otel_session.write import AppendResult, BundleWriter, RunLockedError, RunRecorder, RunSealedError, WriterClosedError
+from otel_session.write import BundleWriter, RunLockedError, RunRecorder, RunSealedError, WriterClosedError
 
 __all__ = [
     "BundleSink",

@@ -154,7 +154,7 @@ def test_a_delta_stream_releases_exactly_the_redacted_whole_text(words, cuts):
     redactor = Redactor(RedactionPolicy(), key=KEY)
     text = "".join(word + separator for word, separator in words)
     points = sorted({cut % (len(text) + 1) for cut in cuts})
-    chunks = [text[start:end] for start, end in zip([0, *points], [*points, len(text)])]
+    chunks = [text[start:end] for start, end in zip([0, *points], [*points, len(text)], strict=True)]
     stream = redactor.delta_stream()
     released = [stream.feed(chunk) for chunk in chunks] + [stream.flush()]
     assert "".join(released) == redactor.text(text)
