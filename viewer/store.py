@@ -35,7 +35,7 @@ from otel_session import facts, layout
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.reduce import Replayer
 from otel_session.journal import EventType, format_timestamp
-from otel_session.read import BundleRead, RunInfo, iter_run_dirs, iter_session_runs, read_bundle, run_info
+from otel_session.read import BundleRead, RunInfo, iter_session_runs, read_bundle, run_info
 
 from .errors import ApiError
 
@@ -48,6 +48,8 @@ _MAX_SESSION_ID_CHARS = 1024
 _MAX_COMMENT_CHARS = 4000
 _READ_CACHE_SIZE = 32
 _SUMMARY_CACHE_SIZE = 100_000
+_SEALED_CAPTURES = frozenset({"complete", "failed"})
+_SETTLED_DIR_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,8 @@ class BundleStore:
         self._cache: OrderedDict[Path, _CachedBundle] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._summaries: dict[Path, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        self._session_dirs: dict[str, tuple[tuple[int, int], list[str]]] = {}
+        """Per session directory: its (mtime, inode) when listed and the run directories in it."""
         # Feedback comments are free text typed by a person: scanned like message text (SPEC §6).
         self._redactor = Redactor(RedactionPolicy.from_env())
 
@@ -89,7 +93,7 @@ class BundleStore:
     def sessions(self) -> list[dict[str, Any]]:
         """Every live session with its runs; sessions by their newest run, newest first."""
         by_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for run_path in iter_run_dirs(self.root):
+        for run_path in self._live_run_dirs():
             summary = self._summary(run_path)
             if summary is not None:
                 by_session[summary["session_id"]].append(summary)
@@ -109,15 +113,53 @@ class BundleStore:
             raise ApiError(404, "session_not_found", f"no runs for session {session_id!r}")
         return _newest_first(runs)
 
+    def _live_run_dirs(self) -> list[Path]:
+        """Every live run directory (``read.iter_run_dirs`` without evals), listing a session
+        directory again only when it changed since: adding or removing a run moves its mtime.
+
+        A listing is kept only once its directory is older than ``_SETTLED_DIR_S``, so a file
+        system with coarse timestamps cannot hide a run added in the same tick.
+        """
+        try:
+            sessions = sorted(os.scandir(self.root / "sessions"), key=lambda entry: entry.name)
+        except OSError:
+            return []
+        now_ns = time.time_ns()
+        run_dirs = []
+        for session in sessions:
+            try:
+                if not session.is_dir(follow_symlinks=False):
+                    continue
+                stat = session.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            key = (stat.st_mtime_ns, stat.st_ino)
+            with self._cache_lock:
+                known = self._session_dirs.get(session.path)
+            if known is not None and known[0] == key:
+                names = known[1]
+            else:
+                names = _run_dir_names(session.path)
+                if now_ns - stat.st_mtime_ns > _SETTLED_DIR_S * 1e9:
+                    with self._cache_lock:
+                        if len(self._session_dirs) >= _SUMMARY_CACHE_SIZE:
+                            self._session_dirs.clear()
+                        self._session_dirs[session.path] = (key, names)
+            run_dirs.extend(Path(session.path, name) for name in names)
+        return run_dirs
+
     def _summary(self, run_path: Path, info: RunInfo | None = None) -> dict[str, Any] | None:
         """A run's listing entry, or None when it has no valid manifest or leads out of the root.
 
-        Kept while the bundle's files keep their stats, so listing thousands of sealed runs reads
-        none of them again (a live run's journal grows, so its entry is remade).
+        A sealed run's entry is kept as it is (a sealed bundle never changes); a recording run's
+        while its files keep their stats (its journal grows, so its entry is remade). Listing
+        thousands of sealed runs reads and stats none of them again.
         """
-        key = _stat_key(run_path)
         with self._cache_lock:
             known = self._summaries.get(run_path)
+        if known is not None and known[1].get("capture_status") in _SEALED_CAPTURES:
+            return known[1]
+        key = _stat_key(run_path)
         if known is not None and known[0] == key:
             return known[1]
         info = info or run_info(run_path)
@@ -268,6 +310,18 @@ class _CachedBundle:
 
 def _newest_first(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(runs, key=lambda run: (run["created_at"], run["run_id"]), reverse=True)
+
+
+def _run_dir_names(session_path: str) -> list[str]:
+    """The run directories of one session directory, by name (no symlinks)."""
+    try:
+        entries = list(os.scandir(session_path))
+    except OSError:
+        return []
+    return sorted(
+        entry.name for entry in entries
+        if layout.is_valid_run_id(entry.name) and entry.is_dir(follow_symlinks=False)
+    )
 
 
 def _stat_key(path: Path) -> tuple[Any, ...]:
