@@ -1,6 +1,6 @@
 """Collector ingest benchmark: spans/s over OTLP/gRPC from N concurrent official exporters.
 
-    python -m bench.collector [--spans 30000] [--exporters 4] [--batch 512] [--spans-per-trace 8,64]
+    python -m bench.collector [--spans 30000] [--exporters 4] [--batch 512] [--spans-per-trace 8,64] [--rounds 3]
 
 Runs the collector in a child process twice in one run — receiver only (decode + count, the
 baseline) and bundle writing on (decode → normalize → redact → write, sealing included) — and
@@ -10,7 +10,8 @@ session per trace), for short runs (8 spans a trace) and long runs (64): every t
 opened and sealed, so short runs weigh the per-bundle cost (directories, lock, fsyncs, the
 event-time rewrite) and long runs the per-span cost. Reports wall spans/s, the collector's CPU seconds per 1k spans and spans/s
 per core (spans ÷ collector CPU seconds), writes ``bench/results-collector.json`` and prints a
-summary. Target: ≥ 12,000 spans/s per core with writing on.
+summary. Every measurement runs ``--rounds`` times, the modes alternating; each figure is the
+median round's, and its note gives the spread. Target: ≥ 12,000 spans/s per core with writing on.
 """
 
 from __future__ import annotations
@@ -253,6 +254,16 @@ def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int, p
     }
 
 
+def _median_round(rounds: list[dict]) -> dict:
+    """The round with the median CPU per span (its wall-clock figures stay with it)."""
+    return sorted(rounds, key=lambda measured: measured["cpu_ms_per_1k_spans"])[len(rounds) // 2]
+
+
+def _spread(rounds: list[dict]) -> str:
+    per_core = sorted(measured["spans_per_core_s"] for measured in rounds)
+    return f"median of {len(rounds)} rounds (spread {per_core[0]:,}–{per_core[-1]:,} spans/s per core)"
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Measure and write ``bench/results-collector.json`` (``python -m bench`` calls this with no arguments)."""
     parser = argparse.ArgumentParser(prog="python -m bench.collector", description=__doc__.splitlines()[0])
@@ -260,6 +271,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--exporters", type=int, default=4, help="concurrent official gRPC exporters")
     parser.add_argument("--batch", type=int, default=512, help="spans per export (BatchSpanProcessor default)")
     parser.add_argument("--spans-per-trace", default="8,64", help="trace (= run) sizes to measure, comma-separated")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of every measurement, alternating; figures are the median round's (CPU time "
+                        "on a shared VM drifts by ±25 %% from minute to minute)")
     parser.add_argument("--no-tmpfs", dest="tmpfs", action="store_false",
                         help="skip the second measurement with bundles on /dev/shm (the collector's CPU without disk)")
     parser.add_argument("--serve", choices=["write", "receive"], help=argparse.SUPPRESS)
@@ -288,20 +302,27 @@ def main(argv: list[str] | None = None) -> dict:
                     f"{int(size) * 1e6 / floor_us:,.0f} for {size}-span runs" for size in args.spans_per_trace.split(",")),
             ))
         for per_trace in (int(size) for size in args.spans_per_trace.split(",")):
-            receive = measure("receive", args.exporters, args.spans, args.batch, per_trace, parents["disk"])
-            workload = {"spans_per_trace": per_trace, "receiver_only": receive}
+            rounds: dict[str, list[dict]] = {mode: [] for mode in ("receive", *parents)}
+            for _ in range(args.rounds):  # alternating, so that a slow minute spreads over every mode
+                sizes = (args.exporters, args.spans, args.batch, per_trace)
+                rounds["receive"].append(measure("receive", *sizes, parents["disk"]))
+                for name, parent in parents.items():
+                    rounds[name].append(measure("write", *sizes, parent))
+            receive = _median_round(rounds["receive"])
+            workload = {"spans_per_trace": per_trace, "receiver_only": receive, "rounds": rounds}
             prefix = f"collector.{per_trace}_spans_per_run"
             figures.append(Figure(f"{prefix}.receive_spans_per_core_s", receive["spans_per_core_s"], "spans/s",
-                                  note="decode + count only, the baseline"))
-            for name, parent in parents.items():
-                write = measure("write", args.exporters, args.spans, args.batch, per_trace, parent)
+                                  note="decode + count only, the baseline; " + _spread(rounds["receive"])))
+            for name in parents:
+                write = _median_round(rounds[name])
                 workload[f"writing_on_{name}"] = write
                 figures += [
                     Figure(f"{prefix}.{name}.write_spans_per_core_s", write["spans_per_core_s"], "spans/s",
                            baseline=receive["spans_per_core_s"], target=f">= {TARGET_SPANS_PER_CORE_S:,}",
                            ok=write["spans_per_core_s"] >= TARGET_SPANS_PER_CORE_S,
                            note=f"decode, normalize, redact, write, seal; bundles on {file_systems[name]}; "
-                           f"kernel time {write['sys_cpu_s'] / write['collector_cpu_s']:.0%} of it"),
+                           f"kernel time {write['sys_cpu_s'] / write['collector_cpu_s']:.0%} of it; "
+                           + _spread(rounds[name])),
                     Figure(f"{prefix}.{name}.write_cpu_ms_per_1k_spans", write["cpu_ms_per_1k_spans"], "ms",
                            baseline=receive["cpu_ms_per_1k_spans"]),
                     Figure(f"{prefix}.{name}.write_spans_per_s_wall", write["spans_per_s_wall"], "spans/s",
