@@ -123,12 +123,14 @@ def span_data(draw) -> SpanData:
 
 
 def journal_lines(spans) -> list[bytes]:
-    """The pipeline after decoding: normalize → redact → one encoded journal line per event."""
+    """The pipeline after decoding: normalize → redact (a span's events together, as the collector
+    does) → one encoded journal line per event."""
     lines = []
     for span in spans:
-        for event in normalize_span(span):
+        events = normalize_span(span)
+        for event in events:
             assert isinstance(event, JournalEvent) and isinstance(event.type, str) and isinstance(event.at_ns, int)
-            redacted = REDACTOR.redact_event(event)
+        for redacted in REDACTOR.redact_events(events):
             record = {"seq": 1, "at": "2026-11-30T00:00:00.000000Z", "type": redacted.type, "session_id": "s",
                       "run_id": span.run_id, "payload": redacted.payload}
             line = encode_record(record)
