@@ -372,9 +372,20 @@ def _run_dirs_under(sessions_root: Path) -> Iterator[Path]:
 
 
 def _run_dirs_in_session(session_path: Path) -> Iterator[Path]:
-    for run_path in sorted(session_path.iterdir()):
-        if run_path.is_dir() and not run_path.is_symlink() and layout.is_valid_run_id(run_path.name):
-            yield run_path
+    for name in run_dir_names(session_path):
+        yield session_path / name
+
+
+def run_dir_names(session_path: str | os.PathLike[str]) -> list[str]:
+    """The run directories in one session directory, by name, sorted (no symlinks, no hidden
+    half-made bundles); [] when it cannot be listed."""
+    try:
+        entries = list(os.scandir(session_path))
+    except OSError:
+        return []
+    return sorted(
+        entry.name for entry in entries if layout.is_valid_run_id(entry.name) and entry.is_dir(follow_symlinks=False)
+    )
 
 
 def _infos(run_paths: Iterable[Path]) -> Iterator[RunInfo]:

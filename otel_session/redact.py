@@ -582,16 +582,15 @@ class Redactor:
         are redacted as one :class:`DeltaStream`: the text a delta holds back is released by a
         later delta of the block, the rest by the block's last delta.
         """
-        last_delta: dict[tuple[str | None, int], int] = {}
+        blocks: dict[int, tuple[str | None, int]] = {}  # position of a delta -> its message block
         for position, event in enumerate(events):
-            if event.type == _ASSISTANT_DELTA:
-                block = _delta_block(event)
-                if block is not None:
-                    last_delta[block] = position
+            if event.type == _ASSISTANT_DELTA and (block := _delta_block(event)) is not None:
+                blocks[position] = block
+        last_delta = {block: position for position, block in blocks.items()}
         streams: dict[tuple[str | None, int], DeltaStream] = {}
         redact_payload = self.redact_payload
         for position, event in enumerate(events):
-            block = _delta_block(event) if last_delta and event.type == _ASSISTANT_DELTA else None
+            block = blocks.get(position)
             if block is None:
                 event.payload = redact_payload(event.type, event.payload or {})
                 continue

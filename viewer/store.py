@@ -35,7 +35,7 @@ from otel_session import facts, layout
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.reduce import Replayer
 from otel_session.journal import EventType, format_timestamp
-from otel_session.read import BundleRead, RunInfo, iter_session_runs, read_bundle, run_info
+from otel_session.read import BundleRead, RunInfo, iter_session_runs, read_bundle, run_dir_names, run_info
 
 from .errors import ApiError
 
@@ -139,7 +139,7 @@ class BundleStore:
             if known is not None and known[0] == key:
                 names = known[1]
             else:
-                names = _run_dir_names(session.path)
+                names = run_dir_names(session.path)
                 if now_ns - stat.st_mtime_ns > _SETTLED_DIR_S * 1e9:
                     with self._cache_lock:
                         if len(self._session_dirs) >= _SUMMARY_CACHE_SIZE:
@@ -310,18 +310,6 @@ class _CachedBundle:
 
 def _newest_first(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(runs, key=lambda run: (run["created_at"], run["run_id"]), reverse=True)
-
-
-def _run_dir_names(session_path: str) -> list[str]:
-    """The run directories of one session directory, by name (no symlinks)."""
-    try:
-        entries = list(os.scandir(session_path))
-    except OSError:
-        return []
-    return sorted(
-        entry.name for entry in entries
-        if layout.is_valid_run_id(entry.name) and entry.is_dir(follow_symlinks=False)
-    )
 
 
 def _stat_key(path: Path) -> tuple[Any, ...]:

@@ -58,8 +58,8 @@ def test_sealed_runs_in_settled_sessions_cost_no_stat_on_a_later_listing(tmp_pat
     real_stat_key = store_module._stat_key
     monkeypatch.setattr(store_module, "_stat_key", lambda path: statted.append(path) or real_stat_key(path))
     listed_dirs: list = []
-    real_names = store_module._run_dir_names
-    monkeypatch.setattr(store_module, "_run_dir_names", lambda path: listed_dirs.append(path) or real_names(path))
+    real_names = store_module.run_dir_names
+    monkeypatch.setattr(store_module, "run_dir_names", lambda path: listed_dirs.append(path) or real_names(path))
     assert _listed(store) == first
     assert statted == [live.path], "only the recording run is looked at again"
     assert listed_dirs == [], "no settled session directory is listed again"
