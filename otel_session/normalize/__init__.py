@@ -14,6 +14,7 @@ GenAI conventions (old and new spellings), OpenInference and OpenLLMetry.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,9 +23,11 @@ from otel_session.journal import EventType, run_id_from_trace_id
 
 __all__ = [
     "SESSION_ID_KEYS",
+    "DetachedEvent",
     "JournalEvent",
     "SpanData",
     "SpanEventData",
+    "detached_event",
     "normalize_span",
     "session_id_of",
 ]
@@ -88,6 +91,11 @@ class SpanData:
         value = self.resource_attributes.get("service.name")
         return str(value) if value is not None else None
 
+    def with_events(self, extra: Sequence[SpanEventData]) -> SpanData:
+        """This span with ``extra`` events among its own, in time order (its own first at a tie)."""
+        events = sorted([*self.events, *extra], key=_event_time)
+        return dataclasses.replace(self, events=tuple(events))
+
     @classmethod
     def from_readable_span(cls, span: Any) -> SpanData:
         """Build from an SDK ``ReadableSpan`` (what span processors and exporters receive)."""
@@ -112,6 +120,39 @@ class SpanData:
             dropped_attributes=span.dropped_attributes,
             dropped_events=span.dropped_events,
         )
+
+
+def _event_time(event: SpanEventData) -> int:
+    return event.time_ns
+
+
+@dataclass(slots=True)
+class DetachedEvent:
+    """A span event that travelled apart from its span, joined to it by its ids before it is
+    normalized: an OTLP log record emitted in the span's context (GenAI message log events)."""
+
+    trace_id: int
+    span_id: int
+    event: SpanEventData
+
+
+def detached_event(
+    trace_id: int, span_id: int, name: Any, time_ns: int, attributes: dict[str, Any], body: Any = None
+) -> DetachedEvent | None:
+    """The span event a log record stands for, or None when it is none the normalizer reads.
+
+    A log record counts when it was emitted in a span (non-zero ids) and its event name
+    (``event_name``, or the older ``event.name`` attribute, as ``name`` None) is a GenAI message
+    event. Its body's fields join ``attributes`` (taken over); a body that is not a map becomes
+    ``content``. One rule for both paths: OTLP logs at the collector, SDK log records in process.
+    """
+    if name is None or name == "":
+        name = attributes.get("event.name")
+    if not (trace_id and span_id and isinstance(name, str) and genai.is_message_event(name)):
+        return None
+    if body is not None:
+        attributes.update(body if isinstance(body, Mapping) else {"content": body})
+    return DetachedEvent(trace_id, span_id, SpanEventData(name, time_ns, attributes))
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ import orjson
 from otel_session.journal import EventType, RunKind
 from otel_session.normalize import JournalEvent, SpanData
 
-__all__ = ["Message", "is_model_call", "is_tool_call", "map_span"]
+__all__ = ["Message", "is_message_event", "is_model_call", "is_tool_call", "map_span"]
 
 _MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 _TOOL_OPERATIONS = frozenset({"execute_tool"})
@@ -98,8 +98,13 @@ def _is_tool_call(attributes: Mapping[str, Any], operation: str | None) -> bool:
     )
 
 
+def is_message_event(name: str) -> bool:
+    """Whether a span event (or a log event in a span's context) named ``name`` holds messages."""
+    return name in _ROLE_EVENTS or name == "gen_ai.choice" or name == _DETAILS_EVENT
+
+
 def _has_message_events(span: SpanData) -> bool:
-    return any(event.name in _ROLE_EVENTS or event.name == _DETAILS_EVENT for event in span.events)
+    return any(is_message_event(event.name) for event in span.events)
 
 
 def map_span(span: SpanData) -> list[JournalEvent]:
@@ -325,7 +330,7 @@ def _messages_of_items(items: list[Any]) -> list[Message]:
             message.role = str(inner.get("role") or "assistant")
             item = inner
         parts = item.get("parts")
-        if isinstance(parts, list):
+        if isinstance(parts, (list, tuple)):
             for part in parts:
                 _add_part(message, part)
         else:
@@ -358,7 +363,7 @@ def _add_part(message: Message, part: Any) -> None:
 
 def _add_openai_message(message: Message, item: Mapping[str, Any]) -> None:
     content = item.get("content")
-    if isinstance(content, list):
+    if isinstance(content, (list, tuple)):
         for part in content:
             _add_part(message, part)
     else:
