@@ -24,7 +24,7 @@ def _address(value: str) -> str | None:
 @click.option("--grpc", "grpc_address", default="127.0.0.1:4317", show_default=True,
               help="OTLP/gRPC listen address (HOST:PORT; port 0 picks one; 'off' disables).")
 @click.option("--http", "http_address", default="127.0.0.1:4318", show_default=True,
-              help="OTLP/HTTP listen address for POST /v1/traces ('off' disables).")
+              help="OTLP/HTTP listen address for POST /v1/traces and /v1/logs ('off' disables).")
 @click.option("--forward", metavar="URL", default=None,
               help="Also send everything received to this OTLP endpoint (e.g. http://127.0.0.1:6006; see --forward-protocol).")
 @click.option("--forward-protocol", type=click.Choice(["http/protobuf", "grpc"]), default="http/protobuf",
@@ -35,6 +35,8 @@ def _address(value: str) -> str | None:
               help="Seal a run this long after its root span arrived and nothing else did.")
 @click.option("--seal-rootless-after", type=click.FloatRange(min=0), default=3600.0, show_default=True,
               metavar="SECONDS", help="Seal a run whose root span never arrived (as interrupted) after this long quiet.")
+@click.option("--hold-logs", type=click.FloatRange(min=0), default=300.0, show_default=True, metavar="SECONDS",
+              help="How long GenAI log events wait for their span before they are counted unmatched.")
 @click.option("--status-interval", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
               metavar="SECONDS", help="How often the counters status line is logged.")
 def collect(
@@ -46,11 +48,12 @@ def collect(
     forward_raw: bool,
     seal_after: float,
     seal_rootless_after: float,
+    hold_logs: float,
     status_interval: float,
 ) -> None:
     """Receive OTLP traces from any service and record them as redacted run bundles.
 
-    One trace is one run. Stops cleanly on SIGTERM/SIGINT: in-flight requests finish, open runs
+    One trace is one run. GenAI message events sent as OTLP logs join the spans they belong to. Stops cleanly on SIGTERM/SIGINT: in-flight requests finish, open runs
     are sealed (as interrupted when their root span never arrived).
     """
     from otel_session.collector.server import Collector
@@ -67,6 +70,7 @@ def collect(
             forward_protocol=forward_protocol,
             seal_after_s=seal_after,
             seal_rootless_after_s=seal_rootless_after,
+            hold_logs_s=hold_logs,
             status_interval_s=status_interval,
         )
         collector.start()
@@ -109,6 +113,8 @@ def import_command(files: tuple[Path, ...], bundle_root: Path | None) -> None:
         f"{report.spans} spans: {len(report.runs_written)} run(s) written, "
         f"{len(report.runs_already_imported)} already imported, {report.no_session_spans} span(s) without a session"
     )
+    if report.log_events:
+        click.echo(f"{report.log_events} GenAI log event(s), {report.log_events_unmatched} without their span")
     for problem in report.errors + report.rejected:
         click.echo(f"error: {problem}", err=True)
     sys.exit(0 if report.ok else 1)

@@ -4,16 +4,17 @@ Contract::
 
     forwarder = Forwarder("http://127.0.0.1:4318/v1/traces", text_redactor=redactor.text, counters=c)
     forwarder = Forwarder("http://tempo:4317", protocol=ForwardProtocol.GRPC, text_redactor=..., counters=c)
-    forwarder.submit(request, span_count)   # never blocks the receiver; full queue → counted
+    forwarder.submit(request, item_count)   # traces or logs; never blocks the receiver; full queue → counted
     forwarder.shutdown(timeout_s=5)         # drains what is queued
 
 The protocol values are ``OTEL_EXPORTER_OTLP_PROTOCOL``'s: ``http/protobuf`` (default; the URL's
-path defaults to ``/v1/traces``) and ``grpc`` (``http://`` for plaintext, ``https://`` for TLS with
-the system's roots; the path is ignored).
+path defaults to ``/v1/traces``, and logs go to the same URL with ``/v1/logs`` in its place) and
+``grpc`` (``http://`` for plaintext, ``https://`` for TLS with the system's roots; the path is
+ignored; logs go to ``LogsService/Export`` on the same target).
 
 The payload is the OTLP protobuf request as received, after (by default) every string attribute
-value, event attribute and status message went through the same redactor as the bundles, so no
-personal data reaches the next hop. ``text_redactor=None`` forwards the raw payload (opt-in).
+value, event attribute, status message and log body went through the same redactor as the
+bundles, so no personal data reaches the next hop. ``text_redactor=None`` forwards the raw payload (opt-in).
 Retryable answers (HTTP 429/502/503/504, gRPC UNAVAILABLE/RESOURCE_EXHAUSTED/DEADLINE_EXCEEDED/
 ABORTED, connection errors) are retried with backoff, honouring ``Retry-After``; what finally fails
 is counted as ``forward_failed`` and logged, never silent.
@@ -32,9 +33,10 @@ from collections.abc import Callable
 from enum import Enum
 
 import grpc
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from otel_session.collector.otlp import ExportRequest, Signal
 from otel_session.collector.sink import Counters
 
 __all__ = ["ForwardProtocol", "Forwarder", "forward_url", "grpc_target", "redact_request"]
@@ -46,7 +48,14 @@ _RETRYABLE_GRPC = frozenset({
     grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED,
     grpc.StatusCode.ABORTED,
 })
-_GRPC_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+_GRPC_EXPORTS = {
+    Signal.TRACES: "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+    Signal.LOGS: "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+}
+_COUNTERS = {
+    Signal.TRACES: ("forwarded", "forward_failed"),
+    Signal.LOGS: ("log_records_forwarded", "log_records_forward_failed"),
+}
 _MAX_ATTEMPTS = 5
 _QUEUE_REQUESTS = 512
 _TIMEOUT_S = 10.0
@@ -73,18 +82,36 @@ def grpc_target(url: str) -> tuple[str, bool]:
     return f"{parts.hostname}:{parts.port or 4317}", parts.scheme == "https"
 
 
-def forward_url(url: str) -> str:
-    """``url`` with ``/v1/traces`` added when it names only a host; only http(s) is accepted."""
+def forward_url(url: str, signal: Signal = Signal.TRACES) -> str | None:
+    """Where ``signal`` goes for the ``--forward`` URL ``url`` (only http(s) is accepted).
+
+    The traces URL is ``url``, with ``/v1/traces`` added when it names only a host. Logs go to
+    ``/v1/logs`` in place of its ``/v1/traces``; a URL with another path has no logs URL (None).
+    """
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"--forward needs an http(s) OTLP/HTTP URL, got {url!r}")
-    if parts.path in ("", "/"):
-        parts = parts._replace(path="/v1/traces")
-    return urllib.parse.urlunsplit(parts)
+    path = parts.path
+    if path in ("", "/"):
+        path = signal.path
+    elif signal is Signal.LOGS:
+        if not path.endswith(Signal.TRACES.path):
+            return None
+        path = path.removesuffix(Signal.TRACES.path) + signal.path
+    return urllib.parse.urlunsplit(parts._replace(path=path))
 
 
-def redact_request(request: ExportTraceServiceRequest, text: Callable[[str], str]) -> None:
-    """Redact, in place, every string value of resource, span, event and link attributes."""
+def redact_request(request: ExportRequest, text: Callable[[str], str]) -> None:
+    """Redact, in place, every string value of resource, span, event, link and log record
+    attributes, status messages and log bodies."""
+    if isinstance(request, ExportLogsServiceRequest):
+        for resource_logs in request.resource_logs:
+            _redact_attributes(resource_logs.resource.attributes, text)
+            for scope_logs in resource_logs.scope_logs:
+                for record in scope_logs.log_records:
+                    _redact_attributes(record.attributes, text)
+                    _redact_value(record.body, text)
+        return
     for resource_spans in request.resource_spans:
         _redact_attributes(resource_spans.resource.attributes, text)
         for scope_spans in resource_spans.scope_spans:
@@ -136,27 +163,39 @@ class Forwarder:
             self._channel = (
                 grpc.secure_channel(target, grpc.ssl_channel_credentials()) if tls else grpc.insecure_channel(target)
             )
-            self._export = self._channel.unary_unary(_GRPC_EXPORT, request_serializer=None, response_deserializer=None)
+            self._exports = {
+                signal: self._channel.unary_unary(method, request_serializer=None, response_deserializer=None)
+                for signal, method in _GRPC_EXPORTS.items()
+            }
             self._send = self._send_grpc
         else:
             self.url = forward_url(url)
+            self._urls = {signal: forward_url(url, signal) for signal in Signal}
+            if self._urls[Signal.LOGS] is None:
+                logger.warning("logs are not forwarded: %s does not end in /v1/traces, so it has no /v1/logs", url)
             self._send = self._send_http
         self.redacting = text_redactor is not None
         self._text_redactor = text_redactor
         self._counters = counters
-        self._queue: queue.Queue[tuple[bytes, int] | None] = queue.Queue(queue_requests)
+        self._queue: queue.Queue[tuple[Signal, bytes, int] | None] = queue.Queue(queue_requests)
         self._thread = threading.Thread(target=self._run, name="otel-session-forwarder", daemon=True)
         self._thread.start()
 
-    def submit(self, request: ExportTraceServiceRequest, span_count: int) -> None:
-        """Queue ``request`` (redacted first unless raw forwarding was chosen). Mutates it."""
+    def submit(self, request: ExportRequest, item_count: int) -> None:
+        """Queue ``request`` (redacted first unless raw forwarding was chosen). Mutates it.
+        ``item_count`` is its spans or log records, for the counters."""
+        signal = Signal.LOGS if isinstance(request, ExportLogsServiceRequest) else Signal.TRACES
+        failed = _COUNTERS[signal][1]
+        if self.protocol is ForwardProtocol.HTTP_PROTOBUF and self._urls[signal] is None:
+            self._counters.add(failed, item_count)
+            return
         if self._text_redactor is not None:
             redact_request(request, self._text_redactor)
         try:
-            self._queue.put_nowait((request.SerializeToString(), span_count))
+            self._queue.put_nowait((signal, request.SerializeToString(), item_count))
         except queue.Full:
-            self._counters.add("forward_failed", span_count)
-            logger.error("forward queue full: %d span(s) not forwarded to %s", span_count, self.url)
+            self._counters.add(failed, item_count)
+            logger.error("forward queue full: %d %s item(s) not forwarded to %s", item_count, signal.value, self.url)
 
     def shutdown(self, timeout_s: float = 5.0) -> None:
         """Send what is queued (within ``timeout_s``) and stop the thread. Idempotent."""
@@ -172,17 +211,15 @@ class Forwarder:
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
-            body, span_count = item
-            if self._post(body):
-                self._counters.add("forwarded", span_count)
-            else:
-                self._counters.add("forward_failed", span_count)
+            signal, body, item_count = item
+            forwarded, failed = _COUNTERS[signal]
+            self._counters.add(forwarded if self._post(signal, body) else failed, item_count)
 
-    def _post(self, body: bytes) -> bool:
+    def _post(self, signal: Signal, body: bytes) -> bool:
         """Send one request, retrying what the next hop says may be retried."""
         delay = 0.2
         for attempt in range(1, _MAX_ATTEMPTS + 1):
-            outcome, wait = self._send(body, attempt)
+            outcome, wait = self._send(signal, body, attempt)
             if outcome is _Sent.SENT:
                 return True
             if outcome is _Sent.REFUSED:
@@ -192,27 +229,26 @@ class Forwarder:
         logger.error("forward to %s failed after %d attempts", self.url, _MAX_ATTEMPTS)
         return False
 
-    def _send_http(self, body: bytes, attempt: int) -> tuple[_Sent, float | None]:
-        request = urllib.request.Request(
-            self.url, data=body, method="POST", headers={"Content-Type": "application/x-protobuf"}
-        )
+    def _send_http(self, signal: Signal, body: bytes, attempt: int) -> tuple[_Sent, float | None]:
+        url = self._urls[signal]
+        request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/x-protobuf"})
         try:
             with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
                 response.read()
             return _Sent.SENT, None
         except urllib.error.HTTPError as exc:
             if exc.code not in _RETRYABLE:
-                logger.error("forward to %s refused: HTTP %d %s", self.url, exc.code, exc.read()[:200])
+                logger.error("forward to %s refused: HTTP %d %s", url, exc.code, exc.read()[:200])
                 return _Sent.REFUSED, None
             retry_after = exc.headers.get("Retry-After")
             return _Sent.RETRY, float(retry_after) if retry_after and retry_after.isdigit() else None
         except (urllib.error.URLError, OSError) as exc:
-            logger.warning("forward to %s failed (attempt %d): %s", self.url, attempt, exc)
+            logger.warning("forward to %s failed (attempt %d): %s", url, attempt, exc)
             return _Sent.RETRY, None
 
-    def _send_grpc(self, body: bytes, attempt: int) -> tuple[_Sent, float | None]:
+    def _send_grpc(self, signal: Signal, body: bytes, attempt: int) -> tuple[_Sent, float | None]:
         try:
-            self._export(body, timeout=_TIMEOUT_S)
+            self._exports[signal](body, timeout=_TIMEOUT_S)
             return _Sent.SENT, None
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else None

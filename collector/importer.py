@@ -5,7 +5,8 @@ Contract::
     report = import_files([path, ...], root, redactor=redactor, progress=callback)
     report.runs_written, report.runs_already_imported, report.errors
 
-Each line is one ``ExportTraceServiceRequest`` in OTLP JSON. Lines go through the collector's own
+Each line is one ``ExportTraceServiceRequest`` (or ``ExportLogsServiceRequest``: GenAI message log
+events join their spans, wherever their lines are) in OTLP JSON. Lines go through the collector's own
 decode → normalize → redact → write path; at the end every run is sealed in event-time order.
 Importing the same file again changes nothing: its runs are sealed, so they are reported as
 already imported. A malformed line is reported with its file and line number and skipped; the
@@ -20,7 +21,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from otel_session.collector.otlp import OtlpDecodeError, parse_json, spans_of
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+from otel_session.collector.otlp import OtlpDecodeError, log_events_of, parse_json, spans_of
 from otel_session.collector.sink import BundleSink, EventRedactor, Overloaded, RejectReason
 from otel_session.write import BundleWriter
 
@@ -36,6 +39,8 @@ class ImportReport:
     runs_written: list[str] = field(default_factory=list)
     runs_already_imported: set[str] = field(default_factory=set)
     no_session_spans: int = 0
+    log_events: int = 0
+    log_events_unmatched: int = 0
     rejected: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -54,7 +59,7 @@ def import_files(
     """Import every line of every file in ``paths``; ``progress`` gets the bytes read so far."""
     report = ImportReport()
     writer = BundleWriter(root)
-    sink = BundleSink(writer, redactor, seal_after_s=float("inf"))
+    sink = BundleSink(writer, redactor, seal_after_s=float("inf"), hold_logs_s=float("inf"))
     try:
         for path in map(Path, paths):
             with open(path, "rb") as handle:
@@ -66,27 +71,36 @@ def import_files(
         sealed = sink.seal_all()
         writer.shutdown()
     report.runs_written = sorted(recorder.run_id for recorder in sealed)
-    report.no_session_spans = sink.counters.snapshot()["no_session"]
+    counters = sink.counters.snapshot()
+    report.no_session_spans = counters["no_session"]
+    report.log_events_unmatched = counters["log_events_unmatched"]
     return report
 
 
 def _import_line(sink: BundleSink, writer: BundleWriter, line: bytes, where: str, report: ImportReport) -> None:
     try:
-        spans = list(spans_of(parse_json(line)))
+        request = parse_json(line, signal=None)
     except OtlpDecodeError as exc:
         report.errors.append(f"{where}: {exc}")
         return
-    report.spans += len(spans)
-    while True:
-        try:
-            result = sink.submit(spans)
-            break
-        except Overloaded:  # the writer is behind: let it catch up, then retry the same line
-            writer.force_flush()
-            time.sleep(_RETRY_WAIT_S)
-    sealed = result.rejected_by.pop(RejectReason.SEALED, 0)
-    if sealed:
-        report.spans_already_imported += sealed
-        report.runs_already_imported.update({span.run_id for span in spans})
+    if isinstance(request, ExportLogsServiceRequest):
+        events, _ = log_events_of(request)  # other log records have no place in a bundle
+        report.log_events += len(events)
+        result = sink.submit_log_events(events)
+        result.rejected_by.pop(RejectReason.SEALED, 0)  # their run was imported before, with them
+    else:
+        spans = list(spans_of(request))
+        report.spans += len(spans)
+        while True:
+            try:
+                result = sink.submit(spans)
+                break
+            except Overloaded:  # the writer is behind: let it catch up, then retry the same line
+                writer.force_flush()
+                time.sleep(_RETRY_WAIT_S)
+        sealed = result.rejected_by.pop(RejectReason.SEALED, 0)
+        if sealed:
+            report.spans_already_imported += sealed
+            report.runs_already_imported.update({span.run_id for span in spans})
     if result.rejected_by:
         report.rejected.append(f"{where}: {result.error_message}")

@@ -1,4 +1,4 @@
-"""OTLP trace payloads → ``SpanData`` (the collector's decode stage).
+"""OTLP trace and log payloads → ``SpanData`` and detached span events (the collector's decode stage).
 
 Contract::
 
@@ -6,6 +6,17 @@ Contract::
     request = parse_json(body)              # OTLP JSON (hex ids, integer enums, lowerCamelCase)
     spans: list[SpanData] = spans_of(request)
     body = to_json_line(request)            # OTLP JSON, as the Collector's file exporter writes it
+
+    logs = parse_protobuf(body, Signal.LOGS)   # ExportLogsServiceRequest (parse_json likewise)
+    events, ignored = log_events_of(logs)      # GenAI log events → DetachedEvent; the rest ignored
+
+Some GenAI instrumentations send a model call's messages as *log records* emitted in its span
+instead of span attributes or events: on the current conventions with ``EVENT_ONLY`` or
+``SPAN_AND_EVENT`` content capture (the official openai-v2 instrumentor among them), one
+``gen_ai.client.inference.operation.details`` record per call; on the older conventions, one
+``gen_ai.{system,user,assistant,tool}.message`` / ``gen_ai.choice`` record per message, the message
+in its body. ``log_events_of`` turns each into the span event it stands for (the body's fields
+merged into its attributes), with the trace and span ids that join it to its span.
 
 OTLP JSON is not protobuf's canonical JSON mapping: trace and span ids are hex strings (not
 base64), enums are integers, int64 may be a string or a number, and receivers ignore unknown
@@ -19,19 +30,23 @@ import base64
 import binascii
 import re
 from collections.abc import Iterator, Mapping
+from enum import Enum
 from typing import Any
 
 import orjson
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from otel_session.normalize import SpanData, SpanEventData
+from otel_session.normalize import DetachedEvent, SpanData, SpanEventData, detached_event
 
 __all__ = [
     "OtlpDecodeError",
+    "Signal",
     "attributes_of",
+    "log_events_of",
     "parse_json",
     "parse_protobuf",
     "spans_of",
@@ -42,41 +57,71 @@ _STATUS_CODES = {0: "unset", 1: "ok", 2: "error"}
 _ID_FIELDS = {"traceId": 16, "spanId": 8, "parentSpanId": 8}
 _PARSE_ERROR_FIELD = re.compile(r"Failed to parse (\w+) field")
 
+ExportRequest = ExportTraceServiceRequest | ExportLogsServiceRequest
+
+
+class Signal(str, Enum):
+    """An OTLP signal the collector takes, with where its requests keep their items."""
+
+    TRACES = "traces"
+    LOGS = "logs"
+
+    @property
+    def request_type(self) -> type[ExportRequest]:
+        return ExportTraceServiceRequest if self is Signal.TRACES else ExportLogsServiceRequest
+
+    @property
+    def json_keys(self) -> tuple[str, str, str, str]:
+        """``(resource list, scope list, pre-1.0 scope list, item list)`` in OTLP JSON."""
+        if self is Signal.TRACES:
+            return "resourceSpans", "scopeSpans", "instrumentationLibrarySpans", "spans"
+        return "resourceLogs", "scopeLogs", "instrumentationLibraryLogs", "logRecords"
+
+    @property
+    def path(self) -> str:
+        """The OTLP/HTTP path."""
+        return f"/v1/{self.value}"
+
 
 class OtlpDecodeError(ValueError):
-    """The payload is not a valid OTLP trace export request; the message says why."""
+    """The payload is not a valid OTLP export request; the message says why."""
 
 
-def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
-    request = ExportTraceServiceRequest()
+def parse_protobuf(body: bytes, signal: Signal = Signal.TRACES) -> ExportRequest:
+    request = signal.request_type()
     try:
         request.ParseFromString(body)
     except DecodeError as exc:
-        raise OtlpDecodeError(f"body is not a protobuf ExportTraceServiceRequest: {exc}") from None
+        raise OtlpDecodeError(f"body is not a protobuf {request.DESCRIPTOR.name}: {exc}") from None
     _check_ids(request)
     return request
 
 
-def parse_json(body: bytes) -> ExportTraceServiceRequest:
+def parse_json(body: bytes, signal: Signal | None = Signal.TRACES) -> ExportRequest:
+    """OTLP JSON of ``signal``; ``None``: whichever the document holds (a file exporter's line)."""
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise OtlpDecodeError(f"body is not JSON: {exc}") from None
+    if signal is None:
+        signal = Signal.LOGS if isinstance(document, dict) and "resourceLogs" in document else Signal.TRACES
+    resources_key, scopes_key, legacy_scopes_key, items_key = signal.json_keys
     if not isinstance(document, dict):
-        raise OtlpDecodeError(f"OTLP JSON must be an object with resourceSpans, got {type(document).__name__}")
-    for resource_spans in _list(document, "resourceSpans"):
-        _require_object(resource_spans, "resourceSpans item")
-        # Pre-1.0 producers wrote instrumentationLibrarySpans; accept both.
-        scopes = _list(resource_spans, "scopeSpans") or _list(resource_spans, "instrumentationLibrarySpans")
-        if "instrumentationLibrarySpans" in resource_spans and "scopeSpans" not in resource_spans:
-            resource_spans["scopeSpans"] = resource_spans.pop("instrumentationLibrarySpans")
-        for scope_spans in scopes:
-            _require_object(scope_spans, "scopeSpans item")
-            for span in _list(scope_spans, "spans"):
-                _hex_ids_to_base64(span, "span")
-                for link in _list(span, "links"):
+        raise OtlpDecodeError(f"OTLP JSON must be an object with {resources_key}, got {type(document).__name__}")
+    item_name = "span" if signal is Signal.TRACES else "logRecord"
+    for resource_items in _list(document, resources_key):
+        _require_object(resource_items, f"{resources_key} item")
+        # Pre-1.0 producers wrote instrumentationLibrarySpans / …Logs; accept both.
+        scopes = _list(resource_items, scopes_key) or _list(resource_items, legacy_scopes_key)
+        if legacy_scopes_key in resource_items and scopes_key not in resource_items:
+            resource_items[scopes_key] = resource_items.pop(legacy_scopes_key)
+        for scope_items in scopes:
+            _require_object(scope_items, f"{scopes_key} item")
+            for item in _list(scope_items, items_key):
+                _hex_ids_to_base64(item, item_name)
+                for link in _list(item, "links"):
                     _hex_ids_to_base64(link, "link")
-    request = ExportTraceServiceRequest()
+    request = signal.request_type()
     try:
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except json_format.ParseError as exc:
@@ -85,16 +130,21 @@ def parse_json(body: bytes) -> ExportTraceServiceRequest:
     return request
 
 
-def to_json_line(request: ExportTraceServiceRequest) -> bytes:
+def to_json_line(request: ExportRequest) -> bytes:
     """OTLP JSON of ``request`` on one line (hex ids, integer enums), newline included."""
     document = json_format.MessageToDict(request, use_integers_for_enums=True)
-    for resource_spans in document.get("resourceSpans", ()):
-        for scope_spans in resource_spans.get("scopeSpans", ()):
-            for span in scope_spans.get("spans", ()):
-                _base64_ids_to_hex(span)
-                for link in span.get("links", ()):
+    resources_key, scopes_key, _, items_key = _signal_of(request).json_keys
+    for resource_items in document.get(resources_key, ()):
+        for scope_items in resource_items.get(scopes_key, ()):
+            for item in scope_items.get(items_key, ()):
+                _base64_ids_to_hex(item)
+                for link in item.get("links", ()):
                     _base64_ids_to_hex(link)
     return orjson.dumps(document, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def _signal_of(request: ExportRequest) -> Signal:
+    return Signal.LOGS if isinstance(request, ExportLogsServiceRequest) else Signal.TRACES
 
 
 def spans_of(request: ExportTraceServiceRequest) -> Iterator[SpanData]:
@@ -163,7 +213,33 @@ def _value_of(value: AnyValue) -> Any:
     return getattr(value, which)
 
 
-def _check_ids(request: ExportTraceServiceRequest) -> None:
+def log_events_of(request: ExportLogsServiceRequest) -> tuple[list[DetachedEvent], int]:
+    """The GenAI message events among the request's log records (``normalize.detached_event``
+    says which count), and how many records were not."""
+    events: list[DetachedEvent] = []
+    ignored = 0
+    for resource_logs in request.resource_logs:
+        for scope_logs in resource_logs.scope_logs:
+            for record in scope_logs.log_records:
+                event = detached_event(
+                    int.from_bytes(record.trace_id, "big"),
+                    int.from_bytes(record.span_id, "big"),
+                    record.event_name,
+                    record.time_unix_nano or record.observed_time_unix_nano,
+                    attributes_of(record.attributes),
+                    _value_of(record.body) if record.HasField("body") else None,
+                )
+                if event is None:
+                    ignored += 1
+                else:
+                    events.append(event)
+    return events, ignored
+
+
+def _check_ids(request: ExportRequest) -> None:
+    if isinstance(request, ExportLogsServiceRequest):
+        _check_log_ids(request)
+        return
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
@@ -173,6 +249,17 @@ def _check_ids(request: ExportTraceServiceRequest) -> None:
                     raise OtlpDecodeError(f"span {span.name!r} has an invalid span id (8 non-zero bytes required)")
                 if span.parent_span_id and len(span.parent_span_id) != 8:
                     raise OtlpDecodeError(f"span {span.name!r} has an invalid parent span id (8 bytes required)")
+
+
+def _check_log_ids(request: ExportLogsServiceRequest) -> None:
+    """A log record's ids are optional (a record outside any span has none), but well-formed."""
+    for resource_logs in request.resource_logs:
+        for scope_logs in resource_logs.scope_logs:
+            for record in scope_logs.log_records:
+                if record.trace_id and len(record.trace_id) != 16:
+                    raise OtlpDecodeError("a log record has an invalid trace id (16 bytes required)")
+                if record.span_id and len(record.span_id) != 8:
+                    raise OtlpDecodeError("a log record has an invalid span id (8 bytes required)")
 
 
 def _list(container: Mapping[str, Any], key: str) -> list[Any]:

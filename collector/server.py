@@ -5,16 +5,19 @@ Contract::
     collector = Collector(root, grpc_address="127.0.0.1:4317", http_address="127.0.0.1:4318")
     collector.start()              # binds; collector.grpc_port / http_port are the bound ports
     collector.receiver.export(request) -> ExportTraceServiceResponse   # raises Overloaded
+    collector.receiver.export_logs(request) -> ExportLogsServiceResponse
     collector.stop()               # drain, seal open runs, stop threads; idempotent
 
 Both transports share one :class:`Receiver`: decode → bundle (normalize → redact → write) →
-forward. What the receiver answers:
+forward. Traces (``TraceService/Export``, ``POST /v1/traces``) and logs (``LogsService/Export``,
+``POST /v1/logs``: the GenAI message events some instrumentors emit as log records) are taken
+alike. What the receiver answers:
 
 =======================  =====================================  ===================================
 situation                OTLP/HTTP                              OTLP/gRPC
 =======================  =====================================  ===================================
-accepted                 200 + ExportTraceServiceResponse       OK
-some spans rejected      200 + ``partial_success``              OK + ``partial_success``
+accepted                 200 + Export…ServiceResponse           OK
+some items rejected      200 + ``partial_success``              OK + ``partial_success``
 malformed payload        400 + google.rpc.Status                INVALID_ARGUMENT
 writer behind / closing  503 + ``Retry-After`` (retry)          UNAVAILABLE (retry)
 too many requests        429 + ``Retry-After`` (retry)          RESOURCE_EXHAUSTED (retry)
@@ -24,10 +27,12 @@ too large                413                                    RESOURCE_EXHAUST
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import zlib
+from collections.abc import Iterator
 from concurrent import futures
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,6 +41,12 @@ from pathlib import Path
 import grpc
 import orjson
 from google.rpc import code_pb2, status_pb2
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess,
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
@@ -44,7 +55,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from otel_session.collector.forward import Forwarder
-from otel_session.collector.otlp import OtlpDecodeError, parse_json, parse_protobuf, spans_of
+from otel_session.collector.otlp import (
+    ExportRequest,
+    OtlpDecodeError,
+    Signal,
+    log_events_of,
+    parse_json,
+    parse_protobuf,
+    spans_of,
+)
 from otel_session.collector.sink import BundleSink, Counters, EventRedactor, Overloaded
 from otel_session.read import iter_runs
 from otel_session.write import BundleWriter, WriterLimits
@@ -67,7 +86,11 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 _MAX_CONCURRENT_EXPORTS = 64
 _GRPC_WORKERS = 16
 _DRAIN_TIMEOUT_MS = 600_000
-_TRACE_SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
+_SERVICES = {
+    Signal.TRACES: trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name,
+    Signal.LOGS: logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name,
+}
+_SIGNAL_OF_PATH = {signal.path: signal for signal in Signal}
 
 
 class TooManyRequests(Overloaded):
@@ -92,17 +115,13 @@ class Receiver:
 
     def export(self, request: ExportTraceServiceRequest) -> ExportTraceServiceResponse:
         """Bundle and forward ``request``; raise ``Overloaded`` (retryable) before taking any of it."""
-        if not self._slots.acquire(blocking=False):
-            raise TooManyRequests(f"more than {_MAX_CONCURRENT_EXPORTS} concurrent export requests; retry later")
-        try:
+        with self._slot():
             self.sink.check_capacity()
             spans = list(spans_of(request))
             self.counters.add("received", len(spans))
             result = self.sink.submit(spans)
             if self.forwarder is not None:
                 self.forwarder.submit(request, len(spans))
-        finally:
-            self._slots.release()
         response = ExportTraceServiceResponse()
         if result.rejected:
             response.partial_success.CopyFrom(
@@ -110,32 +129,59 @@ class Receiver:
             )
         return response
 
+    def export_logs(self, request: ExportLogsServiceRequest) -> ExportLogsServiceResponse:
+        """Join the request's GenAI log events to their spans, and forward it; other records are
+        ignored (counted). Raises ``Overloaded`` (retryable) before taking any of it."""
+        with self._slot():
+            events, ignored = log_events_of(request)
+            self.counters.add("log_records_received", len(events) + ignored)
+            self.counters.add("log_records_ignored", ignored)
+            result = self.sink.submit_log_events(events)
+            if self.forwarder is not None:
+                self.forwarder.submit(request, len(events) + ignored)
+        response = ExportLogsServiceResponse()
+        if result.rejected:
+            response.partial_success.CopyFrom(
+                ExportLogsPartialSuccess(rejected_log_records=result.rejected, error_message=result.error_message)
+            )
+        return response
+
+    def handle(self, request: ExportRequest) -> ExportTraceServiceResponse | ExportLogsServiceResponse:
+        """:meth:`export` or :meth:`export_logs`, by the request's signal."""
+        return self.export_logs(request) if isinstance(request, ExportLogsServiceRequest) else self.export(request)
+
+    @contextlib.contextmanager
+    def _slot(self) -> Iterator[None]:
+        if not self._slots.acquire(blocking=False):
+            raise TooManyRequests(f"more than {_MAX_CONCURRENT_EXPORTS} concurrent export requests; retry later")
+        try:
+            yield
+        finally:
+            self._slots.release()
+
 
 # -- gRPC ------------------------------------------------------------------------------------
 
 
-def _grpc_handler(receiver: Receiver) -> grpc.GenericRpcHandler:
-    """``TraceService/Export`` taking raw bytes, so a malformed body gets INVALID_ARGUMENT."""
+def _grpc_handler(receiver: Receiver, signal: Signal) -> grpc.GenericRpcHandler:
+    """``TraceService/Export`` or ``LogsService/Export`` taking raw bytes, so a malformed body
+    gets INVALID_ARGUMENT."""
 
-    def export(body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+    def export(body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse | ExportLogsServiceResponse:
         try:
-            request = parse_protobuf(body)
+            request = parse_protobuf(body, signal)
         except OtlpDecodeError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         try:
-            return receiver.export(request)
+            return receiver.handle(request)
         except TooManyRequests as exc:
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         except Overloaded as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
 
     return grpc.method_handlers_generic_handler(
-        _TRACE_SERVICE,
-        {
-            "Export": grpc.unary_unary_rpc_method_handler(
-                export, response_serializer=ExportTraceServiceResponse.SerializeToString
-            )
-        },
+        _SERVICES[signal],
+        {"Export": grpc.unary_unary_rpc_method_handler(export, response_serializer=lambda response: response.SerializeToString())},
     )
 
 
@@ -173,21 +219,24 @@ class _OtlpHttpHandler(BaseHTTPRequestHandler):
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         reply_type = _JSON if content_type == _JSON else _PROTOBUF
         try:
-            if self.path.split("?")[0] != "/v1/traces":
+            signal = _SIGNAL_OF_PATH.get(self.path.split("?")[0])
+            if signal is None:
                 self._discard_body()
-                raise _HttpError(HTTPStatus.NOT_FOUND, f"no OTLP endpoint at {self.path}; traces go to /v1/traces")
+                raise _HttpError(
+                    HTTPStatus.NOT_FOUND, f"no OTLP endpoint at {self.path}; traces go to /v1/traces, logs to /v1/logs"
+                )
             body = self._read_body()
             if content_type == _PROTOBUF:
-                request = parse_protobuf(body)
+                request = parse_protobuf(body, signal)
             elif content_type == _JSON:
-                request = parse_json(body)
+                request = parse_json(body, signal)
             else:
                 raise _HttpError(
                     HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
                     f"Content-Type {content_type or '(none)'!r}: use {_PROTOBUF} or {_JSON}",
                 )
             try:
-                response = self.receiver.export(request)
+                response = self.receiver.handle(request)
             except TooManyRequests as exc:
                 raise _HttpError(HTTPStatus.TOO_MANY_REQUESTS, str(exc), retry_after=1) from None
             except Overloaded as exc:
@@ -202,8 +251,9 @@ class _OtlpHttpHandler(BaseHTTPRequestHandler):
             payload = {}
             if response.HasField("partial_success"):
                 partial = response.partial_success
+                rejected = "rejectedSpans" if signal is Signal.TRACES else "rejectedLogRecords"
                 payload["partialSuccess"] = {
-                    "rejectedSpans": str(partial.rejected_spans),
+                    rejected: str(partial.rejected_spans if signal is Signal.TRACES else partial.rejected_log_records),
                     "errorMessage": partial.error_message,
                 }
             self._send(HTTPStatus.OK, _JSON, orjson.dumps(payload))
@@ -211,7 +261,7 @@ class _OtlpHttpHandler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.OK, _PROTOBUF, response.SerializeToString())
 
     def do_GET(self) -> None:  # noqa: N802
-        self._send_error(_HttpError(HTTPStatus.METHOD_NOT_ALLOWED, "OTLP/HTTP takes POST /v1/traces"), _JSON)
+        self._send_error(_HttpError(HTTPStatus.METHOD_NOT_ALLOWED, "OTLP/HTTP takes POST /v1/traces and /v1/logs"), _JSON)
 
     def _read_body(self) -> bytes:
         length_header = self.headers.get("Content-Length")
@@ -307,6 +357,7 @@ class Collector:
         seal_after_s: float = 10.0,
         seal_rootless_after_s: float = 3600.0,
         hold_unrouted_s: float = 30.0,
+        hold_logs_s: float = 300.0,
         redactor: EventRedactor | None = None,
         writer_limits: WriterLimits | None = None,
         status_interval_s: float = 30.0,
@@ -322,6 +373,7 @@ class Collector:
             seal_after_s=seal_after_s,
             seal_rootless_after_s=seal_rootless_after_s,
             hold_unrouted_s=hold_unrouted_s,
+            hold_logs_s=hold_logs_s,
             counters=self.counters,
         )
         self.forwarder = (
@@ -355,7 +407,7 @@ class Collector:
         if self._grpc_address:
             self._grpc_server = grpc.server(
                 futures.ThreadPoolExecutor(max_workers=_GRPC_WORKERS, thread_name_prefix="otlp-grpc"),
-                handlers=[_grpc_handler(self.receiver)],
+                handlers=[_grpc_handler(self.receiver, signal) for signal in Signal],
                 options=[
                     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                     ("grpc.so_reuseport", 0),
@@ -433,3 +485,10 @@ class _ReceiveOnly:
     def export(self, request: ExportTraceServiceRequest) -> ExportTraceServiceResponse:
         self.counters.add("received", sum(1 for _ in spans_of(request)))
         return ExportTraceServiceResponse()
+
+    def handle(self, request: ExportRequest) -> ExportTraceServiceResponse | ExportLogsServiceResponse:
+        if isinstance(request, ExportLogsServiceRequest):
+            events, ignored = log_events_of(request)
+            self.counters.add("log_records_received", len(events) + ignored)
+            return ExportLogsServiceResponse()
+        return self.export(request)

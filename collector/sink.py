@@ -4,6 +4,7 @@ Contract::
 
     sink = BundleSink(writer, redactor, seal_after_s=10.0)
     result = sink.submit(spans)     # -> SubmitResult(rejected, messages); raises Overloaded
+    result = sink.submit_log_events(detached)   # GenAI log events, joined to their spans
     sink.seal_quiet_runs()          # called periodically: root seen + quiet for seal_after_s → seal
     sink.seal_all()                 # at shutdown: finished runs seal, the rest as interrupted
     sink.counters.snapshot()
@@ -19,6 +20,19 @@ Every span goes normalize → redact → ``RunRecorder.append``; events of one r
 together (``Redactor.redact_events``: a message's deltas as one stream) and appended in event-time
 order. Sealing rewrites the journal in event-time order (``event_order_key``) and records
 ``"order": "event_time"`` in ``capture.json``.
+
+GenAI message log events (OTLP logs, see ``otlp.log_events_of``) join the span they name:
+
+* Arriving before it (the usual case: the SDK exports logs every second, spans every five), they
+  wait, up to ``hold_logs_s`` (default 300 s), and become that span's events when it comes.
+* Arriving after it, they join a model call that had no messages of its own or was already joined
+  by log events: once they have been quiet for a moment (``_LOG_SETTLE_S``) or the run seals, the
+  span is normalized again with them, and the message records not journaled yet are appended.
+  A span that carries its messages itself (``SPAN_AND_EVENT`` content capture) keeps them; log
+  events for it add nothing, before or after it. Model calls wait for late log events
+  ``_LOG_JOIN_RETENTION_S`` (the SDK exports logs every second); other spans take none late.
+* For a sealed run they are rejected (``partial_success``); never joined, they are counted as
+  ``log_events_unmatched``. Log records that are not GenAI message events are ignored, counted.
 """
 
 from __future__ import annotations
@@ -35,9 +49,17 @@ from enum import Enum
 from operator import itemgetter
 from typing import Any, Protocol
 
-from otel_session.journal import CaptureStatus, EventType, RunKind, format_timestamp
+from otel_session.journal import CaptureStatus, EventType, RunKind, format_timestamp, run_id_from_trace_id
 from otel_session.layout import UnsafePathError
-from otel_session.normalize import JournalEvent, SpanData, normalize_span, session_id_of
+from otel_session.normalize import (
+    DetachedEvent,
+    JournalEvent,
+    SpanData,
+    SpanEventData,
+    genai,
+    normalize_span,
+    session_id_of,
+)
 from otel_session.read import RunInfo, read_bundle
 from otel_session.write import BundleWriter, RunLockedError, RunRecorder, RunSealedError, WriterClosedError
 
@@ -57,6 +79,11 @@ _DEFAULT_SEAL_AFTER_S = 10.0
 _DEFAULT_MAX_PENDING_SPANS = 10_000
 _DEFAULT_SEAL_ROOTLESS_AFTER_S = 3600.0
 _DEFAULT_HOLD_UNROUTED_S = 30.0
+_DEFAULT_HOLD_LOGS_S = 300.0
+_DEFAULT_MAX_PENDING_LOG_EVENTS = 10_000
+_MAX_LOG_JOINS_PER_RUN = 1_024
+_LOG_SETTLE_S = 0.5
+_LOG_JOIN_RETENTION_S = 30.0
 _SEALED_MEMORY = 65_536
 _MAX_RUNS_AWAITING_SEAL = 256
 RECORDED_BY = "otel-session collector"  # run.json `recorded_by`: runs this collector may resume
@@ -107,13 +134,18 @@ class SubmitResult:
 
 
 class Counters:
-    """Span counters (received, bundled, forwarded, rejected, no_session, …); thread-safe.
+    """Span and log record counters (received, bundled, forwarded, rejected, no_session, …); thread-safe.
 
     ``received`` counts spans the receivers decoded (a retried request counts again; a request
-    refused for the sealing backlog before decoding does not count).
+    refused for the sealing backlog before decoding does not count); ``log_records_*`` count log
+    records, ``log_events_*`` the GenAI message events among them.
     """
 
-    NAMES = ("received", "bundled", "forwarded", "forward_failed", "rejected", "no_session", "runs_sealed")
+    NAMES = (
+        "received", "bundled", "forwarded", "forward_failed", "rejected", "no_session", "runs_sealed",
+        "log_records_received", "log_records_ignored", "log_events_bundled", "log_events_unmatched",
+        "log_records_rejected", "log_records_forwarded", "log_records_forward_failed",
+    )
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -147,6 +179,13 @@ def event_order_key(depth_of: Callable[[str | None], int]) -> Callable[[dict[str
     return key
 
 
+def _has_messages(events: list[JournalEvent]) -> bool:
+    for event in events:
+        if event.message_id is not None:
+            return True
+    return False
+
+
 def _phase_rank(event_type: str | None, span_id: str, depth_of: Callable[[str | None], int]) -> tuple[int, int]:
     if event_type in _OPENING:
         return 0, depth_of(span_id)
@@ -155,15 +194,37 @@ def _phase_rank(event_type: str | None, span_id: str, depth_of: Callable[[str | 
     return 1, 0
 
 
+class _LogJoin:
+    """A model call whose messages come, or may still come, as log events after it."""
+
+    __slots__ = ("last_arrival", "late", "span", "written")
+
+    def __init__(self, span: SpanData, written: set[str], now: float) -> None:
+        self.span = span
+        """The span with the log events joined so far."""
+        self.written = written
+        """Message ids already journaled for it."""
+        self.late: list[SpanEventData] = []
+        self.last_arrival = now
+
+
 class _Run:
     __slots__ = (
-        "batches", "finished", "last_activity", "latest_ns", "lock", "parents", "recorder", "resumed", "root_seen",
-        "root_status",
+        "batches", "closed", "finished", "last_activity", "late_logs", "latest_ns", "lock", "log_joins", "own_messages",
+        "parents", "recorder", "resumed", "root_seen", "root_status",
     )
 
     def __init__(self, recorder: RunRecorder) -> None:
         self.recorder = recorder
         self.lock = threading.Lock()
+        self.closed = False
+        """Sealed (under ``lock``): nothing more joins it."""
+        self.log_joins: dict[str, _LogJoin] = {}
+        """Span id → journaled span that log events may still name (see the module docstring)."""
+        self.late_logs: set[str] = set()
+        """Span ids of ``log_joins`` holding late log events not journaled yet."""
+        self.own_messages: set[str] = set()
+        """Span ids of spans journaled with messages of their own (log events for them add nothing)."""
         self.parents: dict[str, str | None] = {}
         self.root_seen = False
         self.root_status = "ok"
@@ -197,7 +258,9 @@ class BundleSink:
         seal_after_s: float = _DEFAULT_SEAL_AFTER_S,
         seal_rootless_after_s: float = _DEFAULT_SEAL_ROOTLESS_AFTER_S,
         hold_unrouted_s: float = _DEFAULT_HOLD_UNROUTED_S,
+        hold_logs_s: float = _DEFAULT_HOLD_LOGS_S,
         max_pending_spans: int = _DEFAULT_MAX_PENDING_SPANS,
+        max_pending_log_events: int = _DEFAULT_MAX_PENDING_LOG_EVENTS,
         counters: Counters | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -206,7 +269,9 @@ class BundleSink:
         self.seal_after_s = seal_after_s
         self.seal_rootless_after_s = max(seal_after_s, seal_rootless_after_s)
         self.hold_unrouted_s = hold_unrouted_s
+        self.hold_logs_s = hold_logs_s
         self.max_pending_spans = max_pending_spans
+        self.max_pending_log_events = max_pending_log_events
         self.counters = counters or Counters()
         self._clock = clock
         self._lock = threading.Lock()
@@ -214,6 +279,8 @@ class BundleSink:
         self._sealed: OrderedDict[int, None] = OrderedDict()
         self._pending: dict[int, tuple[float, list[SpanData]]] = {}
         self._pending_count = 0
+        self._pending_logs: dict[tuple[int, int], tuple[float, list[SpanEventData]]] = {}
+        self._pending_log_count = 0
         self._sealing: list[RunRecorder] = []
         self._queue_high_water = writer.limits.max_queue_records // 2
 
@@ -225,7 +292,7 @@ class BundleSink:
         for span in spans:
             by_trace[span.trace_id].append(span)
         result = SubmitResult()
-        planned: list[tuple[_Run, list[SpanData]]] = []
+        planned: list[tuple[_Run, list[SpanData], dict[int, list[SpanEventData]]]] = []
         with self._lock:
             self._check_sealing_backlog()
             for run in (self._runs.get(trace_id) for trace_id in by_trace):
@@ -234,9 +301,55 @@ class BundleSink:
             for trace_id, trace_spans in by_trace.items():
                 run = self._run_for(trace_id, trace_spans, result)
                 if run is not None:
-                    planned.append((run, self._take_pending(trace_id) + trace_spans))
-        for run, trace_spans in planned:
-            self._append(run, trace_spans, result)
+                    trace_spans = self._take_pending(trace_id) + trace_spans
+                    joined = self._join_pending_logs(trace_id, trace_spans) if self._pending_logs else {}
+                    planned.append((run, trace_spans, joined))
+        for run, trace_spans, log_events in planned:
+            self._append(run, trace_spans, log_events, result)
+        return result
+
+    def submit_log_events(self, detached: Iterable[DetachedEvent]) -> SubmitResult:
+        """Join GenAI log events to their spans (one export request); ``accepted`` counts events
+        taken (joined, or waiting for their span), ``rejected`` those of sealed runs."""
+        by_span: dict[tuple[int, int], list[SpanEventData]] = defaultdict(list)
+        for item in detached:
+            by_span[(item.trace_id, item.span_id)].append(item.event)
+        result = SubmitResult()
+        late: list[tuple[_Run, int, int, list[SpanEventData]]] = []
+        now = self._clock()
+        with self._lock:
+            for (trace_id, span_id), events in by_span.items():
+                run = self._runs.get(trace_id)
+                span_hex = f"{span_id:016x}"
+                if run is not None and span_hex in run.parents:  # its span came first
+                    if span_hex in run.log_joins:
+                        late.append((run, trace_id, span_id, events))
+                    elif span_hex in run.own_messages:  # SPAN_AND_EVENT: the span has them
+                        self.counters.add("log_events_bundled", len(events))
+                        result.accepted += len(events)
+                    else:  # not a model call: nothing joins it now
+                        self._unmatched(len(events), f"their span in run {run.recorder.run_id} is no model call")
+                        result.accepted += len(events)
+                elif trace_id in self._sealed:
+                    self._reject_log_events(result, trace_id, len(events))
+                else:
+                    self._hold_log_events(trace_id, span_id, events, now)
+                    result.accepted += len(events)
+        for run, trace_id, span_id, events in late:
+            with run.lock:
+                join = None if run.closed else run.log_joins.get(f"{span_id:016x}")
+                if join is not None:
+                    join.late.extend(events)
+                    run.late_logs.add(f"{span_id:016x}")
+                    join.last_arrival = run.last_activity = now
+                    result.accepted += len(events)
+                    continue
+            with self._lock:  # sealed, or the join expired, in between
+                if trace_id in self._sealed:
+                    self._reject_log_events(result, trace_id, len(events))
+                else:
+                    self._hold_log_events(trace_id, span_id, events, now)
+                    result.accepted += len(events)
         return result
 
     def check_capacity(self) -> None:
@@ -310,9 +423,11 @@ class BundleSink:
         self._runs[trace_id] = run
         return run
 
-    def _append(self, run: _Run, spans: list[SpanData], result: SubmitResult) -> None:
+    def _append(
+        self, run: _Run, spans: list[SpanData], log_events: dict[int, list[SpanEventData]], result: SubmitResult
+    ) -> None:
+        """Journal ``spans`` (one trace's, of one request), each with the log events that waited for it."""
         keyed: list[tuple[tuple, JournalEvent]] = []
-        depth_of = run.depth_of
         with run.lock:
             span_ids = [span.span_id_hex for span in spans]
             for span, span_hex in zip(spans, span_ids):
@@ -320,28 +435,132 @@ class BundleSink:
                 if span.parent_span_id is None:
                     run.root_seen = True
                     run.root_status = "error" if span.status_code == "error" else "ok"
+            normalized = []
             for span, span_hex in zip(spans, span_ids):
-                for index, event in enumerate(normalize_span(span)):
-                    span_id = event.span_id or span_hex
-                    # The same order as event_order_key, on nanosecond-exact µs and the span's own order.
-                    phase, rank = _phase_rank(event.type, span_id, depth_of)
-                    keyed.append(((event.at_ns // 1000, phase, rank, span_id, index), event))
-            keyed.sort(key=itemgetter(0))
-            redacted = self.redactor.redact_events([event for _, event in keyed])  # fresh events: in place
-            recorder = run.recorder
-            accepted = recorder.append_events(redacted)
-            if accepted:
-                run.latest_ns = max(run.latest_ns, max(event.at_ns for event in redacted[:accepted]))
-                run.finished = run.finished or any(event.type == _RUN_FINISHED for event in redacted[:accepted])
-            if accepted < len(redacted):
-                failure = recorder.failure
-                reason = f"{failure.code.value}: {failure.message}" if failure is not None else "the capture is closed"
-                self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {reason}")
+                events = normalize_span(span)
+                if not _has_messages(events):
+                    if log_events or genai.is_model_call(span.attributes):
+                        events = self._join_log_events(run, span, span_hex, log_events.get(span.span_id), events)
+                else:  # its own messages stand: log events for it add nothing
+                    run.own_messages.add(span_hex)
+                normalized.append((span_hex, events))
+            self._key_events(run, normalized, keyed)
+            failure = self._journal(run, keyed)
+            if failure is not None:
+                self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {run.recorder.run_id}: {failure}")
                 return
             run.last_activity = self._clock()
-            run.batches += 1
         result.accepted += len(spans)
         self.counters.add("bundled", len(spans))
+        if log_events:
+            self.counters.add("log_events_bundled", sum(len(events) for events in log_events.values()))
+
+    def _join_log_events(
+        self, run: _Run, span: SpanData, span_hex: str, waiting: list[SpanEventData] | None, events: list[JournalEvent]
+    ) -> list[JournalEvent]:
+        """The journal events of ``span`` (normalized as ``events``, no messages of its own) with
+        the log events that waited for it; remembers it for later ones if it is a model call or
+        was joined (``run.lock`` held)."""
+        if waiting:
+            span = span.with_events(waiting)
+            events = normalize_span(span)
+        elif not genai.is_model_call(span.attributes):
+            return events
+        written = {event.message_id for event in events if event.message_id is not None}
+        self._remember_log_join(run, span_hex, _LogJoin(span, written, self._clock()))
+        return events
+
+    @staticmethod
+    def _key_events(
+        run: _Run, normalized: list[tuple[str, list[JournalEvent]]], keyed: list[tuple[tuple, JournalEvent]]
+    ) -> None:
+        """Add each span's events (``(span id, events in its order)``) to ``keyed`` under their
+        event-time order key."""
+        depth_of = run.depth_of
+        for span_hex, events in normalized:
+            for index, event in enumerate(events):
+                span_id = event.span_id or span_hex
+                # The same order as event_order_key, on nanosecond-exact µs and the span's own order.
+                phase, rank = _phase_rank(event.type, span_id, depth_of)
+                keyed.append(((event.at_ns // 1000, phase, rank, span_id, index), event))
+
+    def _journal(self, run: _Run, keyed: list[tuple[tuple, JournalEvent]]) -> str | None:
+        """Redact and append ``keyed`` in key order (``run.lock`` held); why the capture refused them, if it did."""
+        keyed.sort(key=itemgetter(0))
+        redacted = self.redactor.redact_events([event for _, event in keyed])  # fresh events: in place
+        recorder = run.recorder
+        accepted = recorder.append_events(redacted)
+        if accepted:
+            run.latest_ns = max(run.latest_ns, max(event.at_ns for event in redacted[:accepted]))
+            run.finished = run.finished or any(event.type == _RUN_FINISHED for event in redacted[:accepted])
+        if accepted < len(redacted):
+            failure = recorder.failure
+            return f"{failure.code.value}: {failure.message}" if failure is not None else "the capture is closed"
+        run.batches += 1
+        return None
+
+    @staticmethod
+    def _remember_log_join(run: _Run, span_hex: str, join: _LogJoin) -> None:
+        """Add ``join``; the oldest go when there are too many or nothing named them for a while."""
+        joins = run.log_joins
+        while joins:
+            oldest_hex = next(iter(joins))
+            oldest = joins[oldest_hex]
+            if oldest_hex in run.late_logs or (
+                len(joins) < _MAX_LOG_JOINS_PER_RUN and join.last_arrival - oldest.last_arrival < _LOG_JOIN_RETENTION_S
+            ):
+                break
+            del joins[oldest_hex]
+        joins[span_hex] = join
+
+    def _join_pending_logs(self, trace_id: int, spans: list[SpanData]) -> dict[int, list[SpanEventData]]:
+        """The log events waiting for each of ``spans``, by span id (taken; ``_lock`` held)."""
+        joined: dict[int, list[SpanEventData]] = {}
+        for span in spans:
+            entry = self._pending_logs.pop((trace_id, span.span_id), None)
+            if entry is not None:
+                self._pending_log_count -= len(entry[1])
+                joined.setdefault(span.span_id, []).extend(entry[1])
+        return joined
+
+    def _hold_log_events(self, trace_id: int, span_id: int, events: list[SpanEventData], now: float) -> None:
+        """Keep log events until their span comes (``_lock`` held); over the bound, count them unmatched."""
+        if self._pending_log_count + len(events) > self.max_pending_log_events:
+            self._unmatched(len(events), f"{self._pending_log_count} already wait for their spans")
+            return
+        first_seen, held = self._pending_logs.get((trace_id, span_id), (now, []))
+        held.extend(events)
+        self._pending_logs[(trace_id, span_id)] = (first_seen, held)
+        self._pending_log_count += len(events)
+
+    def _flush_late_logs(self, run: _Run, *, settled_before: float) -> None:
+        """Journal the messages of log events that came after their span (``run.lock`` held):
+        those of joins quiet since ``settled_before``."""
+        fresh_by_span: list[tuple[str, list[JournalEvent]]] = []
+        counts = 0
+        for span_hex in list(run.late_logs):
+            join = run.log_joins[span_hex]
+            if join.last_arrival > settled_before:
+                continue
+            run.late_logs.discard(span_hex)
+            counts += len(join.late)
+            join.span = join.span.with_events(join.late)
+            join.late = []
+            fresh = [
+                event for event in normalize_span(join.span)
+                if event.message_id is not None and event.message_id not in join.written
+            ]
+            join.written.update(event.message_id for event in fresh)
+            fresh_by_span.append((span_hex, fresh))
+        if not counts:
+            return
+        keyed: list[tuple[tuple, JournalEvent]] = []
+        self._key_events(run, fresh_by_span, keyed)
+        failure = self._journal(run, keyed) if keyed else None
+        if failure is not None:
+            self._unmatched(counts, f"run {run.recorder.run_id}: {failure}")
+        else:
+            self.counters.add("log_events_bundled", counts)
 
     def _hold(self, trace_id: int, spans: list[SpanData]) -> None:
         if self._pending_count + len(spans) > self.max_pending_spans:
@@ -359,13 +578,19 @@ class BundleSink:
         self._pending_count -= len(entry[1])
         return entry[1]
 
-    def _reject(self, result: SubmitResult, count: int, reason: RejectReason, message: str) -> None:
+    def _reject(
+        self, result: SubmitResult, count: int, reason: RejectReason, message: str, *, what: str = "span"
+    ) -> None:
         result.rejected += count
         result.rejected_by[reason] = result.rejected_by.get(reason, 0) + count
         if message not in result.messages:
             result.messages.append(message)
-        self.counters.add("rejected", count)
-        logger.warning("rejected %d span(s) (%s): %s", count, reason.value, message)
+        self.counters.add("rejected" if what == "span" else "log_records_rejected", count)
+        logger.warning("rejected %d %s(s) (%s): %s", count, what, reason.value, message)
+
+    def _reject_log_events(self, result: SubmitResult, trace_id: int, count: int) -> None:
+        message = f"run {run_id_from_trace_id(trace_id)} is already sealed"
+        self._reject(result, count, RejectReason.SEALED, message, what="log record")
 
     def _remember_sealed(self, trace_id: int) -> None:
         self._sealed[trace_id] = None
@@ -425,9 +650,31 @@ class BundleSink:
             expired = [trace_id for trace_id, (first_seen, _) in self._pending.items() if now - first_seen >= self.hold_unrouted_s]
             for trace_id in expired:
                 self.counters.add("no_session", len(self._take_pending(trace_id)))
+            self._expire_pending_logs(lambda first_seen: now - first_seen >= self.hold_logs_s)
+            joining = [run for run in self._runs.values() if run.late_logs]
+        settled_before = now - min(_LOG_SETTLE_S, self.seal_after_s / 2)
+        for run in joining:
+            with run.lock:
+                if not run.closed:
+                    self._flush_late_logs(run, settled_before=settled_before)
         for run in runs:
             self._seal(run, interrupted=not run.root_seen, reason=ROOT_SPAN_MISSING)
         return len(runs)
+
+    def _expire_pending_logs(self, expired: Callable[[float], bool]) -> None:
+        """Count as unmatched the waiting log events whose span never came (``_lock`` held)."""
+        gone = [key for key, (first_seen, _) in self._pending_logs.items() if expired(first_seen)]
+        count = 0
+        for key in gone:
+            count += len(self._pending_logs.pop(key)[1])
+        if count:
+            self._pending_log_count -= count
+            self._unmatched(count, "they never met their span (not exported, or sent to another collector: "
+                                   "route a trace's logs with its spans)")
+
+    def _unmatched(self, count: int, why: str) -> None:
+        self.counters.add("log_events_unmatched", count)
+        logger.warning("%d GenAI log event(s) not bundled: %s", count, why)
 
     def seal_all(self) -> list[RunRecorder]:
         """Seal every open run now: runs whose root arrived as finished, the others as interrupted."""
@@ -438,6 +685,7 @@ class BundleSink:
                 self._remember_sealed(trace_id)
             for trace_id in list(self._pending):
                 self.counters.add("no_session", len(self._take_pending(trace_id)))
+            self._expire_pending_logs(lambda first_seen: True)
         for _, run in runs:
             self._seal(run, interrupted=not run.root_seen, reason=COLLECTOR_STOPPED)
         return [run.recorder for _, run in runs]
@@ -446,6 +694,9 @@ class BundleSink:
         """Seal ``run``; one not finished by its own root span gets a ``run_finished`` here, with
         ``reason`` when ``interrupted`` (the root never arrived)."""
         with run.lock:
+            run.closed = True
+            if run.late_logs:
+                self._flush_late_logs(run, settled_before=float("inf"))
             if run.finished:
                 status = None
             else:

@@ -13,6 +13,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_session.collector.forward import forward_url, grpc_target
+from otel_session.collector.otlp import Signal
 from otel_session.read import BundleStatus
 
 from .conftest import CANARY_CARD, CANARY_EMAIL, all_bytes, sealed_bundles, wait_for
@@ -183,3 +184,13 @@ def test_grpc_target():
     assert grpc_target("https://tempo.example") == ("tempo.example:4317", True)
     with pytest.raises(ValueError, match="grpc"):
         grpc_target("tempo:4317")
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("http://127.0.0.1:4318", "http://127.0.0.1:4318/v1/logs"),
+    ("https://otlp.example:443/v1/traces", "https://otlp.example:443/v1/logs"),
+    ("http://gw:4318/otlp/v1/traces", "http://gw:4318/otlp/v1/logs"),
+    ("http://gw:4318/custom/traces", None),  # no /v1/traces to swap: logs are not forwarded
+])
+def test_forward_url_of_logs(url, expected):
+    assert forward_url(url, Signal.LOGS) == expected

@@ -207,7 +207,7 @@ def test_oversized_and_misrouted_http_requests(collector):
     response = connection.getresponse()
     assert response.status == 413 and b"limit" in response.read()
     connection.close()
-    assert post(collector.http_port, b"{}", path="/v1/logs")[0].status == 404
+    assert post(collector.http_port, b"{}", path="/v1/metrics")[0].status == 404
     bomb = gzip.compress(b" " * (MAX_MESSAGE_BYTES + 10))
     assert post(collector.http_port, bomb, headers={"Content-Encoding": "gzip"})[0].status == 413
 

@@ -63,8 +63,10 @@ def test_the_gateway_routes_by_trace_id_to_both_collectors():
     pipeline = GATEWAY["service"]["pipelines"]["traces"]
     assert pipeline["receivers"] == ["otlp"]
     assert set(pipeline["exporters"]) == {"loadbalancing", "otlp/jaeger"}
+    # GenAI message events sent as logs must reach the collector that holds their trace's run.
+    assert GATEWAY["service"]["pipelines"]["logs"]["exporters"] == ["loadbalancing"]
     balancer = GATEWAY["exporters"]["loadbalancing"]
-    assert balancer["routing_key"] == "traceID"
+    assert balancer["routing_key"] == "traceID"  # for logs too (the exporter's default there is service)
     hostnames = balancer["resolver"]["static"]["hostnames"]
     assert sorted(host.split(":")[0] for host in hostnames) == ["collector-1", "collector-2"]
     for host in hostnames:  # the gateway speaks OTLP/gRPC to each collector's --grpc port

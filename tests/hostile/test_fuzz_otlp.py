@@ -15,11 +15,12 @@ import os
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from otel_session import semconv as sc
-from otel_session.collector.otlp import OtlpDecodeError, parse_json, parse_protobuf, spans_of
+from otel_session.collector.otlp import OtlpDecodeError, Signal, log_events_of, parse_json, parse_protobuf, spans_of
 from otel_session.journal import decode_line, encode_record
 from otel_session.normalize import JournalEvent, SpanData, SpanEventData, normalize_span
 from otel_session.redact import RedactionPolicy, Redactor
@@ -325,3 +326,72 @@ def test_otlp_json_decodes_or_fails_clearly(document):
 def test_arbitrary_bytes_as_otlp_json_or_protobuf_fail_clearly(body):
     decode_and_record(parse_json, body)
     decode_and_record(parse_protobuf, body)
+
+
+# -- OTLP logs (GenAI message events as log records) -------------------------------------------
+
+
+@st.composite
+def log_requests(draw) -> ExportLogsServiceRequest:
+    request = ExportLogsServiceRequest()
+    for _ in range(draw(st.integers(0, 1))):
+        resource_logs = request.resource_logs.add()
+        for _ in range(draw(st.integers(0, 2))):
+            scope_logs = resource_logs.scope_logs.add()
+            for _ in range(draw(st.integers(0, 3))):
+                record = scope_logs.log_records.add()
+                record.trace_id = draw(st.one_of(st.just(b""), ids))
+                record.span_id = draw(st.one_of(st.just(b""), span_ids))
+                record.event_name = draw(st.one_of(st.sampled_from(EVENT_NAMES), utf8))
+                record.time_unix_nano = draw(times)
+                record.observed_time_unix_nano = draw(times)
+                if draw(st.booleans()):
+                    record.body.CopyFrom(_any_value(draw(st.one_of(proto_trees, message_like))))
+                record.attributes.extend(KeyValue(key=k, value=_any_value(v)) for k, v in draw(proto_attributes).items())
+    return request
+
+
+def decode_join_and_record(parse, body: bytes) -> None:
+    """Logs through the collector's path: decode → detached events → joined to a model call each
+    (as the sink joins them) → normalize → redact → journal lines."""
+    try:
+        request = parse(body, Signal.LOGS)
+    except OtlpDecodeError as exc:
+        assert str(exc)
+        return
+    events, ignored = log_events_of(request)
+    assert ignored >= 0
+    for detached in events:
+        span = SpanData(detached.trace_id, detached.span_id, 1, "chat m", 0, 1, {"gen_ai.operation.name": "chat"})
+        journal_lines([span.with_events([detached.event])])
+
+
+@FUZZ_SETTINGS
+@given(request=log_requests())
+def test_log_requests_decode_and_join_or_fail_clearly(request):
+    decode_join_and_record(parse_protobuf, request.SerializeToString())
+
+
+json_log_records = st.fixed_dictionaries(
+    {},
+    optional={
+        "traceId": hex_ids, "spanId": hex_ids, "eventName": _maybe(st.sampled_from(EVENT_NAMES)),
+        "timeUnixNano": _maybe(times.map(str)), "observedTimeUnixNano": _maybe(times),
+        "body": _maybe(st.one_of(any_json, message_like).map(_json_value)), "attributes": _maybe(json_key_values),
+    },
+)
+json_log_documents = st.fixed_dictionaries(
+    {},
+    optional={
+        "resourceLogs": _maybe(st.lists(st.fixed_dictionaries({}, optional={
+            "scopeLogs": _maybe(st.lists(st.fixed_dictionaries({}, optional={
+                "logRecords": _maybe(st.lists(json_log_records, max_size=3))}), max_size=2)),
+        }), max_size=2)),
+    },
+)
+
+
+@FUZZ_SETTINGS
+@given(document=st.one_of(json_log_documents, any_json))
+def test_otlp_json_logs_decode_and_join_or_fail_clearly(document):
+    decode_join_and_record(parse_json, orjson.dumps(document, option=orjson.OPT_NON_STR_KEYS))
