@@ -15,10 +15,12 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import trace
+from opentelemetry import _logs, trace
+from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.trace import TracerProvider
 
 from otel_session import __version__, config
+from otel_session.normalize import DetachedEvent, SpanEventData
 from otel_session.redact import RedactionPolicy, Redactor, load_or_create_key
 from otel_session.semconv import SCOPE_NAME
 from otel_session.write import BundleWriter, WriterLimits
@@ -30,6 +32,7 @@ __all__ = ["ENV_SHUTDOWN_ON_SIGTERM", "Recorder", "configure", "current_recorder
 
 ENV_SHUTDOWN_ON_SIGTERM = "OTEL_SESSION_SHUTDOWN_ON_SIGTERM"
 _SIGTERM_DRAIN_S = 5.0
+_MAX_HELD_LOG_EVENTS = 10_000
 
 logger = logging.getLogger("otel_session.instrument")
 
@@ -58,8 +61,9 @@ class Recorder:
         redactor: Redactor,
         tracer_provider: TracerProvider,
         writer: BundleWriter,
+        logger_provider: LoggerProvider | None = None,
     ) -> None:
-        from otel_session.instrument.processor import SessionSpanProcessor
+        from otel_session.instrument.processor import SessionLogProcessor, SessionSpanProcessor
 
         self.bundle_dir = bundle_dir
         self.redactor = redactor
@@ -73,8 +77,33 @@ class Recorder:
         self.active = True
         self.processor = SessionSpanProcessor(self)
         tracer_provider.add_span_processor(self.processor)
+        self._log_events: dict[tuple[int, int], list[SpanEventData]] = {}
+        self._log_event_count = 0
+        self._log_events_lock = threading.Lock()
+        if logger_provider is not None:
+            logger_provider.add_log_record_processor(SessionLogProcessor(self))
         resource = getattr(tracer_provider, "resource", None)
         self.service_name: str | None = resource.attributes.get("service.name") if resource is not None else None
+
+    def hold_log_event(self, detached: DetachedEvent) -> None:
+        """Keep a GenAI log event until its span ends (bounded: the oldest span's go first)."""
+        with self._log_events_lock:
+            self._log_events.setdefault((detached.trace_id, detached.span_id), []).append(detached.event)
+            self._log_event_count += 1
+            while self._log_event_count > _MAX_HELD_LOG_EVENTS:
+                dropped = self._log_events.pop(next(iter(self._log_events)))
+                self._log_event_count -= len(dropped)
+                warn_once("log-events", "otel_session: GenAI log events dropped: more than %d wait for spans "
+                          "that did not end (said once)", _MAX_HELD_LOG_EVENTS)
+
+    def take_log_events(self, trace_id: int, span_id: int) -> list[SpanEventData]:
+        """The GenAI log events emitted in this span (at its end; they are no longer kept)."""
+        if not self._log_events:
+            return []
+        with self._log_events_lock:
+            events = self._log_events.pop((trace_id, span_id), [])
+            self._log_event_count -= len(events)
+            return events
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export finished spans and write every journal record enqueued so far."""
@@ -96,6 +125,16 @@ class Recorder:
         self.writer.shutdown(timeout_millis)
 
 
+def _sdk_logger_provider(explicit: Any) -> LoggerProvider | None:
+    """``explicit``, else the global logger provider when it is the SDK's (None: logs not read)."""
+    provider = explicit if explicit is not None else _logs.get_logger_provider()
+    if isinstance(provider, LoggerProvider):
+        return provider
+    if explicit is not None:
+        raise TypeError(f"logger_provider must be an SDK LoggerProvider, got {type(explicit).__name__}")
+    return None
+
+
 def _sdk_provider(explicit: Any) -> TracerProvider:
     provider = explicit if explicit is not None else trace.get_tracer_provider()
     if isinstance(provider, TracerProvider):
@@ -115,6 +154,7 @@ def configure(
     redaction: RedactionPolicy | None = None,
     tracer_provider: TracerProvider | None = None,
     *,
+    logger_provider: LoggerProvider | None = None,
     writer_limits: WriterLimits | None = None,
     shutdown_on_sigterm: bool | None = None,
 ) -> Recorder:
@@ -124,6 +164,10 @@ def configure(
     to the default policy overridden by ``OTEL_SESSION_REDACT_*``; ``tracer_provider`` to the global
     SDK provider (one is created and set globally if none exists). A second call returns the
     recorder already configured (a warning says so when its arguments differ).
+
+    ``logger_provider`` (default: the global one, when it is an SDK ``LoggerProvider``) gets the
+    session log processor, so GenAI message events that instrumentors emit as log records (the
+    openai-v2 instrumentor's ``EVENT_ONLY`` content mode, the older conventions) reach the bundle.
 
     ``shutdown_on_sigterm`` (default ``$OTEL_SESSION_SHUTDOWN_ON_SIGTERM``, else off): a process
     killed by SIGTERM's default action runs no ``atexit`` hook, so its open runs would stay
@@ -147,7 +191,10 @@ def configure(
         redactor = Redactor(policy, key=load_or_create_key(root))
         provider = _sdk_provider(tracer_provider)
         writer = BundleWriter(root, limits=writer_limits)
-        _recorder = Recorder(bundle_dir=root, redactor=redactor, tracer_provider=provider, writer=writer)
+        _recorder = Recorder(
+            bundle_dir=root, redactor=redactor, tracer_provider=provider, writer=writer,
+            logger_provider=_sdk_logger_provider(logger_provider),
+        )
         if shutdown_on_sigterm if shutdown_on_sigterm is not None else config.flag(ENV_SHUTDOWN_ON_SIGTERM):
             _install_sigterm_shutdown()
         return _recorder

@@ -25,9 +25,9 @@ __all__ = ["OtelSessionInstrumentor"]
 class OtelSessionInstrumentor(BaseInstrumentor):
     """Installs otel-session recording on a tracer provider (the global one by default).
 
-    Keyword arguments of ``instrument()``: ``tracer_provider``, ``bundle_dir``, ``redaction``
-    (a :class:`~otel_session.RedactionPolicy`), ``writer_limits``; each falls back to the
-    environment like :func:`otel_session.configure`.
+    Keyword arguments of ``instrument()``: ``tracer_provider``, ``logger_provider``,
+    ``bundle_dir``, ``redaction`` (a :class:`~otel_session.RedactionPolicy`), ``writer_limits``;
+    each falls back to the environment like :func:`otel_session.configure`.
     """
 
     _recorder: Recorder | None = None
@@ -40,6 +40,7 @@ class OtelSessionInstrumentor(BaseInstrumentor):
             bundle_dir=kwargs.get("bundle_dir"),
             redaction=kwargs.get("redaction"),
             tracer_provider=kwargs.get("tracer_provider"),
+            logger_provider=kwargs.get("logger_provider"),
             writer_limits=kwargs.get("writer_limits"),
         )
 

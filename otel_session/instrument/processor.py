@@ -6,6 +6,10 @@ every span that does not carry them — including spans of other instrumentors, 
 openai-v2 instrumentor. ``on_end`` journals spans of other instrumentation that belong to a run open
 in this process (normalize → redact → append); this project's own spans are skipped there, since
 the API journaled their facts when they happened.
+
+The session log processor does for the GenAI message events that instrumentors emit as *log
+records* what the collector does for OTLP logs: each one emitted in a span of an open run is kept
+(``normalize.detached_event``) until that span ends, and journaled as one of its events.
 """
 
 from __future__ import annotations
@@ -14,17 +18,18 @@ import logging
 from typing import TYPE_CHECKING
 
 from opentelemetry import baggage, context
+from opentelemetry.sdk._logs import LogRecordProcessor, ReadWriteLogRecord
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_session import semconv as sc
 from otel_session.instrument._api import _scope
 from otel_session.instrument._runtime import warn_once
-from otel_session.normalize import SpanData, normalize_span
+from otel_session.normalize import SpanData, detached_event, normalize_span
 
 if TYPE_CHECKING:
     from otel_session.instrument._runtime import Recorder
 
-__all__ = ["SessionSpanProcessor"]
+__all__ = ["SessionLogProcessor", "SessionSpanProcessor"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +95,9 @@ class SessionSpanProcessor(SpanProcessor):
             return
         try:
             data = SpanData.from_readable_span(span)
+            log_events = recorder.take_log_events(data.trace_id, data.span_id)
+            if log_events:
+                data = data.with_events(log_events)
             turn_index = data.attributes.get(sc.TURN_INDEX)
             for event in recorder.redactor.redact_events(normalize_span(data)):
                 if event.turn_index is None and isinstance(turn_index, int):
@@ -103,3 +111,38 @@ class SessionSpanProcessor(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self._recorder.writer.force_flush(timeout_millis)
+
+
+class SessionLogProcessor(LogRecordProcessor):
+    """Keeps GenAI message log events emitted in spans of open runs for their span's ``on_end``."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+
+    def on_emit(self, log_record: ReadWriteLogRecord) -> None:
+        recorder = self._recorder
+        if not recorder.active:
+            return
+        try:
+            record = log_record.log_record
+            trace_id = record.trace_id or 0
+            if trace_id not in recorder.runs:
+                return
+            event = detached_event(
+                trace_id,
+                record.span_id or 0,
+                record.event_name,
+                record.timestamp or record.observed_timestamp or 0,
+                dict(record.attributes or {}),
+                record.body,
+            )
+            if event is not None:
+                recorder.hold_log_event(event)
+        except Exception:  # noqa: BLE001 - never break the app's logging
+            logger.debug("could not keep a log event", exc_info=True)
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True

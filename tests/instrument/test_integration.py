@@ -238,3 +238,40 @@ def test_nothing_is_recorded_after_shutdown(tmp_path, provider, exporter, caplog
     assert list(find_bundles([tmp_path])) == []
     assert exporter.get_finished_spans() == ()
     assert any("shut down" in record.getMessage() for record in caplog.records)
+
+
+LOG_EVENTS_APP = textwrap.dedent(
+    """
+    import otel_session
+    from opentelemetry import _logs, trace
+    from opentelemetry._logs import LogRecord
+
+    logger = _logs.get_logger("genai.instrumentation")
+    tracer = trace.get_tracer("genai.instrumentation")
+    with otel_session.session("log-events"):
+        with otel_session.run(agent="tiny") as run:
+            with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}):
+                logger.emit(LogRecord(event_name="gen_ai.user.message", body={"content": "I'm jane@example.com"}))
+                logger.emit(LogRecord(event_name="gen_ai.choice", body={
+                    "index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hi Jane"}}))
+    print(run.run_id)
+    """
+)
+
+
+def test_opentelemetry_instrument_joins_genai_log_events_to_their_spans(tmp_path):
+    """With logs on, the instrumentor finds the global SDK LoggerProvider the distro set up, and
+    the messages an instrumentation emits as log events land in the run's bundle."""
+    app = tmp_path / "app.py"
+    app.write_text(LOG_EVENTS_APP)
+    env = {**os.environ, "OTEL_SESSION_DIR": str(tmp_path / "data"), "OTEL_TRACES_EXPORTER": "none",
+           "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "console", "OTEL_SERVICE_NAME": "tiny-agent"}
+    result = subprocess.run([str(BIN / "opentelemetry-instrument"), sys.executable, str(app)],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    (path,) = find_bundles([tmp_path / "data"])
+    bundle = read_bundle(path)
+    assert bundle.status is BundleStatus.COMPLETE, bundle.diagnostics
+    finished = [e["payload"] for e in bundle.events if e["type"] == "message_finished"]
+    assert [block["text"] for payload in finished for block in payload["content"]] == ["I'm [email]", "Hi Jane"]
+    assert "jane@example.com" not in (bundle.path / "events.ndjson").read_text()
