@@ -17,13 +17,18 @@ thread, under ``valgrind --tool=callgrind``, once with N1 requests and once with
   tmpfs, routing, ordering, stamping, encoding, appending and sealing included).
 
 Single-threaded: the gRPC transport and the hand-offs between threads are not in it
-(``bench.collector`` measures those, in CPU time). Needs valgrind (``apt-get install valgrind``);
+(``bench.collector`` measures those, in CPU time). The cyclic garbage collector is off while the
+requests replay (``gc.disable()`` after a collection and ``gc.freeze()``): a collection runs when
+allocations cross a threshold, so whether one more falls between the N1 and the N2 run moved the
+figure by up to 5 % from one code change to the next; with it off, the figure is the code's alone
+(reference counting still frees everything; cycles are rare on this path). Needs valgrind (``apt-get install valgrind``);
 without it, no figures. Writes ``bench/results-collector_instructions.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import re
 import shutil
@@ -72,6 +77,9 @@ def replay(path: str, stage: str, count: int) -> int:
         bodies.append(data[offset + 4 : offset + 4 + size])
         offset += 4 + size
     redactor = Redactor(RedactionPolicy(), key=b"bench")
+    gc.collect()
+    gc.freeze()
+    gc.disable()
     if stage == "write":
         return _replay_into_a_collector(bodies, redactor)
     through = 0
