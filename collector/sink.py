@@ -279,7 +279,8 @@ class BundleSink:
         self._sealed: OrderedDict[int, None] = OrderedDict()
         self._pending: dict[int, tuple[float, list[SpanData]]] = {}
         self._pending_count = 0
-        self._pending_logs: dict[tuple[int, int], tuple[float, list[SpanEventData]]] = {}
+        self._pending_logs: dict[int, tuple[float, dict[int, list[SpanEventData]]]] = {}
+        """Log events waiting for their spans: trace id → (first seen, span id → events)."""
         self._pending_log_count = 0
         self._sealing: list[RunRecorder] = []
         self._queue_high_water = writer.limits.max_queue_records // 2
@@ -377,6 +378,7 @@ class BundleSink:
             return run
         if trace_id in self._sealed:
             self._reject(result, len(spans), RejectReason.SEALED, f"run {spans[0].run_id} is already sealed")
+            self._reject_pending_logs(trace_id)
             return None
         session_id = next(
             (sid for span in spans if (sid := session_id_of(span.attributes, span.resource_attributes))), None
@@ -406,6 +408,7 @@ class BundleSink:
         except RunSealedError as exc:
             self._remember_sealed(trace_id)
             self._reject(result, len(spans), RejectReason.SEALED, str(exc))
+            self._reject_pending_logs(trace_id)
             return None
         except RunLockedError as exc:
             self._reject(result, len(spans), RejectReason.LOCKED, f"{exc}; route each trace to one collector")
@@ -515,12 +518,18 @@ class BundleSink:
 
     def _join_pending_logs(self, trace_id: int, spans: list[SpanData]) -> dict[int, list[SpanEventData]]:
         """The log events waiting for each of ``spans``, by span id (taken; ``_lock`` held)."""
+        entry = self._pending_logs.get(trace_id)
+        if entry is None:
+            return {}
+        waiting = entry[1]
         joined: dict[int, list[SpanEventData]] = {}
         for span in spans:
-            entry = self._pending_logs.pop((trace_id, span.span_id), None)
-            if entry is not None:
-                self._pending_log_count -= len(entry[1])
-                joined.setdefault(span.span_id, []).extend(entry[1])
+            events = waiting.pop(span.span_id, None)
+            if events is not None:
+                self._pending_log_count -= len(events)
+                joined[span.span_id] = events
+        if not waiting:
+            del self._pending_logs[trace_id]
         return joined
 
     def _hold_log_events(self, trace_id: int, span_id: int, events: list[SpanEventData], now: float) -> None:
@@ -528,10 +537,15 @@ class BundleSink:
         if self._pending_log_count + len(events) > self.max_pending_log_events:
             self._unmatched(len(events), f"{self._pending_log_count} already wait for their spans")
             return
-        first_seen, held = self._pending_logs.get((trace_id, span_id), (now, []))
-        held.extend(events)
-        self._pending_logs[(trace_id, span_id)] = (first_seen, held)
+        self._pending_logs.setdefault(trace_id, (now, {}))[1].setdefault(span_id, []).extend(events)
         self._pending_log_count += len(events)
+
+    def _take_pending_logs(self, trace_id: int) -> int:
+        """Drop the log events waiting in ``trace_id`` (``_lock`` held); how many there were."""
+        entry = self._pending_logs.pop(trace_id, None)
+        count = sum(len(events) for events in entry[1].values()) if entry is not None else 0
+        self._pending_log_count -= count
+        return count
 
     def _flush_late_logs(self, run: _Run, *, settled_before: float) -> None:
         """Journal the messages of log events that came after their span (``run.lock`` held):
@@ -587,6 +601,15 @@ class BundleSink:
             result.messages.append(message)
         self.counters.add("rejected" if what == "span" else "log_records_rejected", count)
         logger.warning("rejected %d %s(s) (%s): %s", count, what, reason.value, message)
+
+    def _reject_pending_logs(self, trace_id: int) -> None:
+        """Log events that waited for spans of a run found sealed (after a restart, or a file
+        imported again) are rejected too: counted, never reported as unmatched."""
+        count = self._take_pending_logs(trace_id)
+        if count:
+            self.counters.add("log_records_rejected", count)
+            logger.warning("rejected %d log record(s) (sealed): run %s is already sealed", count,
+                           run_id_from_trace_id(trace_id))
 
     def _reject_log_events(self, result: SubmitResult, trace_id: int, count: int) -> None:
         message = f"run {run_id_from_trace_id(trace_id)} is already sealed"
@@ -663,12 +686,9 @@ class BundleSink:
 
     def _expire_pending_logs(self, expired: Callable[[float], bool]) -> None:
         """Count as unmatched the waiting log events whose span never came (``_lock`` held)."""
-        gone = [key for key, (first_seen, _) in self._pending_logs.items() if expired(first_seen)]
-        count = 0
-        for key in gone:
-            count += len(self._pending_logs.pop(key)[1])
+        gone = [trace_id for trace_id, (first_seen, _) in self._pending_logs.items() if expired(first_seen)]
+        count = sum(self._take_pending_logs(trace_id) for trace_id in gone)
         if count:
-            self._pending_log_count -= count
             self._unmatched(count, "they never met their span (not exported, or sent to another collector: "
                                    "route a trace's logs with its spans)")
 

@@ -199,8 +199,9 @@ def test_import_joins_log_lines_to_span_lines(tmp_path, redactor):
     assert (report.spans, report.log_events, report.log_events_unmatched) == (4, LOG_EVENTS, 0)
     (bundle,) = sealed_bundles(root)
     assert conversation(bundle) == EXPECTED
-    again = import_files([path], root, redactor=redactor)
+    again = import_files([path], root, redactor=redactor)  # the logs line first: they wait, then meet a sealed run
     assert again.ok and again.runs_already_imported == {bundle.run_id}
+    assert (again.log_events, again.log_events_unmatched) == (LOG_EVENTS, 0)
     assert CANARY_EMAIL.encode() not in all_bytes(root)
 
 
