@@ -5,6 +5,7 @@ span exporters as clients, over gRPC and HTTP, in either order of arrival."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
@@ -255,3 +256,32 @@ def test_a_span_carrying_its_messages_keeps_them_and_log_events_add_nothing(make
     assert conversation(bundle) == [("user", [("text", "a table for two")]), ("assistant", [("text", "For when?")])]
     counters = collector.counters.snapshot()
     assert (counters["log_events_bundled"], counters["log_events_unmatched"]) == (1, 0)
+
+
+def test_concurrent_services_lose_no_log_event(make_collector, bundle_root):
+    """Eight services at once, each exporting its runs' spans and log events in a different order
+    (logs first, spans first, interleaved batches): every message reaches its bundle."""
+    collector = make_collector(bundle_root, seal_after_s=1.0)
+    runs_per_service, services = 5, 8
+
+    def service(number: int) -> None:
+        span_exporter, log_exporter = exporters(collector, "grpc" if number % 2 else "http")
+        for _ in range(runs_per_service):
+            spans, logs = recorded_in_memory()
+            sends = [lambda: log_exporter.export(logs) is LogRecordExportResult.SUCCESS,
+                     lambda: span_exporter.export(spans) is SpanExportResult.SUCCESS]
+            for send in sends if number % 3 else reversed(sends):
+                assert send()
+        span_exporter.shutdown()
+        log_exporter.shutdown()
+
+    with ThreadPoolExecutor(services) as pool:
+        list(pool.map(service, range(services)))
+    found = sealed_bundles(bundle_root, services * runs_per_service, timeout=30)
+    assert len(found) == services * runs_per_service
+    for bundle in found:
+        assert bundle.status is BundleStatus.COMPLETE, bundle.diagnostics
+        assert conversation(bundle) == EXPECTED
+    counters = collector.counters.snapshot()
+    assert counters["log_events_bundled"] == LOG_EVENTS * services * runs_per_service
+    assert counters["log_events_unmatched"] == counters["log_records_rejected"] == 0
