@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import otel_session
+from otel_session import semconv as sc
 from otel_session.testing import capture_bundle
 
 EMAIL = "zz.canary.7319@canary-mail.example"
@@ -87,6 +88,9 @@ def test_canaries_reach_neither_disk_nor_spans():
 SPLIT_TEXT = f"mail {EMAIL} or call {PHONE} now"
 # Pieces of the values that a delta ending inside them would have released before.
 FRAGMENTS = ["zz.can", "canary.7", "7319@", "@canary-m", "mail.exa", "+44 2", "20 79", "7946", "0958"]
+# Four digits alone turn up by chance in a random hex id or a timestamp: those are looked for in
+# the recorded text only (journal payloads, span event delta text), the others in every byte.
+TEXT_ONLY = {"7946", "0958"}
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13])
@@ -100,11 +104,14 @@ def test_pii_split_across_deltas_is_never_recorded_in_part(size):
     for directory, _dirs, files in os.walk(captured.root):
         for name in files:
             data = Path(directory, name).read_bytes()
-            for fragment in FRAGMENTS:
+            for fragment in set(FRAGMENTS) - TEXT_ONLY:
                 assert fragment.encode() not in data, f"{fragment!r} found in {name} (deltas of {size})"
+    payloads = repr([record["payload"] for record in captured.bundle.events])
     span_text = repr([[dict(e.attributes) for e in span.events] for span in captured.spans])
+    delta_text = repr([e.attributes.get(sc.DELTA_TEXT) for span in captured.spans for e in span.events])
     for fragment in FRAGMENTS:
-        assert fragment not in span_text
+        assert fragment not in payloads, f"{fragment!r} in a journal payload (deltas of {size})"
+        assert fragment not in (delta_text if fragment in TEXT_ONLY else span_text)
     deltas = [e["payload"]["delta"] for e in captured.bundle.events if e["type"] == "assistant_delta"]
     assert "".join(deltas) == "mail [email] or call [phone] now"
     assert len(deltas) in (-(-len(SPLIT_TEXT) // size), -(-len(SPLIT_TEXT) // size) + 1)  # one a delta (+ the rest)
