@@ -261,7 +261,7 @@ def test_a_span_carrying_its_messages_keeps_them_and_log_events_add_nothing(make
 def test_concurrent_services_lose_no_log_event(make_collector, bundle_root):
     """Eight services at once, each exporting its runs' spans and log events in a different order
     (logs first, spans first, interleaved batches): every message reaches its bundle."""
-    collector = make_collector(bundle_root, seal_after_s=1.0)
+    collector = make_collector(bundle_root, seal_after_s=3.0)
     runs_per_service, services = 5, 8
 
     def service(number: int) -> None:
