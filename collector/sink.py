@@ -328,8 +328,9 @@ class BundleSink:
                     elif span_hex in run.own_messages:  # SPAN_AND_EVENT: the span has them
                         self.counters.add("log_events_bundled", len(events))
                         result.accepted += len(events)
-                    else:  # not a model call: nothing joins it now
-                        self._unmatched(len(events), f"their span in run {run.recorder.run_id} is no model call")
+                    else:  # no model call: nothing joins it after it came
+                        self._unmatched(len(events), f"they came after their span in run {run.recorder.run_id}, "
+                                                     "which is not a model call")
                         result.accepted += len(events)
                 elif trace_id in self._sealed:
                     self._reject_log_events(result, trace_id, len(events))
@@ -441,11 +442,10 @@ class BundleSink:
             normalized = []
             for span, span_hex in zip(spans, span_ids):
                 events = normalize_span(span)
-                if not _has_messages(events):
-                    if log_events or genai.is_model_call(span.attributes):
-                        events = self._join_log_events(run, span, span_hex, log_events.get(span.span_id), events)
-                else:  # its own messages stand: log events for it add nothing
+                if _has_messages(events):  # its own messages stand: log events for it add nothing
                     run.own_messages.add(span_hex)
+                else:
+                    events = self._join_log_events(run, span, span_hex, log_events.get(span.span_id), events)
                 normalized.append((span_hex, events))
             self._key_events(run, normalized, keyed)
             failure = self._journal(run, keyed)
