@@ -80,6 +80,7 @@ class SessionSpanProcessor(SpanProcessor):
             return
         scope = span.instrumentation_scope
         if scope is not None and scope.name == sc.SCOPE_NAME:
+            recorder.take_log_events(span.context.trace_id, span.context.span_id)  # the API recorded its facts
             return
         handle = recorder.runs.get(span.context.trace_id)
         if handle is None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from flask import Flask
-from opentelemetry import baggage, context, propagate
+from opentelemetry import baggage, context, propagate, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
@@ -275,3 +275,20 @@ def test_opentelemetry_instrument_joins_genai_log_events_to_their_spans(tmp_path
     finished = [e["payload"] for e in bundle.events if e["type"] == "message_finished"]
     assert [block["text"] for payload in finished for block in payload["content"]] == ["I'm [email]", "Hi Jane"]
     assert "jane@example.com" not in (bundle.path / "events.ndjson").read_text()
+
+
+def test_log_events_in_this_packages_own_spans_are_not_kept(tmp_path, provider):
+    """A GenAI log event emitted while one of otel_session's own spans is current (the API records
+    those facts itself) is let go when that span ends: nothing is kept for a span that ended."""
+    from opentelemetry._logs import LogRecord
+    from opentelemetry.sdk._logs import LoggerProvider
+
+    logger_provider = LoggerProvider()
+    recorder = otel_session.configure(tmp_path, tracer_provider=provider, logger_provider=logger_provider)
+    logger = logger_provider.get_logger("genai")
+    with otel_session.session("own"), otel_session.run(agent="own") as run:
+        with otel_session.turn(0, state="greet", required_slots=[], slots={}):
+            span_context = trace.get_current_span().get_span_context()
+            logger.emit(LogRecord(event_name="gen_ai.user.message", body={"content": "hello"}))
+    assert recorder.take_log_events(span_context.trace_id, span_context.span_id) == []
+    assert run.run_id
