@@ -283,6 +283,7 @@ class run(_Section):  # noqa: N801
         recorder = current_recorder(auto=True)
         if recorder is None:
             return _NO_RUN
+        recorder.read_logs_of()  # a global logger provider set since configure()
         ctx = context.get_current()
         session_id = self._session_id or current_session_id()
         parent_span = trace.get_current_span(ctx)

@@ -80,10 +80,26 @@ class Recorder:
         self._log_events: dict[tuple[int, int], list[SpanEventData]] = {}
         self._log_event_count = 0
         self._log_events_lock = threading.Lock()
-        if logger_provider is not None:
-            logger_provider.add_log_record_processor(SessionLogProcessor(self))
+        self._log_processor = SessionLogProcessor(self)
+        self.logger_provider: LoggerProvider | None = None
+        """The SDK logger provider whose GenAI log events join their spans (None: none yet)."""
+        self.read_logs_of(logger_provider)
         resource = getattr(tracer_provider, "resource", None)
         self.service_name: str | None = resource.attributes.get("service.name") if resource is not None else None
+
+    def read_logs_of(self, logger_provider: LoggerProvider | None = None) -> None:
+        """Join the GenAI log events of ``logger_provider`` (default: the global one, when it is the
+        SDK's) to their spans, unless a provider is read already. Runs call it as they start, so a
+        global provider set after ``configure()`` is read from the next run on."""
+        if self.logger_provider is not None:
+            return
+        provider = logger_provider if logger_provider is not None else _logs.get_logger_provider()
+        if not isinstance(provider, LoggerProvider):
+            return
+        with self._log_events_lock:
+            if self.logger_provider is None:
+                provider.add_log_record_processor(self._log_processor)
+                self.logger_provider = provider
 
     def hold_log_event(self, detached: DetachedEvent) -> None:
         """Keep a GenAI log event until its span ends (bounded: the oldest span's go first)."""
@@ -126,13 +142,9 @@ class Recorder:
 
 
 def _sdk_logger_provider(explicit: Any) -> LoggerProvider | None:
-    """``explicit``, else the global logger provider when it is the SDK's (None: logs not read)."""
-    provider = explicit if explicit is not None else _logs.get_logger_provider()
-    if isinstance(provider, LoggerProvider):
-        return provider
-    if explicit is not None:
+    if explicit is not None and not isinstance(explicit, LoggerProvider):
         raise TypeError(f"logger_provider must be an SDK LoggerProvider, got {type(explicit).__name__}")
-    return None
+    return explicit
 
 
 def _sdk_provider(explicit: Any) -> TracerProvider:
@@ -165,9 +177,10 @@ def configure(
     SDK provider (one is created and set globally if none exists). A second call returns the
     recorder already configured (a warning says so when its arguments differ).
 
-    ``logger_provider`` (default: the global one, when it is an SDK ``LoggerProvider``) gets the
-    session log processor, so GenAI message events that instrumentors emit as log records (the
-    openai-v2 instrumentor's ``EVENT_ONLY`` content mode, the older conventions) reach the bundle.
+    ``logger_provider`` (default: the global one, when it is an SDK ``LoggerProvider``, also when
+    it is set after this call: each run looks for it as it starts) gets the session log processor,
+    so GenAI message events that instrumentors emit as log records (the openai-v2 instrumentor's
+    ``EVENT_ONLY`` content mode, the older conventions) reach the bundle.
 
     ``shutdown_on_sigterm`` (default ``$OTEL_SESSION_SHUTDOWN_ON_SIGTERM``, else off): a process
     killed by SIGTERM's default action runs no ``atexit`` hook, so its open runs would stay

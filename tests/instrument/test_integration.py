@@ -292,3 +292,36 @@ def test_log_events_in_this_packages_own_spans_are_not_kept(tmp_path, provider):
             logger.emit(LogRecord(event_name="gen_ai.user.message", body={"content": "hello"}))
     assert recorder.take_log_events(span_context.trace_id, span_context.span_id) == []
     assert run.run_id
+
+
+LOGGING_SET_UP_LATER_APP = textwrap.dedent(
+    """
+    import sys
+    import otel_session
+    from opentelemetry import _logs, trace
+    from opentelemetry._logs import LogRecord
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk.trace import TracerProvider
+
+    trace.set_tracer_provider(TracerProvider())
+    recorder = otel_session.configure(sys.argv[1])        # before the app's logging is set up
+    _logs.set_logger_provider(LoggerProvider())
+    tracer = trace.get_tracer("genai.instrumentation")
+    with otel_session.session("later"), otel_session.run(agent="tiny"):
+        with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}):
+            _logs.get_logger("genai").emit(LogRecord(event_name="gen_ai.user.message", body={"content": "hi"}))
+    recorder.shutdown()
+    """
+)
+
+
+def test_a_global_logger_provider_set_after_configure_is_read_from_the_next_run(tmp_path):
+    app = tmp_path / "app.py"
+    app.write_text(LOGGING_SET_UP_LATER_APP)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    result = subprocess.run([sys.executable, str(app), str(tmp_path / "data")], env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    (path,) = find_bundles([tmp_path / "data"])
+    finished = [e["payload"] for e in read_bundle(path).events if e["type"] == "message_finished"]
+    assert [block["text"] for payload in finished for block in payload["content"]] == ["hi"]
