@@ -184,7 +184,7 @@ class Forwarder:
     def submit(self, request: ExportRequest, item_count: int) -> None:
         """Queue ``request`` (redacted first unless raw forwarding was chosen). Mutates it.
         ``item_count`` is its spans or log records, for the counters."""
-        signal = Signal.LOGS if isinstance(request, ExportLogsServiceRequest) else Signal.TRACES
+        signal = Signal.of(request)
         failed = _COUNTERS[signal][1]
         if self.protocol is ForwardProtocol.HTTP_PROTOBUF and self._urls[signal] is None:
             self._counters.add(failed, item_count)

@@ -82,6 +82,11 @@ class Signal(str, Enum):
         """The OTLP/HTTP path."""
         return f"/v1/{self.value}"
 
+    @staticmethod
+    def of(request: ExportRequest) -> Signal:
+        """The signal ``request`` carries."""
+        return Signal.LOGS if isinstance(request, ExportLogsServiceRequest) else Signal.TRACES
+
 
 class OtlpDecodeError(ValueError):
     """The payload is not a valid OTLP export request; the message says why."""
@@ -133,7 +138,7 @@ def parse_json(body: bytes, signal: Signal | None = Signal.TRACES) -> ExportRequ
 def to_json_line(request: ExportRequest) -> bytes:
     """OTLP JSON of ``request`` on one line (hex ids, integer enums), newline included."""
     document = json_format.MessageToDict(request, use_integers_for_enums=True)
-    resources_key, scopes_key, _, items_key = _signal_of(request).json_keys
+    resources_key, scopes_key, _, items_key = Signal.of(request).json_keys
     for resource_items in document.get(resources_key, ()):
         for scope_items in resource_items.get(scopes_key, ()):
             for item in scope_items.get(items_key, ()):
@@ -141,10 +146,6 @@ def to_json_line(request: ExportRequest) -> bytes:
                 for link in item.get("links", ()):
                     _base64_ids_to_hex(link)
     return orjson.dumps(document, option=orjson.OPT_APPEND_NEWLINE)
-
-
-def _signal_of(request: ExportRequest) -> Signal:
-    return Signal.LOGS if isinstance(request, ExportLogsServiceRequest) else Signal.TRACES
 
 
 def spans_of(request: ExportTraceServiceRequest) -> Iterator[SpanData]:

@@ -316,7 +316,7 @@ class BundleSink:
         for item in detached:
             by_span[(item.trace_id, item.span_id)].append(item.event)
         result = SubmitResult()
-        late: list[tuple[_Run, int, int, list[SpanEventData]]] = []
+        late: list[tuple[_Run, int, int, str, list[SpanEventData]]] = []
         now = self._clock()
         with self._lock:
             for (trace_id, span_id), events in by_span.items():
@@ -324,7 +324,7 @@ class BundleSink:
                 span_hex = f"{span_id:016x}"
                 if run is not None and span_hex in run.parents:  # its span came first
                     if span_hex in run.log_joins:
-                        late.append((run, trace_id, span_id, events))
+                        late.append((run, trace_id, span_id, span_hex, events))
                     elif span_hex in run.own_messages:  # SPAN_AND_EVENT: the span has them
                         self.counters.add("log_events_bundled", len(events))
                         result.accepted += len(events)
@@ -337,12 +337,12 @@ class BundleSink:
                 else:
                     self._hold_log_events(trace_id, span_id, events, now)
                     result.accepted += len(events)
-        for run, trace_id, span_id, events in late:
+        for run, trace_id, span_id, span_hex, events in late:
             with run.lock:
-                join = None if run.closed else run.log_joins.get(f"{span_id:016x}")
+                join = None if run.closed else run.log_joins.get(span_hex)
                 if join is not None:
                     join.late.extend(events)
-                    run.late_logs.add(f"{span_id:016x}")
+                    run.late_logs.add(span_hex)
                     join.last_arrival = run.last_activity = now
                     result.accepted += len(events)
                     continue

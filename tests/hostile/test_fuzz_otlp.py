@@ -360,7 +360,8 @@ def decode_join_and_record(parse, body: bytes) -> None:
         assert str(exc)
         return
     events, ignored = log_events_of(request)
-    assert ignored >= 0
+    records = sum(len(scope.log_records) for resource in request.resource_logs for scope in resource.scope_logs)
+    assert len(events) + ignored == records  # each record is an event or counted as ignored
     for detached in events:
         span = SpanData(detached.trace_id, detached.span_id, 1, "chat m", 0, 1, {"gen_ai.operation.name": "chat"})
         journal_lines([span.with_events([detached.event])])
