@@ -1,8 +1,9 @@
 """Sessions, runs, turns, messages, slot writes, guards, verdicts and tools as spans and journal records.
 
-Every call here does two things at once: it adds to the OpenTelemetry span (the OTLP view, subject
-to the SDK's limits) and journals the same fact through the run's ``RunRecorder`` when it happens
-(the lossless, live view). Values are redacted once, before either sees them. State lives in the
+Every call here builds one raw ``JournalEvent``, redacts it once (``Redactor.redact_event``), puts
+the redacted record on the OpenTelemetry span with the conventions' codec (``normalize.codec``: the
+OTLP view, subject to the SDK's limits) and journals the same record through the run's
+``RunRecorder`` when it happens (the lossless, live view). State lives in the
 OpenTelemetry context (contextvars), so threads started with a copied context and asyncio tasks see
 the session, run and turn they were started in. Capture failures are logged, never raised.
 """
@@ -20,7 +21,6 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-import orjson
 from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace import Event as _SdkEvent
 from opentelemetry.trace import Link, Status, StatusCode
@@ -29,6 +29,8 @@ from otel_session import semconv as sc
 from otel_session.instrument import reconcile
 from otel_session.instrument._runtime import Recorder, current_recorder, warn_once
 from otel_session.journal import EventType, RunKind, run_id_from_trace_id
+from otel_session.normalize import JournalEvent
+from otel_session.normalize.codec import EVENT_NAMES, encode, encoder
 from otel_session.redact import DeltaStream, Redactor
 from otel_session.write import RunRecorder
 
@@ -54,14 +56,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _SCOPE_KEY = context.create_key("otel_session.scope")
 _time_ns = time.time_ns
-
-
-_dumps = orjson.dumps
-_NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
-
-
-def _json(value: Any) -> str:
-    return _dumps(value, default=repr, option=_NON_STR_KEYS).decode()
+_E = {member: member.value for member in EventType}  # an enum member's ``.value`` is a descriptor call
 
 
 def _label(value: Any) -> Any:
@@ -222,22 +217,52 @@ class RunHandle:
         self.trace_id_hex = f"{self.trace_id:032x}"
         self.span_id_hex = f"{span_context.span_id:016x}"
         self.redactor = recorder.redactor
+        self._redact_payload = recorder.redactor.redact_payload
         self._recorder = recorder
         self.journal_recorder: RunRecorder | None = None
         self.open = True
 
-    def journal(self, event_type: str, payload: dict[str, Any], at_ns: int, **correlation: Any) -> None:
+    def append(self, event: JournalEvent) -> None:
         """Append one (already redacted) record to this run's bundle, if it records one."""
         recorder = self.journal_recorder
         if recorder is not None:
-            recorder.append(event_type, payload, at_ns=at_ns, trace_id=self.trace_id_hex, **correlation)
+            recorder.append_events((event,))
+
+    def event(
+        self,
+        event_type: str,
+        payload: dict[str, Any],
+        span_id: str | None = None,
+        turn_index: int | None = None,
+        message_id: str | None = None,
+        tool_call_id: str | None = None,
+    ) -> JournalEvent:
+        """A record of this run, now, its raw ``payload`` redacted once (``span_id``: the run's span)."""
+        return JournalEvent(
+            event_type,
+            _time_ns(),
+            self._redact_payload(event_type, payload),
+            turn_index,
+            message_id,
+            tool_call_id,
+            self.trace_id_hex,
+            span_id or self.span_id_hex,
+        )
+
+    def emit(self, event_type: str, payload: dict[str, Any]) -> None:
+        """A record on the run's span (a span event) and in its journal."""
+        event = self.event(event_type, payload)
+        self.span.add_event(EVENT_NAMES[event.type], encode(event.type, event.payload), timestamp=event.at_ns)
+        self.append(event)
 
     def finish(self, status: str) -> None:
+        """Journal ``run_finished`` (and say the status on the span); the span is the caller's to end."""
         if not self.open:
             return
         self.open = False
-        now = _time_ns()
-        self.journal(EventType.RUN_FINISHED.value, {"status": status}, now, span_id=self.span_id_hex)
+        event = self.event(_E[EventType.RUN_FINISHED], {"status": status})
+        self.span.set_attributes(encode(event.type, event.payload))
+        self.append(event)
         self._recorder.runs.pop(self.trace_id, None)
         self._recorder.finished_traces.append(self.trace_id)
         if self.journal_recorder is not None:
@@ -246,6 +271,15 @@ class RunHandle:
     def abandon(self) -> None:
         """Finish as interrupted (the recorder is shutting down with this run still open)."""
         self.finish("interrupted")
+
+
+def _start_span(run_handle: RunHandle, name: str, started: JournalEvent, attributes: dict[str, Any]) -> trace.Span:
+    """A child span that opens with the (redacted) record ``started``: its fields become the span's
+    start attributes, beside ``attributes``; the record gets the span's start time and id."""
+    span = run_handle._recorder.tracer.start_span(name, attributes={**attributes, **encode(started.type, started.payload)})
+    started.at_ns = getattr(span, "start_time", None) or started.at_ns
+    started.span_id = f"{span.get_span_context().span_id:016x}"
+    return span
 
 
 class run(_Section):  # noqa: N801
@@ -289,15 +323,13 @@ class run(_Section):  # noqa: N801
         parent_span = trace.get_current_span(ctx)
         links = [Link(parent_span.get_span_context())] if parent_span.get_span_context().is_valid else None
         name = f"invoke_agent {self.agent}" if self.agent else "invoke_agent"
-        attributes: dict[str, Any] = {
-            **self._attributes,
-            sc.OPERATION_NAME: "invoke_agent",
-            sc.RUN_KIND: self.kind.value,
-        }
+        payload: dict[str, Any] = {"kind": self.kind.value}
         if self.agent:
-            attributes[sc.AGENT_NAME] = self.agent
+            payload["agent"] = self.agent
         if self.eval_id:
-            attributes[sc.EVAL_ID] = self.eval_id
+            payload["eval_id"] = self.eval_id
+        started = recorder.redactor.redact_event(JournalEvent(_E[EventType.RUN_STARTED], 0, payload))
+        attributes = {**self._attributes, sc.OPERATION_NAME: "invoke_agent", **encode(started.type, started.payload)}
         root_ctx = trace.set_span_in_context(trace.INVALID_SPAN, ctx)  # the run span is a trace root
         span = recorder.tracer.start_span(name, context=root_ctx, attributes=attributes, links=links)
         run_id = run_id_from_trace_id(span.get_span_context().trace_id)
@@ -319,12 +351,8 @@ class run(_Section):  # noqa: N801
                 created_at_ns=start_ns,
             )
             recorder.runs[handle.trace_id] = handle
-            payload: dict[str, Any] = {"kind": self.kind.value}
-            if self.agent:
-                payload["agent"] = self.agent
-            if self.eval_id:
-                payload["eval_id"] = self.eval_id
-            handle.journal(EventType.RUN_STARTED.value, payload, start_ns, span_id=handle.span_id_hex)
+            started.at_ns, started.trace_id, started.span_id = start_ns, handle.trace_id_hex, handle.span_id_hex
+            handle.append(started)
         except Exception:  # noqa: BLE001 - the run goes on untraced on disk, traced in OTLP
             _capture_failed("a run's bundle")
         ctx = context.set_value(_SCOPE_KEY, _Scope(session_id=session_id, run=handle), root_ctx)
@@ -341,10 +369,13 @@ class run(_Section):  # noqa: N801
         if handle is None:
             return
         try:
-            _end_span(handle.span, exc, handle.redactor)
+            if exc is not None:
+                _mark_error(handle.span, exc, handle.redactor)
             handle.finish(_run_status(exc))
         except Exception:  # noqa: BLE001
             _capture_failed("the end of a run")
+        finally:
+            handle.span.end()
 
 
 def _run_status(exc: BaseException | None) -> str:
@@ -381,12 +412,6 @@ def _mark_error(span: trace.Span, exc: BaseException, redactor: Redactor) -> Non
     span.set_status(Status(StatusCode.ERROR, error_type))
 
 
-def _end_span(span: trace.Span, exc: BaseException | None, redactor: Redactor) -> None:
-    if exc is not None:
-        _mark_error(span, exc, redactor)
-    span.end()
-
-
 # -- turn -------------------------------------------------------------------------------------
 
 
@@ -417,15 +442,13 @@ class TurnHandle:
         self.finished = False
         self._lock = threading.Lock()
         self._add_event = _event_adder(span)
-        self._journal = run_handle.journal_recorder
-        self._correlation = {"turn_index": index, "trace_id": run_handle.trace_id_hex, "span_id": self.span_id_hex}
 
-    def _event(self, name: str, attributes: dict[str, Any], event_type: str, payload: dict[str, Any]) -> None:
-        now = _time_ns()
-        self._add_event(name, attributes, now)
-        journal = self._journal
-        if journal is not None:
-            journal.append(event_type, payload, at_ns=now, **self._correlation)
+    def emit(self, event_type: str, payload: dict[str, Any]) -> None:
+        """A raw record of this turn, now: redacted once, on the turn's span (an event) and journaled."""
+        run_handle = self.run
+        event = run_handle.event(event_type, payload, self.span_id_hex, self.index)
+        self._add_event(EVENT_NAMES[event_type], encode(event_type, event.payload), event.at_ns)
+        run_handle.append(event)
 
     def finish(
         self,
@@ -462,16 +485,11 @@ class TurnHandle:
         interrupted: bool,
     ) -> None:
         after = reconcile.snapshot(slots if slots is not None else self.slots)
-        redactor = self.run.redactor
         if after is not None:
             for diff in reconcile.reconcile_slot_diff(self.before or {}, after, self.writes):
-                value = redactor.slot_value(diff.slot, _plain(diff.value))
-                previous = redactor.slot_value(diff.slot, _plain(diff.previous))
-                self._event(
-                    sc.EVENT_SLOT_DIFF,
-                    {sc.SLOT_NAME: diff.slot, sc.SLOT_VALUE: _json(value), sc.SLOT_PREVIOUS: _json(previous)},
-                    EventType.SLOT_DIFF.value,
-                    {"slot": diff.slot, "value": value, "previous": previous},
+                self.emit(
+                    _E[EventType.SLOT_DIFF],
+                    {"slot": diff.slot, "value": _plain(diff.value), "previous": _plain(diff.previous)},
                 )
         final_state = _label(state) if state is not None else self.state
         required = _labels(required_slots) if required_slots is not None else self.required_slots
@@ -480,26 +498,22 @@ class TurnHandle:
         elif after is not None:
             missing = [slot for slot in required if after.get(slot) is None]
         payload: dict[str, Any] = {"state": final_state, "required_slots": required}
-        attributes: dict[str, Any] = {sc.REQUIRED_SLOTS_AFTER: required}
-        if final_state is not None:
-            attributes[sc.STATE] = final_state
         if missing is not None:
             payload["missing_required_slots"] = list(missing)
-            attributes[sc.MISSING_REQUIRED_SLOTS] = list(missing)
         if interrupted:
             payload["interrupted"] = True
-            attributes[sc.TURN_INTERRUPTED] = True
         if self.guards_truncated:
             payload["guards_truncated"] = self.guards_truncated
-            attributes[sc.GUARDS_TRUNCATED] = self.guards_truncated
-        self.span.set_attributes(attributes)
-        self.run.journal(
-            EventType.TURN_FINISHED.value, payload, _time_ns(), turn_index=self.index, span_id=self.span_id_hex
-        )
+        event = self.run.event(_E[EventType.TURN_FINISHED], payload, span_id=self.span_id_hex, turn_index=self.index)
+        self.span.set_attributes(encode(event.type, event.payload))
+        self.run.append(event)
 
 
 def _plain(value: Any) -> Any:
     return None if value is reconcile.MISSING or value is reconcile.UNKNOWN else value
+
+
+_SLOT_WRITE = _E[EventType.SLOT_WRITE]
 
 
 class turn(_Section):  # noqa: N801
@@ -533,24 +547,13 @@ class turn(_Section):  # noqa: N801
             return _NO_TURN
         run_handle, _ = found
         try:
-            recorder = run_handle._recorder
-            attributes: dict[str, Any] = {sc.TURN_INDEX: self.index, sc.REQUIRED_SLOTS: self.required_slots}
-            if self.state is not None:
-                attributes[sc.STATE_PREVIOUS] = self.state
-            if self.source is not None:
-                attributes[sc.TURN_SOURCE] = self.source
-            span = recorder.tracer.start_span(f"turn {self.index}", attributes=attributes)
-            handle = TurnHandle(run_handle, span, self.index, self.state, self.required_slots, self.slots)
             payload: dict[str, Any] = {"state": self.state, "required_slots": self.required_slots}
             if self.source is not None:
                 payload["source"] = self.source
-            run_handle.journal(
-                EventType.TURN_STARTED.value,
-                payload,
-                getattr(span, "start_time", None) or _time_ns(),
-                turn_index=self.index,
-                span_id=handle.span_id_hex,
-            )
+            started = run_handle.event(_E[EventType.TURN_STARTED], payload, turn_index=self.index)
+            span = _start_span(run_handle, f"turn {self.index}", started, {sc.TURN_INDEX: self.index})
+            handle = TurnHandle(run_handle, span, self.index, self.state, self.required_slots, self.slots)
+            run_handle.append(started)
         except Exception:  # noqa: BLE001
             _capture_failed("a turn")
             return _NO_TURN
@@ -582,20 +585,12 @@ class _NoTurn:
 _NO_TURN = _NoTurn()
 
 
-def _emit(
-    run_handle: RunHandle,
-    turn_handle: TurnHandle | None,
-    name: str,
-    attributes: dict[str, Any],
-    event_type: str,
-    payload: dict[str, Any],
-) -> None:
+def _emit(run_handle: RunHandle, turn_handle: TurnHandle | None, event_type: str, payload: dict[str, Any]) -> None:
+    """A record on the open turn's span, else on the run's."""
     if turn_handle is not None and not turn_handle.finished:
-        turn_handle._event(name, attributes, event_type, payload)
-        return
-    now = _time_ns()
-    run_handle.span.add_event(name, attributes, timestamp=now)
-    run_handle.journal(event_type, payload, now, span_id=run_handle.span_id_hex)
+        turn_handle.emit(event_type, payload)
+    else:
+        run_handle.emit(event_type, payload)
 
 
 # -- slot writes, guards, verdicts ----------------------------------------------------------------
@@ -629,23 +624,8 @@ def slot_write(
         if apply and writable is not None:
             writable[slot] = value
             writable = None  # done: the except branch must not write again
-        redactor = run_handle.redactor
-        red_value = redactor.slot_value(slot, value)
-        red_previous = (
-            None if previous is reconcile.MISSING or previous is reconcile.UNKNOWN else redactor.slot_value(slot, previous)
-        )
-        attributes: dict[str, Any] = {
-            sc.SLOT_NAME: slot,
-            sc.SLOT_VALUE: _dumps(red_value, default=repr, option=_NON_STR_KEYS).decode(),
-            sc.SLOT_PREVIOUS: _dumps(red_previous, default=repr, option=_NON_STR_KEYS).decode(),
-        }
-        payload: dict[str, Any] = {"slot": slot, "value": red_value, "previous": red_previous, "source": source}
-        if source is not None:
-            attributes[sc.SLOT_SOURCE] = payload["source"] = _label(source)
-        if turn_handle is not None and not turn_handle.finished:
-            turn_handle._event(sc.EVENT_SLOT_WRITE, attributes, "slot_write", payload)
-        else:
-            _emit(run_handle, None, sc.EVENT_SLOT_WRITE, attributes, EventType.SLOT_WRITE.value, payload)
+        payload = {"slot": slot, "value": value, "previous": _plain(previous), "source": _label(source)}
+        _emit(run_handle, turn_handle, _SLOT_WRITE, payload)
     except Exception:  # noqa: BLE001
         if apply and writable is not None:
             writable[slot] = value  # the app's write still happens
@@ -665,12 +645,10 @@ def guard(name: str, passed: bool, *, state: str | None = None) -> None:
                     turn_handle.guards_truncated += 1
                     return
                 turn_handle.guards_recorded += 1
-        name = _label(name)
-        attributes: dict[str, Any] = {sc.GUARD_NAME: name, sc.GUARD_PASSED: bool(passed)}
-        payload: dict[str, Any] = {"name": name, "passed": bool(passed)}
+        payload: dict[str, Any] = {"name": _label(name), "passed": bool(passed)}
         if state is not None:
-            attributes[sc.GUARD_STATE] = payload["state"] = _label(state)
-        _emit(run_handle, turn_handle, sc.EVENT_GUARD, attributes, EventType.GUARD_EVALUATED.value, payload)
+            payload["state"] = _label(state)
+        _emit(run_handle, turn_handle, _E[EventType.GUARD_EVALUATED], payload)
     except Exception:  # noqa: BLE001
         _capture_failed("a guard")
 
@@ -688,23 +666,17 @@ def transition(
         return
     run_handle, turn_handle = found
     try:
-        redactor = run_handle.redactor
         listed = list(candidates or ())
-        kept = redactor.free_leaves(listed[: sc.CAP_PER_TURN])
-        truncated = len(listed) - len(kept)
-        red_reason = redactor.text(reason) if reason is not None else None
-        from_state, to_state = _label(from_state), _label(to_state)
-        payload: dict[str, Any] = {"from": from_state, "to": to_state, "reason": red_reason, "candidates": kept}
-        attributes: dict[str, Any] = {sc.TRANSITION_CANDIDATES: _json(kept)}
-        for key, value in ((sc.TRANSITION_FROM, from_state), (sc.TRANSITION_TO, to_state), (sc.TRANSITION_REASON, red_reason)):
-            if value is not None:
-                attributes[key] = value
-        if truncated:
-            payload["candidates_truncated"] = truncated
-            attributes[sc.TRANSITION_CANDIDATES_TRUNCATED] = truncated
-        _emit(
-            run_handle, turn_handle, sc.EVENT_TRANSITION_VERDICT, attributes, EventType.TRANSITION_VERDICT.value, payload
-        )
+        kept = listed[: sc.CAP_PER_TURN]
+        payload: dict[str, Any] = {
+            "from": _label(from_state),
+            "to": _label(to_state),
+            "reason": str(reason) if reason is not None else None,
+            "candidates": kept,
+        }
+        if len(listed) > len(kept):
+            payload["candidates_truncated"] = len(listed) - len(kept)
+        _emit(run_handle, turn_handle, _E[EventType.TRANSITION_VERDICT], payload)
     except Exception:  # noqa: BLE001
         _capture_failed("a transition verdict")
 
@@ -766,12 +738,18 @@ class MessageHandle:
             _capture_failed("a delta")
 
     def _record_delta(self, index: int, kind: str, redacted: str, at_ns: int) -> None:
-        self._add_event(sc.EVENT_DELTA, {sc.DELTA_INDEX: index, sc.DELTA_KIND: kind, sc.DELTA_TEXT: redacted}, at_ns)
+        """One delta its block's stream redacted (the stream is a delta's one redaction step)."""
+        payload = {"index": index, "kind": kind, "delta": redacted}
+        self._add_event(_DELTA_EVENT, _encode_delta(payload), at_ns)
         journal = self._journal
         if journal is not None:
-            journal.append(
-                "assistant_delta", {"index": index, "kind": kind, "delta": redacted}, at_ns=at_ns, **self._correlation
-            )
+            journal.append(_DELTA, payload, at_ns=at_ns, **self._correlation)
+
+    def event(self, event_type: str, payload: dict[str, Any]) -> JournalEvent:
+        """A raw record of this message, now, redacted once."""
+        return self.run.event(
+            event_type, payload, span_id=self.span_id_hex, turn_index=self.turn_index, message_id=self.message_id
+        )
 
     def _release_held_text(self) -> None:
         """At the end of the message: each block's held-back text as one last delta."""
@@ -787,27 +765,24 @@ class MessageHandle:
         self.finished = True
         try:
             self._release_held_text()
-            redactor = self.run.redactor
             content = [
-                {"index": index, "kind": kind, "text": redactor.text("".join(parts))}
-                for index, (kind, parts) in sorted(self._blocks.items())
+                {"index": index, "kind": kind, "text": "".join(parts)} for index, (kind, parts) in sorted(self._blocks.items())
             ]
             payload: dict[str, Any] = {"settled": settled, "content": content}
-            attributes: dict[str, Any] = {
-                sc.MESSAGE_CONTENT: _json(content),
-                sc.MESSAGE_SETTLED: settled,
-                sc.DELTA_COUNT: self.delta_count,
-            }
             if stop_reason is not None:
                 payload["stop_reason"] = stop_reason
-                attributes[sc.MESSAGE_STOP_REASON] = stop_reason
-            self.span.set_attributes(attributes)
-            if self._journal is not None:
-                self._journal.append(EventType.MESSAGE_FINISHED.value, payload, at_ns=_time_ns(), **self._correlation)
+            event = self.event(_E[EventType.MESSAGE_FINISHED], payload)
+            self.span.set_attributes({**encode(event.type, event.payload), sc.DELTA_COUNT: self.delta_count})
+            self.run.append(event)
         except Exception:  # noqa: BLE001
             _capture_failed("the end of a message")
         finally:
             self.span.end()
+
+
+_DELTA = _E[EventType.ASSISTANT_DELTA]
+_DELTA_EVENT = EVENT_NAMES[_DELTA]
+_encode_delta = encoder(_DELTA)
 
 
 class _NoMessage:
@@ -843,20 +818,13 @@ class message(_Section):  # noqa: N801
         run_handle, turn_handle = found
         try:
             turn_index = turn_handle.index if turn_handle is not None else None
-            attributes: dict[str, Any] = {sc.MESSAGE_ROLE: self.role}
-            if turn_index is not None:
-                attributes[sc.TURN_INDEX] = turn_index
-            span = run_handle._recorder.tracer.start_span(f"message {self.role}", attributes=attributes)
+            started = run_handle.event(_E[EventType.MESSAGE_STARTED], {"role": self.role}, turn_index=turn_index)
+            span = _start_span(run_handle, f"message {self.role}", started, {} if turn_index is None else {sc.TURN_INDEX: turn_index})
             message_id = self.message_id or f"msg-{span.get_span_context().span_id:016x}"
             span.set_attribute(sc.MESSAGE_ID, message_id)
             handle = MessageHandle(run_handle, turn_index, span, self.role, message_id)
-            if handle._journal is not None:
-                handle._journal.append(
-                    EventType.MESSAGE_STARTED.value,
-                    {"role": self.role},
-                    at_ns=getattr(span, "start_time", None) or _time_ns(),
-                    **handle._correlation,
-                )
+            started.message_id = message_id
+            run_handle.append(started)
         except Exception:  # noqa: BLE001
             _capture_failed("a message")
             return _NO_MESSAGE
@@ -887,30 +855,26 @@ class ToolHandle:
         self.span = span
         self.name = name
         self.call_id = call_id
+        self.turn_index = turn_index
+        self.span_id_hex = f"{span.get_span_context().span_id:016x}"
         self.finished = False
         self.updates = 0
-        self._correlation = {
-            "turn_index": turn_index,
-            "tool_call_id": call_id,
-            "span_id": f"{span.get_span_context().span_id:016x}",
-        }
 
-    def _journal(self, event_type: str, payload: dict[str, Any], at_ns: int) -> None:
-        self.run.journal(event_type, payload, at_ns, **self._correlation)
+    def event(self, event_type: str, payload: dict[str, Any]) -> JournalEvent:
+        """A raw record of this tool execution, now, redacted once."""
+        return self.run.event(
+            event_type, payload, span_id=self.span_id_hex, turn_index=self.turn_index, tool_call_id=self.call_id
+        )
 
     def update(self, detail: str | None = None) -> None:
         """Record a progress tick (``detail`` is free text, redacted)."""
         if self.finished:
             return
         try:
-            now = _time_ns()
             self.updates += 1
-            payload: dict[str, Any] = {}
-            attributes: dict[str, Any] = {}
-            if detail is not None:
-                payload["detail"] = attributes[sc.TOOL_UPDATE_DETAIL] = self.run.redactor.text(detail)
-            self.span.add_event(sc.EVENT_TOOL_UPDATE, attributes, timestamp=now)
-            self._journal(EventType.TOOL_EXECUTION_UPDATED.value, payload, now)
+            event = self.event(_E[EventType.TOOL_EXECUTION_UPDATED], {} if detail is None else {"detail": str(detail)})
+            self.span.add_event(EVENT_NAMES[event.type], encode(event.type, event.payload), timestamp=event.at_ns)
+            self.run.append(event)
         except Exception:  # noqa: BLE001
             _capture_failed("a tool update")
 
@@ -920,19 +884,16 @@ class ToolHandle:
             return
         self.finished = True
         try:
-            redactor = self.run.redactor
             if error is None:
-                red_result = redactor.tool_result(result)
-                payload: dict[str, Any] = {"status": "ok", "result": red_result}
-                self.span.set_attributes({sc.TOOL_STATUS: "ok", sc.TOOL_CALL_RESULT: _json(red_result)})
+                payload: dict[str, Any] = {"status": "ok", "result": result}
             else:
                 error_type = type(error).__qualname__ if isinstance(error, BaseException) else "ToolError"
-                text = f"{error_type}: {error}" if isinstance(error, BaseException) else str(error)
-                red_error = redactor.text(text)
-                payload = {"status": "error", "error": red_error}
-                self.span.set_attributes({sc.TOOL_STATUS: "error", sc.TOOL_ERROR: red_error, sc.ERROR_TYPE: error_type})
+                payload = {"status": "error", "error": f"{error_type}: {error}" if isinstance(error, BaseException) else str(error)}
+                self.span.set_attribute(sc.ERROR_TYPE, error_type)
                 self.span.set_status(Status(StatusCode.ERROR, error_type))
-            self._journal(EventType.TOOL_EXECUTION_FINISHED.value, payload, _time_ns())
+            event = self.event(_E[EventType.TOOL_EXECUTION_FINISHED], payload)
+            self.span.set_attributes(encode(event.type, event.payload))
+            self.run.append(event)
         except Exception:  # noqa: BLE001
             _capture_failed("the end of a tool execution")
         finally:
@@ -970,23 +931,17 @@ class tool_execution(_Section):  # noqa: N801
         run_handle, turn_handle = found
         try:
             turn_index = turn_handle.index if turn_handle is not None else None
-            arguments = run_handle.redactor.tool_arguments(self.arguments)
-            attributes: dict[str, Any] = {
-                sc.OPERATION_NAME: "execute_tool",
-                sc.TOOL_NAME: self.name,
-                sc.TOOL_CALL_ARGUMENTS: _json(arguments),
-            }
+            payload = {"name": self.name, "arguments": self.arguments}
+            started = run_handle.event(_E[EventType.TOOL_EXECUTION_STARTED], payload, turn_index=turn_index)
+            attributes: dict[str, Any] = {sc.OPERATION_NAME: "execute_tool"}
             if turn_index is not None:
                 attributes[sc.TURN_INDEX] = turn_index
-            span = run_handle._recorder.tracer.start_span(f"execute_tool {self.name}", attributes=attributes)
+            span = _start_span(run_handle, f"execute_tool {self.name}", started, attributes)
             call_id = self.call_id or f"call-{span.get_span_context().span_id:016x}"
             span.set_attribute(sc.TOOL_CALL_ID, call_id)
             handle = ToolHandle(run_handle, turn_index, span, self.name, call_id)
-            handle._journal(
-                EventType.TOOL_EXECUTION_STARTED.value,
-                {"name": self.name, "arguments": arguments},
-                getattr(span, "start_time", None) or _time_ns(),
-            )
+            started.tool_call_id = call_id
+            run_handle.append(started)
         except Exception:  # noqa: BLE001
             _capture_failed("a tool execution")
             return _NO_TOOL

@@ -4,6 +4,7 @@ Contract::
 
     name = EVENT_NAMES[event_type]            # the span event a record travels as (None: span attributes)
     attributes = encode(event_type, payload)  # a (redacted) record's fields as span (event) attributes
+    encode_delta = encoder(event_type)         # the same, looked up once
     payload = decode(event_type, attributes)  # and back: the collector path (``normalize/own.py``)
     SPAN_EVENTS[name] -> event type
 
@@ -26,7 +27,7 @@ import orjson
 from otel_session import semconv as sc
 from otel_session.journal import EventType
 
-__all__ = ["EVENT_NAMES", "SPAN_EVENTS", "Field", "decode", "encode", "to_json"]
+__all__ = ["EVENT_NAMES", "SPAN_EVENTS", "Field", "decode", "encode", "encoder", "to_json"]
 
 _ABSENT = object()
 _dumps = orjson.dumps
@@ -167,15 +168,26 @@ SPAN_EVENTS: dict[str, str] = {
 }
 """Span event name -> record type."""
 
-# Compiled per record type: (key, attribute, encode form) and (key, attribute, fallback, when,
-# default, decode form), so that a record on the app's hot path costs one loop over its fields.
-_ENCODERS: dict[str, tuple[tuple[str, str, Callable[[Any], Any] | None, bool], ...]] = {
-    event_type.value: tuple(
-        (f.key, f.attribute, None if f.form == "plain" else _FORMS[f.form][0], f.form.startswith("json"))
-        for f in spelling.fields
-    )
-    for event_type, spelling in _SPELLINGS.items()
-}
+# Encoding runs on the app's hot path (every delta, every slot write): each record type's encoder
+# is generated from the table as straight-line code, as ``dataclasses`` generates ``__init__``.
+def _encoder(event_type: EventType, fields: tuple[Field, ...]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    lines = [f"def encode_{event_type.value}(payload):", "    attributes = {}", "    get = payload.get"]
+    forms: dict[str, Any] = {"_ABSENT": _ABSENT}
+    for number, f in enumerate(fields):
+        form = f"_form{number}"
+        forms[form] = _FORMS[f.form][0]
+        value = "value" if f.form == "plain" else f"{form}(value)"
+        if f.form.startswith("json"):  # None is a value in JSON ("null")
+            lines += [f"    value = get({f.key!r}, _ABSENT)", "    if value is not _ABSENT:"]
+        else:
+            lines += [f"    value = get({f.key!r})", "    if value is not None:"]
+        lines.append(f"        attributes[{f.attribute!r}] = {value}")
+    lines.append("    return attributes")
+    exec("\n".join(lines), forms)  # noqa: S102 - code made from the table above, no outside input
+    return forms[f"encode_{event_type.value}"]
+
+
+_ENCODERS = {event_type.value: _encoder(event_type, spelling.fields) for event_type, spelling in _SPELLINGS.items()}
 _DECODERS: dict[str, tuple[tuple[str, str, str | None, str, Any, Callable[[Any], Any]], ...]] = {
     event_type.value: tuple(
         (f.key, f.attribute, f.fallback, f.when, f.default, _FORMS[f.form][1]) for f in spelling.fields
@@ -186,13 +198,12 @@ _DECODERS: dict[str, tuple[tuple[str, str, str | None, str, Any, Callable[[Any],
 
 def encode(event_type: str, payload: Mapping[str, Any]) -> dict[str, Any]:
     """The attributes a record of ``event_type`` travels as (its payload already redacted)."""
-    attributes: dict[str, Any] = {}
-    for key, attribute, form, keeps_none in _ENCODERS[event_type]:
-        value = payload.get(key, _ABSENT)
-        if value is _ABSENT or (value is None and not keeps_none):
-            continue
-        attributes[attribute] = value if form is None else form(value)
-    return attributes
+    return _ENCODERS[event_type](payload)
+
+
+def encoder(event_type: str) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """``encode`` for one record type, looked up once (for a caller on the hot path)."""
+    return _ENCODERS[event_type]
 
 
 def decode(
