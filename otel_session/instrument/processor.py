@@ -22,8 +22,8 @@ from opentelemetry.sdk._logs import LogRecordProcessor, ReadWriteLogRecord
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_session import semconv as sc
-from otel_session.instrument._api import _scope
-from otel_session.instrument._runtime import warn_once
+from otel_session.instrument._context import scope_of
+from otel_session.instrument._log import warn_once
 from otel_session.normalize import SpanData, detached_event, normalize_span
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class SessionSpanProcessor(SpanProcessor):
         if not self._recorder.active:
             return
         try:
-            scope = _scope(parent_context)
+            scope = scope_of(parent_context)
             attributes = span.attributes or {}
             if scope is not None:
                 session_id = scope.session_id
@@ -82,9 +82,9 @@ class SessionSpanProcessor(SpanProcessor):
         if scope is not None and scope.name == sc.SCOPE_NAME:
             recorder.take_log_events(span.context.trace_id, span.context.span_id)  # the API recorded its facts
             return
-        handle = recorder.runs.get(span.context.trace_id)
+        handle = recorder.open_run(span.context.trace_id)
         if handle is None:
-            if span.context.trace_id in recorder.finished_traces:
+            if recorder.finished_recently(span.context.trace_id):
                 warn_once(
                     "late-span",
                     "otel_session: span %r ended after its run finished; it is exported but not in the "
@@ -127,7 +127,7 @@ class SessionLogProcessor(LogRecordProcessor):
         try:
             record = log_record.log_record
             trace_id = record.trace_id or 0
-            if trace_id not in recorder.runs:
+            if recorder.open_run(trace_id) is None:
                 return
             event = detached_event(
                 trace_id,

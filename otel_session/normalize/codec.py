@@ -160,7 +160,9 @@ _SPELLINGS: dict[EventType, _Spelling] = {
     )),
 }
 
-EVENT_NAMES: dict[str, str | None] = {event_type.value: spelling.event_name for event_type, spelling in _SPELLINGS.items()}
+EVENT_NAMES: dict[str, str | None] = {
+    event_type.value: spelling.event_name for event_type, spelling in _SPELLINGS.items()
+}
 """Record type -> the span event it travels as (None: it travels as its span's attributes)."""
 
 SPAN_EVENTS: dict[str, str] = {

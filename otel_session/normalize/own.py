@@ -48,19 +48,6 @@ def is_own_span(span: SpanData) -> bool:
     )
 
 
-def _decode(value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return value
-
-
-def _list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else []
-
-
 class _Builder:
     """Collects the events of one span with the span's correlation fields."""
 

@@ -1,0 +1,95 @@
+"""What the current context is inside of: session, run and turn, in OpenTelemetry context and baggage.
+
+Contract::
+
+    with session("call-42"): ...          # session.id in context and W3C baggage (a Section)
+    scope_of(ctx) -> Scope | None         # the session id, run and turn a context is inside of
+    current_session_id() / current_run()  # of the current context (baggage: another process's)
+    open_run_for("guard") -> (run, turn) | None   # None, said once, outside an open run
+
+State lives in the OpenTelemetry context (contextvars), so threads started with a copied context
+and asyncio tasks see the session, run and turn they were started in. The span processor reads a
+span's scope from here; the run and turn sections write it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from opentelemetry import baggage, context
+
+from otel_session import semconv as sc
+from otel_session.instrument._log import warn_once
+from otel_session.instrument._section import Section
+
+if TYPE_CHECKING:
+    from otel_session.instrument._run import RunHandle
+    from otel_session.instrument._turn import TurnHandle
+
+__all__ = ["SCOPE_KEY", "Scope", "current_run", "current_session_id", "open_run_for", "scope_of", "session"]
+
+SCOPE_KEY = context.create_key("otel_session.scope")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What the current context is inside of."""
+
+    session_id: str | None = None
+    run: RunHandle | None = None
+    turn: TurnHandle | None = None
+
+
+def scope_of(ctx: context.Context | None = None) -> Scope | None:
+    """The scope of ``ctx`` (default: the current context), None outside every section."""
+    return context.get_value(SCOPE_KEY, ctx)  # type: ignore[return-value]
+
+
+def current_session_id() -> str | None:
+    """The session id of the current context (from ``session()`` or the ``session.id`` baggage)."""
+    scope = scope_of()
+    if scope is not None and scope.session_id:
+        return scope.session_id
+    value = baggage.get_baggage(sc.BAGGAGE_SESSION_ID)
+    return str(value) if value else None
+
+
+def current_run() -> RunHandle | None:
+    """The run of the current context, if any."""
+    scope = scope_of()
+    return scope.run if scope is not None else None
+
+
+def open_run_for(api: str) -> tuple[RunHandle, TurnHandle | None] | None:
+    """The open run (and turn) ``api`` records into; None outside one (said once per api)."""
+    scope = scope_of()
+    if scope is None or scope.run is None or not scope.run.open:
+        warn_once(f"outside:{api}", "otel_session.%s called outside a run: nothing recorded (said once)", api)
+        return None
+    return scope.run, scope.turn
+
+
+class session(Section):  # noqa: N801 - used like a function: ``with otel_session.session("call-42"):``
+    """Put the code inside into session ``session_id`` (``session.id`` in context and W3C baggage)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id)
+        self.session_id = str(session_id)
+        self._token: object | None = None
+
+    def __enter__(self) -> session:
+        ctx = context.get_current()
+        previous = scope_of(ctx) or Scope()
+        ctx = context.set_value(SCOPE_KEY, Scope(session_id=self.session_id), ctx)
+        ctx = baggage.set_baggage(sc.BAGGAGE_SESSION_ID, self.session_id, ctx)
+        if previous.run is not None:
+            ctx = baggage.remove_baggage(sc.BAGGAGE_RUN_ID, ctx)
+        self._token = context.attach(ctx)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            context.detach(self._token)
+            self._token = None
+
