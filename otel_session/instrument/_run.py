@@ -164,7 +164,7 @@ class run(Section):  # noqa: N801
             return _NO_RUN
         recorder.read_logs_of()  # a global logger provider set since configure()
         ctx = context.get_current()
-        session_id = self._session_id or current_session_id()
+        session_id = self._session_id or current_session_id() or recorder.resource_session_id
         parent_span = trace.get_current_span(ctx)
         links = [Link(parent_span.get_span_context())] if parent_span.get_span_context().is_valid else None
         name = f"invoke_agent {self.agent}" if self.agent else "invoke_agent"

@@ -24,7 +24,7 @@ from otel_session.instrument._log import logger, warn_once
 from otel_session.instrument.processor import SessionLogProcessor, SessionSpanProcessor
 from otel_session.normalize import DetachedEvent, SpanEventData
 from otel_session.redact import RedactionPolicy, Redactor, load_or_create_key
-from otel_session.semconv import SCOPE_NAME
+from otel_session.semconv import SCOPE_NAME, SESSION_ID
 from otel_session.write import BundleWriter, WriterLimits
 
 if TYPE_CHECKING:
@@ -77,7 +77,12 @@ class Recorder:
         """The SDK logger provider whose GenAI log events join their spans (None: none yet)."""
         self.read_logs_of(logger_provider)
         resource = getattr(tracer_provider, "resource", None)
-        self.service_name: str | None = resource.attributes.get("service.name") if resource is not None else None
+        resource_attributes = resource.attributes if resource is not None else {}
+        self.service_name: str | None = resource_attributes.get("service.name")
+        session_id = resource_attributes.get(SESSION_ID)
+        self.resource_session_id: str | None = session_id if isinstance(session_id, str) and session_id else None
+        """``session.id`` of the resource (``OTEL_RESOURCE_ATTRIBUTES``): the session of every span
+        and run that has none from its context."""
 
     def register_run(self, handle: RunHandle) -> None:
         """Record the spans of ``handle``'s trace into its bundle from now on (its bundle is open)."""
