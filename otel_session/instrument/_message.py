@@ -15,15 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry import context, trace
+from opentelemetry import trace
 
 from otel_session import semconv as sc
 from otel_session.instrument import _clock
-from otel_session.instrument._context import open_run_for
 from otel_session.instrument._log import capture_failed, warn_once
-from otel_session.instrument._run import RunHandle
-from otel_session.instrument._section import Section, label
-from otel_session.instrument._spans import event_adder, mark_error
+from otel_session.instrument._run import ChildSection, RunHandle
+from otel_session.instrument._section import Nothing, label
+from otel_session.instrument._spans import event_adder
 from otel_session.journal import EventType
 from otel_session.normalize import JournalEvent
 from otel_session.normalize.codec import EVENT_NAMES, encode, encoder
@@ -136,63 +135,30 @@ _DELTA_EVENT = EVENT_NAMES[_DELTA]
 _encode_delta = encoder(_DELTA)
 
 
-class _NoMessage:
-    message_id = None
-
-    def text(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def delta(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def finish(self, *args: Any, **kwargs: Any) -> None:
-        return None
+_NO_MESSAGE = Nothing(("text", "delta", "finish"), message_id=None)
 
 
-_NO_MESSAGE = _NoMessage()
-
-
-class message(Section):  # noqa: N801
+class message(ChildSection):  # noqa: N801
     """One message by ``role`` (span ``message {role}``): ``message_started`` … ``message_finished``."""
+
+    api, what, null = "message", "a message", _NO_MESSAGE
 
     def __init__(self, role: str, *, message_id: str | None = None) -> None:
         super().__init__(role, message_id=message_id)
         self.role = label(role)
         self.message_id = message_id
-        self.handle: MessageHandle | None = None
-        self._token: object | None = None
 
-    def __enter__(self) -> MessageHandle | _NoMessage:
-        found = open_run_for("message")
-        if found is None:
-            return _NO_MESSAGE
-        run_handle, turn_handle = found
-        try:
-            turn_index = turn_handle.index if turn_handle is not None else None
-            started = run_handle.event(_E[EventType.MESSAGE_STARTED], {"role": self.role}, turn_index=turn_index)
-            attributes = {} if turn_index is None else {sc.TURN_INDEX: turn_index}
-            span = run_handle.start_span(f"message {self.role}", started, attributes)
-            message_id = self.message_id or f"msg-{span.get_span_context().span_id:016x}"
-            span.set_attribute(sc.MESSAGE_ID, message_id)
-            handle = MessageHandle(run_handle, turn_index, span, self.role, message_id)
-            started.message_id = message_id
-            run_handle.append(started)
-        except Exception:  # noqa: BLE001
-            capture_failed("a message")
-            return _NO_MESSAGE
-        self.handle = handle
-        self._token = context.attach(trace.set_span_in_context(span))
+    def _open(self, run_handle: RunHandle, turn_handle: Any) -> MessageHandle:
+        turn_index = turn_handle.index if turn_handle is not None else None
+        started = run_handle.event(_E[EventType.MESSAGE_STARTED], {"role": self.role}, turn_index=turn_index)
+        attributes = {} if turn_index is None else {sc.TURN_INDEX: turn_index}
+        span = run_handle.start_span(f"message {self.role}", started, attributes)
+        message_id = self.message_id or f"msg-{span.get_span_context().span_id:016x}"
+        span.set_attribute(sc.MESSAGE_ID, message_id)
+        handle = MessageHandle(run_handle, turn_index, span, self.role, message_id)
+        started.message_id = message_id
+        run_handle.append(started)
         return handle
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if self._token is not None:
-            context.detach(self._token)
-            self._token = None
-        handle = self.handle
-        if handle is None:
-            return
-        if exc is not None and not handle.finished:
-            mark_error(handle.span, exc, handle.run.redactor)
+    def _close(self, handle: MessageHandle, exc: BaseException | None) -> None:
         handle.finish(settled=exc is None)
-
-

@@ -16,16 +16,16 @@ The recorder registers the run when its bundle opens and forgets it when it fini
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from opentelemetry import baggage, context, trace
 from opentelemetry.trace import Link
 
 from otel_session import semconv as sc
 from otel_session.instrument import _clock, _runtime
-from otel_session.instrument._context import SCOPE_KEY, Scope, current_session_id
+from otel_session.instrument._context import SCOPE_KEY, Scope, current_session_id, open_run_for
 from otel_session.instrument._log import capture_failed, warn_once
-from otel_session.instrument._section import Section, label
+from otel_session.instrument._section import Nothing, Section, label
 from otel_session.instrument._spans import mark_error
 from otel_session.journal import EventType, RunKind, run_id_from_trace_id
 from otel_session.normalize import JournalEvent
@@ -35,7 +35,10 @@ if TYPE_CHECKING:
     from otel_session.instrument._runtime import Recorder
     from otel_session.write import RunRecorder
 
-__all__ = ["RunHandle", "run"]
+__all__ = ["ChildSection", "RunHandle", "run"]
+
+_NO_RUN = Nothing(run_id=None, session_id=None, trace_id=None, open=False)
+"""What ``run()`` yields when recording could not be configured: ids are None."""
 
 _E = {member: member.value for member in EventType}  # an enum member's ``.value`` is a descriptor call
 
@@ -158,7 +161,7 @@ class run(Section):  # noqa: N801
     def run_id(self) -> str | None:
         return self.handle.run_id if self.handle is not None else None
 
-    def __enter__(self) -> RunHandle | _NoRun:
+    def __enter__(self) -> RunHandle | Nothing:
         recorder = _runtime.current_recorder(auto=True)
         if recorder is None:
             return _NO_RUN
@@ -223,6 +226,57 @@ class run(Section):  # noqa: N801
             handle.span.end()
 
 
+class ChildSection(Section):
+    """A section inside the open run that opens a child span (a turn, a message, a tool execution).
+
+    Subclasses say how their handle opens (``_open``) and closes (``_close``); an exception inside
+    marks the span as an error (redacted) before it closes. Outside an open run, or when recording
+    fails, the section yields ``null`` and records nothing.
+    """
+
+    api: ClassVar[str]
+    """The API's name, in the warning said once outside a run."""
+    what: ClassVar[str]
+    """What failed to record, in the capture failure warning."""
+    null: ClassVar[Any]
+    handle: Any = None
+    _token: object | None = None
+
+    def _open(self, run_handle: RunHandle, turn_handle: Any) -> Any:
+        raise NotImplementedError
+
+    def _close(self, handle: Any, exc: BaseException | None) -> None:
+        raise NotImplementedError
+
+    def _context(self, handle: Any) -> context.Context:
+        """The context the section's body runs in: its span current."""
+        return trace.set_span_in_context(handle.span)
+
+    def __enter__(self) -> Any:
+        found = open_run_for(self.api)
+        if found is None:
+            return self.null
+        try:
+            handle = self._open(*found)
+        except Exception:  # noqa: BLE001
+            capture_failed(self.what)
+            return self.null
+        self.handle = handle
+        self._token = context.attach(self._context(handle))
+        return handle
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if self._token is not None:
+            context.detach(self._token)
+            self._token = None
+        handle = self.handle
+        if handle is None:
+            return
+        if exc is not None and not handle.finished:
+            mark_error(handle.span, exc, handle.run.redactor)
+        self._close(handle, exc)
+
+
 def _run_status(exc: BaseException | None) -> str:
     """``ok``; ``interrupted`` when the process is being stopped (SystemExit, KeyboardInterrupt); else ``error``."""
     if exc is None:
@@ -230,13 +284,3 @@ def _run_status(exc: BaseException | None) -> str:
     return "interrupted" if isinstance(exc, (SystemExit, KeyboardInterrupt)) else "error"
 
 
-class _NoRun:
-    """What ``run()`` yields when recording could not be configured: ids are None."""
-
-    run_id = None
-    session_id = None
-    trace_id = None
-    open = False
-
-
-_NO_RUN = _NoRun()

@@ -3,6 +3,7 @@
 Contract::
 
     class turn(Section): ...           # ``with turn(0): ...`` or ``@turn(0)`` on a sync/async function
+    Nothing(("finish",), index=None)   # what a section yields when it records nothing
     label(State.ASK) == "ask"          # an Enum member by its value, anything else as str; None stays None
     labels([State.ASK, "x"]) == ["ask", "x"]
 """
@@ -11,11 +12,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
 from typing import Any, TypeVar
 
-__all__ = ["F", "Section", "label", "labels"]
+__all__ = ["F", "Nothing", "Section", "label", "labels"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,3 +61,17 @@ class Section:
 
         return run_sync  # type: ignore[return-value]
 
+
+
+class Nothing:
+    """What a section yields when it records nothing (outside a run, recording off or failed): a
+    handle's ``methods``, each doing nothing, and its ids as the given ``attributes`` (None)."""
+
+    def __init__(self, methods: Iterable[str] = (), **attributes: Any) -> None:
+        for name in methods:
+            setattr(self, name, _do_nothing)
+        self.__dict__.update(attributes)
+
+
+def _do_nothing(*args: Any, **kwargs: Any) -> None:
+    return None

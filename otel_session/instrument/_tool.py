@@ -16,15 +16,13 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from opentelemetry import context, trace
+from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from otel_session import semconv as sc
-from otel_session.instrument._context import open_run_for
 from otel_session.instrument._log import capture_failed
-from otel_session.instrument._run import RunHandle
-from otel_session.instrument._section import F, Section, label
-from otel_session.instrument._spans import mark_error
+from otel_session.instrument._run import ChildSection, RunHandle
+from otel_session.instrument._section import F, Nothing, label
 from otel_session.journal import EventType
 from otel_session.normalize import JournalEvent
 from otel_session.normalize.codec import EVENT_NAMES, encode
@@ -88,64 +86,37 @@ class ToolHandle:
             self.span.end()
 
 
-class _NoTool:
-    call_id = None
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def finish(self, *args: Any, **kwargs: Any) -> None:
-        return None
+_NO_TOOL = Nothing(("update", "finish"), call_id=None)
 
 
-_NO_TOOL = _NoTool()
-
-
-class tool_execution(Section):  # noqa: N801
+class tool_execution(ChildSection):  # noqa: N801
     """One tool call (span ``execute_tool {name}``); an exception inside finishes it as an error."""
+
+    api, what, null = "tool_execution", "a tool execution", _NO_TOOL
 
     def __init__(self, name: str, *, call_id: str | None = None, arguments: Any = None) -> None:
         super().__init__(name, call_id=call_id, arguments=arguments)
         self.name = label(name)
         self.call_id = call_id
         self.arguments = arguments
-        self.handle: ToolHandle | None = None
-        self._token: object | None = None
 
-    def __enter__(self) -> ToolHandle | _NoTool:
-        found = open_run_for("tool_execution")
-        if found is None:
-            return _NO_TOOL
-        run_handle, turn_handle = found
-        try:
-            turn_index = turn_handle.index if turn_handle is not None else None
-            payload = {"name": self.name, "arguments": self.arguments}
-            started = run_handle.event(_E[EventType.TOOL_EXECUTION_STARTED], payload, turn_index=turn_index)
-            attributes: dict[str, Any] = {sc.OPERATION_NAME: "execute_tool"}
-            if turn_index is not None:
-                attributes[sc.TURN_INDEX] = turn_index
-            span = run_handle.start_span(f"execute_tool {self.name}", started, attributes)
-            call_id = self.call_id or f"call-{span.get_span_context().span_id:016x}"
-            span.set_attribute(sc.TOOL_CALL_ID, call_id)
-            handle = ToolHandle(run_handle, turn_index, span, self.name, call_id)
-            started.tool_call_id = call_id
-            run_handle.append(started)
-        except Exception:  # noqa: BLE001
-            capture_failed("a tool execution")
-            return _NO_TOOL
-        self.handle = handle
-        self._token = context.attach(trace.set_span_in_context(span))
+    def _open(self, run_handle: RunHandle, turn_handle: Any) -> ToolHandle:
+        turn_index = turn_handle.index if turn_handle is not None else None
+        payload = {"name": self.name, "arguments": self.arguments}
+        started = run_handle.event(_E[EventType.TOOL_EXECUTION_STARTED], payload, turn_index=turn_index)
+        attributes: dict[str, Any] = {sc.OPERATION_NAME: "execute_tool"}
+        if turn_index is not None:
+            attributes[sc.TURN_INDEX] = turn_index
+        span = run_handle.start_span(f"execute_tool {self.name}", started, attributes)
+        call_id = self.call_id or f"call-{span.get_span_context().span_id:016x}"
+        span.set_attribute(sc.TOOL_CALL_ID, call_id)
+        handle = ToolHandle(run_handle, turn_index, span, self.name, call_id)
+        started.tool_call_id = call_id
+        run_handle.append(started)
         return handle
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if self._token is not None:
-            context.detach(self._token)
-            self._token = None
-        handle = self.handle
-        if handle is None:
-            return
-        if exc is not None and not handle.finished:
-            mark_error(handle.span, exc, handle.run.redactor)
+    def _close(self, handle: ToolHandle, exc: BaseException | None) -> None:
+        if exc is not None:
             handle.finish(error=exc)
         else:
             handle.finish()

@@ -24,9 +24,9 @@ from otel_session import semconv as sc
 from otel_session.instrument import reconcile
 from otel_session.instrument._context import SCOPE_KEY, Scope, open_run_for, scope_of
 from otel_session.instrument._log import capture_failed
-from otel_session.instrument._run import RunHandle
-from otel_session.instrument._section import Section, label, labels
-from otel_session.instrument._spans import event_adder, mark_error
+from otel_session.instrument._run import ChildSection, RunHandle
+from otel_session.instrument._section import Nothing, label, labels
+from otel_session.instrument._spans import event_adder
 from otel_session.journal import EventType
 from otel_session.normalize.codec import EVENT_NAMES, encode
 
@@ -136,12 +136,17 @@ def _plain(value: Any) -> Any:
 _SLOT_WRITE = _E[EventType.SLOT_WRITE]
 
 
-class turn(Section):  # noqa: N801
+_NO_TURN = Nothing(("finish",), index=None, finished=True)
+
+
+class turn(ChildSection):  # noqa: N801
     """One user→agent exchange: span ``turn {index}``, ``turn_started``/``turn_finished`` records.
 
     ``slots`` is the live slot mapping: it is snapshotted now and at the end, and every change not
     made through :func:`slot_write` is recorded as an unattributed ``slot_diff``.
     """
+
+    api, what, null = "turn", "a turn", _NO_TURN
 
     def __init__(
         self,
@@ -158,51 +163,25 @@ class turn(Section):  # noqa: N801
         self.required_slots = labels(required_slots)
         self.slots = slots
         self.source = label(source)
-        self.handle: TurnHandle | None = None
-        self._token: object | None = None
 
-    def __enter__(self) -> TurnHandle | _NoTurn:
-        found = open_run_for("turn")
-        if found is None:
-            return _NO_TURN
-        run_handle, _ = found
-        try:
-            payload: dict[str, Any] = {"state": self.state, "required_slots": self.required_slots}
-            if self.source is not None:
-                payload["source"] = self.source
-            started = run_handle.event(_E[EventType.TURN_STARTED], payload, turn_index=self.index)
-            span = run_handle.start_span(f"turn {self.index}", started, {sc.TURN_INDEX: self.index})
-            handle = TurnHandle(run_handle, span, self.index, self.state, self.required_slots, self.slots)
-            run_handle.append(started)
-        except Exception:  # noqa: BLE001
-            capture_failed("a turn")
-            return _NO_TURN
-        self.handle = handle
-        ctx = context.set_value(SCOPE_KEY, replace(scope_of() or Scope(), turn=handle))
-        self._token = context.attach(trace.set_span_in_context(span, ctx))
+    def _open(self, run_handle: RunHandle, turn_handle: Any) -> TurnHandle:
+        payload: dict[str, Any] = {"state": self.state, "required_slots": self.required_slots}
+        if self.source is not None:
+            payload["source"] = self.source
+        started = run_handle.event(_E[EventType.TURN_STARTED], payload, turn_index=self.index)
+        span = run_handle.start_span(f"turn {self.index}", started, {sc.TURN_INDEX: self.index})
+        handle = TurnHandle(run_handle, span, self.index, self.state, self.required_slots, self.slots)
+        run_handle.append(started)
         return handle
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if self._token is not None:
-            context.detach(self._token)
-            self._token = None
-        handle = self.handle
-        if handle is None:
-            return
-        if exc is not None and not handle.finished:
-            mark_error(handle.span, exc, handle.run.redactor)
+    def _context(self, handle: TurnHandle) -> context.Context:
+        ctx = context.set_value(SCOPE_KEY, replace(scope_of() or Scope(), turn=handle))
+        return trace.set_span_in_context(handle.span, ctx)
+
+    def _close(self, handle: TurnHandle, exc: BaseException | None) -> None:
         handle.finish(interrupted=exc is not None)
 
 
-class _NoTurn:
-    index = None
-    finished = True
-
-    def finish(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_NO_TURN = _NoTurn()
 
 
 def _emit(run_handle: RunHandle, turn_handle: TurnHandle | None, event_type: str, payload: dict[str, Any]) -> None:
