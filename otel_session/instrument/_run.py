@@ -133,8 +133,9 @@ class RunHandle:
 class run(Section):  # noqa: N801
     """One run (one trace): the root span ``invoke_agent {agent}`` and the run's bundle.
 
-    ``kind="eval"`` with ``eval_id`` records under ``evals/<eval_id>/``. Outside a session, the
-    run is its own session (its session id is its run id) and a warning says so once.
+    ``kind="eval"`` with ``eval_id`` records under ``evals/<eval_id>/``. The session is
+    ``session_id``, else the context's (``current_session_id``), else the resource's ``session.id``;
+    with none, the run is its own session (its session id is its run id), said once.
     """
 
     def __init__(
