@@ -30,7 +30,7 @@ from otel_session.write import BundleWriter, WriterLimits
 if TYPE_CHECKING:
     from otel_session.instrument._run import RunHandle
 
-__all__ = ["ENV_SHUTDOWN_ON_SIGTERM", "Recorder", "configure", "current_recorder"]
+__all__ = ["ENV_SHUTDOWN_ON_SIGTERM", "Recorder", "configure", "current_recorder", "warn_once"]  # warn_once: from _log
 
 ENV_SHUTDOWN_ON_SIGTERM = "OTEL_SESSION_SHUTDOWN_ON_SIGTERM"
 _SIGTERM_DRAIN_S = 5.0
