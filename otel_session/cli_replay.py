@@ -10,19 +10,12 @@ import click
 import orjson
 
 from otel_session import config
-from otel_session.facts import (
-    InvalidId,
-    RunResolutionError,
-    build_session_facts,
-    resolve_run,
-    run_events,
-)
+from otel_session.facts import build_session_facts, run_events
 from otel_session.read import read_bundle
 from otel_session.reduce import Replayer, canonical_json
+from otel_session.resolve import InvalidId, RunResolutionError, resolve_run
 
 __all__ = ["facts", "replay"]
-
-
 
 def _resolve(bundle_root: Path | None, session_id: str, run_id: str | None):
     """Resolve the run or exit: 2 for a malformed id (usage), 1 for an unknown session or run."""

@@ -1,8 +1,8 @@
-"""Session facts (SPEC §7.2) and run resolution (SPEC §7.3).
+"""Session facts (SPEC §7.2) of one run.
 
 Contract::
 
-    resolved = resolve_run(root, session_id, run_id=None)   # -> ResolvedRun, or a RunResolutionError
+    resolved = resolve_run(root, session_id, run_id=None)   # otel_session.resolve (SPEC §7.3)
     facts = build_session_facts(read_bundle(resolved.path),
                                 fallback_to_latest_run=resolved.fallback_to_latest_run)
     facts = load_session_facts(root, session_id, run_id=None)  # the two steps together
@@ -17,144 +17,25 @@ records, even when such a record found its way into the journal.
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
 from operator import itemgetter
-from pathlib import Path
 from typing import Any
 
-from otel_session import layout
-from otel_session.read import BundleRead, RunInfo, find_run, iter_session_runs, read_bundle
+from otel_session.journal import parse_timestamp
+from otel_session.read import BundleRead, read_bundle
 from otel_session.reduce import replay_state
+from otel_session.resolve import resolve_run
+from otel_session.semconv import CAP_PER_TURN
 
 __all__ = [
-    "GUARD_CAP",
-    "InvalidId",
-    "ResolvedRun",
-    "RunNotFound",
-    "RunResolutionError",
-    "RunSessionMismatch",
-    "SessionNotFound",
+    "NO_BOUNDARIES_NOTE",
     "build_session_facts",
     "load_session_facts",
-    "resolve_run",
     "run_events",
 ]
 
-GUARD_CAP = 24
-"""Guards listed per turn (and verdict candidates); the rest are counted in ``guards_truncated``."""
-
 NO_BOUNDARIES_NOTE = "the journal has no turn boundaries or turn indexes: all events are shown as one turn"
 
-_MAX_SESSION_ID_LENGTH = 1024
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SLOT_TYPES = ("slot_write", "slot_diff")
-
-
-# -- run resolution ------------------------------------------------------------------------------
-
-
-class RunResolutionError(Exception):
-    """A session or run could not be resolved. ``code`` and ``http_status`` map it onto the API."""
-
-    code = "resolution_error"
-    http_status = 404
-
-
-class InvalidId(RunResolutionError, ValueError):
-    """A session or run id is malformed (400)."""
-
-    code = "invalid_id"
-    http_status = 400
-
-
-class SessionNotFound(RunResolutionError, LookupError):
-    """The session has no runs (404)."""
-
-    code = "session_not_found"
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"session {session_id!r} has no runs")
-        self.session_id = session_id
-
-
-class RunNotFound(RunResolutionError, LookupError):
-    """No run with this id exists (404)."""
-
-    code = "run_not_found"
-
-    def __init__(self, session_id: str, run_id: str) -> None:
-        super().__init__(f"run {run_id} not found in session {session_id!r}")
-        self.session_id = session_id
-        self.run_id = run_id
-
-
-class RunSessionMismatch(RunResolutionError):
-    """The run exists but belongs to another session (409)."""
-
-    code = "run_session_mismatch"
-    http_status = 409
-
-    def __init__(self, session_id: str, run_id: str, owner_session_id: str) -> None:
-        super().__init__(f"run {run_id} belongs to session {owner_session_id!r}, not to session {session_id!r}")
-        self.session_id = session_id
-        self.run_id = run_id
-        self.owner_session_id = owner_session_id
-
-
-@dataclass(frozen=True)
-class ResolvedRun:
-    """The run a request binds to, and whether it was chosen as the session's latest."""
-
-    session_id: str
-    run_id: str
-    path: Path
-    fallback_to_latest_run: bool
-    run: RunInfo
-
-
-def _check_session_id(session_id: object) -> str:
-    if not isinstance(session_id, str) or not session_id or len(session_id) > _MAX_SESSION_ID_LENGTH:
-        raise InvalidId(f"malformed session id {session_id!r}: expected 1 to {_MAX_SESSION_ID_LENGTH} characters")
-    if _CONTROL.search(session_id):
-        raise InvalidId(f"malformed session id {session_id!r}: control characters are not allowed")
-    return session_id
-
-
-def _latest_first(runs: Iterable[RunInfo]) -> list[RunInfo]:
-    return sorted(runs, key=lambda run: (run.created_at, run.run_id), reverse=True)
-
-
-def resolve_run(
-    root: str | os.PathLike[str], session_id: str, run_id: str | None = None, *, include_evals: bool = False
-) -> ResolvedRun:
-    """Bind ``session_id`` (and ``run_id`` if given) to one run bundle.
-
-    Without ``run_id`` the latest run is chosen (``created_at`` descending, then ``run_id``
-    descending) and ``fallback_to_latest_run`` is true. Raises ``InvalidId`` for malformed ids,
-    ``RunSessionMismatch`` when the run belongs to another session, ``SessionNotFound`` when the
-    session has no runs and ``RunNotFound`` for an unknown run. Eval runs only with ``include_evals``.
-    """
-    _check_session_id(session_id)
-    if run_id is not None and not layout.is_valid_run_id(run_id):
-        raise InvalidId(f"malformed run id {run_id!r}: expected 'run-' followed by a lower-case UUID")
-    runs = _latest_first(iter_session_runs(root, session_id, include_evals=include_evals))
-    if run_id is None:
-        if not runs:
-            raise SessionNotFound(session_id)
-        latest = runs[0]
-        return ResolvedRun(session_id, latest.run_id, latest.path, True, latest)
-    for run in runs:
-        if run.run_id == run_id:
-            return ResolvedRun(session_id, run_id, run.path, False, run)
-    elsewhere = find_run(root, run_id, include_evals=True)
-    if elsewhere is not None:
-        raise RunSessionMismatch(session_id, run_id, elsewhere.session_id)
-    if not runs:
-        raise SessionNotFound(session_id)
-    raise RunNotFound(session_id, run_id)
 
 
 # -- facts ---------------------------------------------------------------------------------------
@@ -230,15 +111,10 @@ def _group_turns(events: list[dict[str, Any]]) -> tuple[dict[int, list[dict[str,
 
 
 def _duration_ms(started_at: Any, finished_at: Any) -> float | None:
-    if not isinstance(started_at, str) or not isinstance(finished_at, str):
+    started_ns, finished_ns = parse_timestamp(started_at), parse_timestamp(finished_at)
+    if started_ns is None or finished_ns is None:
         return None
-    try:
-        delta = datetime.fromisoformat(finished_at.replace("Z", "+00:00")) - datetime.fromisoformat(
-            started_at.replace("Z", "+00:00")
-        )
-    except ValueError:
-        return None
-    return round(delta.total_seconds() * 1000, 3)
+    return round((finished_ns - started_ns) / 1_000_000, 3)
 
 
 _CONVERSATION_TYPES = frozenset({
@@ -291,7 +167,7 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
                     unattributed.append(entry)
         elif event_type == "guard_evaluated":
             guard_count += 1
-            if guard_count <= GUARD_CAP:
+            if guard_count <= CAP_PER_TURN:
                 guards.append({"name": payload.get("name"), "passed": payload.get("passed"),
                                "state": payload.get("state"), "seq": event["seq"]})
         elif event_type == "turn_started":
@@ -309,8 +185,8 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
         candidates = payload.get("candidates") if isinstance(payload.get("candidates"), list) else []
         recorded_truncation = _int_or_none(payload.get("candidates_truncated")) or 0
         verdict = {"from": payload.get("from"), "to": payload.get("to"), "reason": payload.get("reason"),
-                   "candidates": candidates[:GUARD_CAP],
-                   "candidates_truncated": recorded_truncation + max(0, len(candidates) - GUARD_CAP),
+                   "candidates": candidates[:CAP_PER_TURN],
+                   "candidates_truncated": recorded_truncation + max(0, len(candidates) - CAP_PER_TURN),
                    "seq": verdict_event["seq"]}
 
     replay = replay_state(_conversation_events(conversation, settled))
@@ -357,7 +233,7 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
         "slot_writes": slot_writes,
         "unattributed_diffs": unattributed,
         "guards": guards,
-        "guards_truncated": max(0, guard_count - GUARD_CAP),
+        "guards_truncated": max(0, guard_count - CAP_PER_TURN),
         "verdict": verdict,
         "messages": messages,
         "tools": tools,

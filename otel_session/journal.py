@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "decode_line",
     "encode_record",
     "format_timestamp",
+    "parse_timestamp",
     "run_id_from_trace_id",
 ]
 
@@ -83,6 +85,24 @@ def format_timestamp(time_ns: int) -> str:
         prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
         _second_cache = (seconds, prefix)
     return f"{prefix}.{micros:06d}Z"
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def parse_timestamp(text: object) -> int | None:
+    """Nanoseconds since the epoch of an RFC 3339 timestamp such as ``at`` (``format_timestamp``'s
+    inverse, exact to the microsecond); ``None`` when ``text`` is not one. No offset means UTC."""
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // _MICROSECOND * 1000
 
 
 _ENCODE_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE

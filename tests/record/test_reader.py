@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from otel_session.cli import main
+from otel_session.journal import format_timestamp, parse_timestamp
 from otel_session.read import BundleStatus, JournalTail, Severity, find_bundles, read_bundle
 
 SAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
@@ -145,3 +146,20 @@ def test_sessions_lists_newest_first(tmp_path):
         (target / "run.json").write_text(json.dumps(manifest))
     out = CliRunner().invoke(main, ["sessions", "--dir", str(root), "--json"])
     assert [s["session_id"] for s in json.loads(out.output)] == ["new", "old"]
+
+
+@pytest.mark.parametrize("time_ns", [0, 1_796_000_000_123_456_000, 4_102_444_799_999_999_000])
+def test_parse_timestamp_inverts_format_timestamp(time_ns):
+    assert parse_timestamp(format_timestamp(time_ns)) == time_ns
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-11-29T22:52:01.123456+01:00", 1_795_989_121_123_456_000),
+        ("2026-11-29T22:52:01.123456", 1_795_992_721_123_456_000),  # no offset: UTC
+        ("yesterday", None), ("", None), (None, None), (1_795_992_721, None),
+    ],
+)
+def test_parse_timestamp_of_other_values(text, expected):
+    assert parse_timestamp(text) == expected
