@@ -181,6 +181,12 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
     return manifest
 
 
+def _counts_valid(capture: dict[str, Any]) -> bool:
+    """Counts are written at terminal status (SPEC §5.3): a recording capture may have none yet."""
+    count = capture.get("event_count")
+    return type(count) is int or (count is None and capture.get("status") == CaptureStatus.RECORDING.value)
+
+
 def _check_capture(capture: dict[str, Any] | None, path: Path) -> tuple[dict[str, Any] | None, list[Diagnostic]]:
     if not (path / layout.CAPTURE_FILE).exists():
         return None, [Diagnostic(DiagnosticCode.MISSING_CAPTURE, Severity.ERROR, f"{layout.CAPTURE_FILE} is missing")]
@@ -189,7 +195,7 @@ def _check_capture(capture: dict[str, Any] | None, path: Path) -> tuple[dict[str
         capture is None
         or capture.get("schema") != CAPTURE_SCHEMA
         or capture.get("status") not in statuses
-        or type(capture.get("event_count")) is not int
+        or not _counts_valid(capture)
     ):
         return None, [
             Diagnostic(

@@ -23,6 +23,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
         ("complete", "complete", [], 7),
         ("unknown-type-and-fields", "complete", [], 8),
         ("recording-torn-tail", "recording", [("torn_tail", "warning")], 5),
+        ("recording-without-counts", "recording", [("torn_tail", "warning")], 5),
         ("garbage-line", "invalid", [("garbage_line", "error")] * 3, 7),
         ("seq-gap", "invalid", [("seq_gap", "error")], 6),
         ("count-mismatch", "invalid", [("count_mismatch", "error")], 7),
@@ -38,6 +39,26 @@ def test_sample_bundles(name, status, codes, events):
     assert [(d.code.value, d.severity.value) for d in result.diagnostics] == codes
     assert len(result.events) == events
     assert result.session_id == "call-42"
+
+
+@pytest.mark.parametrize(
+    ("capture", "status"),
+    [
+        ({"status": "recording"}, "recording"),  # counts are written at terminal status (SPEC §5.3)
+        ({"status": "recording", "event_count": None}, "recording"),
+        ({"status": "recording", "event_count": "5"}, "invalid"),
+        ({"status": "complete"}, "invalid"),
+        ({"status": "failed", "failure": {"failed_at": "x", "code": "disk_full", "message": "m"}}, "invalid"),
+    ],
+)
+def test_only_a_recording_capture_may_have_no_counts_yet(tmp_path, capture, status):
+    shutil.copytree(SAMPLES / "complete", tmp_path / "run")
+    (tmp_path / "run" / "capture.json").write_text(json.dumps({"schema": "otel-session.capture.v1", **capture}))
+    result = read_bundle(tmp_path / "run")
+    assert result.status.value == status
+    codes = [d.code.value for d in result.diagnostics]
+    assert codes == ([] if status == "recording" else ["invalid_capture"])
+    assert len(result.events) == 7
 
 
 def test_unknown_types_and_fields_are_kept_in_place():

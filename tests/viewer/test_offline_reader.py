@@ -40,6 +40,10 @@ def _set_capture(run_dir: Path, **changes) -> None:
 DAMAGE = {
     "complete": lambda d: None,
     "torn_tail_while_recording": lambda d: (_set_capture(d, status="recording"), _write_lines(d, [*_lines(d), b'{"seq": 50, "at'])),
+    "recording_without_counts": lambda d: (
+        (d / "capture.json").write_text('{"schema": "otel-session.capture.v1", "status": "recording"}'),
+        _write_lines(d, [*_lines(d), b'{"seq": 50, "at']),
+    ),
     "torn_tail_after_complete": lambda d: _write_lines(d, [*_lines(d)[:-1], _lines(d)[-1][:-1]]),
     "garbage_line": lambda d: _write_lines(d, [*_lines(d)[:4], b"{not json\n", *_lines(d)[4:]]),
     "empty_line": lambda d: _write_lines(d, [*_lines(d)[:4], b"\n", *_lines(d)[4:]]),

@@ -88,7 +88,8 @@ export function readBundle(files) {
     capture = null;
     error("missing_capture", "capture.json is missing");
   } else if (!capture || capture.schema !== "otel-session.capture.v1" || !CAPTURE_STATUSES.has(capture.status) ||
-             !Number.isInteger(capture.event_count)) {
+             !(Number.isInteger(capture.event_count) ||
+               (capture.event_count == null && capture.status === "recording"))) {  // counts come at terminal status
     capture = null;
     error("invalid_capture", "capture.json is not a valid otel-session.capture.v1 document");
   }
