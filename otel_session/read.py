@@ -24,7 +24,17 @@ from typing import Any
 import orjson
 
 from otel_session import layout
-from otel_session.journal import CAPTURE_SCHEMA, REQUIRED_FIELDS, RUN_SCHEMA, CaptureStatus, EventType, decode_line
+from otel_session.journal import (
+    CAPTURE_SCHEMA,
+    DEPTH_MARKER,
+    MAX_DEPTH,
+    REQUIRED_FIELDS,
+    RUN_SCHEMA,
+    TRUNCATED_FIELD,
+    CaptureStatus,
+    EventType,
+    decode_line,
+)
 
 __all__ = [
     "BundleRead",
@@ -68,6 +78,7 @@ class DiagnosticCode(str, Enum):
     GARBAGE_LINE = "garbage_line"
     UPSTREAM_DROP = "upstream_drop"
     RECONCILE_MISMATCH = "reconcile_mismatch"
+    VALUE_TRUNCATED = "value_truncated"
 
 
 @dataclass(frozen=True)
@@ -247,6 +258,15 @@ def read_bundle(path: str | os.PathLike[str]) -> BundleRead:
                 )
             )
         expected = event["seq"] + 1
+        if event.get(TRUNCATED_FIELD) == "depth":
+            diagnostics.append(
+                Diagnostic(
+                    DiagnosticCode.VALUE_TRUNCATED,
+                    Severity.WARNING,
+                    f"values nested deeper than {MAX_DEPTH} levels were cut, each replaced by {DEPTH_MARKER!r}",
+                    seq=event["seq"],
+                )
+            )
         if event["type"] == EventType.UPSTREAM_DROP.value:
             payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
             diagnostics.append(

@@ -20,7 +20,6 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-import orjson
 from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace import Event as _SdkEvent
 from opentelemetry.trace import Link, Status, StatusCode
@@ -28,7 +27,7 @@ from opentelemetry.trace import Link, Status, StatusCode
 from otel_session import semconv as sc
 from otel_session.instrument import reconcile
 from otel_session.instrument._runtime import Recorder, current_recorder, warn_once
-from otel_session.journal import EventType, RunKind, run_id_from_trace_id
+from otel_session.journal import EventType, RunKind, encode_json, run_id_from_trace_id
 from otel_session.redact import DeltaStream, Redactor
 from otel_session.write import RunRecorder
 
@@ -56,12 +55,8 @@ _SCOPE_KEY = context.create_key("otel_session.scope")
 _time_ns = time.time_ns
 
 
-_dumps = orjson.dumps
-_NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
-
-
 def _json(value: Any) -> str:
-    return _dumps(value, default=repr, option=_NON_STR_KEYS).decode()
+    return encode_json(value).decode()  # never raises: values nested too deep are cut (journal.MAX_DEPTH)
 
 
 def _label(value: Any) -> Any:
@@ -636,8 +631,8 @@ def slot_write(
         )
         attributes: dict[str, Any] = {
             sc.SLOT_NAME: slot,
-            sc.SLOT_VALUE: _dumps(red_value, default=repr, option=_NON_STR_KEYS).decode(),
-            sc.SLOT_PREVIOUS: _dumps(red_previous, default=repr, option=_NON_STR_KEYS).decode(),
+            sc.SLOT_VALUE: _json(red_value),
+            sc.SLOT_PREVIOUS: _json(red_previous),
         }
         payload: dict[str, Any] = {"slot": slot, "value": red_value, "previous": red_previous, "source": source}
         if source is not None:

@@ -102,6 +102,10 @@ export function readBundle(files) {
     }
     if (event.seq !== expected) error("seq_gap", `expected seq ${expected}, found ${event.seq}`, { seq: event.seq });
     expected = event.seq + 1;
+    if (event.truncated === "depth") {  // journal.py cut values nested past MAX_DEPTH
+      diagnostics.push({ code: "value_truncated", severity: "warning", seq: event.seq,
+        message: "values nested too deep were cut" });
+    }
     if (event.type === "upstream_drop") {
       diagnostics.push({ code: "upstream_drop", severity: "warning", seq: event.seq,
         message: `a span lost ${event.payload?.dropped_events ?? 0} events upstream` });
