@@ -6,6 +6,8 @@ Contract::
     facts = build_session_facts(read_bundle(resolved.path),
                                 fallback_to_latest_run=resolved.fallback_to_latest_run)
     facts = load_session_facts(root, session_id, run_id=None)  # the two steps together
+    facts = build_session_wide_facts(root, session_id)         # every run of the session, in run order
+    facts = session_wide_facts(session_id, bundles)            # the same from bundles already read
 
 Facts are a per-turn projection of one run's journal: what each turn wrote (attributed slot writes
 and unattributed diffs), what is still missing (only as ``turn_finished`` recorded it, never
@@ -17,20 +19,23 @@ records, even when such a record found its way into the journal.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any
 
 from otel_session.journal import parse_timestamp
 from otel_session.read import BundleRead, read_bundle
 from otel_session.reduce import replay_state
-from otel_session.resolve import resolve_run
+from otel_session.resolve import resolve_run, session_not_found, session_runs
 from otel_session.semconv import CAP_PER_TURN
 
 __all__ = [
     "NO_BOUNDARIES_NOTE",
     "build_session_facts",
+    "build_session_wide_facts",
     "load_session_facts",
     "run_events",
+    "session_wide_facts",
 ]
 
 NO_BOUNDARIES_NOTE = "the journal has no turn boundaries or turn indexes: all events are shown as one turn"
@@ -241,10 +246,10 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
     }
 
 
-def build_session_facts(bundle: BundleRead, *, fallback_to_latest_run: bool = False) -> dict[str, Any]:
-    """Return the per-turn facts of one run bundle (SPEC §7.2), with its integrity verdict."""
-    session_id, run_id = _bundle_ids(bundle)
-    events = run_events(bundle)
+def _run_turns(bundle: BundleRead, events: list[dict[str, Any]],
+               previous: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The turn facts of one run's own ``events``; ``previous`` is the turn before its first (the
+    last turn of the session's previous run, for session-wide facts), else None."""
     grouped, notes = _group_turns(events)
     slot_events = [event for event in events if event["type"] in _SLOT_TYPES]
     slots: dict[str, Any] = {}
@@ -257,21 +262,74 @@ def build_session_facts(bundle: BundleRead, *, fallback_to_latest_run: bool = Fa
             if isinstance(payload.get("slot"), str):
                 slots[payload["slot"]] = payload.get("value")
             applied += 1
-        turns.append(_turn_facts(turn_index, turn_events, dict(slots), turns[-1] if turns else None))
+        turns.append(_turn_facts(turn_index, turn_events, dict(slots), turns[-1] if turns else previous))
     foreign = len(bundle.events) - len(events)
     if foreign:
         notes.append(f"{foreign} record(s) of another session or run, or repeating a seq, were left out")
+    return turns, notes
+
+
+def _integrity(bundle: BundleRead) -> dict[str, Any]:
+    return {"status": bundle.status.value, "diagnostics": [d.as_json() for d in bundle.diagnostics]}
+
+
+def build_session_facts(bundle: BundleRead, *, fallback_to_latest_run: bool = False) -> dict[str, Any]:
+    """Return the per-turn facts of one run bundle (SPEC §7.2), with its integrity verdict."""
+    session_id, run_id = _bundle_ids(bundle)
+    events = run_events(bundle)
+    turns, notes = _run_turns(bundle, events, None)
     return {
         "session_id": session_id,
         "run_id": run_id,
         "fallback_to_latest_run": fallback_to_latest_run,
         "kind": (bundle.manifest or {}).get("kind"),
         "created_at": (bundle.manifest or {}).get("created_at"),
-        "integrity": {"status": bundle.status.value, "diagnostics": [d.as_json() for d in bundle.diagnostics]},
+        "integrity": _integrity(bundle),
         "event_count": len(events),
         "notes": notes,
         "turns": turns,
     }
+
+
+def session_wide_facts(session_id: str, bundles: Iterable[BundleRead]) -> dict[str, Any]:
+    """Facts of a whole session from its runs' bundles (SPEC §7.2): the runs in run order
+    (``created_at``, then ``run_id``, ascending), their turns in that order, each naming its run,
+    and ``repeated_asks`` detected across run boundaries (a run's first turn follows the previous
+    run's last). Each run's facts still hold only its own records; a turn's ``slots`` are its run's."""
+    ordered = sorted(bundles, key=lambda bundle: (str((bundle.manifest or {}).get("created_at", "")), _bundle_ids(bundle)[1] or ""))
+    runs: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    previous: dict[str, Any] | None = None
+    for bundle in ordered:
+        manifest = bundle.manifest or {}
+        run_id = _bundle_ids(bundle)[1]
+        events = run_events(bundle)
+        run_turns, notes = _run_turns(bundle, events, previous)
+        runs.append({"run_id": run_id, "created_at": manifest.get("created_at"), "kind": manifest.get("kind"),
+                     "agent": manifest.get("agent"), "integrity": _integrity(bundle), "event_count": len(events),
+                     "notes": notes})
+        turns += [{**turn, "run_id": run_id} for turn in run_turns]
+        if run_turns:
+            previous = run_turns[-1]
+    repeated = []
+    for position, turn in enumerate(turns):
+        if turn["repeated_asks"]:
+            asked = turns[position - 1]
+            repeated.append({"run_id": turn["run_id"], "turn_index": turn["turn_index"], "slots": turn["repeated_asks"],
+                             "asked_before_in": {"run_id": asked["run_id"], "turn_index": asked["turn_index"]}})
+    return {"session_id": session_id, "scope": "session", "runs": runs, "turns": turns, "repeated_asks": repeated}
+
+
+def build_session_wide_facts(
+    root: str | os.PathLike[str], session_id: str, *, include_evals: bool = False
+) -> dict[str, Any]:
+    """Read every run of ``session_id`` under ``root`` and build its session-wide facts.
+
+    Raises ``resolve.SessionNotFound`` when the session has no runs (or ``InvalidId``)."""
+    runs = session_runs(root, session_id, include_evals=include_evals)
+    if not runs:
+        raise session_not_found(root, session_id, include_evals=include_evals)
+    return session_wide_facts(session_id, (read_bundle(run.path) for run in runs))
 
 
 def load_session_facts(

@@ -5,6 +5,7 @@ Contract::
     check_session_id(session_id)                        # -> session_id, or InvalidId (400)
     check_run_id(run_id)                                # -> run_id, or InvalidId (400)
     runs = session_runs(root, session_id)               # [RunInfo], latest first ([] when none)
+    raise session_not_found(root, session_id)           # SessionNotFound, naming the evals that hold it
     resolved = resolve_run(root, session_id, run_id=None, include_evals=False)   # -> ResolvedRun
 
 Every ``RunResolutionError`` carries ``code`` and ``http_status``, so the CLI (exit codes) and the
@@ -36,6 +37,7 @@ __all__ = [
     "check_session_id",
     "latest_first",
     "resolve_run",
+    "session_not_found",
     "session_runs",
 ]
 
@@ -63,13 +65,20 @@ class InvalidId(RunResolutionError, ValueError):
 
 
 class SessionNotFound(RunResolutionError, LookupError):
-    """The session has no runs (404)."""
+    """The session has no runs (404). ``eval_ids`` names the evals holding runs of it, if any."""
 
     code = "session_not_found"
 
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"session {session_id!r} has no runs")
+    def __init__(self, session_id: str, eval_ids: Iterable[str] = ()) -> None:
         self.session_id = session_id
+        self.eval_ids = sorted(set(eval_ids))
+        if self.eval_ids:
+            evals = ", ".join(repr(eval_id) for eval_id in self.eval_ids)
+            message = (f"session {session_id!r} has no live runs: it is an eval session (eval {evals}); "
+                       "ask for eval runs to see it (otel-session facts --evals)")
+        else:
+            message = f"session {session_id!r} has no runs"
+        super().__init__(message)
 
 
 class RunNotFound(RunResolutionError, LookupError):
@@ -88,7 +97,8 @@ class EvalRunNotServed(RunNotFound):
 
     def __init__(self, session_id: str, run_id: str, eval_id: str | None) -> None:
         super().__init__(session_id, run_id)
-        self.args = (f"run {run_id} is an eval run (eval {eval_id!r}); eval runs are not served",)
+        self.args = (f"run {run_id} of session {session_id!r} is an eval run (eval {eval_id!r}); "
+                     "ask for eval runs to see it (otel-session facts/replay --evals)",)
         self.eval_id = eval_id
 
 
@@ -159,6 +169,13 @@ def session_runs(root: str | os.PathLike[str], session_id: str, *, include_evals
         return []
 
 
+def session_not_found(root: str | os.PathLike[str], session_id: str, *, include_evals: bool = False) -> SessionNotFound:
+    """The error for a session with no runs; without ``include_evals`` it names the evals that
+    hold runs of the session (an eval session is never part of the live index)."""
+    evals = [] if include_evals else [run.eval_id or "?" for run in session_runs(root, session_id, include_evals=True)]
+    return SessionNotFound(session_id, evals)
+
+
 def resolve_run(
     root: str | os.PathLike[str], session_id: str, run_id: str | None = None, *, include_evals: bool = False
 ) -> ResolvedRun:
@@ -167,7 +184,7 @@ def resolve_run(
     Without ``run_id`` the latest run is chosen (``created_at`` descending, then ``run_id``
     descending) and ``fallback_to_latest_run`` is true. Raises ``InvalidId`` for malformed ids,
     ``RunSessionMismatch`` when the run belongs to another session, ``SessionNotFound`` when the
-    session has no runs, ``EvalRunNotServed`` for
+    session has no runs (naming the evals that hold it), ``EvalRunNotServed`` for
     an eval run when evals were not asked for, ``RunNotFound`` for an unknown run and
     ``OutsideRoot`` when the session's directory leads out of the root.
     """
@@ -180,7 +197,7 @@ def resolve_run(
         raise OutsideRoot() from None
     if run_id is None:
         if not runs:
-            raise SessionNotFound(session_id)
+            raise session_not_found(root, session_id, include_evals=include_evals)
         latest = runs[0]
         return ResolvedRun(session_id, latest.run_id, latest.path, True, latest)
     for run in runs:
@@ -192,5 +209,5 @@ def resolve_run(
             raise EvalRunNotServed(session_id, run_id, elsewhere.eval_id)
         raise RunSessionMismatch(session_id, run_id, elsewhere.session_id)
     if not runs:
-        raise SessionNotFound(session_id)
+        raise session_not_found(root, session_id, include_evals=include_evals)
     raise RunNotFound(session_id, run_id)

@@ -5,6 +5,7 @@ Contract::
     store = BundleStore(root)
     store.sessions()                          # [{session_id, runs: [...]}], newest first
     store.runs(session_id)                    # runs of one session, newest first (404 if none)
+    store.session_facts(session_id)           # facts of all its runs, in run order (404 if none)
     run = store.resolve(session_id, run_id)   # resolve.ResolvedRun(session_id, run_id, path, fallback_to_latest_run, run)
     store.read(run)                           # BundleRead (tolerant: a bad bundle reads as invalid)
     store.state(run, seq)                     # replay state through the reducer's checkpoints
@@ -176,6 +177,14 @@ class BundleStore:
             raise _api_error(exc) from None
         self._contained(resolved.path)
         return resolved
+
+    def session_facts(self, session_id: str) -> dict[str, Any]:
+        """Facts of every live run of the session, in run order (``facts.session_wide_facts``); 404 if none."""
+        check_session_id(session_id)
+        runs = [info for info in resolve.session_runs(self.root, session_id) if self._is_contained(info.path)]
+        if not runs:
+            raise _api_error(resolve.session_not_found(self.root, session_id))
+        return facts.session_wide_facts(session_id, (self._read_path(info.path) for info in runs))
 
     def _contained(self, path: Path) -> Path:
         if not self._is_contained(path):
