@@ -52,7 +52,8 @@ def _slots_list(names: list[str] | None) -> str:
 
 def _turn_rows(turns: list[dict[str, Any]], run_numbers: dict[str, int] | None = None) -> list[str]:
     """The turn table; with ``run_numbers`` a first column names each turn's run."""
-    rows = [(("run",) if run_numbers else ()) + ("turn", "state", "slots written", "missing", "verdict", "repeated asks")]
+    rows = [(("run",) if run_numbers else ()) + ("turn", "state", "slots written", "missing", "verdict", "repeated asks",
+                                                  "model calls (tokens in/out)")]
     for turn in turns:
         written = [write["slot"] for write in turn["slot_writes"]] + [f"{diff['slot']}*" for diff in turn["unattributed_diffs"]]
         verdict = turn["verdict"]
@@ -63,11 +64,25 @@ def _turn_rows(turns: list[dict[str, Any]], run_numbers: dict[str, int] | None =
             _slots_list(turn["missing_required_slots"]),
             f"{verdict['to']} ({verdict['reason']})" if verdict else "-",
             ", ".join(turn["repeated_asks"]) or "-",
+            ", ".join(map(_model_call, turn["model_calls"])) or "-",
         ))
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     lines.append("* unattributed (found by diff); ? not recorded")
     return lines
+
+
+def _model_call(call: dict[str, Any]) -> str:
+    usage = call["usage"]
+    return f"{call['model'] or '?'} {usage.get('input_tokens', '?')}/{usage.get('output_tokens', '?')}"
+
+
+def _usage_line(totals: dict[str, int | None]) -> list[str]:
+    """``usage: …`` when any model call reported tokens, else nothing."""
+    if all(count is None for count in totals.values()):
+        return []
+    counts = {key: "?" if count is None else str(count) for key, count in totals.items()}
+    return [f"usage: {counts['input_tokens']} input tokens, {counts['output_tokens']} output tokens"]
 
 
 def _diagnostic_lines(integrity: dict[str, Any], indent: str) -> list[str]:
@@ -80,6 +95,7 @@ def _facts_table(facts: dict[str, Any]) -> list[str]:
         header += "  (latest run: no --run given)"
     integrity = facts["integrity"]
     lines = [header, f"integrity: {integrity['status']}", *_diagnostic_lines(integrity, "  ")]
+    lines += _usage_line(facts["usage_totals"])
     lines += [f"note: {note}" for note in facts["notes"]]
     return lines + _turn_rows(facts["turns"])
 
@@ -91,7 +107,9 @@ def _session_table(facts: dict[str, Any]) -> list[str]:
         lines.append(f"  run {number}  {run['run_id']}  {run['created_at']}  {run['kind']}  "
                      f"{run['agent'] or '-'}  integrity: {run['integrity']['status']}")
         lines += _diagnostic_lines(run["integrity"], "    ")
+        lines += [f"    {line}" for line in _usage_line(run["usage_totals"])]
         lines += [f"    note: {note}" for note in run["notes"]]
+    lines += _usage_line(facts["usage_totals"])
     numbers = {run["run_id"]: number for number, run in enumerate(runs, start=1)}
     lines += _turn_rows(facts["turns"], numbers)
     for ask in facts["repeated_asks"]:

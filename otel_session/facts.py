@@ -36,11 +36,13 @@ __all__ = [
     "load_session_facts",
     "run_events",
     "session_wide_facts",
+    "usage_totals",
 ]
 
 NO_BOUNDARIES_NOTE = "the journal has no turn boundaries or turn indexes: all events are shown as one turn"
 
 _SLOT_TYPES = ("slot_write", "slot_diff")
+_USAGE_KEYS = ("input_tokens", "output_tokens")
 
 
 # -- facts ---------------------------------------------------------------------------------------
@@ -147,19 +149,47 @@ def _conversation_events(events: list[dict[str, Any]], settled: set[str]) -> lis
     return kept
 
 
+def _model_call(event: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The model call a ``message_finished`` records (``model``, ``usage``: interfaces §2), if any."""
+    model = payload.get("model")
+    usage = payload.get("usage")
+    counts = {}
+    if isinstance(usage, dict):
+        counts = {key: usage[key] for key in _USAGE_KEYS if _int_or_none(usage.get(key)) is not None}
+    if not isinstance(model, str) and not counts:
+        return None
+    return {"message_id": event.get("message_id"), "model": model if isinstance(model, str) else None,
+            "usage": counts}
+
+
+def usage_totals(turns: Iterable[dict[str, Any]]) -> dict[str, int | None]:
+    """Token counts summed over the turns' model calls; a count no call reported is None."""
+    totals: dict[str, int | None] = dict.fromkeys(_USAGE_KEYS)
+    for turn in turns:
+        for call in turn["model_calls"]:
+            for key, count in call["usage"].items():
+                totals[key] = (totals[key] or 0) + count
+    return totals
+
+
 def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, Any],
                 previous: dict[str, Any] | None) -> dict[str, Any]:
     started = finished = verdict_event = None
     slot_writes, unattributed, guards, conversation = [], [], [], []
     settled: set[str] = set()
     guard_count = 0
+    model_calls: list[dict[str, Any]] = []
     for event in events:  # one pass: this runs over every event of the run
         event_type = event["type"]
         if event_type in _CONVERSATION_TYPES:
             conversation.append(event)
-            if (event_type == "message_finished" and _payload(event).get("settled") is True
-                    and isinstance(event.get("message_id"), str)):
-                settled.add(event["message_id"])
+            if event_type == "message_finished":
+                payload = _payload(event)
+                if payload.get("settled") is True and isinstance(event.get("message_id"), str):
+                    settled.add(event["message_id"])
+                call = _model_call(event, payload)
+                if call is not None:
+                    model_calls.append(call)
             continue
         payload = _payload(event)
         if event_type in _SLOT_TYPES:
@@ -242,6 +272,7 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
         "verdict": verdict,
         "messages": messages,
         "tools": tools,
+        "model_calls": model_calls,
         "repeated_asks": repeated,
     }
 
@@ -286,6 +317,7 @@ def build_session_facts(bundle: BundleRead, *, fallback_to_latest_run: bool = Fa
         "created_at": (bundle.manifest or {}).get("created_at"),
         "integrity": _integrity(bundle),
         "event_count": len(events),
+        "usage_totals": usage_totals(turns),
         "notes": notes,
         "turns": turns,
     }
@@ -307,7 +339,7 @@ def session_wide_facts(session_id: str, bundles: Iterable[BundleRead]) -> dict[s
         run_turns, notes = _run_turns(bundle, events, previous)
         runs.append({"run_id": run_id, "created_at": manifest.get("created_at"), "kind": manifest.get("kind"),
                      "agent": manifest.get("agent"), "integrity": _integrity(bundle), "event_count": len(events),
-                     "notes": notes})
+                     "usage_totals": usage_totals(run_turns), "notes": notes})
         turns += [{**turn, "run_id": run_id} for turn in run_turns]
         if run_turns:
             previous = run_turns[-1]
@@ -317,7 +349,8 @@ def session_wide_facts(session_id: str, bundles: Iterable[BundleRead]) -> dict[s
             asked = turns[position - 1]
             repeated.append({"run_id": turn["run_id"], "turn_index": turn["turn_index"], "slots": turn["repeated_asks"],
                              "asked_before_in": {"run_id": asked["run_id"], "turn_index": asked["turn_index"]}})
-    return {"session_id": session_id, "scope": "session", "runs": runs, "turns": turns, "repeated_asks": repeated}
+    return {"session_id": session_id, "scope": "session", "runs": runs, "usage_totals": usage_totals(turns),
+            "turns": turns, "repeated_asks": repeated}
 
 
 def build_session_wide_facts(
