@@ -1,6 +1,8 @@
 // Offline bundles: parse the `…/bundle` download (an uncompressed ustar archive) and judge its
 // integrity with the reader's rules (SPEC §5.5), all in the page: no server call is made.
 
+import { decodeRecord } from "./reducer.js";
+
 const decoder = new TextDecoder();
 const REQUIRED = ["seq", "at", "type", "session_id", "run_id"];
 const CAPTURE_STATUSES = new Set(["recording", "complete", "failed"]);
@@ -47,7 +49,7 @@ const strictDecoder = new TextDecoder("utf-8", { fatal: true });
 
 function parseRecord(bytes) {
   try {
-    const record = JSON.parse(strictDecoder.decode(bytes));
+    const record = decodeRecord(strictDecoder.decode(bytes));
     const valid = record && typeof record === "object" && !Array.isArray(record) &&
       REQUIRED.every((name) => name in record) && Number.isInteger(record.seq) &&
       typeof record.type === "string" && typeof record.at === "string";
