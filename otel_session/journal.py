@@ -196,8 +196,8 @@ def _encode(value: Any, option: int, line: bytes | None = None) -> tuple[bytes, 
             line = _dumps(value, option)
         except (TypeError, RecursionError):  # orjson's nesting limit (or a value deeper than Python recurses)
             return _dumps(_cut(value, 1), option), True
-    # Text with no more openers than MAX_DEPTH cannot nest deeper: the common case costs two counts.
-    if _openers(line) <= MAX_DEPTH or not _too_deep(value, 1):
+    # Text too short for, or with no more openers than, MAX_DEPTH + 1 levels cannot nest deeper.
+    if len(line) <= _SHORT_LINE or _openers(line) <= MAX_DEPTH or not _too_deep(value, 1):
         return line, False
     return _dumps(_cut(value, 1), option), True
 
@@ -208,7 +208,7 @@ def encode_record(record: dict[str, Any]) -> bytes:
     past ``MAX_DEPTH`` become ``DEPTH_MARKER`` (and the record gets ``"truncated": "depth"``)."""
     try:  # the hot path, inlined: one encode; a line this short cannot open MAX_DEPTH + 1 containers
         line = orjson.dumps(record, default=_encode_fallback, option=_ENCODE_OPTIONS)
-        if len(line) <= _SHORT_LINE or _openers(line) <= MAX_DEPTH:
+        if len(line) <= _SHORT_LINE:
             return line
     except TypeError:
         line = None
@@ -221,7 +221,13 @@ def encode_record(record: dict[str, Any]) -> bytes:
 def encode_json(value: Any) -> bytes:
     """One value as JSON text (no newline) by ``encode_record``'s rules: never raises, containers
     nested past ``MAX_DEPTH`` (the value itself is level 1) become ``DEPTH_MARKER``."""
-    return _encode(value, orjson.OPT_NON_STR_KEYS)[0]
+    try:  # the hot path, inlined (span attributes): one encode
+        text = orjson.dumps(value, default=_encode_fallback, option=orjson.OPT_NON_STR_KEYS)
+        if len(text) <= _SHORT_LINE:
+            return text
+    except TypeError:
+        text = None
+    return _encode(value, orjson.OPT_NON_STR_KEYS, text)[0]
 
 
 _STRUCTURE = re.compile(rb'[\[\]{}"]')
