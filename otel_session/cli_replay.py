@@ -18,12 +18,15 @@ from otel_session.resolve import InvalidId, ResolvedRun, RunResolutionError, res
 
 __all__ = ["facts", "replay"]
 
+
 def _root(bundle_root: Path | None) -> Path:
     """The bundle root, or exit 1 saying it does not exist (rather than "no runs")."""
     root = config.bundle_dir(bundle_root)
     if not root.is_dir():
-        source = "--dir" if bundle_root is not None else f"${config.ENV_BUNDLE_DIR}" if os.environ.get(
-            config.ENV_BUNDLE_DIR) else "the default"
+        if bundle_root is not None:
+            source = "--dir"
+        else:
+            source = f"${config.ENV_BUNDLE_DIR}" if os.environ.get(config.ENV_BUNDLE_DIR) else "the default"
         click.echo(f"error: no bundle root at {root} (from {source}): nothing was recorded there", err=True)
         sys.exit(1)
     return root
