@@ -25,18 +25,17 @@ from typing import Any
 import orjson
 
 from otel_session import semconv as sc
-from otel_session.journal import EventType
+from otel_session.journal import EventType, encode_json
 
 __all__ = ["EVENT_NAMES", "SPAN_EVENTS", "Field", "decode", "encode", "encoder", "to_json"]
 
 _ABSENT = object()
-_dumps = orjson.dumps
-_NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 
 
 def to_json(value: Any) -> str:
-    """A structured value as attribute text (anything orjson cannot encode as its ``repr``)."""
-    return _dumps(value, default=repr, option=_NON_STR_KEYS).decode()
+    """A structured value as attribute text, by the journal's rules (``journal.encode_json``: never
+    raises; containers nested past ``journal.MAX_DEPTH`` are cut with a marker)."""
+    return encode_json(value).decode()
 
 
 def _from_json(value: Any) -> Any:
