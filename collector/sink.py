@@ -70,6 +70,7 @@ __all__ = [
     "Overloaded",
     "RejectReason",
     "SubmitResult",
+    "TooManyRequests",
     "event_order_key",
 ]
 
@@ -111,6 +112,10 @@ class EventRedactor(Protocol):
 
 class Overloaded(RuntimeError):
     """The writer is behind; the client should retry later (HTTP 429/503, RESOURCE_EXHAUSTED)."""
+
+
+class TooManyRequests(Overloaded):
+    """More concurrent export requests than the collector serves at once."""
 
 
 class RejectReason(str, Enum):
