@@ -15,14 +15,14 @@ from google.rpc import code_pb2, status_pb2
 from opentelemetry import context
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from otel_session.collector.http_receiver import MAX_MESSAGE_BYTES, HttpReceiver
 from otel_session.read import BundleStatus
 from otel_session.write import BundleWriter
 
-from .conftest import bundles, sealed_bundles, wait_for
+from .conftest import CANARY_CARD, CANARY_EMAIL, bundles, sealed_bundles, wait_for
 
 TRACE_HEX = "5b8efff798038103d269b633813fc60c"
 RUN_ID = "run-5b8efff7-9803-8103-d269-b633813fc60c"
@@ -383,3 +383,84 @@ def test_a_stalled_client_holds_no_worker_and_is_disconnected(collector, bundle_
     finally:
         server.stop()
     assert len(sealed_bundles(bundle_root, count=5)) == 5
+
+
+# -- answers never echo input values or server paths (issue 15 §7) -------------------------------
+
+PII_NAME = f"call {CANARY_EMAIL} card {CANARY_CARD}"
+
+
+def protobuf_span_request(name=PII_NAME, trace_id=b"\0" * 16, session_id=CANARY_EMAIL):
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.name, span.trace_id, span.span_id = name, trace_id, b"\0\0\0\0\0\0\0\xa1"
+    span.start_time_unix_nano = span.end_time_unix_nano = 1764453121000000000
+    attribute = span.attributes.add()
+    attribute.key, attribute.value.string_value = "session.id", session_id
+    return request.SerializeToString()
+
+
+def grpc_export(port, body: bytes) -> str:
+    """The details of a refused export, or the partial_success message of an accepted one."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            response_deserializer=ExportTraceServiceResponse.FromString,
+        )
+        try:
+            return export(body, timeout=5).partial_success.error_message
+        except grpc.RpcError as error:
+            return error.details()
+
+
+def test_no_answer_echoes_an_input_value_or_a_server_path(make_collector, tmp_path):
+    answers: list[str] = []
+
+    def answer_of(port, body, content_type=_JSON, headers=None, path="/v1/traces", expect=None):
+        response, data = post(port, body, content_type, headers, path)
+        assert expect is None or response.status == expect, (response.status, data)
+        answers.append(data.decode("latin-1"))
+
+    collector = make_collector(tmp_path / "bundles")
+    port = collector.http_port
+    invalid = otlp_json_request(session_id=CANARY_EMAIL, name=PII_NAME, trace_hex="0" * 32)
+    answer_of(port, orjson.dumps(invalid), expect=400)
+    answer_of(port, protobuf_span_request(), "application/x-protobuf", expect=400)
+    answers.append(grpc_export(collector.grpc_port, protobuf_span_request()))
+    answer_of(port, b"{}", path=f"/v1/{CANARY_EMAIL}", expect=404)
+    answer_of(port, b"{}", f"text/{CANARY_EMAIL}", expect=415)
+    answer_of(port, b"{}", headers={"Content-Encoding": CANARY_EMAIL}, expect=415)
+    answer_of(port, b"{}", headers={"Content-Length": CANARY_CARD.replace(" ", "")[:-1] + "x"}, expect=400)
+    answers.append(raw_exchange(port, head(_JSON, Transfer_Encoding=CANARY_EMAIL))[1].decode("latin-1"))
+    get = f"GET /v1/traces?{CANARY_EMAIL} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    answers.append(raw_exchange(port, get, keep_alive=True)[1].decode())
+
+    # partial_success: a sealed run (known in memory, then only from disk), a locked one, an unwritable one
+    sealed = otlp_json_request(session_id=CANARY_EMAIL, name=PII_NAME)
+    answer_of(port, orjson.dumps(sealed), expect=200)
+    sealed_bundles(tmp_path / "bundles")
+    wait_for(lambda: collector.sink.open_run_count == 0)
+    late = otlp_json_request(session_id=CANARY_EMAIL, root=False, name=PII_NAME, span_hex="00000000000000a2")
+    answer_of(port, orjson.dumps(late), expect=200)
+    restarted = make_collector(tmp_path / "bundles")
+    answer_of(restarted.http_port, orjson.dumps(late), expect=200)
+    answer_of(restarted.http_port, protobuf_span_request(trace_id=bytes.fromhex(TRACE_HEX)), "application/x-protobuf")
+    answers.append(grpc_export(restarted.grpc_port, protobuf_span_request(trace_id=bytes.fromhex(TRACE_HEX))))
+    other = BundleWriter(tmp_path / "bundles")
+    held = other.open_run(session_id=CANARY_EMAIL, run_id="run-00000000-0000-0000-0000-0000000000b1")
+    try:
+        locked = otlp_json_request(session_id=CANARY_EMAIL, name=PII_NAME, trace_hex="000000000000000000000000000000b1")
+        answer_of(port, orjson.dumps(locked), expect=200)
+    finally:
+        held.close()
+        other.shutdown()
+    blocked_root = tmp_path / "blocked"
+    blocked_root.mkdir()
+    (blocked_root / "sessions").write_text("a file where the sessions directory goes")
+    answer_of(make_collector(blocked_root).http_port, orjson.dumps(sealed), expect=200)
+
+    rejections = [answer for answer in answers if "rejectedSpans" in answer or "run-" in answer]
+    assert len(rejections) >= 6, answers  # the partial_success answers above all say why
+    for answer in answers:
+        for canary in (CANARY_EMAIL, CANARY_CARD, CANARY_CARD.replace(" ", "")[:-1], str(tmp_path), "/tmp/"):
+            assert canary not in answer, (canary, answer)
