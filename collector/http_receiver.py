@@ -87,6 +87,7 @@ _GRPC_CODE_OF_STATUS = {
     HTTPStatus.NOT_IMPLEMENTED: code_pb2.UNIMPLEMENTED,
     HTTPStatus.SERVICE_UNAVAILABLE: code_pb2.UNAVAILABLE,
 }
+_NOT_METRICS = "this collector takes traces and logs, not metrics (set OTEL_METRICS_EXPORTER=none)"
 _TOO_LARGE = f"the request body exceeds the limit of {MAX_MESSAGE_BYTES} bytes"
 
 Response = ExportTraceServiceResponse | ExportLogsServiceResponse
@@ -153,9 +154,11 @@ class OtlpApp:
         try:
             if environ["REQUEST_METHOD"] != "POST":
                 raise _HttpError(HTTPStatus.METHOD_NOT_ALLOWED, "OTLP/HTTP takes POST /v1/traces and /v1/logs")
-            signal = _SIGNAL_OF_PATH.get(environ.get("PATH_INFO", ""))
+            path = environ.get("PATH_INFO", "")
+            signal = _SIGNAL_OF_PATH.get(path)
             if signal is None:
-                raise _HttpError(HTTPStatus.NOT_FOUND, "no OTLP endpoint here; traces go to /v1/traces, logs to /v1/logs")
+                message = _NOT_METRICS if path == "/v1/metrics" else "no OTLP endpoint here"
+                raise _HttpError(HTTPStatus.NOT_FOUND, f"{message}; traces go to /v1/traces, logs to /v1/logs")
             content_type = (environ.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
             if content_type not in (_PROTOBUF, _JSON):
                 raise _HttpError(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"Content-Type: use {_PROTOBUF} or {_JSON}")
