@@ -40,6 +40,7 @@ A client that goes silent mid-request is disconnected after ``client_timeout_s``
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import time
@@ -281,7 +282,10 @@ class HttpReceiver:
         try:
             listener = socket.create_server((host, port), family=family, backlog=_BACKLOG)
         except OSError as exc:
-            raise OSError(exc.errno, f"cannot listen for OTLP/HTTP on {self._address}: {exc.strerror}") from None
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            error = OSError(f"cannot listen for OTLP/HTTP on {self._address} (--http): {reason}")
+            error.errno = exc.errno
+            raise error from None
         self._server = create_server(
             self._app,
             self._map,

@@ -465,3 +465,13 @@ def test_no_answer_echoes_an_input_value_or_a_server_path(make_collector, tmp_pa
     for answer in answers:
         for canary in (CANARY_EMAIL, CANARY_CARD, CANARY_CARD.replace(" ", "")[:-1], str(tmp_path), "/tmp/"):
             assert canary not in answer, (canary, answer)
+
+
+def test_a_busy_http_port_is_named_with_its_flag(make_collector, bundle_root):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        with pytest.raises(OSError) as error:
+            make_collector(bundle_root, grpc_address=None, http_address=address)
+    assert str(error.value) == f"cannot listen for OTLP/HTTP on {address} (--http): Address already in use"
