@@ -25,16 +25,18 @@ request                                                  status  Status code
 not OTLP (protobuf, JSON, gzip/deflate), bad framing     400     INVALID_ARGUMENT
 a path other than ``/v1/traces`` and ``/v1/logs``         404     NOT_FOUND
 a method other than POST                                 405     UNIMPLEMENTED
+silent mid-request for ``client_timeout_s``              408     DEADLINE_EXCEEDED
 no ``Content-Length`` and not chunked                    411     INVALID_ARGUMENT
 body over the limit, compressed or decompressed          413     RESOURCE_EXHAUSTED
 ``Content-Type`` / ``Content-Encoding`` not taken         415     INVALID_ARGUMENT
 more concurrent exports than served (``Retry-After``)    429     RESOURCE_EXHAUSTED
-writer behind or closing (``Retry-After``)               503     UNAVAILABLE
 a bug of ours (logged with its traceback)                500     INTERNAL
+an unknown ``Transfer-Encoding``                         501     UNIMPLEMENTED
+writer behind or closing (``Retry-After``)               503     UNAVAILABLE
 ======================================================  ======  =================================
 
-A client that goes silent mid-request is disconnected after ``client_timeout_s`` without an answer
-(there is none to give); it never holds a worker meanwhile.
+A client silent mid-request holds no worker meanwhile; after ``client_timeout_s`` it hears 408
+and its connection closes. Idle keep-alive connections close after the same time.
 """
 
 from __future__ import annotations
@@ -56,14 +58,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from waitress import wasyncore
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
-from waitress.server import create_server
-from waitress.task import ErrorTask
+from waitress.adjustments import Adjustments
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask, ThreadedTaskDispatcher
 from waitress.utilities import Error
 
 from otel_session.collector.otlp import ExportRequest, OtlpDecodeError, Signal, parse_json, parse_protobuf
 from otel_session.collector.sink import Overloaded, TooManyRequests
 
-__all__ = ["MAX_MESSAGE_BYTES", "HttpReceiver", "split_address"]
+__all__ = ["MAX_MESSAGE_BYTES", "ExportHandler", "HttpReceiver"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +86,7 @@ _GRPC_CODE_OF_STATUS = {
     HTTPStatus.REQUEST_ENTITY_TOO_LARGE: code_pb2.RESOURCE_EXHAUSTED,
     HTTPStatus.UNSUPPORTED_MEDIA_TYPE: code_pb2.INVALID_ARGUMENT,
     HTTPStatus.TOO_MANY_REQUESTS: code_pb2.RESOURCE_EXHAUSTED,
+    HTTPStatus.REQUEST_TIMEOUT: code_pb2.DEADLINE_EXCEEDED,
     HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE: code_pb2.INVALID_ARGUMENT,
     HTTPStatus.INTERNAL_SERVER_ERROR: code_pb2.INTERNAL,
     HTTPStatus.NOT_IMPLEMENTED: code_pb2.UNIMPLEMENTED,
@@ -106,7 +110,7 @@ class _HttpError(Exception):
         self.retry_after = retry_after
 
 
-def split_address(address: str) -> tuple[str, int]:
+def _split_address(address: str) -> tuple[str, int]:
     """``HOST:PORT`` (IPv6 hosts in brackets) → ``(host, port)``."""
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
@@ -114,12 +118,16 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def reply_type_of(content_type: str | None) -> str:
+def _media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";")[0].strip().lower()
+
+
+def _reply_type_of(content_type: str | None) -> str:
     """Answers are JSON to a JSON request, protobuf otherwise."""
-    return _JSON if (content_type or "").split(";")[0].strip().lower() == _JSON else _PROTOBUF
+    return _JSON if _media_type(content_type) == _JSON else _PROTOBUF
 
 
-def error_answer(status: HTTPStatus, message: str, reply_type: str, *, retry_after: int | None = None) -> Answer:
+def _error_answer(status: HTTPStatus, message: str, reply_type: str, *, retry_after: int | None = None) -> Answer:
     """A failure as OTLP/HTTP answers it: ``google.rpc.Status`` in the reply's encoding."""
     code = _GRPC_CODE_OF_STATUS.get(status, code_pb2.UNKNOWN)
     if reply_type == _JSON:
@@ -130,19 +138,19 @@ def error_answer(status: HTTPStatus, message: str, reply_type: str, *, retry_aft
     return status, reply_type, body, headers
 
 
-class OtlpApp:
+class _OtlpApp:
     """The WSGI application: one OTLP export request in, one OTLP answer out; never raises."""
 
     def __init__(self, receiver: ExportHandler) -> None:
         self.receiver = receiver
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        reply_type = reply_type_of(environ.get("CONTENT_TYPE"))
+        reply_type = _reply_type_of(environ.get("CONTENT_TYPE"))
         try:
             status, content_type, body, headers = self.answer(environ, reply_type)
         except Exception:  # noqa: BLE001 - a bug of ours answers 500, never a traceback to the client
             logger.exception("OTLP/HTTP request failed")
-            status, content_type, body, headers = error_answer(
+            status, content_type, body, headers = _error_answer(
                 HTTPStatus.INTERNAL_SERVER_ERROR, "internal error; the collector's log says more", reply_type
             )
         start_response(
@@ -160,7 +168,7 @@ class OtlpApp:
             if signal is None:
                 message = _NOT_METRICS if path == "/v1/metrics" else "no OTLP endpoint here"
                 raise _HttpError(HTTPStatus.NOT_FOUND, f"{message}; traces go to /v1/traces, logs to /v1/logs")
-            content_type = (environ.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
+            content_type = _media_type(environ.get("CONTENT_TYPE"))
             if content_type not in (_PROTOBUF, _JSON):
                 raise _HttpError(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"Content-Type: use {_PROTOBUF} or {_JSON}")
             body = _body_of(environ)
@@ -172,9 +180,9 @@ class OtlpApp:
             except Overloaded as exc:
                 raise _HttpError(HTTPStatus.SERVICE_UNAVAILABLE, str(exc), retry_after=1) from None
         except OtlpDecodeError as exc:
-            return error_answer(HTTPStatus.BAD_REQUEST, str(exc), reply_type)
+            return _error_answer(HTTPStatus.BAD_REQUEST, str(exc), reply_type)
         except _HttpError as exc:
-            return error_answer(exc.status, str(exc), reply_type, retry_after=exc.retry_after)
+            return _error_answer(exc.status, str(exc), reply_type, retry_after=exc.retry_after)
         if reply_type == _JSON:
             return HTTPStatus.OK, _JSON, orjson.dumps(_partial_success_json(response, signal)), []
         return HTTPStatus.OK, _PROTOBUF, response.SerializeToString(), []
@@ -241,8 +249,8 @@ class _OtlpErrorTask(ErrorTask):
         error = self.request.error
         status = HTTPStatus(error.code)
         message = _TOO_LARGE if status is HTTPStatus.REQUEST_ENTITY_TOO_LARGE else f"{error.reason}: {error.body}"
-        status, content_type, body, headers = error_answer(
-            status, message, reply_type_of(self.request.headers.get("CONTENT_TYPE"))
+        status, content_type, body, headers = _error_answer(
+            status, message, _reply_type_of(self.request.headers.get("CONTENT_TYPE"))
         )
         self.status = f"{status.value} {status.phrase}"
         self.response_headers.extend([("Content-Type", content_type), *headers])
@@ -254,6 +262,43 @@ class _OtlpErrorTask(ErrorTask):
 class _OtlpChannel(HTTPChannel):
     parser_class = _OtlpParser
     error_task_class = _OtlpErrorTask
+    timed_out = False
+
+    def time_out(self) -> None:
+        """Answer 408 to the request begun and never finished (once; the server then closes us)."""
+        if self.timed_out or self.request is None or self.requests:
+            return
+        self.timed_out = True
+        headers = self.request.headers if self.request.headers_finished else {}
+        _, content_type, body, _ = _error_answer(
+            HTTPStatus.REQUEST_TIMEOUT,
+            f"no complete request within {self.adj.channel_timeout} s",
+            _reply_type_of(headers.get("CONTENT_TYPE")),
+        )
+        head = f"HTTP/1.1 408 Request Timeout\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+        self.write_soon(head.encode("latin-1") + b"Connection: close\r\n\r\n" + body)
+
+
+class _OtlpServer(TcpWSGIServer):
+    """waitress's server on a socket bound beforehand, with our channels; a client silent
+    mid-request for ``channel_timeout`` hears 408 before its connection closes."""
+
+    channel_class = _OtlpChannel
+
+    def maintenance(self, now: float) -> None:
+        cutoff = now - self.adj.channel_timeout
+        for channel in list(self.active_channels.values()):
+            if channel.last_activity < cutoff:
+                channel.time_out()
+        super().maintenance(now)  # closes every idle channel, those answered above once flushed
+
+
+class _QueueLog(logging.LoggerAdapter):
+    """waitress warns of every request queued behind busy workers: under load that is the design
+    (the accept backlog and the queue absorb bursts), so it is a debug line here."""
+
+    def warning(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self.debug(msg, *args, **kwargs)
 
 
 class HttpReceiver:
@@ -267,7 +312,7 @@ class HttpReceiver:
         threads: int = _THREADS,
         client_timeout_s: int = 30,
     ) -> None:
-        self._app = OtlpApp(receiver)
+        self._app = _OtlpApp(receiver)
         self._address = address
         self._threads = threads
         self._client_timeout_s = client_timeout_s
@@ -277,7 +322,7 @@ class HttpReceiver:
         self.port: int | None = None
 
     def start(self) -> None:
-        host, port = split_address(self._address)
+        host, port = _split_address(self._address)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         try:
             listener = socket.create_server((host, port), family=family, backlog=_BACKLOG)
@@ -286,10 +331,10 @@ class HttpReceiver:
             error = OSError(f"cannot listen for OTLP/HTTP on {self._address} (--http): {reason}")
             error.errno = exc.errno
             raise error from None
-        self._server = create_server(
-            self._app,
-            self._map,
-            sockets=[listener],
+        dispatcher = ThreadedTaskDispatcher()
+        dispatcher.queue_logger = _QueueLog(logger, {})
+        dispatcher.set_thread_count(self._threads)
+        adjustments = Adjustments(
             threads=self._threads,
             backlog=_BACKLOG,
             connection_limit=_CONNECTION_LIMIT,
@@ -300,7 +345,15 @@ class HttpReceiver:
             asyncore_use_poll=True,  # no select() limit on descriptors
             ident="otel-session-collector",
         )
-        self._server.channel_class = _OtlpChannel
+        self._server = _OtlpServer(
+            self._app,
+            self._map,
+            _sock=listener,
+            dispatcher=dispatcher,
+            adj=adjustments,
+            sockinfo=(listener.family, listener.type, listener.proto, listener.getsockname()),
+            bind_socket=False,
+        )
         self.port = self._server.effective_port
         self._loop = threading.Thread(target=self._server.run, name="otlp-http", daemon=True)
         self._loop.start()
@@ -315,7 +368,8 @@ class HttpReceiver:
         dispatcher = server.task_dispatcher
         _wait_until(lambda: not dispatcher.queue and dispatcher.active_count == 0, grace_s)
         dispatcher.shutdown(cancel_pending=True, timeout=1)  # what is still queued after grace_s is cancelled
-        server.trigger.pull_trigger(lambda: server.maintenance(float("inf")))  # idle channels close once flushed
+        # Idle channels close once flushed (waitress's own maintenance: no 408 for a collector stopping).
+        server.trigger.pull_trigger(lambda: TcpWSGIServer.maintenance(server, float("inf")))
         _wait_until(lambda: not server.active_channels, 1.0)
         server.trigger.pull_trigger(lambda: wasyncore.close_all(self._map))  # ends the loop
         if self._loop is not None:

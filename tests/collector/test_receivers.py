@@ -270,8 +270,9 @@ CLIENTS = 100
 REQUESTS_PER_CLIENT = 20
 
 
-def test_a_hundred_concurrent_clients_lose_no_connection_and_no_span(collector, bundle_root):
+def test_a_hundred_concurrent_clients_lose_no_connection_and_no_span(collector, bundle_root, caplog):
     """Each client posts its run's 19 tool spans and then its root, each on a new connection, all at once."""
+    caplog.set_level(logging.WARNING)
     start = threading.Barrier(CLIENTS)
     failures: list[str] = []
     statuses: list[int] = []
@@ -304,6 +305,7 @@ def test_a_hundred_concurrent_clients_lose_no_connection_and_no_span(collector, 
     tools = [sum(event["type"] == "tool_execution_started" for event in bundle.events) for bundle in found]
     assert tools == [REQUESTS_PER_CLIENT - 1] * CLIENTS
     assert collector.counters.snapshot()["bundled"] == CLIENTS * REQUESTS_PER_CLIENT
+    assert [record.getMessage() for record in caplog.records if record.name.startswith("waitress")] == []
 
 
 def raw_exchange(port, request: bytes, timeout=10, keep_alive=False):
@@ -368,7 +370,7 @@ def test_a_chunked_body_is_taken_and_an_oversized_one_refused(collector, bundle_
     assert response.status == 413 and "exceeds the limit" in orjson.loads(data)["message"] and closed
 
 
-def test_a_stalled_client_holds_no_worker_and_is_disconnected(collector, bundle_root):
+def test_a_stalled_client_holds_no_worker_and_hears_408(collector, bundle_root):
     server = HttpReceiver(collector.receiver, "127.0.0.1:0", threads=1, client_timeout_s=1)
     server.start()
     try:
@@ -378,7 +380,12 @@ def test_a_stalled_client_holds_no_worker_and_is_disconnected(collector, bundle_
         for number in range(5):  # the one worker is free for everyone else
             body = orjson.dumps(otlp_json_request(trace_hex=f"{number + 1:032x}", session_id=f"s-{number}"))
             assert post(server.port, body)[0].status == 200
-        for sock in stalled:  # within client_timeout_s plus one cleanup interval
+        for sock in stalled:  # within client_timeout_s plus one cleanup interval: 408, then closed
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            error = orjson.loads(response.read())
+            assert response.status == 408 and error["code"] == code_pb2.DEADLINE_EXCEEDED
+            assert "no complete request within 1 s" in error["message"]
             assert sock.recv(1) == b""
             sock.close()
     finally:
