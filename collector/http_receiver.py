@@ -248,7 +248,9 @@ class _OtlpErrorTask(ErrorTask):
     def execute(self) -> None:
         error = self.request.error
         status = HTTPStatus(error.code)
-        message = _TOO_LARGE if status is HTTPStatus.REQUEST_ENTITY_TOO_LARGE else f"{error.reason}: {error.body}"
+        # waitress quotes the offending input in a few messages ('Malformed header line "…"'): never echoed.
+        detail = str(error.body).split('"')[0].strip()
+        message = _TOO_LARGE if status is HTTPStatus.REQUEST_ENTITY_TOO_LARGE else f"{error.reason}: {detail}"
         status, content_type, body, headers = _error_answer(
             status, message, _reply_type_of(self.request.headers.get("CONTENT_TYPE"))
         )
