@@ -1,0 +1,160 @@
+"""The real OpenAI Agents SDK against the mock LLM on loopback, recorded with no code in the agents:
+a triage agent with an input guardrail hands off to a booker (one of two handoffs offered), which
+calls a tool and answers under an output guardrail. What a user reads: the handoff as a verdict
+with its candidates, the guards, the tool, the messages (streamed deltas included), one run per
+``Runner.run`` in the SDK session's session — in process and through the collector."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from otel_session.demo.mock_llm import MODEL, MockLLMServer, Reply, ToolCall, canned_reply
+from otel_session.read import BundleStatus
+from otel_session.redact import DeltaStream
+from otel_session.testing import capture_bundle
+
+from .conftest import sealed_bundles, turns_of
+
+agents = pytest.importorskip("agents")
+from openai import AsyncOpenAI  # noqa: E402
+
+from otel_session.instrument.agents_sdk import AgentsSdkInstrumentor  # noqa: E402
+
+CARD = "4111 1111 1111 1111"
+# One delta, one record (SPEC §5.2) once the record-level DeltaStream (interfaces §1) is in:
+# before it, text held back by the redactor ("19:00" might begin a phone number) is released as
+# extra records.
+RECORD_LEVEL_DELTAS = len(inspect.signature(DeltaStream.feed).parameters) == 3
+TOOL_RESULT = "19:00 is free"
+
+
+def booking_reply(request: dict[str, Any]) -> Reply:
+    """Triage hands off to the booker; the booker checks availability; then the canned answer."""
+    messages = request["messages"]
+    tools = [tool["function"]["name"] for tool in request.get("tools") or ()]
+    if "transfer_to_booker" in tools and messages[-1]["role"] == "user":
+        return Reply(None, (ToolCall("call_handoff", "transfer_to_booker", "{}"),), "tool_calls", 9, 1)
+    called = [call["function"]["name"] for m in messages for call in m.get("tool_calls") or ()]
+    if "check_availability" in tools and called and called[-1] == "transfer_to_booker":
+        arguments = json.dumps({"day": "friday"})
+        return Reply(None, (ToolCall("call_avail", "check_availability", arguments),), "tool_calls", 12, 2)
+    return canned_reply(request)
+
+
+@agents.function_tool
+def check_availability(day: str) -> str:
+    """Free tables on a day."""
+    return TOOL_RESULT
+
+
+@agents.input_guardrail
+async def no_card_numbers(ctx: Any, agent: Any, user_input: Any) -> agents.GuardrailFunctionOutput:
+    return agents.GuardrailFunctionOutput(output_info=None, tripwire_triggered="4111" in str(user_input))
+
+
+@agents.output_guardrail
+async def polite(ctx: Any, agent: Any, output: Any) -> agents.GuardrailFunctionOutput:
+    return agents.GuardrailFunctionOutput(output_info=None, tripwire_triggered=False)
+
+
+@pytest.fixture
+def triage() -> Iterator[Any]:
+    """The instrumented SDK (its default OpenAI exporter removed: nothing leaves loopback) and the
+    triage agent on a chat-completions model pointed at the mock LLM."""
+    agents.set_trace_processors([])
+    instrumentor = AgentsSdkInstrumentor()
+    instrumentor.instrument()
+    with MockLLMServer(responder=booking_reply) as llm:
+        model = agents.OpenAIChatCompletionsModel(model=MODEL, openai_client=AsyncOpenAI(base_url=llm.base_url, api_key="x"))
+        booker = agents.Agent(name="booker", model=model, tools=[check_availability], output_guardrails=[polite])
+        billing = agents.Agent(name="billing", model=model)
+        yield agents.Agent(name="triage", model=model, handoffs=[booker, billing], input_guardrails=[no_card_numbers])
+    instrumentor.uninstrument()
+
+
+def conversation(turn: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(message["role"], message["text"]) for message in turn["messages"]]
+
+
+def assert_the_booking(bundle: Any, session_id: str) -> None:
+    assert bundle.status is BundleStatus.COMPLETE, bundle.diagnostics
+    assert bundle.session_id == session_id
+    assert bundle.events[0]["payload"] == {"kind": "live", "agent": "triage"}
+    first, second, third = turns_of(bundle)  # the SDK's turns: one model call each
+    assert [turn["turn_index"] for turn in (first, second, third)] == [1, 2, 3]
+    assert [(g["name"], g["passed"]) for g in first["guards"]] == [("no_card_numbers", True)]
+    assert {k: first["verdict"][k] for k in ("from", "to", "reason", "candidates")} == {
+        "from": "triage", "to": "booker", "reason": "handoff", "candidates": ["booker", "billing"]}
+    assert conversation(first) == [("user", "a table for two on friday"), ("assistant", "")]
+    assert [(t["name"], t["status"]) for t in second["tools"]] == [("check_availability", "ok")]
+    assert second["tools"][0]["tool_call_id"] == "call_avail"
+    assert conversation(third) == [("assistant", f"check_availability says: {TOOL_RESULT}")]
+    assert [(g["name"], g["passed"]) for g in third["guards"]] == [("polite", True)]
+    started = next(e for e in bundle.events if e["type"] == "tool_execution_started")
+    assert started["payload"] == {"name": "check_availability", "arguments": {"day": "friday"}}
+    finished = next(e for e in bundle.events if e["type"] == "tool_execution_finished")
+    assert finished["payload"] == {"status": "ok", "result": TOOL_RESULT}
+    handoff_calls = [json.loads(block["text"]) for e in bundle.events if e["type"] == "message_finished"
+                     for block in e["payload"]["content"] if block["kind"] == "tool_call"]
+    assert handoff_calls == [{"id": "call_handoff", "name": "transfer_to_booker", "arguments": {}},
+                             {"id": "call_avail", "name": "check_availability", "arguments": {"day": "friday"}}]
+    assert bundle.events[-1]["payload"] == {"status": "ok"}
+
+
+def test_a_run_is_recorded_with_its_handoff_guards_tool_and_messages(triage):
+    session = agents.SQLiteSession("table-for-two")
+    with capture_bundle() as captured:
+        result = agents.Runner.run_sync(triage, "a table for two on friday", session=session)
+    assert result.final_output == f"check_availability says: {TOOL_RESULT}"
+    assert_the_booking(captured.bundle, "table-for-two")
+    model_spans = [s for s in captured.spans if s.name == "message assistant"]
+    assert [s.attributes.get("gen_ai.response.model") for s in model_spans] == [MODEL] * 3
+    assert [s.attributes.get("gen_ai.usage.input_tokens") for s in model_spans][:2] == [9, 12]
+
+
+def test_streamed_deltas_are_recorded_one_record_each(triage):
+    async def stream() -> list[str]:
+        result = agents.Runner.run_streamed(triage, "a table for two on friday",
+                                            run_config=agents.RunConfig(group_id="conv-7"))
+        return [event.data.delta async for event in result.stream_events()
+                if event.type == "raw_response_event" and event.data.type == "response.output_text.delta"]
+
+    with capture_bundle() as captured:
+        streamed = asyncio.run(stream())
+    bundle = captured.bundle
+    assert_the_booking(bundle, "conv-7")
+    deltas = [e["payload"]["delta"] for e in bundle.events if e["type"] == "assistant_delta"]
+    assert "".join(deltas) == "".join(streamed) == f"check_availability says: {TOOL_RESULT}"
+    assert len(streamed) == 5  # the mock streams word by word
+    if RECORD_LEVEL_DELTAS:
+        assert deltas == streamed
+
+
+def test_a_tripped_input_guardrail_is_a_failed_guard_and_a_failed_run(triage):
+    with capture_bundle() as captured, pytest.raises(agents.InputGuardrailTripwireTriggered):
+        agents.Runner.run_sync(triage, f"book it on my card {CARD}")
+    bundle = captured.bundle
+    assert bundle.status is BundleStatus.COMPLETE, bundle.diagnostics
+    assert bundle.session_id.startswith("trace_")  # no conversation, session or group: the SDK trace id
+    (turn,) = turns_of(bundle)
+    assert [(g["name"], g["passed"]) for g in turn["guards"]] == [("no_card_numbers", False)]
+    assert conversation(turn)[0] == ("user", "book it on my card [card]")
+    assert bundle.events[-1]["payload"] == {"status": "error"}
+    assert CARD.encode() not in b"".join(p.read_bytes() for p in captured.root.rglob("*") if p.is_file())
+
+
+def test_runs_of_one_sdk_session_are_runs_of_one_session_through_the_collector(triage, through_collector):
+    root, _ = through_collector()
+    session = agents.SQLiteSession("table-for-two")
+    agents.Runner.run_sync(triage, "a table for two on friday", session=session)
+    agents.Runner.run_sync(triage, "a table for two on friday", session=session)
+    first, second = sealed_bundles(root, 2)
+    assert first.run_id != second.run_id
+    assert_the_booking(first, "table-for-two")
+    assert second.session_id == "table-for-two"
