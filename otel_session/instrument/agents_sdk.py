@@ -49,27 +49,20 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import logging
 import threading
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 import otel_session
 from otel_session.instrument._runtime import warn_once
+from otel_session.instrument._sections import Opened, json_value, model_call_attributes, tool_call_block
 
 __all__ = ["AgentsSdkInstrumentor", "SessionTraceProcessor"]
 
-logger = logging.getLogger("otel_session.instrument.agents_sdk")
-
 _instruments = ("openai-agents >= 0.24",)
-
-_RESPONSE_MODEL = "gen_ai.response.model"
-_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
-_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 
 _DELTA_KINDS = {
     "response.output_text.delta": "text",
@@ -91,24 +84,6 @@ class _Request:
 _request: contextvars.ContextVar[_Request | None] = contextvars.ContextVar("otel_session_agents_request", default=None)
 
 
-class _Open:
-    """An otel_session section entered in a context of its own (SDK spans start and end in
-    different tasks; a private context makes enter and exit meet)."""
-
-    def __init__(self, parent: contextvars.Context | None, section: Any) -> None:
-        self.context = parent.copy() if parent is not None else contextvars.copy_context()
-        self.section = section
-        self.handle = self.context.run(section.__enter__)
-
-    def run(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call ``function`` inside this section (a copy: sections opened in it stay independent)."""
-        return self.context.copy().run(function, *args, **kwargs)
-
-    def close(self, error: BaseException | None = None) -> None:
-        exc_type = type(error) if error is not None else None
-        self.context.run(self.section.__exit__, exc_type, error, None)
-
-
 class AgentsRunError(Exception):
     """The error an SDK span reported (its ``error.message``), to mark the run or tool failed."""
 
@@ -117,15 +92,15 @@ class AgentsRunError(Exception):
 class _Run:
     """One ``Runner.run*`` being recorded: its sections and what its spans left pending."""
 
-    session: _Open
-    run: _Open
+    session: Opened
+    run: Opened
     request: _Request | None
-    turn: _Open | None = None
+    turn: Opened | None = None
     agents: dict[str, Any] = field(default_factory=dict)
     """Agent span id → its span data (the SDK fills in the handoffs it offers)."""
     agent: Any = None
     """The span data of the current turn's agent (a handoff's candidates are its handoffs)."""
-    open: dict[str, _Open] = field(default_factory=dict)
+    open: dict[str, Opened] = field(default_factory=dict)
     """SDK span id → the message or tool execution it opened."""
     streamed: set[str] = field(default_factory=set)
     """Generation span ids whose text arrived as deltas."""
@@ -135,27 +110,13 @@ class _Run:
     """Why the run fails, when a span said so (a tripped guardrail, a failed model call): the SDK
     raises it out of ``Runner.run*`` after the run's task span ended without an error."""
 
-    def current(self) -> _Open:
+    def current(self) -> Opened:
         return self.turn if self.turn is not None else self.run
 
     def close_turn(self) -> None:
         if self.turn is not None:
             turn, self.turn = self.turn, None
             turn.close()
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in ("{", "["):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-    return value
-
-
-def _tool_call_block(call_id: Any, name: Any, arguments: Any) -> str:
-    value = {"id": call_id, "name": name, "arguments": _json_value(arguments)}
-    return orjson.dumps({key: item for key, item in value.items() if item is not None}).decode()
 
 
 def _field(item: Any, name: str) -> Any:
@@ -194,16 +155,12 @@ def _response_items(items: Any) -> Iterator[tuple[str, Any, tuple[Any, Any, Any]
 def _model_and_usage(data: Any) -> dict[str, Any]:
     """``gen_ai.*`` attributes of a model call: response model and token usage, when known."""
     response = getattr(data, "response", None)
-    model = getattr(response, "model", None) or getattr(data, "model", None)
     usage = getattr(data, "usage", None) or getattr(response, "usage", None)
-    attributes: dict[str, Any] = {}
-    if model:
-        attributes[_RESPONSE_MODEL] = str(model)
-    for key, name in (("input_tokens", _USAGE_INPUT_TOKENS), ("output_tokens", _USAGE_OUTPUT_TOKENS)):
-        value = _field(usage, key) if usage is not None else None
-        if isinstance(value, int):
-            attributes[name] = value
-    return attributes
+    return model_call_attributes(
+        getattr(response, "model", None) or getattr(data, "model", None),
+        _field(usage, "input_tokens") if usage is not None else None,
+        _field(usage, "output_tokens") if usage is not None else None,
+    )
 
 
 class SessionTraceProcessor:
@@ -301,11 +258,11 @@ class SessionTraceProcessor:
             run.agent = run.agents.get(span.parent_id)
             self._open_turn(run, data)
         elif kind in ("generation", "response"):
-            run.open[span.span_id] = _Open(run.current().context, otel_session.message("assistant"))
+            run.open[span.span_id] = Opened(run.current().context, otel_session.message("assistant"))
         elif kind == "function":
             call_id, arguments = self._pending_call(run, data.name)
             section = otel_session.tool_execution(data.name, call_id=call_id, arguments=arguments)
-            run.open[span.span_id] = _Open(run.current().context, section)
+            run.open[span.span_id] = Opened(run.current().context, section)
 
     def _end(self, span: Any, data: Any) -> None:
         with self._lock:
@@ -345,12 +302,12 @@ class SessionTraceProcessor:
         request = _request.get()
         session_id = (request.session_id if request else None) or self._groups.get(span.trace_id) or span.trace_id
         agent = request.agent if request else None
-        session = _Open(None, otel_session.session(session_id))
-        return _Run(session, _Open(session.context, otel_session.run(agent=agent)), request)
+        session = Opened(None, otel_session.session(session_id))
+        return _Run(session, Opened(session.context, otel_session.run(agent=agent)), request)
 
     def _open_turn(self, run: _Run, data: Any) -> None:
         run.close_turn()
-        run.turn = _Open(run.run.context, otel_session.turn(int(data.turn), source=data.agent_name))
+        run.turn = Opened(run.run.context, otel_session.turn(int(data.turn), source=data.agent_name))
         request, run.request = run.request, None
         if request is not None and request.user_input is not None:
             run.turn.run(_record_user_input, request.user_input)
@@ -369,17 +326,17 @@ class SessionTraceProcessor:
         for position, (call_id, call_name, arguments) in enumerate(run.tool_calls):
             if call_name == name:
                 del run.tool_calls[position]
-                return call_id, _json_value(arguments)
+                return call_id, json_value(arguments)
         return None, None
 
     @staticmethod
-    def _finish_message(run: _Run, opened: _Open, data: Any, *, streamed: bool, error: BaseException | None) -> None:
+    def _finish_message(run: _Run, opened: Opened, data: Any, *, streamed: bool, error: BaseException | None) -> None:
         handle = opened.handle
         index = 2 if streamed else 0  # a streamed reply's text and reasoning are blocks 0 and 1 (deltas)
         for kind, text, call in _output_blocks(data):
             if call is not None:
                 run.tool_calls.append(call)
-                handle.text(_tool_call_block(*call), index=index, kind="tool_call")
+                handle.text(tool_call_block(*call), index=index, kind="tool_call")
                 index += 1
             elif text and not streamed:
                 handle.text(str(text), index=index, kind=kind)
@@ -391,12 +348,12 @@ class SessionTraceProcessor:
         opened.close(error)
 
     @staticmethod
-    def _finish_tool(opened: _Open, data: Any, error: BaseException | None) -> None:
+    def _finish_tool(opened: Opened, data: Any, error: BaseException | None) -> None:
         handle = opened.handle
         if error is not None:
             handle.finish(error=error)
         else:
-            handle.finish(_json_value(data.output))
+            handle.finish(json_value(data.output))
         opened.close()
 
 
