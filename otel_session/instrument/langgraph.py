@@ -159,6 +159,8 @@ class _GraphRun:
         """A node run → the edges it took, recorded after the node's own update (they end first)."""
         self.open: dict[UUID, Opened] = {}
         self.recorded_messages: set[str] = set()
+        self.left_to_genai_spans: set[UUID] = set()
+        """Chat model runs whose GenAI spans record them (see ``_recorded_by_genai_spans``)."""
         self.last_node: str | None = None
         self.resumed_with: str | None = None
         """A ``Command(resume=…)`` value, recorded as the user's message: a node that puts it in
@@ -284,6 +286,21 @@ class _GraphRun:
             self.session.close()
 
 
+def _recorded_by_genai_spans(serialized: Mapping[str, Any] | None) -> bool:
+    """Whether a chat model's call is recorded by GenAI spans already: a langchain-openai model
+    (it talks through the openai client) while the official openai-v2 instrumentor is on. Its
+    ``chat`` span joins the run like any span inside it; recording the call again from LangChain's
+    callbacks would double it."""
+    path = (serialized or {}).get("id") or ()
+    if not any(isinstance(part, str) and "openai" in part for part in path):
+        return False
+    try:
+        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+    except ImportError:
+        return False
+    return bool(OpenAIInstrumentor().is_instrumented_by_opentelemetry)
+
+
 def _handler_class() -> type:
     from langchain_core.callbacks import BaseCallbackHandler
 
@@ -343,6 +360,9 @@ def _handler_class() -> type:
         # -- chat models ----------------------------------------------------------------------
 
         def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: UUID, **kwargs: Any) -> None:
+            if _recorded_by_genai_spans(serialized):
+                self.graph_run.left_to_genai_spans.add(run_id)
+                return
             self.graph_run.open[run_id] = Opened(None, otel_session.message("assistant"))
 
         def on_llm_new_token(self, token: str, *, run_id: UUID, **kwargs: Any) -> None:
@@ -353,6 +373,11 @@ def _handler_class() -> type:
         def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
             run = self.graph_run
             opened = run.open.pop(run_id, None)
+            if run_id in run.left_to_genai_spans:  # its reply, returned by the node, is not recorded twice
+                run.left_to_genai_spans.discard(run_id)
+                message = getattr(response.generations[0][0], "message", None)
+                if getattr(message, "id", None) is not None:
+                    run.recorded_messages.add(message.id)
             if opened is None:
                 return
             try:
@@ -378,6 +403,7 @@ def _handler_class() -> type:
                 opened.close()
 
         def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+            self.graph_run.left_to_genai_spans.discard(run_id)
             opened = self.graph_run.open.pop(run_id, None)
             if opened is not None:
                 opened.close(error)

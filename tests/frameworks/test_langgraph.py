@@ -226,3 +226,32 @@ def test_a_streamed_tool_calling_chat_model_in_nodes_is_messages_deltas_and_a_to
     assert not [e for e in bundle.events if e["type"] == "slot_write"]  # a messages channel is not a slot
     model_spans = [s for s in captured.spans if s.name == "message assistant"]
     assert {s.attributes.get("gen_ai.response.model") for s in model_spans} == {MODEL}
+
+
+def test_a_chat_model_the_openai_v2_instrumentor_records_is_not_recorded_twice(instrumented, monkeypatch):
+    from langchain_openai import ChatOpenAI
+    from langgraph.graph import MessagesState
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_session.demo.mock_llm import MODEL, MockLLMServer
+
+    openai_v2 = pytest.importorskip("opentelemetry.instrumentation.openai_v2")
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    provider = TracerProvider()
+    instrumentor = openai_v2.OpenAIInstrumentor()
+    with MockLLMServer() as llm, capture_bundle(tracer_provider=provider) as captured:
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            model = ChatOpenAI(model=MODEL, base_url=llm.base_url, api_key="unused", streaming=True)
+            graph = StateGraph(MessagesState)
+            graph.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+            graph.add_edge(START, "agent")
+            graph.add_edge("agent", END)
+            graph.compile(name="assistant").invoke({"messages": [("user", "hello there")]})
+        finally:
+            instrumentor.uninstrument()
+    (turn,) = turns_of(captured.bundle)
+    replies = [m["text"] for m in turn["messages"] if m["role"] == "assistant"]
+    assert replies == ["You said: hello there"]  # from the chat span, joined to the run
+    assert "chat mock-gpt" in {span.name for span in captured.spans}
