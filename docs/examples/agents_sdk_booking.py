@@ -12,13 +12,12 @@ The model is the mock LLM on loopback (``otel_session.demo.mock_llm``) with a sc
 so it runs offline. ``Runner.run_sync`` with an SDK ``Session`` is one run of session
 ``table-for-two``: the input guardrail is a guard, the handoff a verdict with the handoffs the
 triage agent offered, the tool a tool execution, the output guardrail a guard of the last turn.
-The script prints what the run recorded, turn by turn.
+Its bundle is sealed when the process exits.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from agents import (
@@ -65,34 +64,18 @@ async def polite(ctx: Any, agent: Any, output: Any) -> GuardrailFunctionOutput:
     return GuardrailFunctionOutput(output_info=None, tripwire_triggered=False)
 
 
-def show_recorded(root: str) -> None:
-    """What the run recorded (the bundle otel-session wrote)."""
-    import otel_session
-    from otel_session.facts import load_session_facts
-
-    recorder = otel_session.current_recorder()
-    if recorder is None:
-        print("not recorded: run this under opentelemetry-instrument (see the docstring)")
-        return
-    recorder.force_flush()
-    facts = load_session_facts(root, "table-for-two")
-    for turn in facts["turns"]:
-        verdict = turn["verdict"] or {}
-        print(f"turn {turn['turn_index']}: guards {[(g['name'], g['passed']) for g in turn['guards']]}, "
-              f"verdict {verdict.get('from')} -> {verdict.get('to')} of {verdict.get('candidates')}, "
-              f"tools {[t['name'] for t in turn['tools']]}, "
-              f"messages {[(m['role'], m['text']) for m in turn['messages']]}")
+def triage_agent(model: Any) -> Agent:
+    """The triage agent: it may hand off to the booker or to billing."""
+    booker = Agent(name="booker", model=model, tools=[check_availability], output_guardrails=[polite])
+    billing = Agent(name="billing", model=model)
+    return Agent(name="triage", model=model, handoffs=[booker, billing], input_guardrails=[no_card_numbers])
 
 
 def main() -> None:
     with MockLLMServer(responder=scripted_model) as llm:
         model = OpenAIChatCompletionsModel(model=MODEL, openai_client=AsyncOpenAI(base_url=llm.base_url, api_key="unused"))
-        booker = Agent(name="booker", model=model, tools=[check_availability], output_guardrails=[polite])
-        billing = Agent(name="billing", model=model)
-        triage = Agent(name="triage", model=model, handoffs=[booker, billing], input_guardrails=[no_card_numbers])
-        result = Runner.run_sync(triage, "a table for two on friday", session=SQLiteSession("table-for-two"))
+        result = Runner.run_sync(triage_agent(model), "a table for two on friday", session=SQLiteSession("table-for-two"))
     print(f"agent: {result.final_output!r}")
-    show_recorded(os.environ.get("OTEL_SESSION_DIR", "./otel-session-data"))
 
 
 if __name__ == "__main__":

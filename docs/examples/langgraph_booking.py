@@ -8,17 +8,17 @@ Run it under ``opentelemetry-instrument``, which loads the ``otel_session`` and
         opentelemetry-instrument python docs/examples/langgraph_booking.py
 
     otel-session facts call-1 --dir ./otel-session-data        # the last run's facts
+    otel-session facts call-1 --all-runs --dir ./otel-session-data   # all three, repeated asks
 
 Each ``invoke`` on thread ``call-1`` is a run of session ``call-1``; the graph's state channels
 are slots (each update attributed to the node that returned it), its conditional edge is the
 turn's verdict, and the declared required slots say what is still missing: the user is asked for
-the date twice before the table is booked. The script prints what each run recorded.
+the date twice before the table is booked. The bundles are sealed when the process exits.
 """
 
 from __future__ import annotations
 
 import operator
-import os
 import re
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -76,32 +76,11 @@ def build() -> Any:
     return graph.compile(checkpointer=InMemorySaver(), name="booking")
 
 
-def show_recorded(root: str) -> None:
-    """What each run of the thread recorded (the bundles otel-session wrote)."""
-    import otel_session
-    from otel_session.facts import build_session_facts
-    from otel_session.read import find_bundles, read_bundle
-
-    recorder = otel_session.current_recorder()
-    if recorder is None:
-        print("not recorded: run this under opentelemetry-instrument (see the docstring)")
-        return
-    recorder.force_flush()
-    runs = sorted((read_bundle(path) for path in find_bundles([root])), key=lambda run: run.manifest["created_at"])
-    for run in runs:
-        for turn in build_session_facts(run)["turns"]:
-            verdict = turn["verdict"] or {}
-            writes = ", ".join(f"{w['slot']} by {w['source']}" for w in turn["slot_writes"])
-            print(f"{run.session_id} {run.run_id}: {verdict.get('from')} -> {verdict.get('to')} "
-                  f"of {verdict.get('candidates')}; wrote {writes}; missing {turn['missing_required_slots']}")
-
-
 def main() -> None:
     graph = build()
     for line in CALLER:
         state = graph.invoke({"messages": [("user", line)]}, {"configurable": {"thread_id": THREAD}})
         print(f"caller: {line!r} -> agent: {state['messages'][-1].content!r}")
-    show_recorded(os.environ.get("OTEL_SESSION_DIR", "./otel-session-data"))
 
 
 if __name__ == "__main__":

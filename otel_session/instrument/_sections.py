@@ -5,18 +5,19 @@
   end of a thing from different tasks or threads, where ``with`` cannot be used;
 * the form of a model call's output in the journal: :func:`tool_call_block` (the ``tool_call``
   content block, as ``normalize/genai.py`` writes it for instrumented clients) and
-  :func:`model_call_attributes` (response model and token usage on the message span).
+  :func:`model_call_attributes` (response model and token usage on the message span);
+* :func:`replace_methods`: an instrumentor's wrappers set on a framework class, and put back.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 
-__all__ = ["Opened", "json_value", "model_call_attributes", "tool_call_block"]
+__all__ = ["Opened", "json_value", "model_call_attributes", "replace_methods", "tool_call_block"]
 
 RESPONSE_MODEL = "gen_ai.response.model"
 USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
@@ -64,3 +65,16 @@ def model_call_attributes(model: Any, input_tokens: Any, output_tokens: Any) -> 
         if isinstance(value, int) and not isinstance(value, bool):
             attributes[name] = value
     return attributes
+
+
+def replace_methods(owner: type, wrappers: Mapping[str, Callable[..., Any]]) -> Callable[[], None]:
+    """Set ``wrappers`` as methods of ``owner``; the function returned puts the originals back."""
+    originals = {name: owner.__dict__[name] for name in wrappers}
+    for name, wrapper in wrappers.items():
+        setattr(owner, name, wrapper)
+
+    def restore() -> None:
+        for name, original in originals.items():
+            setattr(owner, name, original)
+
+    return restore

@@ -58,7 +58,13 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 import otel_session
 from otel_session.instrument._runtime import warn_once
-from otel_session.instrument._sections import Opened, json_value, model_call_attributes, tool_call_block
+from otel_session.instrument._sections import (
+    Opened,
+    json_value,
+    model_call_attributes,
+    replace_methods,
+    tool_call_block,
+)
 
 __all__ = ["AgentsSdkInstrumentor", "SessionTraceProcessor"]
 
@@ -405,7 +411,7 @@ class AgentsSdkInstrumentor(BaseInstrumentor):
     """
 
     _processor: SessionTraceProcessor | None = None
-    _originals: dict[str, Any] = {}
+    _restore: Callable[[], None] | None = None
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -417,8 +423,7 @@ class AgentsSdkInstrumentor(BaseInstrumentor):
         cls = AgentsSdkInstrumentor
         processor = cls._processor = SessionTraceProcessor()
         agents.add_trace_processor(processor)
-        cls._originals = {"run": AgentRunner.run, "run_streamed": AgentRunner.run_streamed}
-        original_run, original_streamed = cls._originals["run"], cls._originals["run_streamed"]
+        original_run, original_streamed = AgentRunner.run, AgentRunner.run_streamed
 
         @functools.wraps(original_run)
         async def run(self: Any, starting_agent: Any, input: Any, **options: Any) -> Any:  # noqa: A002
@@ -438,16 +443,13 @@ class AgentsSdkInstrumentor(BaseInstrumentor):
             _observe_queue(result, processor.observe)
             return result
 
-        AgentRunner.run = run  # type: ignore[method-assign]
-        AgentRunner.run_streamed = run_streamed  # type: ignore[method-assign]
+        cls._restore = replace_methods(AgentRunner, {"run": run, "run_streamed": run_streamed})
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        from agents.run import AgentRunner
-
         cls = AgentsSdkInstrumentor
-        for name, original in cls._originals.items():
-            setattr(AgentRunner, name, original)
-        cls._originals = {}
+        if cls._restore is not None:
+            cls._restore()
+            cls._restore = None
         if cls._processor is not None:
             cls._processor.enabled = False
 

@@ -61,7 +61,7 @@ import contextvars
 import functools
 import os
 import threading
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -70,7 +70,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 import otel_session
 from otel_session.instrument._runtime import warn_once
-from otel_session.instrument._sections import Opened, model_call_attributes, tool_call_block
+from otel_session.instrument._sections import Opened, model_call_attributes, replace_methods, tool_call_block
 
 __all__ = ["ENV_REQUIRED_SLOTS", "LangGraphInstrumentor"]
 
@@ -454,7 +454,7 @@ class LangGraphInstrumentor(BaseInstrumentor):
     ``OTEL_SESSION_LANGGRAPH_REQUIRED_SLOTS`` is read when the argument is not given.
     """
 
-    _originals: dict[str, Any] = {}
+    _restore: Callable[[], None] | None = None
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -466,8 +466,7 @@ class LangGraphInstrumentor(BaseInstrumentor):
         settings = _Settings(required if required is not None else _required_slots_from_env())
         handler_class = _handler_class()
         cls = LangGraphInstrumentor
-        cls._originals = {"stream": Pregel.stream, "astream": Pregel.astream}
-        original_stream, original_astream = cls._originals["stream"], cls._originals["astream"]
+        original_stream, original_astream = Pregel.stream, Pregel.astream
 
         def begin(graph: Any, config: Any) -> tuple[_GraphRun, dict[str, Any]] | None:
             if _active.get() is not None:
@@ -558,13 +557,10 @@ class LangGraphInstrumentor(BaseInstrumentor):
             finally:
                 end(graph_run, error)
 
-        Pregel.stream = stream  # type: ignore[method-assign]
-        Pregel.astream = astream  # type: ignore[method-assign]
+        cls._restore = replace_methods(Pregel, {"stream": stream, "astream": astream})
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        from langgraph.pregel import Pregel
-
         cls = LangGraphInstrumentor
-        for name, original in cls._originals.items():
-            setattr(Pregel, name, original)
-        cls._originals = {}
+        if cls._restore is not None:
+            cls._restore()
+            cls._restore = None

@@ -3,7 +3,10 @@ and the facts a user reads of a recorded run."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable, Iterator
+from types import ModuleType
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,22 @@ from otel_session.instrument import _runtime
 from otel_session.read import BundleRead
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.testing import bundles, running_collectors, wait_for
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+
+
+def example(name: str) -> ModuleType:
+    """``docs/examples/<name>.py`` imported (the tests drive the graphs and agents it defines)."""
+    module_name = f"docs_example_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # typing.get_type_hints (LangGraph's state schema) looks it up
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(autouse=True)

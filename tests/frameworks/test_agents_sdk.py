@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from otel_session.demo.mock_llm import MODEL, MockLLMServer, Reply, ToolCall, canned_reply
+from otel_session.demo.mock_llm import MODEL, MockLLMServer
 from otel_session.read import BundleStatus
 from otel_session.redact import DeltaStream
 from otel_session.testing import capture_bundle
 
-from .conftest import sealed_bundles, turns_of
+from .conftest import example, sealed_bundles, turns_of
 
 agents = pytest.importorskip("agents")
 from openai import AsyncOpenAI  # noqa: E402
@@ -31,36 +31,10 @@ CARD = "4111 1111 1111 1111"
 # before it, text held back by the redactor ("19:00" might begin a phone number) is released as
 # extra records.
 RECORD_LEVEL_DELTAS = len(inspect.signature(DeltaStream.feed).parameters) == 3
-TOOL_RESULT = "19:00 is free"
+TOOL_RESULT = "19:00 is free"  # what the example's check_availability says
 
 
-def booking_reply(request: dict[str, Any]) -> Reply:
-    """Triage hands off to the booker; the booker checks availability; then the canned answer."""
-    messages = request["messages"]
-    tools = [tool["function"]["name"] for tool in request.get("tools") or ()]
-    if "transfer_to_booker" in tools and messages[-1]["role"] == "user":
-        return Reply(None, (ToolCall("call_handoff", "transfer_to_booker", "{}"),), "tool_calls", 9, 1)
-    called = [call["function"]["name"] for m in messages for call in m.get("tool_calls") or ()]
-    if "check_availability" in tools and called and called[-1] == "transfer_to_booker":
-        arguments = json.dumps({"day": "friday"})
-        return Reply(None, (ToolCall("call_avail", "check_availability", arguments),), "tool_calls", 12, 2)
-    return canned_reply(request)
-
-
-@agents.function_tool
-def check_availability(day: str) -> str:
-    """Free tables on a day."""
-    return TOOL_RESULT
-
-
-@agents.input_guardrail
-async def no_card_numbers(ctx: Any, agent: Any, user_input: Any) -> agents.GuardrailFunctionOutput:
-    return agents.GuardrailFunctionOutput(output_info=None, tripwire_triggered="4111" in str(user_input))
-
-
-@agents.output_guardrail
-async def polite(ctx: Any, agent: Any, output: Any) -> agents.GuardrailFunctionOutput:
-    return agents.GuardrailFunctionOutput(output_info=None, tripwire_triggered=False)
+booking = example("agents_sdk_booking")  # the example's agents and its scripted model
 
 
 @pytest.fixture
@@ -70,11 +44,9 @@ def triage() -> Iterator[Any]:
     agents.set_trace_processors([])
     instrumentor = AgentsSdkInstrumentor()
     instrumentor.instrument()
-    with MockLLMServer(responder=booking_reply) as llm:
+    with MockLLMServer(responder=booking.scripted_model) as llm:
         model = agents.OpenAIChatCompletionsModel(model=MODEL, openai_client=AsyncOpenAI(base_url=llm.base_url, api_key="x"))
-        booker = agents.Agent(name="booker", model=model, tools=[check_availability], output_guardrails=[polite])
-        billing = agents.Agent(name="billing", model=model)
-        yield agents.Agent(name="triage", model=model, handoffs=[booker, billing], input_guardrails=[no_card_numbers])
+        yield booking.triage_agent(model)
     instrumentor.uninstrument()
 
 

@@ -7,8 +7,6 @@ streamed) — in process and through the collector."""
 from __future__ import annotations
 
 import asyncio
-import operator
-import re
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -18,7 +16,7 @@ import otel_session.facts
 from otel_session.read import BundleStatus
 from otel_session.testing import capture_bundle
 
-from .conftest import sealed_bundles, turns_of
+from .conftest import example, sealed_bundles, turns_of
 
 langgraph = pytest.importorskip("langgraph")
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
@@ -28,53 +26,7 @@ from langgraph.types import Command, interrupt  # noqa: E402
 from otel_session.instrument.langgraph import LangGraphInstrumentor  # noqa: E402
 
 REQUIRED = {"booking": ["date", "party_size"]}
-
-
-class Booking(TypedDict, total=False):
-    messages: Annotated[list, add_messages]
-    date: str | None
-    party_size: int | None
-    attempts: Annotated[int, operator.add]
-
-
-def understand(state: Booking) -> dict[str, Any]:
-    """Read the date and the party size from the last user message (plain Python, no model)."""
-    text = state["messages"][-1].content
-    update: dict[str, Any] = {"attempts": 1}
-    if day := re.search(r"monday|friday|saturday", text):
-        update["date"] = day.group()
-    if "two" in text:
-        update["party_size"] = 2
-    return update
-
-
-def next_step(state: Booking) -> Literal["ask_date", "ask_party_size", "confirm"]:
-    if not state.get("date"):
-        return "ask_date"
-    return "confirm" if state.get("party_size") else "ask_party_size"
-
-
-def ask_date(state: Booking) -> dict[str, Any]:
-    return {"messages": [("assistant", "Which day would you like?")]}
-
-
-def ask_party_size(state: Booking) -> dict[str, Any]:
-    return {"messages": [("assistant", "For how many?")]}
-
-
-def confirm(state: Booking) -> dict[str, Any]:
-    return {"messages": [("assistant", f"Booked for {state['party_size']} on {state['date']}.")]}
-
-
-def booking_graph() -> Any:
-    graph = StateGraph(Booking)
-    for node in (understand, ask_date, ask_party_size, confirm):
-        graph.add_node(node)
-    graph.add_edge(START, "understand")
-    graph.add_conditional_edges("understand", next_step)
-    for node in ("ask_date", "ask_party_size", "confirm"):
-        graph.add_edge(node, END)
-    return graph.compile(checkpointer=InMemorySaver(), name="booking")
+booking_graph = example("langgraph_booking").build  # the example's graph: plain-Python nodes, no model
 
 
 @pytest.fixture
