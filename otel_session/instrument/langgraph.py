@@ -60,6 +60,7 @@ import asyncio
 import contextvars
 import functools
 import os
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
@@ -557,7 +558,11 @@ class LangGraphInstrumentor(BaseInstrumentor):
             finally:
                 end(graph_run, error)
 
-        cls._restore = replace_methods(Pregel, {"stream": stream, "astream": astream})
+        wrappers: dict[str, Callable[..., Any]] = {"stream": stream, "astream": astream}
+        if sys.version_info < (3, 11):  # a task cannot be given its context before Python 3.11
+            del wrappers["astream"]
+            warn_once("langgraph:py310", "otel_session: ainvoke/astream are recorded on Python 3.11 and later only")
+        cls._restore = replace_methods(Pregel, wrappers)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         cls = LangGraphInstrumentor
