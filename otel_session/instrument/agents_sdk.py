@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import sys
 import threading
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
@@ -113,8 +114,8 @@ class _Run:
     tool_calls: list[tuple[str | None, str | None, Any]] = field(default_factory=list)
     """The model's tool calls not yet executed: (call id, name, arguments)."""
     failure: AgentsRunError | None = None
-    """Why the run fails, when a span said so (a tripped guardrail, a failed model call): the SDK
-    raises it out of ``Runner.run*`` after the run's task span ended without an error."""
+    """Why the run fails when a tripped guardrail said so: the SDK raises out of ``Runner.run*``
+    (``run_streamed``: out of ``stream_events()``) after the run's task span ended."""
 
     def current(self) -> Opened:
         return self.turn if self.turn is not None else self.run
@@ -281,7 +282,8 @@ class SessionTraceProcessor:
             with self._lock:  # spans of the run that never ended (the SDK failed mid-span)
                 for span_id in [key for key, owner in self._spans.items() if owner is run]:
                     del self._spans[span_id]
-            self._close_run(run, error or run.failure)
+            # The SDK ends the task span in an ``except`` block when the run fails: that is the error.
+            self._close_run(run, error or sys.exc_info()[1] or run.failure)
         elif kind == "agent":
             run.agents.pop(span.span_id, None)
         elif kind in ("generation", "response"):
@@ -289,7 +291,6 @@ class SessionTraceProcessor:
             if opened is not None:
                 self._finish_message(run, opened, data, streamed=span.span_id in run.streamed, error=error)
                 run.streamed.discard(span.span_id)
-            run.failure = run.failure or error
         elif kind == "function":
             opened = run.open.pop(span.span_id, None)
             if opened is not None:

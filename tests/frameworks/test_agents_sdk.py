@@ -108,9 +108,18 @@ def test_streamed_deltas_are_recorded_one_record_each(triage):
         assert deltas == streamed
 
 
-def test_a_tripped_input_guardrail_is_a_failed_guard_and_a_failed_run(triage):
+async def run_streamed(triage: Any, text: str) -> None:
+    async for _ in agents.Runner.run_streamed(triage, text).stream_events():
+        pass
+
+
+@pytest.mark.parametrize("runner", ["run_sync", "run_streamed"])
+def test_a_tripped_input_guardrail_is_a_failed_guard_and_a_failed_run(triage, runner):
     with capture_bundle() as captured, pytest.raises(agents.InputGuardrailTripwireTriggered):
-        agents.Runner.run_sync(triage, f"book it on my card {CARD}")
+        if runner == "run_sync":
+            agents.Runner.run_sync(triage, f"book it on my card {CARD}")
+        else:
+            asyncio.run(run_streamed(triage, f"book it on my card {CARD}"))
     bundle = captured.bundle
     assert bundle.status is BundleStatus.COMPLETE, bundle.diagnostics
     assert bundle.session_id.startswith("trace_")  # no conversation, session or group: the SDK trace id
@@ -130,3 +139,13 @@ def test_runs_of_one_sdk_session_are_runs_of_one_session_through_the_collector(t
     assert first.run_id != second.run_id
     assert_the_booking(first, "table-for-two")
     assert second.session_id == "table-for-two"
+
+
+def test_a_run_the_sdk_stops_is_a_failed_run(triage):
+    with capture_bundle() as captured, pytest.raises(agents.MaxTurnsExceeded):
+        agents.Runner.run_sync(triage, "a table for two on friday", max_turns=1)
+    bundle = captured.bundle
+    assert bundle.status is BundleStatus.COMPLETE, bundle.diagnostics
+    assert bundle.events[-1]["payload"] == {"status": "error"}
+    run_span = next(span for span in captured.spans if span.name == "invoke_agent triage")
+    assert run_span.attributes["error.type"] == "MaxTurnsExceeded"
