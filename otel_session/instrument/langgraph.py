@@ -62,6 +62,7 @@ import functools
 import os
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 from uuid import UUID
@@ -82,6 +83,8 @@ INTERRUPT = "__interrupt__"
 _instruments = ("langgraph >= 1.0",)
 
 _ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
+_MAX_THREADS_COUNTED = 65_536
+"""Threads whose invocations are counted (turn indexes); the least recently used go first."""
 
 _active: contextvars.ContextVar[_GraphRun | None] = contextvars.ContextVar("otel_session_langgraph_run", default=None)
 
@@ -103,7 +106,7 @@ class _Settings:
 
     def __init__(self, required_slots: Mapping[str, Sequence[str]]) -> None:
         self.required_slots = {key: list(slots) for key, slots in required_slots.items()}
-        self.turns: dict[str, int] = {}
+        self.turns: OrderedDict[str, int] = OrderedDict()
         self.lock = threading.Lock()
 
     def required(self, graph: str, nodes: Sequence[str]) -> list[str]:
@@ -116,8 +119,10 @@ class _Settings:
         if thread_id is None:
             return 0
         with self.lock:
-            index = self.turns.get(thread_id, 0)
+            index = self.turns.pop(thread_id, 0)
             self.turns[thread_id] = index + 1
+            if len(self.turns) > _MAX_THREADS_COUNTED:
+                self.turns.popitem(last=False)
             return index
 
 
