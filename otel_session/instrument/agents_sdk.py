@@ -22,7 +22,8 @@ Agents SDK                             otel-session
 ``conversation_id``, else the          session id
 ``Session``'s ``session_id``, else
 the trace's ``group_id``, else the
-SDK trace id
+app's ``otel_session.session()``,
+else the SDK trace id
 one ``Runner.run*`` (its ``task``      one run (``agent`` = the starting agent)
 span)
 a ``turn`` span (agent loop turn)      a turn (index = the SDK's turn number, ``source`` = agent);
@@ -307,7 +308,12 @@ class SessionTraceProcessor:
 
     def _open_run(self, span: Any) -> _Run:
         request = _request.get()
-        session_id = (request.session_id if request else None) or self._groups.get(span.trace_id) or span.trace_id
+        session_id = (
+            (request.session_id if request else None)
+            or self._groups.get(span.trace_id)
+            or otel_session.current_session_id()  # the app's own session around the run
+            or span.trace_id
+        )
         agent = request.agent if request else None
         session = Opened(None, otel_session.session(session_id))
         return _Run(session, Opened(session.context, otel_session.run(agent=agent)), request)

@@ -21,7 +21,8 @@ What maps to what (``docs/frameworks.md``):
 ================================  ===============================================================
 LangGraph                         otel-session
 ================================  ===============================================================
-``configurable.thread_id``        session id (no thread id: the run is a session of its own)
+``configurable.thread_id``        session id (no thread id: the app's ``otel_session.session()``,
+                                  else the run is a session of its own)
 one ``invoke``/``stream`` call    one run (``agent`` = the graph's name) holding one turn: the
 (``ainvoke``/``astream`` too)     user input handled, state before (the thread's checkpoint) and
                                   after; ``state`` = the node(s) the thread waits in, else the

@@ -149,3 +149,11 @@ def test_a_run_the_sdk_stops_is_a_failed_run(triage):
     assert bundle.events[-1]["payload"] == {"status": "error"}
     run_span = next(span for span in captured.spans if span.name == "invoke_agent triage")
     assert run_span.attributes["error.type"] == "MaxTurnsExceeded"
+
+
+def test_without_an_sdk_session_a_run_joins_the_session_the_app_is_in(triage):
+    import otel_session
+
+    with capture_bundle() as captured, otel_session.session("call-9"):
+        agents.Runner.run_sync(triage, "a table for two on friday")
+    assert_the_booking(captured.bundle, "call-9")

@@ -161,7 +161,7 @@ def test_a_streamed_tool_calling_chat_model_in_nodes_is_messages_deltas_and_a_to
     assert result["messages"][-1].content == "check_availability says: 19:00 is free"
     bundle = captured.bundle
     assert bundle.status is BundleStatus.COMPLETE, bundle.diagnostics
-    assert bundle.session_id == bundle.run_id  # no thread id: the run is a session of its own
+    assert bundle.session_id == bundle.run_id  # no thread id, no session around: a session of its own
     (turn,) = turns_of(bundle)
     assert [(m["role"], m["text"]) for m in turn["messages"]] == [
         ("user", "friday for two"), ("assistant", ""), ("tool", "19:00 is free"),
@@ -207,3 +207,13 @@ def test_a_chat_model_the_openai_v2_instrumentor_records_is_not_recorded_twice(i
     replies = [m["text"] for m in turn["messages"] if m["role"] == "assistant"]
     assert replies == ["You said: hello there"]  # from the chat span, joined to the run
     assert "chat mock-gpt" in {span.name for span in captured.spans}
+
+
+def test_without_a_thread_id_an_invocation_joins_the_session_the_app_is_in(instrumented):
+    import otel_session
+
+    with capture_bundle() as captured, otel_session.session("call-3"):
+        booking_graph().builder.compile(name="booking").invoke({"messages": [("user", "a table for two")]})
+    assert captured.bundle.session_id == "call-3"
+    (turn,) = turns_of(captured.bundle)  # no checkpointer: the state after is the graph's output
+    assert turn["verdict"]["to"] == "ask_date" and turn["missing_required_slots"] == ["date"]
