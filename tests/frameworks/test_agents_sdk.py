@@ -157,3 +157,45 @@ def test_without_an_sdk_session_a_run_joins_the_session_the_app_is_in(triage):
     with capture_bundle() as captured, otel_session.session("call-9"):
         agents.Runner.run_sync(triage, "a table for two on friday")
     assert_the_booking(captured.bundle, "call-9")
+
+
+def test_a_responses_api_model_call_is_an_assistant_message(triage):
+    """The SDK's default model (the Responses API) reports a ``response`` span; its output items —
+    a reasoning summary, text, a function call — are the message's blocks (real SDK spans and
+    openai types, reported through the SDK's tracing API as its Responses model does)."""
+    from agents.tracing import response_span, task_span, turn_span
+    from openai.types.responses import (
+        Response,
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+        ResponseReasoningItem,
+        ResponseUsage,
+    )
+    from openai.types.responses.response_reasoning_item import Summary
+
+    response = Response.model_construct(
+        id="resp_1", model="gpt-test", usage=ResponseUsage.model_construct(input_tokens=3, output_tokens=4),
+        output=[
+            ResponseReasoningItem.model_construct(type="reasoning", summary=[Summary.model_construct(
+                type="summary_text", text="the user wants friday")]),
+            ResponseOutputMessage.model_construct(type="message", content=[ResponseOutputText.model_construct(
+                type="output_text", text="Checking friday.")]),
+            ResponseFunctionToolCall.model_construct(type="function_call", call_id="call_1", name="check_availability",
+                                                     arguments='{"day": "friday"}'),
+        ],
+    )
+    with capture_bundle() as captured:
+        with agents.trace("booking", group_id="conv-r"), task_span(name="booking"), turn_span(turn=1, agent_name="a"):
+            with response_span() as span:
+                span.span_data.response = response
+    (finished,) = [e["payload"] for e in captured.bundle.events if e["type"] == "message_finished"]
+    assert finished["content"] == [
+        {"index": 0, "kind": "thinking", "text": "the user wants friday"},
+        {"index": 1, "kind": "text", "text": "Checking friday."},
+        {"index": 2, "kind": "tool_call",
+         "text": '{"id":"call_1","name":"check_availability","arguments":{"day":"friday"}}'}]
+    (message_span,) = [s for s in captured.spans if s.name == "message assistant"]
+    assert (message_span.attributes["gen_ai.response.model"], message_span.attributes["gen_ai.usage.output_tokens"]) == (
+        "gpt-test", 4)
+    assert captured.bundle.session_id == "conv-r"
