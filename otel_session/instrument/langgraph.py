@@ -258,6 +258,20 @@ class _GraphRun:
         otel_session.transition(node, ",".join(names), reason="command",
                                 candidates=list(declared) or _node_names(self.graph))
 
+    def branch_of(self, node: str, name: Any, tags: Sequence[str]) -> tuple[str, Any] | None:
+        """The conditional edge (its name, its spec) whose path function a child run of ``node``
+        is: the edge of that name, else — for a run of the node's own steps (``seq:step:*``; a
+        lambda's path is named ``condition``) — the one edge whose path has that name, or the
+        node's only edge."""
+        branches = (getattr(self.graph.builder, "branches", None) or {}).get(node) or {}
+        if name in branches:
+            return str(name), branches[name]
+        if not any(isinstance(tag, str) and tag.startswith("seq:step:") for tag in tags):
+            return None  # a chain the node's own code ran
+        named = [(key, spec) for key, spec in branches.items() if getattr(spec.path, "name", None) == name]
+        found = named or list(branches.items())
+        return found[0] if len(found) == 1 else None
+
     def record_route(self, node: str, path: str, spec: Any, result: Any) -> None:
         from langgraph.types import Send
 
@@ -329,9 +343,9 @@ def _handler_class() -> type:
                 run.nodes[run_id] = node
             elif parent_run_id in run.nodes:
                 source = run.nodes[parent_run_id]
-                spec = (getattr(run.graph.builder, "branches", {}) or {}).get(source, {}).get(name)
-                if spec is not None:
-                    run.branches[run_id] = (parent_run_id, source, str(name), spec)
+                branch = run.branch_of(source, name, kwargs.get("tags") or ())
+                if branch is not None:
+                    run.branches[run_id] = (parent_run_id, source, *branch)
 
         def on_chain_end(self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any) -> None:
             run = self.graph_run

@@ -217,3 +217,22 @@ def test_without_a_thread_id_an_invocation_joins_the_session_the_app_is_in(instr
     assert captured.bundle.session_id == "call-3"
     (turn,) = turns_of(captured.bundle)  # no checkpointer: the state after is the graph's output
     assert turn["verdict"]["to"] == "ask_date" and turn["missing_required_slots"] == ["date"]
+
+
+def test_an_edge_that_may_go_anywhere_lists_every_node_capped_at_24_and_counted(instrumented):
+    class Counter(TypedDict, total=False):
+        hops: int
+
+    graph = StateGraph(Counter)
+    graph.add_node("start", lambda state: {"hops": 1})
+    for index in range(30):
+        graph.add_node(f"n{index:02}", lambda state: {})
+        graph.add_edge(f"n{index:02}", END)
+    graph.add_edge(START, "start")
+    graph.add_conditional_edges("start", lambda state: "n07")  # no path map, no Literal: any node
+    with capture_bundle() as captured:
+        graph.compile(name="fan").invoke({"hops": 0})
+    (verdict,) = [e["payload"] for e in captured.bundle.events if e["type"] == "transition_verdict"]
+    assert (verdict["from"], verdict["to"]) == ("start", "n07")
+    assert verdict["candidates"] == ["start", *[f"n{index:02}" for index in range(23)]]
+    assert verdict["candidates_truncated"] == 32 - 24  # 31 nodes and __end__
