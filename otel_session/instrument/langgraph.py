@@ -260,14 +260,15 @@ class _GraphRun:
 
     def branch_of(self, node: str, name: Any, tags: Sequence[str]) -> tuple[str, Any] | None:
         """The conditional edge (its name, its spec) whose path function a child run of ``node``
-        is: the edge of that name, else — for a run of the node's own steps (``seq:step:*``; a
-        lambda's path is named ``condition``) — the one edge whose path has that name, or the
-        node's only edge."""
+        is: the edge of that name, else — for a run of the steps after the node's function
+        (``seq:step:2`` on; a lambda's path is named ``condition``) — the one edge whose path has
+        that name, or the node's only edge. What the node's function runs is step 1's."""
         branches = (getattr(self.graph.builder, "branches", None) or {}).get(node) or {}
         if name in branches:
             return str(name), branches[name]
-        if not any(isinstance(tag, str) and tag.startswith("seq:step:") for tag in tags):
-            return None  # a chain the node's own code ran
+        steps = [tag[len("seq:step:"):] for tag in tags if isinstance(tag, str) and tag.startswith("seq:step:")]
+        if not any(step.isdigit() and int(step) > 1 for step in steps):
+            return None
         named = [(key, spec) for key, spec in branches.items() if getattr(spec.path, "name", None) == name]
         found = named or list(branches.items())
         return found[0] if len(found) == 1 else None

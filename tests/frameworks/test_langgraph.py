@@ -223,8 +223,11 @@ def test_an_edge_that_may_go_anywhere_lists_every_node_capped_at_24_and_counted(
     class Counter(TypedDict, total=False):
         hops: int
 
+    from langchain_core.runnables import RunnableLambda
+
+    inner_chain = RunnableLambda(lambda hops: hops + 1)  # a runnable the node's own code runs: no edge
     graph = StateGraph(Counter)
-    graph.add_node("start", lambda state: {"hops": 1})
+    graph.add_node("start", lambda state: {"hops": inner_chain.invoke(state["hops"])})
     for index in range(30):
         graph.add_node(f"n{index:02}", lambda state: {})
         graph.add_edge(f"n{index:02}", END)
