@@ -340,11 +340,13 @@ def _handler_class() -> type:
             run = self.graph_run
             name = kwargs.get("name")
             node = (metadata or {}).get("langgraph_node")
-            if node is not None and name == node and parent_run_id not in run.nodes:
+            tags = kwargs.get("tags") or ()
+            is_task = any(isinstance(tag, str) and tag.startswith("graph:step:") for tag in tags)
+            if node is not None and name == node and is_task and parent_run_id not in run.nodes:
                 run.nodes[run_id] = node
             elif parent_run_id in run.nodes:
                 source = run.nodes[parent_run_id]
-                branch = run.branch_of(source, name, kwargs.get("tags") or ())
+                branch = run.branch_of(source, name, tags)
                 if branch is not None:
                     run.branches[run_id] = (parent_run_id, source, *branch)
 
