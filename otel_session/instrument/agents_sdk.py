@@ -59,8 +59,8 @@ from typing import Any
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 import otel_session
-from otel_session.instrument._runtime import warn_once
-from otel_session.instrument._sections import (
+from otel_session.instrument._log import warn_once
+from otel_session.instrument._frameworks import (
     Opened,
     json_value,
     model_call_attributes,

@@ -72,8 +72,8 @@ import orjson
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 import otel_session
-from otel_session.instrument._runtime import warn_once
-from otel_session.instrument._sections import Opened, model_call_attributes, replace_methods, tool_call_block
+from otel_session.instrument._log import warn_once
+from otel_session.instrument._frameworks import Opened, model_call_attributes, replace_methods, tool_call_block
 
 __all__ = ["ENV_REQUIRED_SLOTS", "LangGraphInstrumentor"]
 

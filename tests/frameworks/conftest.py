@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import otel_session
 from otel_session.facts import build_session_facts
-from otel_session.instrument import _runtime
+from otel_session.instrument._log import forget_warnings
 from otel_session.read import BundleRead
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.testing import bundles, running_collectors, wait_for
@@ -43,9 +43,9 @@ def example(name: str) -> ModuleType:
 @pytest.fixture(autouse=True)
 def _reset_recording() -> Iterator[None]:
     """No recorder or once-only warning leaks from one test into the next."""
-    _runtime._warned.clear()
+    forget_warnings()
     yield
-    recorder = _runtime.current_recorder()
+    recorder = otel_session.current_recorder()
     if recorder is not None:
         recorder.shutdown()
 

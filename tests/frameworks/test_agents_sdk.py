@@ -7,7 +7,6 @@ with its candidates, the guards, the tool, the messages (streamed deltas include
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +15,6 @@ import pytest
 
 from otel_session.demo.mock_llm import MODEL, MockLLMServer
 from otel_session.read import BundleStatus
-from otel_session.redact import DeltaStream
 from otel_session.testing import capture_bundle
 
 from .conftest import example, sealed_bundles, turns_of
@@ -27,10 +25,7 @@ from openai import AsyncOpenAI  # noqa: E402
 from otel_session.instrument.agents_sdk import AgentsSdkInstrumentor  # noqa: E402
 
 CARD = "4111 1111 1111 1111"
-# One delta, one record (SPEC §5.2) once the record-level DeltaStream (interfaces §1) is in:
-# before it, text held back by the redactor ("19:00" might begin a phone number) is released as
-# extra records.
-RECORD_LEVEL_DELTAS = len(inspect.signature(DeltaStream.feed).parameters) == 3
+
 TOOL_RESULT = "19:00 is free"  # what the example's check_availability says
 
 
@@ -104,8 +99,7 @@ def test_streamed_deltas_are_recorded_one_record_each(triage):
     deltas = [e["payload"]["delta"] for e in bundle.events if e["type"] == "assistant_delta"]
     assert "".join(deltas) == "".join(streamed) == f"check_availability says: {TOOL_RESULT}"
     assert len(streamed) == 5  # the mock streams word by word
-    if RECORD_LEVEL_DELTAS:
-        assert deltas == streamed
+    assert deltas == streamed  # one delta, one record
 
 
 async def run_streamed(triage: Any, text: str) -> None:

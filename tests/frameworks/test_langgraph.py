@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
 
-import otel_session.facts
+from otel_session.facts import build_session_wide_facts
 from otel_session.read import BundleStatus
 from otel_session.testing import capture_bundle
 
@@ -75,13 +75,10 @@ def test_each_invocation_is_a_run_of_the_threads_session_with_slots_and_verdicts
 
 
 def test_asked_twice_is_a_repeated_ask_across_the_runs_of_the_thread(instrumented):
-    session_wide = getattr(otel_session.facts, "build_session_wide_facts", None)
-    if session_wide is None:
-        pytest.skip("session-wide facts (interfaces §3) are not in this tree yet")
     graph = booking_graph()
     with capture_bundle() as captured:
         talk(graph, "call-1", "a table for two", "as soon as possible", "friday then")
-    facts = session_wide(captured.root, "call-1")
+    facts = build_session_wide_facts(captured.root, "call-1")
     assert [turn["repeated_asks"] for turn in facts["turns"]] == [[], ["date"], []]
     assert [turn["run_id"] for turn in facts["turns"]] == [run.run_id for run in captured.bundles]
 
