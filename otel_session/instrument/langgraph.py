@@ -181,7 +181,9 @@ class _GraphRun:
         before = self._snapshot()
         self.before_values = dict(getattr(before, "values", None) or {}) if before is not None else {}
         waiting = list(getattr(before, "next", None) or ()) if before is not None else []
-        state = ",".join(waiting) if waiting else "__start__"
+        # Where the thread is: the node(s) it waits in; a new thread is at __start__; a thread
+        # whose last invocation ran to its end is where that one's turn ended (facts carry it over).
+        state = ",".join(waiting) if waiting else (None if self.before_values else "__start__")
         self.turn = Opened(self.run.context, otel_session.turn(
             settings.next_turn(self.thread_id), state=state, required_slots=settings.required(self.name, waiting),
             slots=self._slots(self.before_values), source=INPUT_SOURCE,

@@ -80,6 +80,8 @@ def test_asked_twice_is_a_repeated_ask_across_the_runs_of_the_thread(instrumente
         talk(graph, "call-1", "a table for two", "as soon as possible", "friday then")
     facts = build_session_wide_facts(captured.root, "call-1")
     assert [turn["repeated_asks"] for turn in facts["turns"]] == [[], ["date"], []]
+    assert [(turn["state_before"], turn["state"]) for turn in facts["turns"]] == [
+        ("__start__", "ask_date"), ("ask_date", "ask_date"), ("ask_date", "confirm")]
     assert [turn["run_id"] for turn in facts["turns"]] == [run.run_id for run in captured.bundles]
 
 
