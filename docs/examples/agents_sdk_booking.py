@@ -73,8 +73,10 @@ def triage_agent(model: Any) -> Agent:
 
 def main() -> None:
     with MockLLMServer(responder=scripted_model) as llm:
-        model = OpenAIChatCompletionsModel(model=MODEL, openai_client=AsyncOpenAI(base_url=llm.base_url, api_key="unused"))
-        result = Runner.run_sync(triage_agent(model), "a table for two on friday", session=SQLiteSession("table-for-two"))
+        client = AsyncOpenAI(base_url=llm.base_url, api_key="unused")
+        model = OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
+        session = SQLiteSession("table-for-two")  # the SDK's session: the recorded session's id
+        result = Runner.run_sync(triage_agent(model), "a table for two on friday", session=session)
     print(f"agent: {result.final_output!r}")
 
 

@@ -5,7 +5,8 @@ Usage::
     from otel_session.instrument.langgraph import LangGraphInstrumentor
 
     LangGraphInstrumentor().instrument(required_slots={"booking": ["date", "party_size"]})
-    # or, with no code: OTEL_SESSION_LANGGRAPH_REQUIRED_SLOTS='{"booking": ["date"]}' opentelemetry-instrument python app.py
+    # or, with no code:
+    #   OTEL_SESSION_LANGGRAPH_REQUIRED_SLOTS='{"booking": ["date"]}' opentelemetry-instrument python app.py
 
 then ``graph.invoke`` / ``stream`` / ``ainvoke`` / ``astream`` as usual. Nothing in the graph
 changes: the instrumentor wraps ``Pregel.stream`` and ``Pregel.astream`` (``invoke`` and
@@ -494,16 +495,6 @@ class LangGraphInstrumentor(BaseInstrumentor):
         cls = LangGraphInstrumentor
         original_stream, original_astream = Pregel.stream, Pregel.astream
 
-        def begin(graph: Any, config: Any) -> tuple[_GraphRun, dict[str, Any]] | None:
-            if _active.get() is not None:
-                return None  # a subgraph, or a graph run inside a node: part of the outer run
-            try:
-                graph_run = _GraphRun(graph, config, settings)
-                return graph_run, _with_handler(config, handler_class(graph_run))
-            except Exception:  # noqa: BLE001
-                warn_once("langgraph:begin", "otel_session: recording a LangGraph run failed", exc_info=True)
-                return None
-
         def record_input(graph_run: _GraphRun, input: Any) -> None:  # noqa: A002
             from langgraph.types import Command
 
@@ -522,6 +513,22 @@ class LangGraphInstrumentor(BaseInstrumentor):
             except Exception:  # noqa: BLE001
                 warn_once("langgraph:input", "otel_session: recording a LangGraph input failed", exc_info=True)
 
+        def begin(
+            graph: Any, input: Any, config: Any, original: Any, options: dict[str, Any]  # noqa: A002
+        ) -> tuple[_GraphRun, Any] | None:
+            """The run of this invocation and the graph's own stream of it, created in the run's
+            turn; None for a nested invocation or when recording fails (the graph runs as is)."""
+            if _active.get() is not None:
+                return None  # a subgraph, or a graph run inside a node: part of the outer run
+            try:
+                graph_run = _GraphRun(graph, config, settings)
+                config = _with_handler(config, handler_class(graph_run))
+                graph_run.turn.run(record_input, graph_run, input)
+            except Exception:  # noqa: BLE001
+                warn_once("langgraph:begin", "otel_session: recording a LangGraph run failed", exc_info=True)
+                return None
+            return graph_run, graph_run.turn.context.run(original, graph, input, config, **options)
+
         def end(graph_run: _GraphRun, error: BaseException | None) -> None:
             try:
                 graph_run.context.run(graph_run.finish, error)
@@ -530,14 +537,12 @@ class LangGraphInstrumentor(BaseInstrumentor):
 
         @functools.wraps(original_stream)
         def stream(self: Any, input: Any, config: Any = None, **options: Any) -> Iterator[Any]:  # noqa: A002
-            begun = begin(self, config)
+            begun = begin(self, input, config, original_stream, options)
             if begun is None:
                 yield from original_stream(self, input, config, **options)
                 return
-            graph_run, config = begun
-            graph_run.turn.run(record_input, graph_run, input)
+            graph_run, chunks = begun
             context = graph_run.turn.context
-            chunks = context.run(original_stream, self, input, config, **options)
             error: BaseException | None = None
             try:
                 while True:
@@ -556,16 +561,16 @@ class LangGraphInstrumentor(BaseInstrumentor):
                 end(graph_run, error)
 
         @functools.wraps(original_astream)
-        async def astream(self: Any, input: Any, config: Any = None, **options: Any) -> AsyncIterator[Any]:  # noqa: A002
-            begun = begin(self, config)
+        async def astream(
+            self: Any, input: Any, config: Any = None, **options: Any  # noqa: A002
+        ) -> AsyncIterator[Any]:
+            begun = begin(self, input, config, original_astream, options)
             if begun is None:
                 async for chunk in original_astream(self, input, config, **options):
                     yield chunk
                 return
-            graph_run, config = begun
-            graph_run.turn.run(record_input, graph_run, input)
+            graph_run, chunks = begun
             context = graph_run.turn.context
-            chunks = context.run(original_astream, self, input, config, **options)
             error: BaseException | None = None
             try:
                 while True:
