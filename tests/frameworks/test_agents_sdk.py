@@ -126,13 +126,22 @@ def test_a_tripped_input_guardrail_is_a_failed_guard_and_a_failed_run(triage, ru
 
 def test_runs_of_one_sdk_session_are_runs_of_one_session_through_the_collector(triage, through_collector):
     root, _ = through_collector()
-    session = agents.SQLiteSession("table-for-two")
-    agents.Runner.run_sync(triage, "a table for two on friday", session=session)
-    agents.Runner.run_sync(triage, "a table for two on friday", session=session)
+
+    async def one_plain_one_streamed() -> None:
+        # two stores of session "table-for-two" (the scripted model answers the same without history)
+        await agents.Runner.run(triage, "a table for two on friday", session=agents.SQLiteSession("table-for-two"))
+        result = agents.Runner.run_streamed(triage, "a table for two on friday",
+                                            session=agents.SQLiteSession("table-for-two"))
+        async for _ in result.stream_events():
+            pass
+
+    asyncio.run(one_plain_one_streamed())
     first, second = sealed_bundles(root, 2)
     assert first.run_id != second.run_id
     assert_the_booking(first, "table-for-two")
-    assert second.session_id == "table-for-two"
+    assert_the_booking(second, "table-for-two")
+    deltas = [e["payload"]["delta"] for e in second.events if e["type"] == "assistant_delta"]
+    assert deltas == ["check_availability ", "says: ", "19:00 ", "is ", "free"]
 
 
 def test_a_run_the_sdk_stops_is_a_failed_run(triage):
