@@ -100,7 +100,9 @@ class SessionSpanProcessor(SpanProcessor):
             if log_events:
                 data = data.with_events(log_events)
             turn_index = data.attributes.get(sc.TURN_INDEX)
-            for event in recorder.redactor.redact_events(normalize_span(data)):
+            events = normalize_span(data)
+            handle.tool_links.link(events)  # tool spans without a call id answer the model's call
+            for event in recorder.redactor.redact_events(events):
                 if event.turn_index is None and isinstance(turn_index, int):
                     event.turn_index = turn_index
                 handle.journal_recorder.append(event.type, event.payload, **event.correlation())
