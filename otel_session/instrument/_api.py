@@ -29,7 +29,6 @@ from otel_session import semconv as sc
 from otel_session.instrument import reconcile
 from otel_session.instrument._runtime import Recorder, current_recorder, warn_once
 from otel_session.journal import EventType, RunKind, run_id_from_trace_id
-from otel_session.normalize.toollink import ToolCallLinker
 from otel_session.redact import DeltaStream, Redactor
 from otel_session.write import RunRecorder
 
@@ -226,8 +225,6 @@ class RunHandle:
         self._recorder = recorder
         self.journal_recorder: RunRecorder | None = None
         self.open = True
-        self.tool_links = ToolCallLinker()
-        """Links this run's foreign tool spans that name no call id to the model's tool calls."""
 
     def journal(self, event_type: str, payload: dict[str, Any], at_ns: int, **correlation: Any) -> None:
         """Append one (already redacted) record to this run's bundle, if it records one."""

@@ -25,6 +25,7 @@ from otel_session import semconv as sc
 from otel_session.instrument._api import _scope
 from otel_session.instrument._runtime import warn_once
 from otel_session.normalize import SpanData, detached_event, normalize_span
+from otel_session.normalize.toollink import ToolCallLinker
 
 if TYPE_CHECKING:
     from otel_session.instrument._runtime import Recorder
@@ -101,7 +102,7 @@ class SessionSpanProcessor(SpanProcessor):
                 data = data.with_events(log_events)
             turn_index = data.attributes.get(sc.TURN_INDEX)
             events = normalize_span(data)
-            handle.tool_links.link(events)  # tool spans without a call id answer the model's call
+            ToolCallLinker.of(handle).link(events)  # tool spans without a call id answer the model's call
             for event in recorder.redactor.redact_events(events):
                 if event.turn_index is None and isinstance(turn_index, int):
                     event.turn_index = turn_index
