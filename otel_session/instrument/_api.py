@@ -761,7 +761,8 @@ class MessageHandle:
             if stream is None:
                 stream = self._streams[index] = self.run.redactor.delta_stream()
             self.delta_count += 1
-            self._record_delta(index, kind, stream.feed(chunk), now)
+            for at_ns, redacted in stream.feed(chunk, now):  # records held until a token ends
+                self._record_delta(index, kind, redacted, at_ns)
         except Exception:  # noqa: BLE001
             _capture_failed("a delta")
 
@@ -774,11 +775,10 @@ class MessageHandle:
             )
 
     def _release_held_text(self) -> None:
-        """At the end of the message: each block's held-back text as one last delta."""
+        """At the end of the message: each block's held-back deltas, each with its own timestamp."""
         for index, stream in sorted(self._streams.items()):
-            rest = stream.flush()
-            if rest:
-                self._record_delta(index, self._blocks[index][0], rest, _time_ns())
+            for at_ns, redacted in stream.flush():
+                self._record_delta(index, self._blocks[index][0], redacted, at_ns)
 
     def finish(self, *, stop_reason: str | None = None, settled: bool = True) -> None:
         """Seal the message: its final content (the whole text of each block, redacted)."""
