@@ -8,7 +8,8 @@ The table of what is read lives in ``docs/conventions.md`` ("Third-party GenAI m
   OpenInference ``openinference.span.kind=LLM``, OpenLLMetry ``llm.request.type``) becomes messages.
   Its input holds the whole conversation so far, so only the input messages after the last
   assistant message are journaled (what is new in this call); the output is one assistant message
-  started at the span's start and finished at its end.
+  started at the span's start and finished at its end, with the ``otel_session.delta`` events the
+  ``otel_session`` instrumentor put on the span as its deltas (``genai_deltas``).
 * A tool call (``execute_tool``, OpenInference ``TOOL``, OpenLLMetry ``traceloop.span.kind=tool``)
   becomes ``tool_execution_started`` / ``tool_execution_finished``.
 * A trace root becomes ``run_started`` / ``run_finished`` (one run is one trace).
@@ -23,6 +24,7 @@ import orjson
 
 from otel_session.journal import EventType, RunKind
 from otel_session.normalize import JournalEvent, SpanData
+from otel_session.normalize.genai_deltas import deltas_of, dropped_deltas
 from otel_session.normalize.genai_messages import (
     DETAILS_EVENT,
     ROLE_EVENTS,
@@ -45,6 +47,8 @@ _MESSAGE_STARTED = EventType.MESSAGE_STARTED.value
 _MESSAGE_FINISHED = EventType.MESSAGE_FINISHED.value
 _TOOL_EXECUTION_STARTED = EventType.TOOL_EXECUTION_STARTED.value
 _TOOL_EXECUTION_FINISHED = EventType.TOOL_EXECUTION_FINISHED.value
+_ASSISTANT_DELTA = EventType.ASSISTANT_DELTA.value
+_UPSTREAM_DROP = EventType.UPSTREAM_DROP.value
 
 # The correlation fields every record of one span shares: (turn_index, trace_id hex, span_id hex).
 _SpanIds = tuple[Any, str, str]
@@ -229,11 +233,15 @@ def _add_message_events(span: SpanData, ids: _SpanIds, events: list[JournalEvent
     for position, message in enumerate(new_inputs(inputs)):
         _add_message(ids, events, start_ns, start_ns, message, f"{ids[2]}-in-{position}")
     call = _model_call_facts(span.attributes) if outputs else None
+    deltas = deltas_of(span) if outputs and span.events else {}
     for position, message in enumerate(outputs):
         facts = call if message.role == "assistant" else None
         if facts and position:  # a call's usage counts once: on its first output message
             facts = {key: value for key, value in facts.items() if key != "usage"}
-        _add_message(ids, events, start_ns, span.end_time_ns, message, f"{ids[2]}-out-{position}", facts)
+        message_id = f"{ids[2]}-out-{position}"
+        _add_message(ids, events, start_ns, span.end_time_ns, message, message_id, facts, deltas.get(position))
+    if deltas and (dropped := dropped_deltas(span)) is not None:
+        events.append(_event(ids, _UPSTREAM_DROP, span.end_time_ns, dropped))
 
 
 def _add_message(
@@ -244,10 +252,13 @@ def _add_message(
     message: Message,
     message_id: str,
     facts: dict[str, Any] | None = None,
+    deltas: list[tuple[int, dict[str, Any]]] | None = None,
 ) -> None:
     turn_index, trace_id, span_id = ids
     started = {"role": message.role}
     events.append(JournalEvent(_MESSAGE_STARTED, start_ns, started, turn_index, message_id, None, trace_id, span_id))
+    for at_ns, delta in deltas or ():
+        events.append(JournalEvent(_ASSISTANT_DELTA, at_ns, delta, turn_index, message_id, None, trace_id, span_id))
     payload: dict[str, Any] = {"settled": True, "content": message.content}
     if message.stop_reason:
         payload["stop_reason"] = message.stop_reason
