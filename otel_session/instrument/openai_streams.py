@@ -14,7 +14,9 @@ for the call) has its iterator tapped. Each chunk's text, tool-call arguments an
 deltas of the call's output message ``{span_id}-out-{choice}``, redacted as they stream
 (``Redactor.delta_stream``) and recorded twice:
 
-* in process, journaled into the open run of the span's trace as they are released (live);
+* in process, journaled into the open run of the span's trace as they are released (live),
+  after the call's new input messages, read from its request (the span gives them only at its
+  end, and the journal's order is the replay's);
 * as ``otel_session.delta`` span events on the model-call span, for the collector path
   (``normalize.genai_deltas``): within the span's event limit, keeping room for the
   instrumentor's own events; the deltas beyond it are not added and the span says how many in
@@ -46,6 +48,7 @@ from otel_session.instrument._runtime import current_recorder, warn_once
 from otel_session.journal import EventType
 from otel_session.normalize import JournalEvent, SpanData, genai
 from otel_session.normalize.genai_deltas import DELTA_MESSAGE, DELTAS_DROPPED
+from otel_session.normalize.genai_messages import new_inputs, request_inputs
 from otel_session.redact import DeltaStream
 
 __all__ = ["install", "uninstall", "without_live_records"]
@@ -53,12 +56,16 @@ __all__ = ["install", "uninstall", "without_live_records"]
 _RESERVED_EVENTS = 16  # room left on a span for its instrumentor's own events
 _MAX_LIVE_SPANS = 4096
 _MESSAGE_STARTED = EventType.MESSAGE_STARTED.value
+_MESSAGE_FINISHED = EventType.MESSAGE_FINISHED.value
 _ASSISTANT_DELTA = EventType.ASSISTANT_DELTA.value
 _UPSTREAM_DROP = EventType.UPSTREAM_DROP.value
 
 _originals: dict[type, Callable[..., None]] = {}
-_live: OrderedDict[tuple[int, int], set[str]] = OrderedDict()
-"""(trace id, span id) → ids of the messages journaled live, until the span processor sees the span end."""
+_live: OrderedDict[tuple[int, int], dict[str, frozenset[str]]] = OrderedDict()
+"""(trace id, span id) → message id → the record types journaled live for it, until the span
+processor sees the span end."""
+_LIVE_INPUT = frozenset({EventType.MESSAGE_STARTED.value, EventType.MESSAGE_FINISHED.value})
+_LIVE_OUTPUT = frozenset({EventType.MESSAGE_STARTED.value, EventType.ASSISTANT_DELTA.value})
 _live_lock = threading.Lock()
 
 
@@ -90,17 +97,18 @@ def uninstall() -> None:
 
 
 def without_live_records(span: SpanData, events: list[JournalEvent]) -> list[JournalEvent]:
-    """``events`` (the span's, normalized) without the message starts and deltas journaled live
-    for it, nor the drop of the deltas the span had no room for (the journal has them all)."""
+    """``events`` (the span's, normalized) without what was journaled live for it: the call's new
+    input messages, its output messages' starts and deltas, and the drop of the deltas the span had
+    no room for (the journal has them all)."""
     if not _live:
         return events
     with _live_lock:
-        message_ids = _live.pop((span.trace_id, span.span_id), None)
-    if message_ids is None:
+        live = _live.pop((span.trace_id, span.span_id), None)
+    if live is None:
         return events
     return [
         event for event in events
-        if not ((event.type in (_MESSAGE_STARTED, _ASSISTANT_DELTA) and event.message_id in message_ids)
+        if not (event.type in live.get(event.message_id, ())
                 or (event.type == _UPSTREAM_DROP and event.payload.get("event") == sc.EVENT_DELTA))
     ]
 
@@ -117,7 +125,7 @@ def _deltas_for(stream: Any) -> _StreamDeltas | None:
             return None
         if not genai.is_model_call(getattr(span, "attributes", None) or {}):
             return None
-        return _StreamDeltas(recorder, span)
+        return _StreamDeltas(recorder, span, getattr(stream, "_options", None))
     except Exception:  # noqa: BLE001 - capture failures never reach the app
         warn_once("stream-tap", "otel_session: could not tap an openai stream; its deltas are not recorded", exc_info=True)
         return None
@@ -165,9 +173,10 @@ class _Block:
 class _StreamDeltas:
     """One tapped stream: its blocks, the span events it may still add, the run it journals into."""
 
-    def __init__(self, recorder: Any, span: Any) -> None:
+    def __init__(self, recorder: Any, span: Any, options: Any) -> None:
         context = span.get_span_context()
         self._span = span
+        self._options = options
         self._redactor = recorder.redactor
         self._trace_id, self._span_id = context.trace_id, context.span_id
         self._span_hex = f"{context.span_id:016x}"
@@ -260,8 +269,10 @@ class _StreamDeltas:
         journal = self._journal
         if journal is not None:
             if position not in self._started:
+                if not self._started:
+                    self._journal_inputs(journal)
                 self._started.add(position)
-                _remember_live(self._trace_id, self._span_id, message_id)
+                _remember_live(self._trace_id, self._span_id, message_id, _LIVE_OUTPUT)
                 journal.append(_MESSAGE_STARTED, {"role": "assistant"}, at_ns=self._start_ns, **self._ids(message_id))
             journal.append(_ASSISTANT_DELTA, {"index": block.index, "kind": block.kind, "delta": text}, at_ns=at_ns,
                            **self._ids(message_id))
@@ -273,6 +284,21 @@ class _StreamDeltas:
         if self._span.is_recording():
             self._span.add_event(sc.EVENT_DELTA, {DELTA_MESSAGE: position, sc.DELTA_INDEX: block.index,
                                                   sc.DELTA_KIND: block.kind, sc.DELTA_TEXT: text}, timestamp=at_ns)
+
+    def _journal_inputs(self, journal: Any) -> None:
+        """The call's new input messages, read from its request, before its reply's first delta
+        (the span gives them only at its end, after the live deltas in the journal)."""
+        body = getattr(self._options, "json_data", None)
+        if not isinstance(body, dict):
+            return
+        redact = self._redactor.redact_payload
+        for position, message in enumerate(new_inputs(request_inputs(body))):
+            message_id = f"{self._span_hex}-in-{position}"
+            _remember_live(self._trace_id, self._span_id, message_id, _LIVE_INPUT)
+            ids = self._ids(message_id)
+            journal.append(_MESSAGE_STARTED, {"role": message.role}, at_ns=self._start_ns, **ids)
+            payload = redact(_MESSAGE_FINISHED, {"settled": True, "content": message.content})
+            journal.append(_MESSAGE_FINISHED, payload, at_ns=self._start_ns, **ids)
 
     def _ids(self, message_id: str) -> dict[str, Any]:
         return {"turn_index": self._turn_index, "message_id": message_id, "trace_id": self._trace_hex,
@@ -302,8 +328,8 @@ def _call_opening(call_id: Any, name: Any) -> str:
     return orjson.dumps(head).decode()[:-1] + ("," if head else "") + '"arguments":'
 
 
-def _remember_live(trace_id: int, span_id: int, message_id: str) -> None:
+def _remember_live(trace_id: int, span_id: int, message_id: str, types: frozenset[str]) -> None:
     with _live_lock:
-        _live.setdefault((trace_id, span_id), set()).add(message_id)
+        _live.setdefault((trace_id, span_id), {})[message_id] = types
         while len(_live) > _MAX_LIVE_SPANS:
             _live.popitem(last=False)

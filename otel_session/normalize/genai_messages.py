@@ -22,7 +22,8 @@ import orjson
 from otel_session.normalize import SpanData
 
 __all__ = [
-    "DETAILS_EVENT", "ROLE_EVENTS", "Message", "json_value", "messages_of", "new_inputs", "tool_call_text", "value_messages",
+    "DETAILS_EVENT", "ROLE_EVENTS", "Message", "json_value", "messages_of", "new_inputs", "request_inputs", "tool_call_text",
+    "value_messages",
 ]
 
 ROLE_EVENTS = {
@@ -120,6 +121,44 @@ def _messages_of(span: SpanData) -> tuple[list[Message], list[Message]]:
     if inputs:
         inputs[0].add("text", attributes["input.value"])
     return inputs, value_messages(attributes["output.value"]) if "output.value" in attributes else []
+
+
+def request_inputs(body: Mapping[str, Any]) -> list[Message]:
+    """The input messages of an OpenAI request body: Chat Completions ``messages``, or Responses
+    ``instructions`` and ``input`` (a string, or items: messages, ``function_call``,
+    ``function_call_output``), in the shapes the instrumentors' spans give them."""
+    if isinstance(body.get("messages"), list):
+        return _messages_of_items([_plain(item) for item in body["messages"]])
+    messages = []
+    if isinstance(body.get("instructions"), str) and body["instructions"]:
+        messages.append(Message("system", [{"index": 0, "kind": "text", "text": body["instructions"]}]))
+    items = body.get("input")
+    for item in [{"role": "user", "content": items}] if isinstance(items, str) else items or ():
+        item = _plain(item)
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "function_call":
+            message = Message("assistant")
+            message.add("tool_call", tool_call_text(item.get("call_id"), item.get("name"), item.get("arguments")))
+        elif kind == "function_call_output":
+            message = Message("tool")
+            message.add("text", item.get("output"))
+        elif "role" in item:
+            message = Message(str(item["role"]))
+            content = item.get("content")
+            for part in content if isinstance(content, list) else [content]:
+                message.add("text", part.get("text") if isinstance(part, dict) else part)
+        else:
+            continue
+        messages.append(message)
+    return messages
+
+
+def _plain(item: Any) -> Any:
+    """A request item as plain data (the client takes its own response models as input too)."""
+    dump = getattr(item, "model_dump", None)
+    return dump(exclude_none=True) if callable(dump) else item
 
 
 def value_messages(value: Any) -> list[Message]:

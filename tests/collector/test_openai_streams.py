@@ -76,6 +76,13 @@ def deltas_of(bundle) -> list[tuple[str, int, str, str]]:
             for e in bundle.events if e["type"] == "assistant_delta"]
 
 
+def conversation(bundle) -> list[tuple[str, list]]:
+    """(role, final content) of each message, in the order the journal starts them."""
+    roles = {e["message_id"]: e["payload"]["role"] for e in bundle.events if e["type"] == "message_started"}
+    finals = {e["message_id"]: e["payload"]["content"] for e in bundle.events if e["type"] == "message_finished"}
+    return [(role, finals[message_id]) for message_id, role in roles.items()]
+
+
 def assert_streamed(bundle) -> list[tuple[str, int, str, str]]:
     """Each streamed message starts once, its deltas come before its final content, their fold is
     that content; returns the deltas."""
@@ -118,6 +125,8 @@ def test_streamed_chunks_are_deltas_in_process_and_through_the_collector(streami
     (in_process,) = sealed_bundles(tmp_path / "in-process")
     live, shipped = assert_streamed(in_process), assert_streamed(collected)
     assert live == shipped  # the same deltas, for the same messages, on both paths
+    assert conversation(in_process) == conversation(collected)  # in the same order: the question first
+    assert [role for role, _ in conversation(in_process)] == ["user", "assistant", "user", "assistant"]
     assert [delta[1:] for delta in live] == expected_deltas(in_process)
     assert CANARY_EMAIL.encode() not in all_bytes(bundle_root) + all_bytes(tmp_path / "in-process")
 

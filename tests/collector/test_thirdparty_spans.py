@@ -34,12 +34,12 @@ def python() -> Path:
     return thirdparty_python()
 
 
-def run_scenario(python: Path, scenario: str, collector, runs: int, bundle_root: Path):
+def run_scenario(python: Path, scenario: str, collector, runs: int, bundle_root: Path, env: dict | None = None):
     """Run ``scenario`` against the mock LLM and the collector: (tool call id, bundles by agent)."""
     with MockLLMServer() as llm:
         done = subprocess.run(
             [str(python), str(AGENT), scenario, str(collector.grpc_port), llm.base_url, f"s-{scenario}"],
-            capture_output=True, text=True, timeout=300, env=ENV,
+            capture_output=True, text=True, timeout=300, env={**ENV, **(env or {})},
         )
     assert done.returncode == 0, done.stderr[-3000:]
     bundles = sealed_bundles(bundle_root, runs)
@@ -136,3 +136,27 @@ def test_langchain_bare_tool_input_is_an_object_linked_to_the_call(python, colle
     first, last = [m for m in messages(bundle) if m["role"] == "assistant"]
     assert (first["stop_reason"], first["usage"]) == ("tool_calls", {"input_tokens": 1, "output_tokens": 2})
     assert (last["content"], last["stop_reason"]) == ([("text", "get_weather says: sunny in Paris")], "stop")
+
+
+def test_responses_streams_beside_openinference_are_deltas_in_process_and_through_the_collector(
+        python, collector, bundle_root, tmp_path):
+    """openai-v2 2.4b0 does not trace the Responses API; OpenInference does: the otel_session
+    instrumentor taps its streams (sync, async, a function call) and a Chat Completions stream."""
+    from otel_session.reduce import replay_state
+
+    from .test_openai_streams import conversation, deltas_of
+
+    call_id, (collected,) = run_scenario(python, "openinference-streams", collector, 1, bundle_root,
+                                         {"OTEL_SESSION_DIR": str(tmp_path / "in-process")})
+    (in_process,) = sealed_bundles(tmp_path / "in-process")
+    assert deltas_of(in_process) == deltas_of(collected)
+    assert conversation(in_process) == conversation(collected)
+    texts = {}
+    for message_id, index, kind, delta in deltas_of(in_process):
+        texts[message_id] = texts.get(message_id, "") + delta
+    assert sorted(texts.values()) == sorted([
+        "You said: Paris", "You said: async Rome", "You said: Lima",
+        json.dumps({"id": call_id, "name": "get_weather", "arguments": {"query": "Oslo"}}, separators=(",", ":")),
+    ])
+    for bundle in (in_process, collected):
+        assert not [d for d in replay_state(bundle.events)["diagnostics"] if d["code"] == "reconcile_mismatch"]

@@ -142,6 +142,37 @@ def langchain(provider: TracerProvider, base_url: str) -> str:
     return call["id"]
 
 
+def openinference_streams(provider: TracerProvider, base_url: str) -> str:
+    """The otel_session instrumentor beside OpenInference's openai instrumentor (the bundles go to
+    ``$OTEL_SESSION_DIR``): Responses streams (text, a function call), sync and async, and a
+    Chat Completions stream, in one run."""
+    import openai
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+
+    import otel_session
+    from otel_session.instrument.instrumentor import OtelSessionInstrumentor
+
+    OtelSessionInstrumentor().instrument(tracer_provider=provider)
+    OpenAIInstrumentor().instrument(tracer_provider=provider)
+    client = openai.OpenAI(base_url=base_url, api_key="unused")
+    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}]
+
+    async def streamed_async() -> None:
+        async_client = openai.AsyncOpenAI(base_url=base_url, api_key="unused")
+        async for _ in await async_client.responses.create(model=MODEL, input="async Rome", stream=True):
+            pass
+
+    with otel_session.session(_RESOURCE["session.id"]), otel_session.run(agent="streamer"):
+        for _ in client.responses.create(model=MODEL, input="Paris", stream=True):
+            pass
+        calls = [event.item.call_id for event in client.responses.create(model=MODEL, input="Oslo", tools=tools, stream=True)
+                 if event.type == "response.output_item.done"]
+        asyncio.run(streamed_async())
+        for _ in client.chat.completions.create(model=MODEL, stream=True, messages=[{"role": "user", "content": "Lima"}]):
+            pass
+    return calls[0]
+
+
 _EXPORTERS: list = []
 _RESOURCE: dict = {}
 
@@ -161,6 +192,8 @@ def main() -> None:
         call_id = openinference_agents(provider, base_url, streamed=scenario.endswith("streamed"))
     elif scenario == "traceloop":
         call_id = traceloop(provider, base_url)
+    elif scenario == "openinference-streams":
+        call_id = openinference_streams(provider, base_url)
     elif scenario == "langchain":
         call_id = langchain(provider, base_url)
     else:

@@ -3,7 +3,8 @@
 OpenInference's and Traceloop's packages register ``opentelemetry_instrumentor`` entry points
 (their openai instrumentors among them), which ``opentelemetry-instrument`` would load beside
 openai-v2 in every other test: they live in ``.venv-thirdparty`` (``$OTEL_SESSION_THIRDPARTY_VENV``),
-never in ``.venv``. The venv is rebuilt when ``REQUIREMENTS`` change (its stamp holds them).
+never in ``.venv``. otel_session is installed there from this tree (editable, so it runs the code
+under test). The venv is rebuilt when ``REQUIREMENTS`` change (its stamp holds them).
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ REQUIREMENTS = (
     "langchain-openai==1.7.4",
     "traceloop-sdk==0.62.4",
     "opentelemetry-instrumentation-openai==0.62.4",
+    # otel_session itself (installed from this tree without its dependencies) needs these too:
+    "orjson>=3.9",
+    "flask>=3.0",
+    "click>=8.1",
+    "grpcio>=1.60",
 )
 
 
@@ -37,11 +43,12 @@ def thirdparty_python() -> Path:
     venv = Path(os.environ.get("OTEL_SESSION_THIRDPARTY_VENV") or root / ".venv-thirdparty")
     python = venv / "bin" / "python"
     stamp = venv / ".installed"
-    wanted = "\n".join(REQUIREMENTS) + "\n"
+    wanted = "\n".join([*REQUIREMENTS, f"-e {root}"]) + "\n"
     if stamp.is_file() and stamp.read_text() == wanted and python.exists():
         return python
     steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
-             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *REQUIREMENTS]]
+             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *REQUIREMENTS],
+             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "-e", str(root)]]
     for step in steps:
         done = subprocess.run(step, capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
