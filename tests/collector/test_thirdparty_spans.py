@@ -93,8 +93,9 @@ def test_openinference_openai_replies_once_with_stop_reason_model_and_usage(pyth
     ]
 
 
-def test_agents_sdk_streamed_chat_completions_runs_are_complete_and_named(python, collector, bundle_root):
-    call_id, (chat, responses) = run_scenario(python, "openinference-agents-streamed", collector, 2, bundle_root)
+def test_agents_sdk_streamed_chat_completions_runs_are_complete_and_named(python, collector, bundle_root, tmp_path):
+    call_id, (chat, responses) = run_scenario(python, "openinference-agents-streamed", collector, 2, bundle_root,
+                                              {"OTEL_SESSION_DIR": str(tmp_path / "in-process")})
     assert (chat.manifest["agent"], responses.manifest["agent"]) == ("Booker", "Concierge")
     chat_messages = messages(chat)
     assert [(m["role"], decoded(m["content"])) for m in chat_messages] == [
@@ -109,6 +110,13 @@ def test_agents_sdk_streamed_chat_completions_runs_are_complete_and_named(python
         ("tool_execution_started", call_id, {"name": "get_weather", "arguments": {"query": "Paris"}}),
         ("tool_execution_finished", call_id, {"status": "ok", "result": "sunny in Paris"}),
     ]
+    streamed: dict[str, str] = {}  # the otel_session instrumentor's deltas of the streamed replies
+    for event in chat.events:
+        if event["type"] == "assistant_delta":
+            streamed[event["message_id"]] = streamed.get(event["message_id"], "") + event["payload"]["delta"]
+    assert sorted(streamed.values()) == sorted([
+        json.dumps({"id": call_id, "name": "get_weather", "arguments": {"query": "Paris"}}, separators=(",", ":")),
+        "get_weather says: sunny in Paris"])
     (reply,) = [m for m in messages(responses) if m["role"] == "assistant"]
     assert reply["content"] == [("text", "You said: hello")]
     assert (reply["stop_reason"], reply["usage"]) == ("stop", {"input_tokens": 3, "output_tokens": 3})

@@ -57,6 +57,10 @@ def openinference_agents(provider: TracerProvider, base_url: str, *, streamed: b
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
     OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)  # its processor only (exclusive)
+    if streamed:  # the otel_session instrumentor taps the streams ($OTEL_SESSION_DIR: no run, no bundle)
+        from otel_session.instrument.instrumentor import OtelSessionInstrumentor
+
+        OtelSessionInstrumentor().instrument(tracer_provider=provider)
     client = openai.AsyncOpenAI(base_url=base_url, api_key="unused")
     calls: list[str] = []
 
