@@ -132,15 +132,21 @@ def _deltas_for(stream: Any) -> _StreamDeltas | None:
 
 
 def _tap_sync(stream: Any) -> None:
-    deltas = _deltas_for(stream)
-    if deltas is not None:
-        stream._iterator = _tapped(stream._iterator, deltas)
+    _tap(stream, _tapped)
 
 
 def _tap_async(stream: Any) -> None:
+    _tap(stream, _tapped_async)
+
+
+def _tap(stream: Any, tapped: Callable[[Any, _StreamDeltas], Any]) -> None:
+    iterator = getattr(stream, "_iterator", None)  # what Stream.__iter__/__next__ read (openai 1.x-3.x)
+    if iterator is None:
+        warn_once("stream-shape", "otel_session: this openai version's streams cannot be tapped; no deltas recorded")
+        return
     deltas = _deltas_for(stream)
     if deltas is not None:
-        stream._iterator = _tapped_async(stream._iterator, deltas)
+        stream._iterator = tapped(iterator, deltas)
 
 
 def _tapped(iterator: Iterator[Any], deltas: _StreamDeltas) -> Iterator[Any]:
