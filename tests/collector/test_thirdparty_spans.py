@@ -122,17 +122,20 @@ def test_agents_sdk_streamed_chat_completions_runs_are_complete_and_named(python
     assert (reply["stop_reason"], reply["usage"]) == ("stop", {"input_tokens": 3, "output_tokens": 3})
 
 
-def test_traceloop_tool_arguments_and_results_are_unwrapped_and_linked(python, collector, bundle_root):
-    call_id, (bundle,) = run_scenario(python, "traceloop", collector, 1, bundle_root)
+def test_traceloop_tool_arguments_and_results_are_unwrapped_and_linked(python, collector, bundle_root, tmp_path):
+    call_id, (bundle,) = run_scenario(python, "traceloop", collector, 1, bundle_root,
+                                      {"OTEL_SESSION_DIR": str(tmp_path / "in-process")})
     assert bundle.manifest["agent"] == "booking"
     assert tools(bundle) == [
         ("tool_execution_started", call_id, {"name": "get_weather", "arguments": {"query": "Paris"}}),
         ("tool_execution_finished", call_id, {"status": "ok", "result": {"forecast": "sunny in Paris"}}),
     ]
-    first, last = [m for m in messages(bundle) if m["role"] == "assistant"]
+    first, last, streamed = [m for m in messages(bundle) if m["role"] == "assistant"]
     assert (first["stop_reason"], first["model"], first["usage"]) == (
         "tool_call", "mock-gpt", {"input_tokens": 1, "output_tokens": 2})
     assert last["usage"] == {"input_tokens": 5, "output_tokens": 6}
+    deltas = [e["payload"]["delta"] for e in bundle.events if e["type"] == "assistant_delta"]
+    assert (deltas, streamed["content"]) == (["You ", "said: ", "Lima"], [("text", "You said: Lima")])
 
 
 def test_langchain_bare_tool_input_is_an_object_linked_to_the_call(python, collector, bundle_root):

@@ -88,18 +88,22 @@ def openinference_agents(provider: TracerProvider, base_url: str, *, streamed: b
 
 
 def traceloop(provider: TracerProvider, base_url: str) -> str:
-    """Traceloop (OpenLLMetry): a workflow with a tool-decorated function and the openai client."""
+    """Traceloop (OpenLLMetry): a workflow with a tool-decorated function and the openai client,
+    then a streamed call (the otel_session instrumentor taps it; ``$OTEL_SESSION_DIR``, no run)."""
     import openai
+    from opentelemetry import trace
     from traceloop.sdk import Traceloop
     from traceloop.sdk.decorators import tool, workflow
     from traceloop.sdk.instruments import Instruments
 
+    from otel_session.instrument.instrumentor import OtelSessionInstrumentor
+
     Traceloop.init(app_name="traceloop-agent", exporter=_EXPORTERS[0], disable_batch=False,
                    instruments={Instruments.OPENAI}, telemetry_enabled=False, resource_attributes=_RESOURCE)
+    traceloop_provider = trace.get_tracer_provider()  # Traceloop's own, set globally
     for exporter in _EXPORTERS[1:]:
-        from opentelemetry import trace
-
-        trace.get_tracer_provider().add_span_processor(SimpleSpanProcessor(exporter))
+        traceloop_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    OtelSessionInstrumentor().instrument(tracer_provider=traceloop_provider)
     client = openai.OpenAI(base_url=base_url, api_key="unused")
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}]
 
@@ -116,6 +120,8 @@ def traceloop(provider: TracerProvider, base_url: str) -> str:
         messages += [first.choices[0].message.model_dump(exclude_none=True),
                      {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}]
         client.chat.completions.create(model=MODEL, messages=messages, tools=tools)
+        for _ in client.chat.completions.create(model=MODEL, stream=True, messages=[{"role": "user", "content": "Lima"}]):
+            pass
         return call.id
 
     return run()
