@@ -23,6 +23,9 @@ writer behind / closing  503 + ``Retry-After`` (retry)          UNAVAILABLE (ret
 too many requests        429 + ``Retry-After`` (retry)          RESOURCE_EXHAUSTED (retry)
 too large                413                                    RESOURCE_EXHAUSTED (grpc limit)
 =======================  =====================================  ===================================
+
+OTLP/HTTP is served by :class:`~otel_session.collector.http_receiver.HttpReceiver` (waitress; its
+module has the full table, framing errors included).
 """
 
 from __future__ import annotations
@@ -31,16 +34,11 @@ import contextlib
 import logging
 import os
 import threading
-import zlib
 from collections.abc import Iterator
 from concurrent import futures
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import grpc
-import orjson
-from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsPartialSuccess,
@@ -55,16 +53,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from otel_session.collector.forward import Forwarder
+from otel_session.collector.http_receiver import MAX_MESSAGE_BYTES, HttpReceiver
 from otel_session.collector.otlp import (
     ExportRequest,
     OtlpDecodeError,
     Signal,
     log_events_of,
-    parse_json,
     parse_protobuf,
     spans_of,
 )
-from otel_session.collector.sink import BundleSink, Counters, EventRedactor, Overloaded
+from otel_session.collector.sink import BundleSink, Counters, EventRedactor, Overloaded, TooManyRequests
 from otel_session.read import iter_runs
 from otel_session.write import BundleWriter, WriterLimits
 
@@ -81,8 +79,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_GRPC_ADDRESS = "127.0.0.1:4317"
 DEFAULT_HTTP_ADDRESS = "127.0.0.1:4318"
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-"""Largest accepted request, compressed or not (the gRPC limit too)."""
 _MAX_CONCURRENT_EXPORTS = 64
 _GRPC_WORKERS = 16
 _DRAIN_TIMEOUT_MS = 600_000
@@ -90,11 +86,6 @@ _SERVICES = {
     Signal.TRACES: trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name,
     Signal.LOGS: logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name,
 }
-_SIGNAL_OF_PATH = {signal.path: signal for signal in Signal}
-
-
-class TooManyRequests(Overloaded):
-    """More concurrent export requests than the collector serves at once."""
 
 
 def default_redactor(root: str | os.PathLike[str]) -> EventRedactor:
@@ -185,156 +176,6 @@ def _grpc_handler(receiver: Receiver, signal: Signal) -> grpc.GenericRpcHandler:
     )
 
 
-# -- HTTP ------------------------------------------------------------------------------------
-
-_PROTOBUF = "application/x-protobuf"
-_JSON = "application/json"
-
-
-class _HttpError(Exception):
-    def __init__(self, status: HTTPStatus, message: str, *, retry_after: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
-
-
-_GRPC_CODE_OF_STATUS = {
-    HTTPStatus.BAD_REQUEST: code_pb2.INVALID_ARGUMENT,
-    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: code_pb2.RESOURCE_EXHAUSTED,
-    HTTPStatus.TOO_MANY_REQUESTS: code_pb2.RESOURCE_EXHAUSTED,
-    HTTPStatus.SERVICE_UNAVAILABLE: code_pb2.UNAVAILABLE,
-    HTTPStatus.NOT_FOUND: code_pb2.NOT_FOUND,
-    HTTPStatus.UNSUPPORTED_MEDIA_TYPE: code_pb2.INVALID_ARGUMENT,
-    HTTPStatus.LENGTH_REQUIRED: code_pb2.INVALID_ARGUMENT,
-    HTTPStatus.METHOD_NOT_ALLOWED: code_pb2.UNIMPLEMENTED,
-}
-
-
-class _OtlpHttpHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "otel-session-collector"
-    receiver: Receiver  # set on the subclass made per server
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-        reply_type = _JSON if content_type == _JSON else _PROTOBUF
-        try:
-            signal = _SIGNAL_OF_PATH.get(self.path.split("?")[0])
-            if signal is None:
-                self._discard_body()
-                raise _HttpError(
-                    HTTPStatus.NOT_FOUND, f"no OTLP endpoint at {self.path}; traces go to /v1/traces, logs to /v1/logs"
-                )
-            body = self._read_body()
-            if content_type == _PROTOBUF:
-                request = parse_protobuf(body, signal)
-            elif content_type == _JSON:
-                request = parse_json(body, signal)
-            else:
-                raise _HttpError(
-                    HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
-                    f"Content-Type {content_type or '(none)'!r}: use {_PROTOBUF} or {_JSON}",
-                )
-            try:
-                response = self.receiver.handle(request)
-            except TooManyRequests as exc:
-                raise _HttpError(HTTPStatus.TOO_MANY_REQUESTS, str(exc), retry_after=1) from None
-            except Overloaded as exc:
-                raise _HttpError(HTTPStatus.SERVICE_UNAVAILABLE, str(exc), retry_after=1) from None
-        except OtlpDecodeError as exc:
-            self._send_error(_HttpError(HTTPStatus.BAD_REQUEST, str(exc)), reply_type)
-            return
-        except _HttpError as exc:
-            self._send_error(exc, reply_type)
-            return
-        if reply_type == _JSON:
-            payload = {}
-            if response.HasField("partial_success"):
-                partial = response.partial_success
-                rejected = "rejectedSpans" if signal is Signal.TRACES else "rejectedLogRecords"
-                payload["partialSuccess"] = {
-                    rejected: str(partial.rejected_spans if signal is Signal.TRACES else partial.rejected_log_records),
-                    "errorMessage": partial.error_message,
-                }
-            self._send(HTTPStatus.OK, _JSON, orjson.dumps(payload))
-        else:
-            self._send(HTTPStatus.OK, _PROTOBUF, response.SerializeToString())
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._send_error(_HttpError(HTTPStatus.METHOD_NOT_ALLOWED, "OTLP/HTTP takes POST /v1/traces and /v1/logs"), _JSON)
-
-    def _read_body(self) -> bytes:
-        length_header = self.headers.get("Content-Length")
-        if length_header is None:
-            self.close_connection = True
-            raise _HttpError(HTTPStatus.LENGTH_REQUIRED, "Content-Length is required")
-        try:
-            length = int(length_header)
-        except ValueError:
-            self.close_connection = True
-            raise _HttpError(HTTPStatus.BAD_REQUEST, f"bad Content-Length {length_header!r}") from None
-        if length > MAX_MESSAGE_BYTES:
-            self.close_connection = True
-            raise _HttpError(
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body of {length} bytes; the limit is {MAX_MESSAGE_BYTES}"
-            )
-        body = self.rfile.read(length)
-        encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
-        if encoding == "identity":
-            return body
-        if encoding not in ("gzip", "deflate"):
-            raise _HttpError(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"Content-Encoding {encoding!r}: use gzip or none")
-        decompressor = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
-        try:
-            data = decompressor.decompress(body, MAX_MESSAGE_BYTES + 1)
-        except zlib.error as exc:
-            raise _HttpError(HTTPStatus.BAD_REQUEST, f"body is not valid {encoding}: {exc}") from None
-        if len(data) > MAX_MESSAGE_BYTES:
-            raise _HttpError(
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"decompressed body exceeds {MAX_MESSAGE_BYTES} bytes"
-            )
-        if not decompressor.eof:
-            raise _HttpError(HTTPStatus.BAD_REQUEST, f"body is a truncated {encoding} stream")
-        return data
-
-    def _discard_body(self) -> None:
-        length = self.headers.get("Content-Length")
-        if length and length.isdigit() and int(length) <= MAX_MESSAGE_BYTES:
-            self.rfile.read(int(length))
-        else:
-            self.close_connection = True
-
-    def _send_error(self, error: _HttpError, reply_type: str) -> None:
-        code = _GRPC_CODE_OF_STATUS.get(error.status, code_pb2.UNKNOWN)
-        if reply_type == _JSON:
-            body = orjson.dumps({"code": code, "message": str(error)})
-        else:
-            body = status_pb2.Status(code=code, message=str(error)).SerializeToString()
-        headers = {"Retry-After": str(error.retry_after)} if error.retry_after is not None else {}
-        self._send(error.status, reply_type, body, headers)
-
-    def _send(self, status: HTTPStatus, content_type: str, body: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's signature
-        logger.debug("%s " + format, self.address_string(), *args)
-
-
-def _split_address(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"expected HOST:PORT, got {address!r}")
-    return host.strip("[]"), int(port)
-
-
 # -- the collector ---------------------------------------------------------------------------
 
 
@@ -391,8 +232,7 @@ class Collector:
         self._http_address = http_address
         self._status_interval_s = status_interval_s
         self._grpc_server: grpc.Server | None = None
-        self._http_server: ThreadingHTTPServer | None = None
-        self._http_thread: threading.Thread | None = None
+        self._http_server: HttpReceiver | None = None
         self._stop = threading.Event()
         self._stopped = False
         self._stop_lock = threading.Lock()
@@ -418,14 +258,9 @@ class Collector:
                 raise OSError(f"cannot bind OTLP/gRPC to {self._grpc_address}")
             self._grpc_server.start()
         if self._http_address:
-            handler = type("OtlpHttpHandler", (_OtlpHttpHandler,), {"receiver": self.receiver})
-            self._http_server = ThreadingHTTPServer(_split_address(self._http_address), handler)
-            self._http_server.daemon_threads = True
-            self.http_port = self._http_server.server_address[1]
-            self._http_thread = threading.Thread(
-                target=self._http_server.serve_forever, name="otlp-http", kwargs={"poll_interval": 0.2}, daemon=True
-            )
-            self._http_thread.start()
+            self._http_server = HttpReceiver(self.receiver, self._http_address)
+            self._http_server.start()
+            self.http_port = self._http_server.port
         self._timer.start()
         logger.info("collector listening grpc=%s http=%s root=%s", self.grpc_port, self.http_port, self.root)
 
@@ -443,8 +278,7 @@ class Collector:
         if self._grpc_server is not None:
             self._grpc_server.stop(grace_s).wait(grace_s + 1)
         if self._http_server is not None:
-            self._http_server.shutdown()
-            self._http_server.server_close()
+            self._http_server.stop(grace_s)
         if self._timer.is_alive():
             self._timer.join(2)
         if isinstance(self.receiver, Receiver):

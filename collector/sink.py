@@ -38,6 +38,7 @@ GenAI message log events (OTLP logs, see ``otlp.log_events_of``) join the span t
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -71,6 +72,7 @@ __all__ = [
     "Overloaded",
     "RejectReason",
     "SubmitResult",
+    "TooManyRequests",
     "event_order_key",
 ]
 
@@ -112,6 +114,10 @@ class EventRedactor(Protocol):
 
 class Overloaded(RuntimeError):
     """The writer is behind; the client should retry later (HTTP 429/503, RESOURCE_EXHAUSTED)."""
+
+
+class TooManyRequests(Overloaded):
+    """More concurrent export requests than the collector serves at once."""
 
 
 class RejectReason(str, Enum):
@@ -408,21 +414,28 @@ class BundleSink:
                 created_at_ns=first.start_time_ns,
                 recorded_by=RECORDED_BY,
             )
+        # What the client is told names the run and the reason, never a server path or an input
+        # value (the session id may be personal data): the exception goes to the log only.
         except RunSealedError as exc:
             self._remember_sealed(trace_id)
-            self._reject(result, len(spans), RejectReason.SEALED, str(exc))
+            message = f"run {run_id} is already sealed; a sealed bundle never changes"
+            self._reject(result, len(spans), RejectReason.SEALED, message, detail=exc)
             self._reject_pending_logs(trace_id)
             return None
         except RunLockedError as exc:
-            self._reject(result, len(spans), RejectReason.LOCKED, f"{exc}; route each trace to one collector")
+            message = f"run {run_id} is held by another writer (one writer per run); route each trace to one collector"
+            self._reject(result, len(spans), RejectReason.LOCKED, message, detail=exc)
             return None
         except UnsafePathError as exc:
-            self._reject(result, len(spans), RejectReason.INVALID_ID, str(exc))
+            message = f"run {run_id}: its bundle directory is not a plain directory under the bundle root"
+            self._reject(result, len(spans), RejectReason.INVALID_ID, message, detail=exc)
             return None
         except WriterClosedError as exc:
             raise Overloaded(str(exc)) from None
         except OSError as exc:
-            self._reject(result, len(spans), RejectReason.IO_ERROR, f"cannot open bundle of {run_id}: {exc}")
+            reason = os.strerror(exc.errno) if exc.errno else type(exc).__name__
+            message = f"cannot open the bundle of run {run_id}: {reason}"
+            self._reject(result, len(spans), RejectReason.IO_ERROR, message, detail=exc)
             return None
         self.writer.set_capture_extras(run_id, {"order": "event_time"})
         run = _Run(recorder)
@@ -597,14 +610,22 @@ class BundleSink:
         return entry[1]
 
     def _reject(
-        self, result: SubmitResult, count: int, reason: RejectReason, message: str, *, what: str = "span"
+        self,
+        result: SubmitResult,
+        count: int,
+        reason: RejectReason,
+        message: str,
+        *,
+        what: str = "span",
+        detail: Exception | None = None,
     ) -> None:
+        """Count and report a rejection: ``message`` goes to the client, ``detail`` to the log only."""
         result.rejected += count
         result.rejected_by[reason] = result.rejected_by.get(reason, 0) + count
         if message not in result.messages:
             result.messages.append(message)
         self.counters.add("rejected" if what == "span" else "log_records_rejected", count)
-        logger.warning("rejected %d %s(s) (%s): %s", count, what, reason.value, message)
+        logger.warning("rejected %d %s(s) (%s): %s%s", count, what, reason.value, message, f" ({detail})" if detail else "")
 
     def _reject_pending_logs(self, trace_id: int) -> None:
         """Log events that waited for spans of a run found sealed (after a restart, or a file

@@ -4,7 +4,6 @@ Contract::
 
     install()       # the otel_session instrumentor calls it (opentelemetry-instrument); idempotent
     uninstall()
-    events = without_live_records(span, events)   # the span processor: drop what was journaled live
 
 Third-party instrumentors (openai-v2, OpenInference, OpenLLMetry) put only a streamed call's final
 text on its span. ``install`` wraps ``openai``'s ``Stream.__init__`` and ``AsyncStream.__init__``
@@ -16,7 +15,8 @@ deltas of the call's output message ``{span_id}-out-{choice}``, redacted as they
 
 * in process, journaled into the open run of the span's trace as they are released (live),
   after the call's new input messages, read from its request (the span gives them only at its
-  end, and the journal's order is the replay's);
+  end, and the journal's order is the replay's); the span processor leaves out the span's own
+  copies of them (``live_records``);
 * as ``otel_session.delta`` span events on the model-call span, for the collector path
   (``normalize.genai_deltas``): within the span's event limit, keeping room for the
   instrumentor's own events; the deltas beyond it are not added and the span says how many in
@@ -34,9 +34,7 @@ no foreign model-call span current (none instruments the call) is left alone.
 from __future__ import annotations
 
 import functools
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -44,29 +42,23 @@ import orjson
 from opentelemetry import trace
 
 from otel_session import semconv as sc
-from otel_session.instrument._runtime import current_recorder, warn_once
+from otel_session.instrument._log import warn_once
+from otel_session.instrument._runtime import current_recorder
+from otel_session.instrument.live_records import LIVE_INPUT, LIVE_OUTPUT, remember_live
 from otel_session.journal import EventType
-from otel_session.normalize import JournalEvent, SpanData, genai
+from otel_session.normalize import genai
 from otel_session.normalize.genai_deltas import DELTA_MESSAGE, DELTAS_DROPPED
 from otel_session.normalize.genai_messages import new_inputs, request_inputs
 from otel_session.redact import DeltaStream
 
-__all__ = ["install", "uninstall", "without_live_records"]
+__all__ = ["install", "uninstall"]
 
 _RESERVED_EVENTS = 16  # room left on a span for its instrumentor's own events
-_MAX_LIVE_SPANS = 4096
 _MESSAGE_STARTED = EventType.MESSAGE_STARTED.value
 _MESSAGE_FINISHED = EventType.MESSAGE_FINISHED.value
 _ASSISTANT_DELTA = EventType.ASSISTANT_DELTA.value
-_UPSTREAM_DROP = EventType.UPSTREAM_DROP.value
 
 _originals: dict[type, Callable[..., None]] = {}
-_live: OrderedDict[tuple[int, int], dict[str, frozenset[str]]] = OrderedDict()
-"""(trace id, span id) → message id → the record types journaled live for it, until the span
-processor sees the span end."""
-_LIVE_INPUT = frozenset({EventType.MESSAGE_STARTED.value, EventType.MESSAGE_FINISHED.value})
-_LIVE_OUTPUT = frozenset({EventType.MESSAGE_STARTED.value, EventType.ASSISTANT_DELTA.value})
-_live_lock = threading.Lock()
 
 
 def install() -> None:
@@ -94,23 +86,6 @@ def uninstall() -> None:
     for cls, original in _originals.items():
         cls.__init__ = original  # type: ignore[method-assign]
     _originals.clear()
-
-
-def without_live_records(span: SpanData, events: list[JournalEvent]) -> list[JournalEvent]:
-    """``events`` (the span's, normalized) without what was journaled live for it: the call's new
-    input messages, its output messages' starts and deltas, and the drop of the deltas the span had
-    no room for (the journal has them all)."""
-    if not _live:
-        return events
-    with _live_lock:
-        live = _live.pop((span.trace_id, span.span_id), None)
-    if live is None:
-        return events
-    return [
-        event for event in events
-        if not (event.type in live.get(event.message_id, ())
-                or (event.type == _UPSTREAM_DROP and event.payload.get("event") == sc.EVENT_DELTA))
-    ]
 
 
 def _deltas_for(stream: Any) -> _StreamDeltas | None:
@@ -196,7 +171,7 @@ class _StreamDeltas:
         self._per_message: dict[int, int] = {}
         self._started: set[int] = set()
         self._open_calls: dict[tuple[Any, ...], int] = {}  # tool-call block key → message position
-        handle = recorder.runs.get(context.trace_id)
+        handle = recorder.open_run(context.trace_id)
         self._journal = handle.journal_recorder if handle is not None and handle.open else None
         turn_index = (getattr(span, "attributes", None) or {}).get(sc.TURN_INDEX)
         self._turn_index = turn_index if isinstance(turn_index, int) else None
@@ -278,7 +253,7 @@ class _StreamDeltas:
                 if not self._started:
                     self._journal_inputs(journal)
                 self._started.add(position)
-                _remember_live(self._trace_id, self._span_id, message_id, _LIVE_OUTPUT)
+                remember_live(self._trace_id, self._span_id, message_id, LIVE_OUTPUT)
                 journal.append(_MESSAGE_STARTED, {"role": "assistant"}, at_ns=self._start_ns, **self._ids(message_id))
             journal.append(_ASSISTANT_DELTA, {"index": block.index, "kind": block.kind, "delta": text}, at_ns=at_ns,
                            **self._ids(message_id))
@@ -300,7 +275,7 @@ class _StreamDeltas:
         redact = self._redactor.redact_payload
         for position, message in enumerate(new_inputs(request_inputs(body))):
             message_id = f"{self._span_hex}-in-{position}"
-            _remember_live(self._trace_id, self._span_id, message_id, _LIVE_INPUT)
+            remember_live(self._trace_id, self._span_id, message_id, LIVE_INPUT)
             ids = self._ids(message_id)
             journal.append(_MESSAGE_STARTED, {"role": message.role}, at_ns=self._start_ns, **ids)
             payload = redact(_MESSAGE_FINISHED, {"settled": True, "content": message.content})
@@ -332,10 +307,3 @@ def _call_opening(call_id: Any, name: Any) -> str:
     """The start of a tool-call block's final text (``normalize.genai_messages.tool_call_text``)."""
     head = {key: value for key, value in (("id", call_id), ("name", name)) if value is not None}
     return orjson.dumps(head).decode()[:-1] + ("," if head else "") + '"arguments":'
-
-
-def _remember_live(trace_id: int, span_id: int, message_id: str, types: frozenset[str]) -> None:
-    with _live_lock:
-        _live.setdefault((trace_id, span_id), {})[message_id] = types
-        while len(_live) > _MAX_LIVE_SPANS:
-            _live.popitem(last=False)
