@@ -61,6 +61,7 @@ from otel_session.normalize import (
     normalize_span,
     session_id_of,
 )
+from otel_session.normalize.toollink import ToolCallLinker
 from otel_session.read import RunInfo, read_bundle
 from otel_session.write import BundleWriter, RunLockedError, RunRecorder, RunSealedError, WriterClosedError
 
@@ -217,7 +218,7 @@ class _LogJoin:
 class _Run:
     __slots__ = (
         "batches", "closed", "finished", "last_activity", "late_logs", "latest_ns", "lock", "log_joins", "own_messages",
-        "parents", "recorder", "resumed", "root_seen", "root_status",
+        "parents", "recorder", "resumed", "root_seen", "root_status", "tool_links",
     )
 
     def __init__(self, recorder: RunRecorder) -> None:
@@ -242,6 +243,7 @@ class _Run:
         """The latest event time journaled: a run finished here is never stamped before it."""
         self.resumed = False
         """Left ``recording`` by a previous process: sealed (as interrupted) when quiet, like a rooted run."""
+        self.tool_links = ToolCallLinker()
 
     def depth_of(self, span_id: str | None) -> int:
         depth = 0
@@ -407,7 +409,7 @@ class BundleSink:
                 run_id=run_id,
                 kind=kind,
                 eval_id=str(eval_id) if kind is RunKind.EVAL else None,
-                agent=attributes.get("gen_ai.agent.name"),
+                agent=genai.run_agent(spans),
                 service=first.service_name,
                 created_at_ns=first.start_time_ns,
                 recorded_by=RECORDED_BY,
@@ -503,7 +505,9 @@ class BundleSink:
     def _journal(self, run: _Run, keyed: list[tuple[tuple, JournalEvent]]) -> str | None:
         """Redact and append ``keyed`` in key order (``run.lock`` held); why the capture refused them, if it did."""
         keyed.sort(key=itemgetter(0))
-        redacted = self.redactor.redact_events([event for _, event in keyed])  # fresh events: in place
+        events = [event for _, event in keyed]
+        run.tool_links.link(events)  # tool spans without a call id answer the model's call
+        redacted = self.redactor.redact_events(events)  # fresh events: in place
         recorder = run.recorder
         accepted = recorder.append_events(redacted)
         if accepted:

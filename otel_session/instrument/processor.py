@@ -26,7 +26,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from otel_session import semconv as sc
 from otel_session.instrument._context import scope_of, span_session_id
 from otel_session.instrument._log import warn_once
+from otel_session.instrument.live_records import without_live_records
 from otel_session.normalize import SpanData, detached_event, normalize_span
+from otel_session.normalize.toollink import ToolCallLinker
 
 if TYPE_CHECKING:
     from otel_session.instrument._runtime import Recorder
@@ -118,7 +120,9 @@ class SessionSpanProcessor(SpanProcessor):
             if log_events:
                 data = data.with_events(log_events)
             turn_index = data.attributes.get(sc.TURN_INDEX)
-            for event in recorder.redactor.redact_events(normalize_span(data)):
+            events = without_live_records(data, normalize_span(data))  # deltas of streams went live
+            ToolCallLinker.of(handle).link(events)  # tool spans without a call id answer the model's call
+            for event in recorder.redactor.redact_events(events):
                 if event.turn_index is None and isinstance(turn_index, int):
                     event.turn_index = turn_index
                 handle.journal_recorder.append(event.type, event.payload, **event.correlation())
