@@ -63,7 +63,6 @@ from otel_session.instrument._log import warn_once
 from otel_session.instrument._frameworks import (
     Opened,
     json_value,
-    model_call_attributes,
     replace_methods,
     tool_call_block,
 )
@@ -160,14 +159,14 @@ def _response_items(items: Any) -> Iterator[tuple[str, Any, tuple[Any, Any, Any]
                 yield "thinking", _field(part, "text"), None
 
 
-def _model_and_usage(data: Any) -> dict[str, Any]:
-    """``gen_ai.*`` attributes of a model call: response model and token usage, when known."""
+def _record_model_call(handle: Any, data: Any) -> None:
+    """The model call's response model and token usage, when known, on its reply ``handle``."""
     response = getattr(data, "response", None)
     usage = getattr(data, "usage", None) or getattr(response, "usage", None)
-    return model_call_attributes(
+    handle.model_call(
         getattr(response, "model", None) or getattr(data, "model", None),
-        _field(usage, "input_tokens") if usage is not None else None,
-        _field(usage, "output_tokens") if usage is not None else None,
+        input_tokens=_field(usage, "input_tokens") if usage is not None else None,
+        output_tokens=_field(usage, "output_tokens") if usage is not None else None,
     )
 
 
@@ -354,10 +353,7 @@ class SessionTraceProcessor:
             elif text and not streamed:
                 handle.text(str(text), index=index, kind=kind)
                 index += 1
-        attributes = _model_and_usage(data)
-        span = getattr(handle, "span", None)
-        if attributes and span is not None:
-            span.set_attributes(attributes)
+        _record_model_call(handle, data)
         opened.close(error)
 
     @staticmethod

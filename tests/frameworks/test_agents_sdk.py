@@ -83,6 +83,9 @@ def test_a_run_is_recorded_with_its_handoff_guards_tool_and_messages(triage):
     model_spans = [s for s in captured.spans if s.name == "message assistant"]
     assert [s.attributes.get("gen_ai.response.model") for s in model_spans] == [MODEL] * 3
     assert [s.attributes.get("gen_ai.usage.input_tokens") for s in model_spans][:2] == [9, 12]
+    model_calls = [call for turn in turns_of(captured.bundle) for call in turn["model_calls"]]
+    assert [call["model"] for call in model_calls] == [MODEL] * 3  # in the journal, so facts show them
+    assert [call["usage"]["input_tokens"] for call in model_calls][:2] == [9, 12]
 
 
 def test_streamed_deltas_are_recorded_one_record_each(triage):
