@@ -4,7 +4,8 @@ Contract::
 
     store = BundleStore(root)
     store.sessions()                          # [{session_id, runs: [...]}], newest first
-    store.runs(session_id)                    # runs of one session, newest first (404 if none)
+    store.run_summaries()                     # every run, live and eval, unordered (viewer.summary)
+    store.runs(session_id)                    # runs of one session, eval runs included, newest first (404 if none)
     run = store.resolve(session_id, run_id)   # ResolvedRun(path, session_id, run_id, fallback_to_latest_run)
     store.read(run)                           # BundleRead (tolerant: a bad bundle reads as invalid)
     store.state(run, seq)                     # replay state through the reducer's checkpoints
@@ -14,7 +15,8 @@ Contract::
 Every id from a URL is validated (``ApiError`` 400), then resolved through
 ``otel_session.facts.resolve_run`` and ``otel_session.layout`` strictly inside the root: traversal
 (raw or encoded), absolute paths and symlinks that lead outside are never followed. Eval runs are
-never part of the live index. Nothing here writes except :meth:`BundleStore.append_feedback`.
+never part of the live index (``sessions()``); they are listed by ``run_summaries()`` and resolve
+when named by run id, or as the latest run of a session that has only eval runs. Nothing here writes except :meth:`BundleStore.append_feedback`.
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ import orjson
 from otel_session import facts, layout
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.reduce import Replayer
-from otel_session.journal import EventType, format_timestamp
+from otel_session.journal import format_timestamp
 from otel_session.read import BundleRead, RunInfo, iter_session_runs, read_bundle, run_dir_names, run_info
 
 from .errors import ApiError
+from .summary import summarize_run
 
 __all__ = ["BUNDLE_FILES", "BundleStore", "ResolvedRun", "check_session_id"]
 
@@ -93,7 +96,7 @@ class BundleStore:
     def sessions(self) -> list[dict[str, Any]]:
         """Every live session with its runs; sessions by their newest run, newest first."""
         by_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for run_path in self._live_run_dirs():
+        for run_path in self._run_dirs(self.root / "sessions"):
             summary = self._summary(run_path)
             if summary is not None:
                 by_session[summary["session_id"]].append(summary)
@@ -101,11 +104,22 @@ class BundleStore:
         listed.sort(key=lambda session: (session["runs"][0]["created_at"], session["session_id"]), reverse=True)
         return listed
 
+    def run_summaries(self) -> list[dict[str, Any]]:
+        """Every run under the root, live runs and eval runs (``evals/<eval_id>/sessions/…``)."""
+        try:
+            evals = sorted(entry.path for entry in os.scandir(self.root / "evals") if entry.is_dir(follow_symlinks=False))
+        except OSError:
+            evals = []
+        run_dirs = self._run_dirs(self.root / "sessions")
+        for eval_path in evals:
+            run_dirs += self._run_dirs(Path(eval_path, "sessions"))
+        return [summary for summary in map(self._summary, run_dirs) if summary is not None]
+
     def runs(self, session_id: str) -> list[dict[str, Any]]:
-        """The runs of one session, newest first; 404 when the session has none."""
+        """The runs of one session (its eval runs too), newest first; 404 when the session has none."""
         check_session_id(session_id)
         try:
-            found = list(iter_session_runs(self.root, session_id))
+            found = list(iter_session_runs(self.root, session_id, include_evals=True))
         except layout.UnsafePathError:
             found = []
         runs = [summary for summary in (self._summary(info.path, info) for info in found) if summary is not None]
@@ -113,15 +127,15 @@ class BundleStore:
             raise ApiError(404, "session_not_found", f"no runs for session {session_id!r}")
         return _newest_first(runs)
 
-    def _live_run_dirs(self) -> list[Path]:
-        """Every live run directory (``read.iter_run_dirs`` without evals), listing a session
-        directory again only when it changed since: adding or removing a run moves its mtime.
+    def _run_dirs(self, sessions_root: Path) -> list[Path]:
+        """Every run directory under one ``sessions`` directory (``read.iter_run_dirs``), listing a
+        session directory again only when it changed since: adding or removing a run moves its mtime.
 
         A listing is kept only once its directory is older than ``_SETTLED_DIR_S``, so a file
         system with coarse timestamps cannot hide a run added in the same tick.
         """
         try:
-            sessions = sorted(os.scandir(self.root / "sessions"), key=lambda entry: entry.name)
+            sessions = sorted(os.scandir(sessions_root), key=lambda entry: entry.name)
         except OSError:
             return []
         now_ns = time.time_ns()
@@ -168,7 +182,7 @@ class BundleStore:
         bundle = read_bundle(run_path)
         summary = {
             **info.as_json(),
-            "turns": sum(1 for event in bundle.events if event["type"] == EventType.TURN_STARTED.value),
+            **summarize_run(bundle),
             "event_count": len(bundle.events),
             "integrity": bundle.status.value,
         }
@@ -186,10 +200,8 @@ class BundleStore:
         if run_id is not None:
             _check_run_id(run_id)
         try:
-            info = facts.resolve_run(self.root, session_id, run_id)
+            info = self._resolve_live_first(session_id, run_id)
         except facts.RunSessionMismatch as exc:
-            if getattr(exc, "owner_session_id", None) == session_id:  # found only among eval runs
-                raise ApiError(404, "run_not_found", f"run {run_id} is an eval run; eval runs are not served") from None
             raise ApiError(409, "run_session_mismatch", str(exc)) from None
         except facts.SessionNotFound as exc:
             raise ApiError(404, "session_not_found", str(exc)) from None
@@ -201,6 +213,15 @@ class BundleStore:
             raise ApiError(400, "malformed_id", str(exc)) from None
         path = self._contained(Path(info.path))
         return ResolvedRun(path, info.session_id, info.run_id, fallback_to_latest_run=run_id is None)
+
+    def _resolve_live_first(self, session_id: str, run_id: str | None) -> facts.ResolvedRun:
+        """A named run among live and eval runs; without one, the latest live run, else the latest eval run."""
+        try:
+            return facts.resolve_run(self.root, session_id, run_id, include_evals=run_id is not None)
+        except facts.SessionNotFound:
+            if run_id is not None:
+                raise
+            return facts.resolve_run(self.root, session_id, None, include_evals=True)
 
     def _contained(self, path: Path) -> Path:
         if not self._is_contained(path):

@@ -98,13 +98,42 @@ def test_session_page_shows_facts_of_the_latest_run(page, serve, sample, tmp_pat
     assert page.get_attribute("#integrity", "data-status") == "complete"
     assert page.locator("#runs tbody tr.selected").get_attribute("data-run-id") == sample.latest_run
     screenshot(page, "session", tmp_path)
+    # What went wrong in ANY run is flagged first: the older run's failed tool too, with a link to it.
+    problems = page.locator("#problem-list li")
+    assert {problems.nth(i).get_attribute("data-run-id") for i in range(problems.count())} == {
+        sample.latest_run, sample.older_run, sample.eval_run}
+    assert "tool check_availability failed: timeout" in problems.first.inner_text()
+    assert re.search(r"/runs/run-[0-9a-f-]+#seq=\d+$", problems.first.locator("a").get_attribute("href"))
+    assert page.locator("#runs tbody tr", has_text="eval · nightly").count() == 1
+    assert page.locator("#no-feedback").is_visible()
     page.fill("#feedback textarea", "asked for the date twice")
     page.select_option("#feedback select", "2")
     page.click("#feedback button")
     page.wait_for_function("() => document.getElementById('feedback-result').textContent.startsWith('Saved')")
     assert "(the latest run)" in page.inner_text("#feedback-result")
+    # Saved: the form is cleared, the record is listed, and a second click sends nothing.
+    assert page.input_value("#feedback textarea") == "" and page.input_value("#feedback select") == "3"
+    page.wait_for_selector("#past-feedback tbody tr")
+    assert "asked for the date twice" in page.inner_text("#past-feedback")
+    page.click("#feedback button", force=True)
+    page.dblclick("#feedback button", force=True)
+    page.wait_for_timeout(300)
     feedback = sample.root / "sessions" / "call-42" / sample.latest_run / "feedback.ndjson"
-    assert "asked for the date twice" in feedback.read_text()
+    assert feedback.read_text().count("\n") == 1 and "asked for the date twice" in feedback.read_text()
+    assert page.locator("#past-feedback tbody tr").count() == 1
+    assert not page.errors
+
+
+def test_a_double_click_on_send_saves_one_record(page, serve, sample):
+    server = serve(sample.root)
+    page.goto(f"{server.url}/sessions/call-42")
+    page.wait_for_selector("body[data-ready=true]")
+    page.fill("#feedback textarea", "once")
+    page.dblclick("#feedback button")
+    page.wait_for_function("() => document.getElementById('feedback-result').textContent.startsWith('Saved')")
+    page.wait_for_selector("#past-feedback tbody tr")
+    feedback = sample.root / "sessions" / "call-42" / sample.latest_run / "feedback.ndjson"
+    assert feedback.read_text().count("\n") == 1
     assert not page.errors
 
 

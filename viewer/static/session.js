@@ -1,25 +1,61 @@
-// Session page: runs, per-turn facts of the chosen run (latest by default, and it says so), feedback.
+// Session page: what went wrong in any of its runs, the runs (eval runs too), per-turn facts of the
+// chosen run (latest by default, and it says so), past feedback and the feedback form.
 import { api, badge, enc, fill, h, shortTime, showError } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
 import { clip, slotTriad, verdictText } from "./facts-view.js";
+import { feedbackText, kindText } from "./runs-view.js";
+
+const REFRESH_MS = 2000; // while a run records, the runs and problems are fetched again this often
 
 const sessionId = document.body.dataset.sessionId;
 const chosenRun = new URLSearchParams(location.search).get("run_id");
+const here = `/sessions/${enc(sessionId)}`;
 let boundRun = null;
+let refreshTimer = null;
+
+function replayHref(runId, seq) {
+  return `${here}/runs/${enc(runId)}${seq != null ? `#seq=${seq}` : ""}`;
+}
 
 function runRow(run) {
-  const here = `/sessions/${enc(sessionId)}`;
-  return h("tr", { class: run.run_id === boundRun ? "selected" : "", dataset: { runId: run.run_id } },
+  return h("tr", { class: run.run_id === boundRun ? "selected" : "", dataset: { runId: run.run_id, status: run.status } },
     h("td", {}, h("code", {}, run.run_id)),
-    h("td", {}, run.kind),
+    h("td", {}, kindText(run)),
     h("td", {}, shortTime(run.created_at)),
+    h("td", {}, badge(run.status, run.status)),
     h("td", {}, run.turns),
+    h("td", {}, run.model_calls),
+    h("td", { class: run.problems.length ? "problem-count has-problems" : "problem-count" }, run.problems.length || "–"),
+    h("td", {}, feedbackText(run.feedback)),
     h("td", {}, badge(run.capture_status ?? "missing", run.capture_status ?? "invalid")),
     h("td", {}, badge(run.integrity, run.integrity)),
     h("td", {},
       h("a", { href: `${here}?run_id=${enc(run.run_id)}` }, "facts"), " · ",
-      h("a", { href: `${here}/runs/${enc(run.run_id)}` }, "replay")),
+      h("a", { href: replayHref(run.run_id) }, "replay")),
   );
+}
+
+function renderProblems(runs) {
+  const items = runs.flatMap((run) => run.problems.map((problem) =>
+    h("li", { class: `problem kind-${problem.kind}`, dataset: { runId: run.run_id, kind: problem.kind } },
+      h("a", { href: replayHref(run.run_id, problem.seq) }, h("code", {}, run.run_id.slice(0, 12))),
+      ` ${shortTime(run.created_at)} · `, problem.message)));
+  fill(document.getElementById("problem-list"), items);
+  document.getElementById("problems").hidden = items.length === 0;
+}
+
+function feedbackRow(record) {
+  return h("tr", { dataset: { runId: record.run_id } },
+    h("td", {}, shortTime(record.at)),
+    h("td", {}, h("code", {}, String(record.run_id ?? "").slice(0, 12))),
+    h("td", {}, record.rating),
+    h("td", { class: "comment" }, record.comment ?? ""));
+}
+
+async function loadFeedback() {
+  const answer = await api(`/api/sessions/${enc(sessionId)}/feedback`);
+  fill(document.querySelector("#past-feedback tbody"), answer.feedback.map(feedbackRow));
+  document.getElementById("no-feedback").hidden = answer.feedback.length > 0;
 }
 
 function triadCell(turn) {
@@ -80,25 +116,42 @@ async function loadFacts() {
 async function loadRuns() {
   const answer = await api(`/api/sessions/${enc(sessionId)}/runs`);
   fill(document.querySelector("#runs tbody"), answer.runs.map(runRow));
+  renderProblems(answer.runs);
+  const recording = answer.runs.some((run) => run.capture_status === "recording");
+  clearTimeout(refreshTimer);
+  if (recording) refreshTimer = setTimeout(() => loadRuns().catch(showError), REFRESH_MS);
 }
 
-document.getElementById("feedback").addEventListener("submit", async (event) => {
+// One record per deliberate submit: the button is off while a request is in flight and after a
+// save, until the form is edited again; a saved form is cleared.
+const form = document.getElementById("feedback");
+const submit = form.querySelector("button[type=submit]");
+form.addEventListener("input", () => { submit.disabled = false; });
+form.addEventListener("submit", async (event) => {
   event.preventDefault();
-  const form = new FormData(event.target);
-  const body = { rating: Number(form.get("rating")), comment: String(form.get("comment") ?? "") };
+  if (submit.disabled) return;
+  submit.disabled = true;
+  const fields = new FormData(form);
+  const body = { rating: Number(fields.get("rating")), comment: String(fields.get("comment") ?? "") };
   if (chosenRun) body.run_id = chosenRun;
   const output = document.getElementById("feedback-result");
   try {
     const answer = await api(`/api/sessions/${enc(sessionId)}/feedback`, {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
     });
+    form.reset();
     output.textContent = `Saved for ${answer.run_id}${answer.fallback_to_latest_run ? " (the latest run)" : ""}.`;
+    await Promise.all([loadFeedback(), loadRuns()]);
   } catch (error) {
+    submit.disabled = false;
     output.textContent = `Not saved: ${error.message}`;
   }
 });
 
-loadFacts()
-  .then(loadRuns)
-  .then(() => { document.body.dataset.ready = "true"; })
-  .catch((error) => { showError(error); return loadRuns().catch(() => {}); });
+const facts = loadFacts();
+const runs = facts.catch(() => {}).then(loadRuns); // the bound run is known first, to mark its row
+Promise.allSettled([facts, runs, loadFeedback()]).then((results) => {
+  const failed = results.find((result) => result.status === "rejected");
+  if (failed) showError(failed.reason);
+  else document.body.dataset.ready = "true";
+});
