@@ -12,6 +12,7 @@ from otel_session.layout import safe_dir_name
 
 from .errors import ApiError
 from .feedback import FeedbackIndex
+from .listing import RunQuery, select_runs
 from .store import BundleStore, ResolvedRun
 
 __all__ = ["bp", "feedback_index", "public_run", "store"]
@@ -31,11 +32,15 @@ def feedback_index() -> FeedbackIndex:
     return current_app.extensions["otel_session_feedback"]
 
 
+def _feedback_score(summary: dict[str, Any]) -> dict[str, Any] | None:
+    path = layout.run_path(store().root, summary["session_id"], summary["run_id"], eval_id=summary.get("eval_id"))
+    return feedback_index().score(path)
+
+
 def public_run(summary: dict[str, Any]) -> dict[str, Any]:
     """A run's listing entry as answered: its feedback score added, the search text left out."""
-    path = layout.run_path(store().root, summary["session_id"], summary["run_id"], eval_id=summary.get("eval_id"))
     entry = {key: value for key, value in summary.items() if key != "search_text"}
-    entry["feedback"] = feedback_index().score(path)
+    entry["feedback"] = _feedback_score(summary)
     return entry
 
 
@@ -61,6 +66,13 @@ def sessions() -> Response:
     """List live sessions, each with its runs, newest first."""
     listed = [{**session, "runs": list(map(public_run, session["runs"]))} for session in store().sessions()]
     return jsonify(sessions=listed)
+
+
+@bp.get("/runs")
+def all_runs() -> Response:
+    """Every run, live and eval, filtered, sorted and paged (``viewer.listing``)."""
+    page = select_runs(store().run_summaries(), RunQuery.from_args(request.args), score=_feedback_score)
+    return jsonify({**page, "runs": list(map(public_run, page["runs"]))})
 
 
 @bp.get("/sessions/<path:session_id>/runs")

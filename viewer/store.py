@@ -86,7 +86,7 @@ class BundleStore:
         self._cache: OrderedDict[Path, _CachedBundle] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._summaries: dict[Path, tuple[tuple[Any, ...], dict[str, Any]]] = {}
-        self._session_dirs: dict[str, tuple[tuple[int, int], list[str]]] = {}
+        self._session_dirs: dict[str, tuple[tuple[int, int], list[Path]]] = {}
         """Per session directory: its (mtime, inode) when listed and the run directories in it."""
         # Feedback comments are free text typed by a person: scanned like message text (SPEC §6).
         self._redactor = Redactor(RedactionPolicy.from_env())
@@ -151,15 +151,15 @@ class BundleStore:
             with self._cache_lock:
                 known = self._session_dirs.get(session.path)
             if known is not None and known[0] == key:
-                names = known[1]
+                paths = known[1]
             else:
-                names = run_dir_names(session.path)
+                paths = [Path(session.path, name) for name in run_dir_names(session.path)]
                 if now_ns - stat.st_mtime_ns > _SETTLED_DIR_S * 1e9:
                     with self._cache_lock:
                         if len(self._session_dirs) >= _SUMMARY_CACHE_SIZE:
                             self._session_dirs.clear()
-                        self._session_dirs[session.path] = (key, names)
-            run_dirs.extend(Path(session.path, name) for name in names)
+                        self._session_dirs[session.path] = (key, paths)
+            run_dirs.extend(paths)
         return run_dirs
 
     def _summary(self, run_path: Path, info: RunInfo | None = None) -> dict[str, Any] | None:

@@ -141,7 +141,7 @@ def summarize_run(bundle: BundleRead) -> dict[str, Any]:
     ended = bundle.events[-1]["at"] if bundle.events else None
     start_ms, end_ms = _ms(started), _ms(ended)
     return {
-        "agent": tally.agent,
+        "agent": tally.agent or (bundle.manifest or {}).get("agent"),
         "status": tally.status(),
         "started_at": started,
         "ended_at": ended,

@@ -61,18 +61,69 @@ def cursor(page) -> int:
     return int(page.get_attribute("#cursor-label", "data-seq"))
 
 
-def test_sessions_page_lists_and_searches(page, serve, sample, tmp_path):
+def test_sessions_page_lists_filters_sorts_and_pages(page, serve, sample, tmp_path):
     server = serve(sample.root)
     page.goto(f"{server.url}/")
     page.wait_for_selector("body[data-ready=true]")
     rows = page.locator("#sessions tbody tr")
-    assert rows.count() == 5  # call-42 has two runs; eval runs are not listed
-    assert page.locator("#sessions tbody tr").first.get_attribute("data-session-id") == "call-42"
+    assert rows.count() == 6  # five live runs and the eval run
+    assert rows.first.get_attribute("data-run-id") == sample.eval_run
+    assert "eval · nightly" in rows.first.inner_text()
     screenshot(page, "sessions", tmp_path)
+
+    def wait_total(count: int) -> None:
+        page.wait_for_function(f"() => document.body.dataset.total === '{count}'")
+
     page.fill("#search", "call-7")
-    assert page.locator("#sessions tbody tr").count() == 1
-    page.fill("#search", sample.older_run[:14])
-    assert page.locator("#sessions tbody tr").count() >= 1
+    wait_total(1)
+    assert rows.count() == 1 and rows.first.get_attribute("data-session-id") == "call-7"
+    assert "q=call-7" in page.url  # the query is in the URL, to share
+    page.fill("#search", "sometime soon")  # message text
+    wait_total(5)
+    page.fill("#search", "")
+    page.select_option("select[name=kind]", "eval")
+    wait_total(1)
+    page.select_option("select[name=kind]", "")
+    page.select_option("select[name=status]", "capture_failed")
+    wait_total(1)
+    assert rows.first.get_attribute("data-session-id") == "broken"
+    page.click("#clear-filters")
+    wait_total(6)
+    # Sort by session, ascending then descending.
+    page.click("th[data-sort=session_id]")
+    page.wait_for_function("() => document.querySelector('th[data-sort=session_id]').dataset.active === 'true'")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('order') === 'desc'")
+    page.click("th[data-sort=session_id]")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('order') === 'asc'")
+    page.wait_for_function("() => document.querySelector('#sessions tbody tr').dataset.sessionId === 'broken'")
+    # A shared URL opens the same view.
+    shared = page.context.new_page()
+    shared.goto(f"{server.url}/?kind=live&sort=session_id&order=asc")
+    shared.wait_for_selector("body[data-ready=true]")
+    assert shared.get_attribute("body", "data-total") == "5"
+    assert shared.input_value("select[name=kind]") == "live"
+    assert not page.errors
+
+
+def test_sessions_page_pages_through_many_runs(page, serve, live_writer):
+    for number in range(120):
+        run = live_writer.open_run(session_id=f"many-{number:03d}", run_id=f"run-00000000-0000-4000-8000-{number:012d}",
+                                   created_at_ns=1_796_000_000_000_000_000 + number * 10**9)
+        run.append("run_started", {"kind": "live", "agent": "bulk"})
+        run.close(run_status="ok")
+    assert live_writer.force_flush()
+    server = serve(live_writer.root)
+    page.goto(f"{server.url}/")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.locator("#sessions tbody tr").count() == 50
+    assert page.inner_text("#count") == "1–50 of 120 runs"
+    assert page.is_disabled("#prev-page")
+    page.click("#next-page")
+    page.wait_for_function("() => document.getElementById('count').textContent === '51–100 of 120 runs'")
+    page.click("#next-page")
+    page.wait_for_function("() => document.getElementById('count').textContent === '101–120 of 120 runs'")
+    assert page.is_disabled("#next-page")
+    assert page.locator("#sessions tbody tr").last.get_attribute("data-session-id") == "many-000"
     assert not page.errors
 
 
@@ -313,7 +364,7 @@ def test_journal_markup_is_shown_as_text_and_never_runs(page, serve, sample, jou
         page.wait_for_selector("body[data-ready=true]")
         page.wait_for_timeout(200)
         assert page.evaluate("window.__xss === undefined"), url
-        assert page.locator("#conversation img, #facts img, main script").count() == 0
+        assert page.locator("#conversation img, #facts img, #sessions img, main script").count() == 0
     page.goto(f"{server.url}/sessions/xss/runs/{sample.xss_run}")
     page.wait_for_selector("body[data-ready=true]")
     assert XSS_TEXT in page.inner_text("#conversation")
