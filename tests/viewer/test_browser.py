@@ -407,3 +407,88 @@ def test_a_seq_gap_in_the_live_stream_reloads_the_snapshot(page, serve, tmp_path
     page.wait_for_function("() => document.getElementById('conversation').textContent.includes('five')")
     assert len(snapshots) == 2  # the next record continues the stream: no further reload
     assert cursor(page) == 5
+
+
+def seek_to(page, seq: int) -> None:
+    page.eval_on_selector("#cursor", "(el, v) => { el.value = v; el.dispatchEvent(new Event('input')); }", seq)
+    page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{seq}'")
+
+
+def test_timeline_waterfall_cursor_and_click_to_seek(page, serve, sample, tmp_path):
+    server = serve(sample.root)
+    page.goto(f"{server.url}/sessions/call-42/runs/{sample.latest_run}")
+    page.wait_for_selector("body[data-ready=true]")
+    rows = page.locator("#timeline g.span")
+    kinds = [rows.nth(i).get_attribute("data-kind") for i in range(rows.count())]
+    assert kinds.count("turn") == 3 and kinds.count("message") == 6 and kinds.count("tool") == 2
+    failed = page.locator("#timeline g.span.kind-tool.error")
+    assert failed.count() == 1
+    assert page.eval_on_selector("#timeline g.span.kind-tool.error .bar", "el => getComputedStyle(el).fill") == "rgb(180, 35, 24)"
+    # Durations and the time to first delta are read off the rows: turn 0 ran 1.4 s, its reply streamed after 100 ms.
+    first_turn = rows.nth(0).locator(".value").text_content()
+    assert first_turn == "1.4 s", first_turn
+    assert "first delta 100 ms" in page.locator("#timeline g.span.kind-message").nth(1).locator(".value").text_content()
+    # The cursor is a line across the rows; it moves right as the cursor moves on.
+    xs = []
+    for seq in (1, 10, 30):
+        seek_to(page, seq)
+        assert page.get_attribute("#timeline-cursor", "data-seq") == str(seq)
+        xs.append(float(page.get_attribute("#timeline-cursor", "x1")))
+    assert xs == sorted(xs) and xs[0] < xs[-1]
+    assert page.locator("#timeline g.span.future").count() > 0
+    # Clicking a bar seeks to its first record and shows its details.
+    start = int(failed.get_attribute("data-start-seq"))
+    failed.locator(".bar").click()
+    page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{start}'")
+    details = page.locator("#details")
+    assert details.is_visible()
+    text = details.inner_text()
+    assert "check_availability" in text and "timeout" in text and "error" in text and '"date": "h:1f2e"' in text
+    assert details.locator("details.raw").get_attribute("open") is None  # raw JSON starts collapsed
+    details.locator("details.raw summary").click()
+    assert details.locator("pre.json .j-key", has_text='"tool_call_id"').count() == 3
+    screenshot(page, "timeline-details", tmp_path)
+    page.click("#details-close")
+    assert not details.is_visible()
+    # A message in the conversation opens its full text; the record at the cursor opens its JSON.
+    page.locator("article.msg[data-message-id=m-u0]").click()
+    assert details.is_visible() and "table for 2" in details.inner_text()
+    page.click("#p-event")
+    assert f"record #{start}" in details.inner_text()
+    assert not page.errors
+
+
+def test_a_model_call_shows_its_model_tokens_and_first_delta(page, serve, live_writer, journal):
+    run = live_writer.open_run(session_id="llm", run_id="run-00000000-0000-4000-8000-0000000000c1", created_at_ns=journal.BASE_NS)
+    script = journal.Script(run, journal.BASE_NS)
+    script("run_started", {"kind": "live", "agent": "llm"})
+    script("turn_started", {"state": "chat", "required_slots": []}, turn_index=0)
+    script("message_started", {"role": "system"}, turn_index=0, message_id="sys")
+    script("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": "You are a booking agent."}]},
+           turn_index=0, message_id="sys")
+    script("message_started", {"role": "assistant"}, turn_index=0, message_id="a1")
+    script.at_ns += 300_000_000  # the model thinks 300 ms before its first token
+    script("assistant_delta", {"index": 0, "kind": "text", "delta": "Hello"}, turn_index=0, message_id="a1")
+    script("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": "Hello"}], "model": "gpt-test-mini",
+                                "usage": {"input_tokens": 120, "output_tokens": 7}}, turn_index=0, message_id="a1")
+    script("turn_finished", {"state": "chat", "required_slots": [], "missing_required_slots": []}, turn_index=0)
+    run.close(run_status="ok")
+    assert live_writer.force_flush()
+    server = serve(live_writer.root)
+    page.goto(f"{server.url}/sessions/llm/runs/{run.run_id}")
+    page.wait_for_selector("body[data-ready=true]")
+    model = page.locator("#timeline g.span.kind-model")
+    assert model.count() == 1
+    assert model.locator(".label").text_content() == "model call · gpt-test-mini"
+    assert "first delta 400 ms" in model.locator(".value").text_content()
+    model.click()
+    text = page.inner_text("#details")
+    for expected in ("gpt-test-mini", "input tokens\n120", "output tokens\n7", "first delta after\n400 ms", "Hello"):
+        assert expected in text, (expected, text)
+    page.locator("#timeline g.span[data-key='m:sys']").click()
+    assert "You are a booking agent." in page.inner_text("#details")  # the system prompt in full
+    # The sessions list counts the model call and its tokens.
+    page.goto(f"{server.url}/")
+    page.wait_for_selector("body[data-ready=true]")
+    assert "120 in / 7 out" in page.inner_text("#sessions tbody tr")
+    assert not page.errors

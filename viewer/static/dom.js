@@ -3,11 +3,20 @@
 
 /** Build an element: h("td", {class: "x", title: "y"}, "text", childNode, [more]). */
 export function h(tag, attrs = {}, ...children) {
-  const element = document.createElement(tag);
+  return build(document.createElement(tag), attrs, children);
+}
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+/** Build an SVG element the same way: svg("rect", {x: 1, class: "bar"}). */
+export function svg(tag, attrs = {}, ...children) {
+  return build(document.createElementNS(SVG_NS, tag), attrs, children);
+}
+
+function build(element, attrs, children) {
   for (const [name, value] of Object.entries(attrs)) {
     if (value === undefined || value === null || value === false) continue;
-    if (name === "class") element.className = value;
-    else if (name === "dataset") Object.assign(element.dataset, value);
+    if (name === "dataset") Object.assign(element.dataset, value);
     else if (name.startsWith("on")) element.addEventListener(name.slice(2), value);
     else element.setAttribute(name, value === true ? "" : String(value));
   }

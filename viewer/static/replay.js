@@ -5,16 +5,20 @@ import { Replayer, runEvents } from "./reducer.js";
 import { api, fill, h, runPath, shortTime, showError } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
 import { parseTar, readBundle } from "./bundle.js";
+import { buildTimeline } from "./timeline.js";
+import { TimelineView } from "./timeline-view.js";
+import { renderDetails } from "./details.js";
 
 const MAX_IDLE_MS = 2000; // a long quiet stretch in the journal plays as at most 2 s
 const TICK_MS = 16;
 const PAGE = 10000;
+const TIMELINE_REBUILD_MS = 250; // a live run's timeline is rebuilt at most this often
 
 const $ = (id) => document.getElementById(id);
 const ui = {
   conversation: $("conversation"), cursor: $("cursor"), cursorLabel: $("cursor-label"), play: $("play"),
   speed: $("speed"), turnJump: $("turn-jump"), follow: $("follow"), followState: $("follow-state"),
-  integrity: $("integrity"),
+  integrity: $("integrity"), details: $("details"),
 };
 
 const view = {
@@ -30,7 +34,13 @@ const view = {
   source: null,
   playTimer: null,
   renderQueued: false,
+  timeline: null,
+  timelineBuiltAt: -Infinity,
+  timelinePending: false,
+  selected: null,
 };
+
+const timelineView = new TimelineView($("timeline"), { onPick: pick });
 
 // -- model: the reducer's Replayer owns the seq-ordered journal --------------------------------
 
@@ -65,11 +75,47 @@ function setEvents(records) {
   view.firstSeen = new Map();
   fill(ui.turnJump, h("option", { value: "" }, "jump to…"));
   noteEvents(events());
+  view.timeline = null;
 }
 
 function appendEvents(records) {
   view.replayer.extend(records);
   noteEvents(records);
+  view.timeline = null;
+}
+
+// -- timeline and details ----------------------------------------------------------------------
+
+/** Rebuild the timeline when the journal changed (a live run's at most every TIMELINE_REBUILD_MS). */
+function refreshTimeline({ now = false } = {}) {
+  if (view.timeline) return;
+  const wait = view.timelineBuiltAt + TIMELINE_REBUILD_MS - performance.now();
+  if (!now && view.live && wait > 0) {
+    if (!view.timelinePending) {
+      view.timelinePending = true;
+      setTimeout(() => { view.timelinePending = false; scheduleRender(); }, wait);
+    }
+    return;
+  }
+  view.timeline = buildTimeline(events());
+  view.timelineBuiltAt = performance.now();
+  timelineView.setTimeline(view.timeline);
+}
+
+function spanByKey(key) {
+  refreshTimeline({ now: true });
+  return view.timeline.spans.find((span) => span.key === key) ?? null;
+}
+
+/** Select a span for details; a click on the timeline also seeks to its first record. */
+function pick(span, { seekTo = true } = {}) {
+  view.selected = span.key;
+  timelineView.select(span.key);
+  renderDetails(ui.details, span);
+  if (seekTo) {
+    stop();
+    seek(span.startSeq);
+  }
 }
 
 function noteEvents(records) {
@@ -136,6 +182,8 @@ function render() {
   ui.cursor.value = String(view.cursor);
   ui.cursorLabel.textContent = `seq ${view.cursor} / ${lastSeq()}`;
   ui.cursorLabel.dataset.seq = String(view.cursor);
+  refreshTimeline();
+  timelineView.setCursor(view.cursor);
   if (view.following) ui.conversation.scrollTop = ui.conversation.scrollHeight;
   ui.follow.hidden = !view.live || view.following;
   ui.followState.hidden = !view.live;
@@ -324,6 +372,19 @@ ui.turnJump.addEventListener("change", () => {
   }
 });
 ui.follow.addEventListener("click", attach);
+ui.conversation.addEventListener("click", (event) => {
+  const item = event.target.closest("[data-message-id], [data-tool-call-id]");
+  if (!item) return;
+  const span = spanByKey(item.dataset.messageId ? `m:${item.dataset.messageId}` : `t:${item.dataset.toolCallId}`);
+  if (span) pick(span, { seekTo: false });
+});
+$("p-event").addEventListener("click", () => {
+  const index = indexAt(view.cursor);
+  if (index < 0) return;
+  const record = events()[index];
+  renderDetails(ui.details, { key: `r:${record.seq}`, kind: "record", label: `record #${record.seq} · ${record.type}`, records: [record] });
+});
+window.addEventListener("resize", () => { if (view.timeline) timelineView.setTimeline(view.timeline); });
 for (const type of ["wheel", "touchmove", "keydown"]) ui.conversation.addEventListener(type, detach, { passive: true });
 $("bundle-file").addEventListener("change", (event) => {
   const [file] = event.target.files;
