@@ -492,3 +492,82 @@ def test_a_model_call_shows_its_model_tokens_and_first_delta(page, serve, live_w
     page.wait_for_selector("body[data-ready=true]")
     assert "120 in / 7 out" in page.inner_text("#sessions tbody tr")
     assert not page.errors
+
+
+def _long_run(writer, journal, run_id: str, messages: int = 30):
+    run = writer.open_run(session_id="long", run_id=run_id, created_at_ns=journal.BASE_NS)
+    script = journal.Script(run, journal.BASE_NS)
+    script("run_started", {"kind": "live", "agent": "talker"})
+    for index in range(messages):
+        script("turn_started", {"state": "chat", "required_slots": []}, turn_index=index)
+        script.message("user", f"u{index}", f"question number {index}\n" * 3, turn=index)
+        script.message("assistant", f"a{index}", f"answer number {index} " * 12, turn=index, stream=True)
+        script("turn_finished", {"state": "chat", "required_slots": [], "missing_required_slots": []}, turn_index=index)
+    run.close(run_status="ok")
+    assert writer.force_flush()
+    return run
+
+
+def _cursor_item_in_view(page) -> bool:
+    """True when the conversation item of the record at the cursor is inside the pane's visible box."""
+    return page.evaluate("""() => {
+        const pane = document.getElementById('conversation');
+        const seq = Number(document.getElementById('cursor-label').dataset.seq);
+        const items = [...pane.children];
+        const last = items[items.length - 1];
+        if (!last) return true;
+        const box = pane.getBoundingClientRect(), item = last.getBoundingClientRect();
+        return item.bottom <= box.bottom + 1 && item.bottom >= box.top;
+    }""")
+
+
+def test_replay_follows_the_cursor_keyboard_and_shared_position(page, serve, live_writer, journal, tmp_path):
+    run = _long_run(live_writer, journal, "run-00000000-0000-4000-8000-0000000000d1")
+    server = serve(live_writer.root)
+    url = f"{server.url}/sessions/long/runs/{run.run_id}"
+    page.goto(url)
+    page.wait_for_selector("body[data-ready=true]")
+    last = int(page.get_attribute("#cursor", "max"))
+    page.focus("body")
+    page.keyboard.press("Home")
+    page.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '0'")
+    assert page.evaluate("document.getElementById('conversation').scrollTop") == 0
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '2'")
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '1'")
+    page.keyboard.press("End")
+    page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{last}'")
+    assert page.evaluate("location.hash") == f"#seq={last}"
+    # A seek into the middle scrolls the conversation there (it held 30 turns; the pane shows a few).
+    middle = last // 2
+    seek_to(page, middle)
+    page.wait_for_function(f"() => location.hash === '#seq={middle}'")
+    assert page.evaluate("document.getElementById('conversation').scrollTop") > 0
+    assert _cursor_item_in_view(page)
+    # Play (space) from the start at 10x: the pane keeps the newest item in view while it plays.
+    page.keyboard.press("Home")
+    page.select_option("#speed", "10")
+    page.focus("body")
+    page.keyboard.press(" ")
+    page.wait_for_selector("body[data-playing=true]")
+    checks = []
+    for _ in range(12):
+        page.wait_for_timeout(150)
+        checks.append(_cursor_item_in_view(page))
+    assert all(checks), checks
+    assert page.evaluate("document.getElementById('conversation').scrollTop") > 0
+    page.keyboard.press(" ")
+    page.wait_for_selector("body[data-playing=false]")
+    paused = cursor(page)
+    page.wait_for_timeout(200)
+    assert cursor(page) == paused
+    # The URL keeps the position: a fresh page opens there.
+    shared = page.context.new_page()
+    shared.goto(f"{url}#seq=9")
+    shared.wait_for_selector("body[data-ready=true]")
+    shared.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '9'")
+    assert shared.locator("article.msg.partial").count() == 1
+    screenshot(shared, "replay-shared-position", tmp_path)
+    assert not page.errors

@@ -34,6 +34,7 @@ const view = {
   source: null,
   playTimer: null,
   renderQueued: false,
+  revealCursor: false,
   timeline: null,
   timelineBuiltAt: -Infinity,
   timelinePending: false,
@@ -177,7 +178,8 @@ function render() {
   ].sort((a, b) => a[0] - b[0]);
   fill(ui.conversation, items.map(([, node]) => node));
   const index = indexAt(view.cursor);
-  renderPanel(state, index >= 0 ? events()[index] : null);
+  const event = index >= 0 ? events()[index] : null;
+  renderPanel(state, event);
   ui.cursor.max = String(lastSeq());
   ui.cursor.value = String(view.cursor);
   ui.cursorLabel.textContent = `seq ${view.cursor} / ${lastSeq()}`;
@@ -185,10 +187,44 @@ function render() {
   refreshTimeline();
   timelineView.setCursor(view.cursor);
   if (view.following) ui.conversation.scrollTop = ui.conversation.scrollHeight;
+  else if (view.revealCursor) reveal(cursorItem(event));
+  view.revealCursor = false;
+  shareCursor();
   ui.follow.hidden = !view.live || view.following;
   ui.followState.hidden = !view.live;
   ui.followState.textContent = view.following ? "following live" : "detached";
   document.body.dataset.following = String(view.following);
+}
+
+/** The conversation item the record at the cursor belongs to, else the newest item shown. */
+function cursorItem(event) {
+  const children = [...ui.conversation.children];
+  const own = event && children.find((node) =>
+    (event.message_id && node.dataset.messageId === event.message_id) ||
+    (event.tool_call_id && node.dataset.toolCallId === event.tool_call_id));
+  return own ?? children[children.length - 1] ?? null;
+}
+
+/** Scroll the conversation (only it, never the page) so that `node`'s end is in view. */
+function reveal(node) {
+  if (!node) return;
+  const pane = ui.conversation;
+  const top = node.offsetTop - pane.offsetTop;
+  const bottom = top + node.offsetHeight;
+  if (bottom > pane.scrollTop + pane.clientHeight) pane.scrollTop = bottom - pane.clientHeight + 8;
+  else if (top < pane.scrollTop) pane.scrollTop = Math.max(0, top - 8);
+}
+
+/** Keep the cursor in the URL (#seq=N), so a position can be shared. */
+function shareCursor() {
+  if (view.offline || view.following || !events().length) return;
+  const hash = `#seq=${view.cursor}`;
+  if (location.hash !== hash) history.replaceState(null, "", hash);
+}
+
+function sharedSeq() {
+  const match = /^#seq=(\d{1,12})$/.exec(location.hash);
+  return match ? Number(match[1]) : null;
 }
 
 function scheduleRender() {
@@ -203,6 +239,7 @@ function scheduleRender() {
 function seek(seq, { byUser = true } = {}) {
   if (byUser) detach();
   view.cursor = Math.max(0, Math.min(seq, lastSeq()));
+  view.revealCursor = true;
   scheduleRender();
 }
 
@@ -240,6 +277,7 @@ function play() {
       index += 1;
     }
     view.cursor = index < 0 ? 0 : list[index].seq;
+    view.revealCursor = true;
     scheduleRender();
     if (index >= list.length - 1) stop();
     else view.playTimer = setTimeout(tick, TICK_MS);
@@ -292,6 +330,7 @@ async function loadFromServer() {
   view.captureStatus = snapshot.captureStatus;
   view.live = snapshot.captureStatus === "recording";
   await loadIntegrity();
+  const shared = sharedSeq();
   if (view.live) {
     attach();
     subscribe();
@@ -299,6 +338,7 @@ async function loadFromServer() {
     view.cursor = lastSeq();
     scheduleRender();
   }
+  if (shared !== null) seek(shared); // a shared position wins, and detaches a live view
 }
 
 function closeStream() {
@@ -383,6 +423,29 @@ $("p-event").addEventListener("click", () => {
   if (index < 0) return;
   const record = events()[index];
   renderDetails(ui.details, { key: `r:${record.seq}`, kind: "record", label: `record #${record.seq} · ${record.type}`, records: [record] });
+});
+window.addEventListener("hashchange", () => {
+  const shared = sharedSeq();
+  if (shared !== null && shared !== view.cursor) {
+    stop();
+    seek(shared);
+  }
+});
+
+// Keyboard: space play/pause, ← → one record, Home/End first/last; form controls keep their keys.
+const KEYS = {
+  " ": () => (view.playTimer ? stop() : play()),
+  ArrowLeft: () => { stop(); step(-1); },
+  ArrowRight: () => { stop(); step(+1); },
+  Home: () => { stop(); seek(0); },
+  End: () => { stop(); seek(lastSeq()); },
+};
+document.addEventListener("keydown", (event) => {
+  const action = KEYS[event.key];
+  if (!action || event.altKey || event.ctrlKey || event.metaKey) return;
+  if (event.target.closest?.("input, select, textarea, button, [contenteditable], summary, [role=listitem]")) return;
+  event.preventDefault();
+  action();
 });
 window.addEventListener("resize", () => { if (view.timeline) timelineView.setTimeline(view.timeline); });
 for (const type of ["wheel", "touchmove", "keydown"]) ui.conversation.addEventListener(type, detach, { passive: true });
