@@ -571,3 +571,71 @@ def test_replay_follows_the_cursor_keyboard_and_shared_position(page, serve, liv
     assert shared.locator("article.msg.partial").count() == 1
     screenshot(shared, "replay-shared-position", tmp_path)
     assert not page.errors
+
+
+LONG_STATE = "confirm_the_booking_with_the_caller_and_read_back_every_detail_they_gave"
+
+
+def _graph_run(writer, journal):
+    """States ask_date → ask_date (loop) → ask_party → ask_date (back) → a long-named state."""
+    run = writer.open_run(session_id="graph", run_id="run-00000000-0000-4000-8000-0000000000f1", created_at_ns=journal.BASE_NS)
+    script = journal.Script(run, journal.BASE_NS)
+    script("run_started", {"kind": "live", "agent": "booking"})
+    path = [("ask_date", "ask_date", "no date yet"), ("ask_date", "ask_party", "date given"), ("ask_party", "ask_date", "date withdrawn"),
+            ("ask_date", "ask_party", "date given"), ("ask_party", LONG_STATE, "all slots filled")]
+    for turn, (before, after, reason) in enumerate(path):
+        script("turn_started", {"state": before, "required_slots": []}, turn_index=turn)
+        script.message("user", f"u{turn}", f"turn {turn}", turn=turn)
+        script("transition_verdict", {"from": before, "to": after, "reason": reason, "candidates": [after]}, turn_index=turn)
+        script("turn_finished", {"state": after, "required_slots": [], "missing_required_slots": []}, turn_index=turn)
+    run.close(run_status="ok")
+    assert writer.force_flush()
+    return run
+
+
+def test_state_graph_cards_keep_one_size_while_replay_moves(page, serve, live_writer, journal, tmp_path):
+    run = _graph_run(live_writer, journal)
+    server = serve(live_writer.root)
+    page.goto(f"{server.url}/sessions/graph/runs/{run.run_id}")
+    page.wait_for_selector("body[data-ready=true]")
+    nodes = page.locator("#graph g.node")
+    assert [nodes.nth(i).get_attribute("data-state") for i in range(nodes.count())] == ["ask_date", "ask_party", LONG_STATE]
+    # The long name is shown in full (wrapped), never cut with an ellipsis.
+    long_card = page.locator(f"#graph g.node[data-state='{LONG_STATE}']")
+    assert "".join(long_card.locator("text.name").all_text_contents()) == LONG_STATE
+    assert long_card.locator("text.name").count() > 1
+    assert "…" not in page.inner_text("#graph")
+
+    def boxes() -> list[dict]:
+        return page.eval_on_selector_all("#graph g.node", "els => els.map(el => { const r = el.getBoundingClientRect(); "
+                                         "return {x: r.x, y: r.y, w: r.width, h: r.height}; })")
+
+    page.locator("#graph").scroll_into_view_if_needed()
+    at_end = boxes()
+    assert len({(box["w"], box["h"]) for box in at_end}) == 1  # one canonical size for every card
+    edges = page.locator("#graph g.edge")
+    routes_at_end = [edges.nth(i).locator("path").get_attribute("d") for i in range(edges.count())]
+    last = int(page.get_attribute("#cursor", "max"))
+    for seq in (0, 2, 6, 11, 17, last // 2, last - 3, last):
+        seek_to(page, seq)
+        page.wait_for_timeout(30)
+        assert boxes() == at_end, seq
+        assert [edges.nth(i).locator("path").get_attribute("d") for i in range(edges.count())] == routes_at_end, seq
+        current = page.locator("#graph g.node.current")
+        state = page.inner_text("#p-state")
+        if state == "–":
+            assert current.count() == 0, seq
+        else:
+            assert current.count() == 1 and current.get_attribute("data-state") == state, seq
+    # At the end: counts of entries, and the verdicts as labelled edges.
+    entered = {nodes.nth(i).get_attribute("data-state"): nodes.nth(i).get_attribute("data-entered") for i in range(nodes.count())}
+    assert entered == {"ask_date": "3", "ask_party": "2", LONG_STATE: "1"}
+    loop = page.locator("#graph g.edge[data-from=ask_date][data-to=ask_date]")
+    assert loop.locator("text.edge-label").text_content() == "no date yet"
+    forward = page.locator("#graph g.edge[data-from=ask_date][data-to=ask_party]")
+    assert forward.locator("text.edge-label").text_content() == "date given ×2"
+    seek_to(page, 2)
+    assert page.locator("#graph g.edge.future").count() == edges.count()
+    seek_to(page, last)
+    screenshot(page, "state-graph", tmp_path)
+    assert not page.errors

@@ -8,6 +8,8 @@ import { parseTar, readBundle } from "./bundle.js";
 import { buildTimeline } from "./timeline.js";
 import { TimelineView } from "./timeline-view.js";
 import { renderDetails } from "./details.js";
+import { buildGraph } from "./graph.js";
+import { GraphView } from "./graph-view.js";
 
 const MAX_IDLE_MS = 2000; // a long quiet stretch in the journal plays as at most 2 s
 const TICK_MS = 16;
@@ -42,6 +44,7 @@ const view = {
 };
 
 const timelineView = new TimelineView($("timeline"), { onPick: pick });
+const graphView = new GraphView($("graph"));
 
 // -- model: the reducer's Replayer owns the seq-ordered journal --------------------------------
 
@@ -87,7 +90,8 @@ function appendEvents(records) {
 
 // -- timeline and details ----------------------------------------------------------------------
 
-/** Rebuild the timeline when the journal changed (a live run's at most every TIMELINE_REBUILD_MS). */
+/** Rebuild the timeline and the state graph when the journal changed (a live run's at most every
+ * TIMELINE_REBUILD_MS); both are laid out from the whole journal, so seeking never moves them. */
 function refreshTimeline({ now = false } = {}) {
   if (view.timeline) return;
   const wait = view.timelineBuiltAt + TIMELINE_REBUILD_MS - performance.now();
@@ -101,6 +105,7 @@ function refreshTimeline({ now = false } = {}) {
   view.timeline = buildTimeline(events());
   view.timelineBuiltAt = performance.now();
   timelineView.setTimeline(view.timeline);
+  graphView.setGraph(buildGraph(events()));
 }
 
 function spanByKey(key) {
@@ -186,6 +191,7 @@ function render() {
   ui.cursorLabel.dataset.seq = String(view.cursor);
   refreshTimeline();
   timelineView.setCursor(view.cursor);
+  graphView.setCursor(view.cursor);
   if (view.following) ui.conversation.scrollTop = ui.conversation.scrollHeight;
   else if (view.revealCursor) reveal(cursorItem(event));
   view.revealCursor = false;
