@@ -297,8 +297,7 @@ def test_open_a_downloaded_bundle_offline(page, serve, sample, tmp_path):
     page.goto(f"{server.url}/sessions/call-42/runs/{sample.latest_run}")
     page.wait_for_selector("body[data-ready=true]")
     with page.expect_download() as download_info:
-        page.evaluate("(url) => { const a = document.createElement('a'); a.href = url; a.download = ''; document.body.append(a); a.click(); }",
-                      f"/api/sessions/call-42/runs/{sample.latest_run}/bundle")
+        page.click("#download")  # the page's own link: nobody needs to know the API's URL
     bundle_file = tmp_path / "bundle.tar"
     download_info.value.save_as(bundle_file)
     # A fresh page with the server's API blocked: the replay must come from the file alone.
@@ -306,9 +305,22 @@ def test_open_a_downloaded_bundle_offline(page, serve, sample, tmp_path):
     api_calls = []
     offline.route("**/api/**", lambda route: (api_calls.append(route.request.url), route.abort()))
     offline.goto(f"{server.url}/open")
+    # Empty, the page says what it is for; the replay controls wait for a file.
+    assert offline.locator("#offline-help").is_visible()
+    assert "Download bundle" in offline.inner_text("#offline-help")
+    assert not offline.locator("#controls").is_visible() and not offline.locator("#timeline").is_visible()
+    screenshot(offline, "offline-empty", tmp_path)
+    # A file that is not a bundle is reported; a good one then clears that error.
+    not_a_bundle = tmp_path / "notes.tar"
+    not_a_bundle.write_bytes(b"hello" * 200)
+    offline.set_input_files("#bundle-file", str(not_a_bundle))
+    offline.wait_for_selector("#error:not([hidden])")
+    assert "not a bundle download" in offline.inner_text("#error")
     offline.set_input_files("#bundle-file", str(bundle_file))
     offline.wait_for_selector("body[data-ready=true]")
     assert offline.get_attribute("body", "data-mode") == "offline"
+    assert offline.locator("#error").is_hidden() and offline.inner_text("#error") == ""
+    assert not offline.locator("#offline-help").is_visible()
     assert "Friday is free." in offline.inner_text("#conversation")
     assert offline.get_attribute("#integrity", "data-status") == "complete"
     assert int(offline.get_attribute("#cursor", "max")) == int(page.get_attribute("#cursor", "max"))
@@ -639,3 +651,36 @@ def test_state_graph_cards_keep_one_size_while_replay_moves(page, serve, live_wr
     seek_to(page, last)
     screenshot(page, "state-graph", tmp_path)
     assert not page.errors
+
+
+SESSION_WIDE = {  # the documented shape of GET …/facts?scope=session (interfaces §3, branch facts)
+    "session_id": "call-42", "scope": "session",
+    "runs": [{"run_id": "run-aaaaaaaa-0000-4000-8000-000000000001", "created_at": "2026-11-30T00:00:00.000000Z", "kind": "live", "agent": "b"},
+             {"run_id": "run-aaaaaaaa-0000-4000-8000-000000000002", "created_at": "2026-11-30T00:01:00.000000Z", "kind": "live", "agent": "b"}],
+    "turns": [{"run_id": "run-aaaaaaaa-0000-4000-8000-000000000001", "turn_index": 0, "state_before": "ask_date", "state": "ask_date",
+               "repeated_asks": []},
+              {"run_id": "run-aaaaaaaa-0000-4000-8000-000000000002", "turn_index": 0, "state_before": "ask_date", "state": "ask_date",
+               "repeated_asks": ["date"]}],
+    "repeated_asks": [{"slot": "date", "turns": [{"run_id": "run-aaaaaaaa-0000-4000-8000-000000000001", "turn_index": 0},
+                                                 {"run_id": "run-aaaaaaaa-0000-4000-8000-000000000002", "turn_index": 0}]}],
+}
+
+
+def test_session_wide_facts_show_where_the_server_offers_them(page, serve, sample):
+    import json
+
+    server = serve(sample.root)
+    page.goto(f"{server.url}/sessions/call-42")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.locator("#session-wide").is_hidden()  # this server answers one run's facts: no section, no error
+    other = page.context.new_page()
+    other.errors = []
+    other.on("pageerror", lambda error: other.errors.append(str(error)))
+    other.route("**/facts?scope=session", lambda route: route.fulfill(status=200, content_type="application/json", body=json.dumps(SESSION_WIDE)))
+    other.goto(f"{server.url}/sessions/call-42")
+    other.wait_for_selector("body[data-ready=true]")
+    assert other.locator("#session-wide").is_visible()
+    assert other.locator("#session-facts tbody tr").count() == 2
+    assert other.locator("#session-facts tbody tr.repeated").count() == 1
+    assert "date (run-aaaaaaa" in other.inner_text("#session-repeats")
+    assert not page.errors and not other.errors

@@ -76,6 +76,13 @@ export function showError(error) {
   target.textContent = error instanceof ApiError ? `${error.code}: ${error.message}` : String(error?.message ?? error);
 }
 
+export function clearError() {
+  const target = document.getElementById("error");
+  if (!target) return;
+  target.hidden = true;
+  target.textContent = "";
+}
+
 export function badge(text, kind = text) {
   return h("span", { class: `badge status-${kind ?? "none"}` }, text ?? "none");
 }

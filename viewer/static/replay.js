@@ -2,7 +2,7 @@
 // play/pause paced by `at` and ordered by `seq`, step ±1, jump to turn, follow mode over SSE for a
 // recording run, and offline replay of a downloaded bundle with no server calls.
 import { Replayer, runEvents } from "./reducer.js";
-import { api, fill, h, runPath, shortTime, showError } from "./dom.js";
+import { api, clearError, fill, h, runPath, shortTime, showError } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
 import { parseTar, readBundle } from "./bundle.js";
 import { buildTimeline } from "./timeline.js";
@@ -398,9 +398,12 @@ async function openBundleFile(file) {
   const link = $("session-link");
   link.removeAttribute("href");
   link.textContent = view.sessionId;
+  $("download")?.remove(); // the page now shows the file, not the server's run
   renderIntegrity(ui.integrity, bundle);
   setEvents(runEvents(bundle.events, bundle.manifest));
   view.cursor = lastSeq();
+  clearError(); // a good file replaces whatever a previous bad file reported
+  document.body.dataset.empty = "false";
   scheduleRender();
   document.body.dataset.ready = "true";
 }

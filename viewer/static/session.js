@@ -31,7 +31,8 @@ function runRow(run) {
     h("td", {}, badge(run.integrity, run.integrity)),
     h("td", {},
       h("a", { href: `${here}?run_id=${enc(run.run_id)}` }, "facts"), " · ",
-      h("a", { href: replayHref(run.run_id) }, "replay")),
+      h("a", { href: replayHref(run.run_id) }, "replay"), " · ",
+      h("a", { href: `/api/sessions/${enc(sessionId)}/runs/${enc(run.run_id)}/bundle`, download: "" }, "download")),
   );
 }
 
@@ -113,6 +114,36 @@ async function loadFacts() {
   document.getElementById("facts-note").textContent = (facts.notes ?? []).join(" ");
 }
 
+// Session-wide facts (every run, repeated asks across run boundaries) come from
+// `…/facts?scope=session` where the server has it; an older server answers one run's facts, and the
+// section then stays hidden.
+function repeatedText(ask) {
+  if (typeof ask === "string") return ask;
+  const where = (ask.turns ?? ask.occurrences ?? []).map((turn) =>
+    typeof turn === "object" ? `${String(turn.run_id ?? "").slice(0, 12)} turn ${turn.turn_index ?? "?"}` : String(turn));
+  return `${ask.slot ?? ask.name ?? clip(ask, 60)}${where.length ? ` (${where.join(", ")})` : ""}`;
+}
+
+async function loadSessionFacts() {
+  let answer;
+  try {
+    answer = await api(`/api/sessions/${enc(sessionId)}/facts?scope=session`);
+  } catch {
+    return; // not offered here
+  }
+  if (answer?.scope !== "session" || !Array.isArray(answer.turns)) return;
+  const runOrder = new Map((answer.runs ?? []).map((run, index) => [run.run_id, index + 1]));
+  fill(document.querySelector("#session-facts tbody"), answer.turns.map((turn) =>
+    h("tr", { class: (turn.repeated_asks ?? []).length ? "repeated" : "", dataset: { runId: turn.run_id } },
+      h("td", {}, `${runOrder.get(turn.run_id) ?? "?"} · `, h("code", {}, String(turn.run_id ?? "").slice(0, 12))),
+      h("td", {}, turn.turn_index),
+      h("td", { class: "state" }, `${turn.state_before ?? "∅"} → ${turn.state ?? "∅"}`),
+      h("td", { class: "verdict" }, verdictText(turn.verdict)),
+      h("td", { class: "repeat" }, (turn.repeated_asks ?? []).length ? `asked again: ${turn.repeated_asks.join(", ")}` : ""))));
+  fill(document.getElementById("session-repeats"), (answer.repeated_asks ?? []).map((ask) => h("li", {}, repeatedText(ask))));
+  document.getElementById("session-wide").hidden = false;
+}
+
 async function loadRuns() {
   const answer = await api(`/api/sessions/${enc(sessionId)}/runs`);
   fill(document.querySelector("#runs tbody"), answer.runs.map(runRow));
@@ -150,7 +181,7 @@ form.addEventListener("submit", async (event) => {
 
 const facts = loadFacts();
 const runs = facts.catch(() => {}).then(loadRuns); // the bound run is known first, to mark its row
-Promise.allSettled([facts, runs, loadFeedback()]).then((results) => {
+Promise.allSettled([facts, runs, loadFeedback(), loadSessionFacts()]).then((results) => {
   const failed = results.find((result) => result.status === "rejected");
   if (failed) showError(failed.reason);
   else document.body.dataset.ready = "true";
