@@ -14,10 +14,12 @@ werkzeug's threaded server on 127.0.0.1, and read by a plain HTTP client:
     other runs (target ≤ 2×), and the whole sessions list then;
 (f) the runs list at 10,000 runs (``GET /api/runs``): the first page once every bundle was read
     (summaries are cached per sealed bundle), a filtered page (text + status + kind), and the
-    first listing that reads every bundle (target for the pages: < 250 ms).
+    first listing that reads every bundle (target for the pages: < 250 ms);
+(g) the pages in Debian's Chromium on a 2,000-event run (``bench.viewer_pages``): time until each
+    page has rendered its data (target < 1 s), a seek on the replay page, the replay page's weight.
 
 Run: ``python -m bench.viewer`` → ``bench/results-viewer.json`` and a short summary;
-``python -m bench.viewer --list-only`` runs (f) alone.
+``python -m bench.viewer --list-only`` / ``--pages-only`` runs (f) / (g) alone.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from werkzeug.serving import make_server
 
 from bench import Figure, summary_line, write_results
 from bench.replay import record_run
+from bench.viewer_pages import page_figures
 from otel_session.read import JournalTail, read_bundle
 from otel_session.reduce import Replayer, canonical_json
 from otel_session.viewer import create_app
@@ -281,7 +284,8 @@ def main() -> dict:
         Figure("viewer.live_lag_p95_ms", p95, "ms", target="< 250 ms", ok=p95 < 250),
     ]
     list_results, list_details = list_figures()
-    figures += list_results
+    page_results, page_details = page_figures()
+    figures += list_results + page_results
     details = {
         "events": events,
         "read_bundle_s": read_s,
@@ -293,14 +297,17 @@ def main() -> dict:
         "tail_s": tail_s,
         "live_lag_ms": {"p50": p50, "p95": p95, "max": lags[-1]},
         **list_details,
+        **page_details,
     }
     return write_results("viewer", figures, details)
 
 
 if __name__ == "__main__":
-    if "--list-only" in sys.argv[1:]:
+    only = {"--list-only": list_figures, "--pages-only": page_figures}
+    chosen = [only[flag] for flag in sys.argv[1:] if flag in only]
+    if chosen:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        for figure in list_figures()[0]:
+        for figure in (figure for part in chosen for figure in part()[0]):
             print(summary_line(figure))
     else:
         main()

@@ -684,3 +684,62 @@ def test_session_wide_facts_show_where_the_server_offers_them(page, serve, sampl
     assert other.locator("#session-facts tbody tr.repeated").count() == 1
     assert "date (run-aaaaaaa" in other.inner_text("#session-repeats")
     assert not page.errors and not other.errors
+
+
+def test_markup_in_every_new_view_is_text_and_never_runs(page, serve, live_writer, journal, tmp_path):
+    """Hostile strings in every field the new views show: agent, service, eval id, state names,
+    verdict reasons, tool names, arguments and errors, model names, message text, feedback."""
+    xss = journal.XSS_TEXT
+    run = live_writer.open_run(session_id="hostile", run_id="run-00000000-0000-4000-8000-0000000000e5", kind="eval", eval_id=xss,
+                               agent=xss, service=xss, created_at_ns=journal.BASE_NS)
+    script = journal.Script(run, journal.BASE_NS)
+    script("run_started", {"kind": "eval", "agent": xss, "eval_id": xss})
+    script("turn_started", {"state": xss, "required_slots": []}, turn_index=0)
+    script("message_started", {"role": "system"}, turn_index=0, message_id="s")
+    script("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": xss}]}, turn_index=0, message_id="s")
+    script("message_started", {"role": "assistant"}, turn_index=0, message_id="a")
+    script("assistant_delta", {"index": 0, "kind": "text", "delta": xss}, turn_index=0, message_id="a")
+    script("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": xss}], "model": xss,
+                                "usage": {"input_tokens": 1, "output_tokens": 1}}, turn_index=0, message_id="a")
+    script("tool_execution_started", {"name": xss, "arguments": {xss: xss}}, turn_index=0, tool_call_id="t")
+    script("tool_execution_finished", {"status": "error", "error": xss}, turn_index=0, tool_call_id="t")
+    script("transition_verdict", {"from": xss, "to": "done", "reason": xss, "candidates": ["done"]}, turn_index=0)
+    script("turn_finished", {"state": "done", "required_slots": [], "missing_required_slots": []}, turn_index=0)
+    run.close(run_status="error")
+    assert live_writer.force_flush()
+    server = serve(live_writer.root)
+    page.request.post(f"{server.url}/api/sessions/hostile/feedback", data={"rating": 1, "comment": xss})
+
+    def clean(where: str) -> None:
+        page.wait_for_timeout(100)
+        assert page.evaluate("window.__xss === undefined"), where
+        assert page.locator("main img, main script, svg img, svg script, svg foreignObject").count() == 0, where
+
+    page.goto(f"{server.url}/")
+    page.wait_for_selector("body[data-ready=true]")
+    assert xss in page.inner_text("#sessions") and page.locator(f"select[name=eval_id] option[value='{xss}']").count() == 1
+    clean("sessions")
+    page.goto(f"{server.url}/sessions/hostile")
+    page.wait_for_selector("body[data-ready=true]")
+    assert xss in page.inner_text("#problem-list") and xss in page.inner_text("#past-feedback")
+    clean("session")
+    page.goto(f"{server.url}/sessions/hostile/runs/{run.run_id}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert xss in page.locator("#timeline").text_content() and xss in page.locator("#graph").text_content()
+    spans = page.locator("#timeline g.span")
+    for index in range(spans.count()):
+        spans.nth(index).locator(".label").click()
+        page.locator("#details details.raw summary").click()
+        clean(f"details {index}")
+    assert xss in page.inner_text("#details")
+    clean("replay")
+    with page.expect_download() as download:
+        page.click("#download")
+    bundle_file = tmp_path / "hostile.tar"
+    download.value.save_as(bundle_file)
+    page.goto(f"{server.url}/open")
+    page.set_input_files("#bundle-file", str(bundle_file))
+    page.wait_for_selector("body[data-ready=true]")
+    assert xss in page.locator("#graph").text_content()
+    clean("offline")
+    assert not page.errors

@@ -76,6 +76,14 @@ export function showError(error) {
   target.textContent = error instanceof ApiError ? `${error.code}: ${error.message}` : String(error?.message ?? error);
 }
 
+export const READY_MARK = "otel-session:ready";
+
+/** The page has rendered its data: `body[data-ready]` for tests, a performance mark for bench/viewer.py. */
+export function markReady() {
+  if (document.body.dataset.ready !== "true") performance.mark(READY_MARK);
+  document.body.dataset.ready = "true";
+}
+
 export function clearError() {
   const target = document.getElementById("error");
   if (!target) return;

@@ -2,7 +2,7 @@
 // play/pause paced by `at` and ordered by `seq`, step ±1, jump to turn, follow mode over SSE for a
 // recording run, and offline replay of a downloaded bundle with no server calls.
 import { Replayer, runEvents } from "./reducer.js";
-import { api, clearError, fill, h, runPath, shortTime, showError } from "./dom.js";
+import { api, clearError, fill, h, markReady, runPath, shortTime, showError } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
 import { parseTar, readBundle } from "./bundle.js";
 import { buildTimeline } from "./timeline.js";
@@ -405,7 +405,7 @@ async function openBundleFile(file) {
   clearError(); // a good file replaces whatever a previous bad file reported
   document.body.dataset.empty = "false";
   scheduleRender();
-  document.body.dataset.ready = "true";
+  requestAnimationFrame(markReady); // after the render queued above
 }
 
 // -- wiring ------------------------------------------------------------------------------------
@@ -468,5 +468,5 @@ if (view.offline) {
   render();
 } else {
   document.body.dataset.mode = "server";
-  loadFromServer().then(() => { document.body.dataset.ready = "true"; }, showError);
+  loadFromServer().then(() => requestAnimationFrame(markReady), showError); // after the first render
 }

@@ -1,6 +1,6 @@
 // Session page: what went wrong in any of its runs, the runs (eval runs too), per-turn facts of the
 // chosen run (latest by default, and it says so), past feedback and the feedback form.
-import { api, badge, enc, fill, h, shortTime, showError } from "./dom.js";
+import { api, badge, enc, fill, h, markReady, shortTime, showError } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
 import { clip, slotTriad, verdictText } from "./facts-view.js";
 import { feedbackText, kindText } from "./runs-view.js";
@@ -184,5 +184,5 @@ const runs = facts.catch(() => {}).then(loadRuns); // the bound run is known fir
 Promise.allSettled([facts, runs, loadFeedback(), loadSessionFacts()]).then((results) => {
   const failed = results.find((result) => result.status === "rejected");
   if (failed) showError(failed.reason);
-  else document.body.dataset.ready = "true";
+  else markReady();
 });

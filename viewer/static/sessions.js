@@ -1,6 +1,6 @@
 // Sessions list: every run, live and eval (under its eval id), as the server filters, sorts and
 // pages it (GET /api/runs). The query lives in the URL, so a filtered view can be shared.
-import { api, badge, enc, fill, h, shortTime, showError } from "./dom.js";
+import { api, badge, enc, fill, h, markReady, shortTime, showError } from "./dom.js";
 import { durationText, feedbackText, kindText, tokensText } from "./runs-view.js";
 
 const PAGE = 50;
@@ -71,7 +71,7 @@ async function load() {
   document.getElementById("prev-page").disabled = offset === 0;
   document.getElementById("next-page").disabled = shownTo >= answer.total;
   document.getElementById("empty").hidden = answer.total > 0;
-  document.body.dataset.ready = "true";
+  markReady();
   document.body.dataset.total = String(answer.total);
 }
 
