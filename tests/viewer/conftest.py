@@ -112,9 +112,11 @@ def write_booking_run(
     writer: BundleWriter, session_id: str, run_id: str, created_ns: int, *, close: bool = True, **kwargs: Any
 ) -> RunRecorder:
     run = writer.open_run(session_id=session_id, run_id=run_id, agent="booking", service="tests", created_at_ns=created_ns)
-    record_booking(Script(run, created_ns), **kwargs)
+    script = Script(run, created_ns)
+    record_booking(script, **kwargs)
     if close:
-        run.close(run_status="ok")
+        script("run_finished", {"status": "ok"})  # on the script's clock, like every other record
+        run.close()
     return run
 
 
@@ -131,8 +133,10 @@ def sample_template(tmp_path_factory: pytest.TempPathFactory) -> Sample:
         write_booking_run(writer, "broken", ids["broken"], BASE_NS + 10 * 10**9)
         write_booking_run(writer, "xss", ids["xss"], BASE_NS + 20 * 10**9, user_texts=(XSS_TEXT, XSS_TEXT, XSS_TEXT))
         evaluation = writer.open_run(session_id="call-42", run_id=ids["eval"], kind="eval", eval_id="nightly", created_at_ns=BASE_NS + 90 * 10**9)
-        record_booking(Script(evaluation, BASE_NS))
-        evaluation.close(run_status="ok")
+        script = Script(evaluation, BASE_NS + 90 * 10**9)
+        record_booking(script)
+        script("run_finished", {"status": "ok"})
+        evaluation.close()
         assert writer.force_flush()
     finally:
         writer.shutdown()

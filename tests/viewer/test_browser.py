@@ -581,7 +581,6 @@ def test_replay_follows_the_cursor_keyboard_and_shared_position(page, serve, liv
     shared.wait_for_selector("body[data-ready=true]")
     shared.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '9'")
     assert shared.locator("article.msg.partial").count() == 1
-    screenshot(shared, "replay-shared-position", tmp_path)
     assert not page.errors
 
 

@@ -18,7 +18,8 @@ const PAD = 8;
 const SYMBOL_W = 16;
 const MAX_NAME_W = 200;
 const MIN_CARD_W = 130;
-const GAP_X = 90;
+const MIN_GAP_X = 90;
+const MAX_GAP_X = 280;
 const GAP_Y = 70;
 const MARGIN = 24;
 
@@ -53,6 +54,10 @@ export function wrap(text) {
   return lines;
 }
 
+function edgeText(reasons, count) {
+  return `${reasons.filter(Boolean).join("; ") || "no reason"}${count > 1 ? ` ×${count}` : ""}`;
+}
+
 function countsText(entered, turns) {
   return `entered ${entered}× · ${turns} turn${turns === 1 ? "" : "s"}`;
 }
@@ -76,13 +81,17 @@ export class GraphView {
     const cardW = Math.ceil(Math.max(MIN_CARD_W, SYMBOL_W + nameW, slotW) + 2 * PAD);
     const cardH = Math.ceil(lines * LINE + 2 * LINE + 2 * PAD);
     this.size = { width: cardW, height: cardH };
-    const columns = Math.max(1, Math.floor((Math.max(this.container.clientWidth, 400) - 2 * MARGIN + GAP_X) / (cardW + GAP_X)));
+    // The gap between cards fits the longest edge label the run will show (also fixed before layout).
+    const longestLabel = Math.max(0, ...graph.edges.map((edge) =>
+      width(edgeText([...new Set(edge.reasons.map((item) => item.reason))], edge.reasons.length), SMALL_FONT)));
+    const gapX = Math.ceil(Math.min(MAX_GAP_X, Math.max(MIN_GAP_X, longestLabel + 16)));
+    const columns = Math.max(1, Math.floor((Math.max(this.container.clientWidth, 400) - 2 * MARGIN + gapX) / (cardW + gapX)));
     const place = new Map(graph.nodes.map((node, index) => [node.id, {
-      x: MARGIN + (index % columns) * (cardW + GAP_X),
+      x: MARGIN + (index % columns) * (cardW + gapX),
       y: MARGIN + 20 + Math.floor(index / columns) * (cardH + GAP_Y),
     }]));
     const rows = Math.ceil(graph.nodes.length / columns);
-    const totalW = 2 * MARGIN + Math.min(columns, graph.nodes.length) * (cardW + GAP_X);
+    const totalW = 2 * MARGIN + Math.min(columns, graph.nodes.length) * (cardW + gapX);
     const totalH = MARGIN * 2 + 20 + rows * (cardH + GAP_Y);
     const root = svg("svg", { width: totalW, height: totalH, class: "graph-svg", role: "img", "aria-label": "Dialogue states and verdicts" },
       svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
@@ -158,7 +167,7 @@ export class GraphView {
       const count = at.traversed.get(key) ?? 0;
       const reasons = at.reasons.get(key) ?? [];
       node.classList.toggle("future", count === 0);
-      label.textContent = count ? `${reasons.join("; ") || "no reason"}${count > 1 ? ` ×${count}` : ""}` : "";
+      label.textContent = count ? edgeText(reasons, count) : "";
       title.textContent = `${edge.from} → ${edge.to}: ${edge.reasons.map((item) => item.reason || "no reason").join("; ")}`;
       node.dataset.count = String(count);
     }

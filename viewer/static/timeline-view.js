@@ -14,6 +14,7 @@ const AXIS = 22;
 const LABEL_W = 230;
 const VALUE_W = 175;
 const TICKS = 8;
+const LABEL_CHARS = 34; // the full label is in the row's tooltip and its details
 
 function niceStep(totalMs) {
   const raw = Math.max(totalMs, 1) / TICKS;
@@ -66,7 +67,8 @@ export class TimelineView {
         dataset: { key: span.key, kind: span.kind, startSeq: span.startSeq, endSeq: span.endSeq },
       },
       svg("rect", { class: "row-bg", x: 0, y, width, height: ROW }),
-      svg("text", { class: "label", x: 6 + span.depth * 14, y: y + 14 }, span.label),
+      svg("text", { class: "label", x: 6 + span.depth * 14, y: y + 14 },
+        span.label.length > LABEL_CHARS ? `${span.label.slice(0, LABEL_CHARS - 1)}…` : span.label),
       svg("rect", { class: "bar", x: left, y: y + 4, width: barW, height: ROW - 8, rx: 2 }),
       span.ttfdMs != null
         ? svg("rect", { class: "ttfd", x: left, y: y + 4, width: Math.max(1, Math.min(span.ttfdMs * this.scale, barW)), height: ROW - 8 })
