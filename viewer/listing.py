@@ -108,25 +108,31 @@ class RunQuery:
             limit=limit,
         )
 
-    def matches(self, run: dict[str, Any]) -> bool:
-        if self.status is not None:
-            if self.status == "capture_failed":
-                if run.get("capture_status") != "failed" and run.get("integrity") != "invalid":
-                    return False
-            elif run.get("status") != self.status:
-                return False
+    def predicates(self) -> list[Callable[[dict[str, Any]], bool]]:
+        """One test per filter given (none: every run is selected without a call)."""
+        tests: list[Callable[[dict[str, Any]], bool]] = []
+        if self.status == "capture_failed":
+            tests.append(lambda run: run.get("capture_status") == "failed" or run.get("integrity") == "invalid")
+        elif self.status is not None:
+            tests.append(lambda run, status=self.status: run.get("status") == status)
         for name in ("agent", "service", "kind", "eval_id"):
             wanted = getattr(self, name)
-            if wanted is not None and run.get(name) != wanted:
-                return False
-        created = run.get("created_at") or ""
-        if (self.since is not None and created < self.since) or (self.until is not None and created >= self.until):
-            return False
+            if wanted is not None:
+                tests.append(lambda run, name=name, wanted=wanted: run.get(name) == wanted)
+        if self.since is not None:
+            tests.append(lambda run, since=self.since: (run.get("created_at") or "") >= since)
+        if self.until is not None:
+            tests.append(lambda run, until=self.until: (run.get("created_at") or "") < until)
         if self.q is not None:
-            haystack = (run["session_id"], run["run_id"], run.get("eval_id") or "", run.get("agent") or "")
-            if not any(self.q in value.lower() for value in haystack) and self.q not in run.get("search_text", ""):
-                return False
-        return True
+            tests.append(self._has_text)
+        return tests
+
+    def _has_text(self, run: dict[str, Any]) -> bool:
+        q = self.q or ""
+        for value in (run["session_id"], run["run_id"], run.get("eval_id"), run.get("agent")):
+            if value and q in value.lower():
+                return True
+        return q in run.get("search_text", "")
 
 
 def _sort_value(run: dict[str, Any], key: str) -> Any:
@@ -141,17 +147,31 @@ def _sort_value(run: dict[str, Any], key: str) -> Any:
 def select_runs(summaries: Iterable[dict[str, Any]], query: RunQuery, *, score: Score) -> dict[str, Any]:
     """The page of runs that ``query`` selects, and the facets."""
     runs = list(summaries)
-    facets = {
-        name: sorted({run[name] for run in runs if isinstance(run.get(name), str)}) for name in ("agent", "service", "eval_id")
-    }
-    selected = [run for run in runs if query.matches(run)]
+    facets: dict[str, set[str]] = {"agent": set(), "service": set(), "eval_id": set()}
+    agents, services, eval_ids = facets["agent"], facets["service"], facets["eval_id"]
+    for run in runs:
+        agent, service, eval_id = run.get("agent"), run.get("service"), run.get("eval_id")
+        if isinstance(agent, str):
+            agents.add(agent)
+        if isinstance(service, str):
+            services.add(service)
+        if isinstance(eval_id, str):
+            eval_ids.add(eval_id)
+    tests = query.predicates()
+    selected = [run for run in runs if all(test(run) for test in tests)] if tests else runs
     if query.sort == "feedback":
         selected = [{**run, "feedback": score(run)} for run in selected]
-    # Stable two-pass sort: runs with a value in the requested order, the ones without last.
-    selected.sort(key=lambda run: (run["created_at"], run["run_id"]), reverse=query.order == "desc")
-    present = [run for run in selected if _sort_value(run, query.sort) is not None]
-    absent = [run for run in selected if _sort_value(run, query.sort) is None]
-    present.sort(key=lambda run: _sort_value(run, query.sort), reverse=query.order == "desc")
-    ordered = present + absent
+    descending = query.order == "desc"
+    selected.sort(key=lambda run: (run["created_at"], run["run_id"]), reverse=descending)
+    if query.sort == "created_at":
+        ordered = selected
+    else:  # a second, stable sort: runs with a value in the requested order, the ones without last
+        keyed = [(_sort_value(run, query.sort), run) for run in selected]
+        present = [pair for pair in keyed if pair[0] is not None]
+        present.sort(key=lambda pair: pair[0], reverse=descending)
+        ordered = [run for _, run in present] + [run for value, run in keyed if value is None]
     page = ordered[query.offset : query.offset + query.limit]
-    return {"total": len(ordered), "offset": query.offset, "limit": query.limit, "runs": page, "facets": facets}
+    return {
+        "total": len(ordered), "offset": query.offset, "limit": query.limit, "runs": page,
+        "facets": {name: sorted(values) for name, values in facets.items()},
+    }
