@@ -742,3 +742,25 @@ def test_markup_in_every_new_view_is_text_and_never_runs(page, serve, live_write
     assert xss in page.locator("#graph").text_content()
     clean("offline")
     assert not page.errors
+
+
+def test_the_session_page_refreshes_while_a_run_records(page, serve, live_writer, journal):
+    run = live_writer.open_run(session_id="recording", run_id="run-00000000-0000-4000-8000-0000000000a7", created_at_ns=journal.BASE_NS)
+    script = journal.Script(run, journal.BASE_NS)
+    script("run_started", {"kind": "live", "agent": "booking"})
+    script("turn_started", {"state": "ask_date", "required_slots": ["date"]}, turn_index=0)
+    assert live_writer.force_flush()
+    server = serve(live_writer.root)
+    page.goto(f"{server.url}/sessions/recording")
+    page.wait_for_selector("body[data-ready=true]")
+    row = page.locator(f"#runs tbody tr[data-run-id='{run.run_id}']")
+    assert row.get_attribute("data-status") == "running" and "recording" in row.inner_text()
+    script("tool_execution_started", {"name": "lookup", "arguments": {}}, turn_index=0, tool_call_id="t1")
+    script("tool_execution_finished", {"status": "error", "error": "down"}, turn_index=0, tool_call_id="t1")
+    script("run_finished", {"status": "ok"})
+    run.close()
+    assert live_writer.force_flush()
+    page.wait_for_function(f"() => document.querySelector(\"#runs tbody tr[data-run-id='{run.run_id}']\").dataset.status === 'error'",
+                           timeout=15_000)
+    assert "tool lookup failed: down" in page.inner_text("#problem-list")
+    assert not page.errors

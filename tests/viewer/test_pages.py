@@ -98,3 +98,11 @@ def app_for():
     return lambda root: create_app({"BUNDLE_DIR": str(root), "TESTING": True})
 
 
+
+
+def test_an_error_page_shows_a_hostile_id_as_text(client, journal):
+    response = client.get(f"/sessions/{journal.XSS_TEXT}")
+    assert response.status_code == 404
+    html = response.get_data(as_text=True)
+    assert "<img" not in html and "<script>window" not in html
+    assert "&lt;img src=x onerror=" in html
