@@ -4,6 +4,7 @@ and a real threaded WSGI server on 127.0.0.1 for SSE and browser tests."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import threading
 import types
@@ -202,3 +203,60 @@ def live_writer(tmp_path: Path) -> Iterator[BundleWriter]:
     writer = BundleWriter(tmp_path / "live")
     yield writer
     writer.shutdown()
+
+
+# -- the browser: Debian's Chromium through Playwright (never a downloaded browser) ----------------
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    playwright_sync = pytest.importorskip("playwright.sync_api")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"{CHROMIUM} is missing (make browser installs Debian's chromium)")
+    with playwright_sync.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def ui(tmp_path: Path) -> types.SimpleNamespace:
+    """Page helpers: ``screenshot(page, name)`` (into docs/screenshots with
+    OTEL_SESSION_UPDATE_SCREENSHOTS=1), ``cursor(page)`` (the replay cursor's seq), ``seek_to(page, seq)``."""
+
+    def screenshot(page, name: str) -> None:
+        target = SCREENSHOTS if os.environ.get("OTEL_SESSION_UPDATE_SCREENSHOTS") == "1" else tmp_path
+        target.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(target / f"{name}.png"), full_page=False)
+
+    def cursor(page) -> int:
+        return int(page.get_attribute("#cursor-label", "data-seq"))
+
+    def seek_to(page, seq: int) -> None:
+        page.eval_on_selector("#cursor", "(el, v) => { el.value = v; el.dispatchEvent(new Event('input')); }", seq)
+        page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{seq}'")
+
+    return types.SimpleNamespace(screenshot=screenshot, cursor=cursor, seek_to=seek_to)

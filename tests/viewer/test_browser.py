@@ -1,67 +1,23 @@
 """The viewer in Debian's Chromium (Playwright for Python, sync API; never a downloaded browser).
 
-Set ``OTEL_SESSION_UPDATE_SCREENSHOTS=1`` to refresh ``docs/screenshots/*.png`` from these tests.
+Set ``OTEL_SESSION_UPDATE_SCREENSHOTS=1`` to refresh ``docs/screenshots/*.png`` from these tests
+(and ``test_browser_replay.py``'s). Fixtures ``browser``, ``page`` and ``ui`` are in conftest.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-playwright_sync = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} is missing (make browser installs Debian's chromium)")
-    with playwright_sync.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
-    yield page
-    context.close()
-
-
-def screenshot(page, name: str, tmp_path: Path) -> None:
-    target = SCREENSHOTS if os.environ.get("OTEL_SESSION_UPDATE_SCREENSHOTS") == "1" else tmp_path
-    target.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(target / f"{name}.png"), full_page=False)
-
-
-def cursor(page) -> int:
-    return int(page.get_attribute("#cursor-label", "data-seq"))
-
-
-def test_sessions_page_lists_filters_sorts_and_pages(page, serve, sample, tmp_path):
+def test_sessions_page_lists_filters_sorts_and_pages(page, serve, sample, ui):
     server = serve(sample.root)
     page.goto(f"{server.url}/")
     page.wait_for_selector("body[data-ready=true]")
@@ -69,7 +25,7 @@ def test_sessions_page_lists_filters_sorts_and_pages(page, serve, sample, tmp_pa
     assert rows.count() == 6  # five live runs and the eval run
     assert rows.first.get_attribute("data-run-id") == sample.eval_run
     assert "eval · nightly" in rows.first.inner_text()
-    screenshot(page, "sessions", tmp_path)
+    ui.screenshot(page, "sessions")
 
     def wait_total(count: int) -> None:
         page.wait_for_function(f"() => document.body.dataset.total === '{count}'")
@@ -127,7 +83,7 @@ def test_sessions_page_pages_through_many_runs(page, serve, live_writer):
     assert not page.errors
 
 
-def test_session_page_shows_facts_of_the_latest_run(page, serve, sample, tmp_path):
+def test_session_page_shows_facts_of_the_latest_run(page, serve, sample, ui):
     server = serve(sample.root)
     page.goto(f"{server.url}/sessions/call-42")
     page.wait_for_selector("body[data-ready=true]")
@@ -148,7 +104,7 @@ def test_session_page_shows_facts_of_the_latest_run(page, serve, sample, tmp_pat
     assert "✓ date_present" in last.inner_text()
     assert page.get_attribute("#integrity", "data-status") == "complete"
     assert page.locator("#runs tbody tr.selected").get_attribute("data-run-id") == sample.latest_run
-    screenshot(page, "session", tmp_path)
+    ui.screenshot(page, "session")
     # What went wrong in ANY run is flagged first: the older run's failed tool too, with a link to it.
     problems = page.locator("#problem-list li")
     assert {problems.nth(i).get_attribute("data-run-id") for i in range(problems.count())} == {
@@ -196,16 +152,16 @@ def test_session_page_with_a_chosen_run(page, serve, sample):
     assert page.locator("#runs tbody tr.selected").get_attribute("data-run-id") == sample.older_run
 
 
-def test_replay_seek_step_jump_and_play_at_10x(page, serve, sample, tmp_path):
+def test_replay_seek_step_jump_and_play_at_10x(page, serve, sample, ui):
     server = serve(sample.root)
     page.goto(f"{server.url}/sessions/call-42/runs/{sample.latest_run}")
     page.wait_for_selector("body[data-ready=true]")
     last = int(page.get_attribute("#cursor", "max"))
-    assert cursor(page) == last
+    assert ui.cursor(page) == last
     assert page.locator(".tool").count() == 2
     assert page.locator(".tool .status-error").count() == 1 and page.locator(".tool .status-ok").count() == 1
     assert "Friday is free." in page.inner_text("#conversation")
-    screenshot(page, "replay", tmp_path)
+    ui.screenshot(page, "replay")
     # Seek into the middle of the first streamed reply: partial text, marked as streaming.
     first_delta = 8  # run_started, turn_started, user message (2), slot_write, guard, message_started, delta
     page.eval_on_selector("#cursor", "(el, v) => { el.value = v; el.dispatchEvent(new Event('input')); }", first_delta + 1)
@@ -231,7 +187,7 @@ def test_replay_seek_step_jump_and_play_at_10x(page, serve, sample, tmp_path):
     seen = []
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        seen.append(cursor(page))
+        seen.append(ui.cursor(page))
         if page.get_attribute("body", "data-playing") == "false" and seen[-1] == last:
             break
         time.sleep(0.05)
@@ -241,7 +197,7 @@ def test_replay_seek_step_jump_and_play_at_10x(page, serve, sample, tmp_path):
     assert not page.errors
 
 
-def test_follow_a_recording_run_while_a_writer_appends(page, serve, live_writer, journal, tmp_path):
+def test_follow_a_recording_run_while_a_writer_appends(page, serve, live_writer, journal, ui):
     run = live_writer.open_run(session_id="live-2", run_id="run-00000000-0000-4000-8000-000000000002", created_at_ns=journal.BASE_NS)
     script = journal.Script(run, journal.BASE_NS)
     script("run_started", {"kind": "live", "agent": "booking"})
@@ -269,16 +225,16 @@ def test_follow_a_recording_run_while_a_writer_appends(page, serve, live_writer,
     assert page.locator("#panel").bounding_box() == panel_box  # fixed-size panel: no reflow while streaming
     page.wait_for_function("() => document.getElementById('conversation').textContent.includes('word39 ')")
     producer.join(10)
-    assert cursor(page) == 43
+    assert ui.cursor(page) == 43
     # The user scrolls the conversation: follow mode detaches; new events do not move the cursor.
     page.mouse.move(300, 500)
     page.locator("#conversation").dispatch_event("wheel")
     page.wait_for_selector("body[data-following=false]")
-    screenshot(page, "replay-follow", tmp_path)
+    ui.screenshot(page, "replay-follow")
     script("assistant_delta", {"index": 0, "kind": "text", "delta": "late "}, turn_index=0, message_id="m1")
     live_writer.force_flush()
     page.wait_for_function("() => Number(document.getElementById('cursor').max) === 44")
-    assert cursor(page) == 43
+    assert ui.cursor(page) == 43
     page.click("#follow")
     page.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '44'")
     assert page.get_attribute("body", "data-following") == "true"
@@ -292,7 +248,7 @@ def test_follow_a_recording_run_while_a_writer_appends(page, serve, live_writer,
     assert not page.errors
 
 
-def test_open_a_downloaded_bundle_offline(page, serve, sample, tmp_path):
+def test_open_a_downloaded_bundle_offline(page, serve, sample, tmp_path, ui):
     server = serve(sample.root)
     page.goto(f"{server.url}/sessions/call-42/runs/{sample.latest_run}")
     page.wait_for_selector("body[data-ready=true]")
@@ -309,7 +265,7 @@ def test_open_a_downloaded_bundle_offline(page, serve, sample, tmp_path):
     assert offline.locator("#offline-help").is_visible()
     assert "Download bundle" in offline.inner_text("#offline-help")
     assert not offline.locator("#controls").is_visible() and not offline.locator("#timeline").is_visible()
-    screenshot(offline, "offline-empty", tmp_path)
+    ui.screenshot(offline, "offline-empty")
     # A file that is not a bundle is reported; a good one then clears that error.
     not_a_bundle = tmp_path / "notes.tar"
     not_a_bundle.write_bytes(b"hello" * 200)
@@ -327,7 +283,7 @@ def test_open_a_downloaded_bundle_offline(page, serve, sample, tmp_path):
     offline.eval_on_selector("#cursor", "(el) => { el.value = 9; el.dispatchEvent(new Event('input')); }")
     offline.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '9'")
     assert offline.locator("article.msg.partial").inner_text().endswith("Which da")
-    screenshot(offline, "offline", tmp_path)
+    ui.screenshot(offline, "offline")
     assert api_calls == []
 
 
@@ -386,7 +342,7 @@ def test_journal_markup_is_shown_as_text_and_never_runs(page, serve, sample, jou
     assert page.evaluate("window.__xss === undefined")
 
 
-def test_a_seq_gap_in_the_live_stream_reloads_the_snapshot(page, serve, tmp_path):
+def test_a_seq_gap_in_the_live_stream_reloads_the_snapshot(page, serve, tmp_path, ui):
     """Partial recovery is forbidden: on a gap the page drops its state and reloads `…/events`."""
     import json
 
@@ -418,238 +374,7 @@ def test_a_seq_gap_in_the_live_stream_reloads_the_snapshot(page, serve, tmp_path
         handle.write(line(5, "five "))
     page.wait_for_function("() => document.getElementById('conversation').textContent.includes('five')")
     assert len(snapshots) == 2  # the next record continues the stream: no further reload
-    assert cursor(page) == 5
-
-
-def seek_to(page, seq: int) -> None:
-    page.eval_on_selector("#cursor", "(el, v) => { el.value = v; el.dispatchEvent(new Event('input')); }", seq)
-    page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{seq}'")
-
-
-def test_timeline_waterfall_cursor_and_click_to_seek(page, serve, sample, tmp_path):
-    server = serve(sample.root)
-    page.goto(f"{server.url}/sessions/call-42/runs/{sample.latest_run}")
-    page.wait_for_selector("body[data-ready=true]")
-    rows = page.locator("#timeline g.span")
-    kinds = [rows.nth(i).get_attribute("data-kind") for i in range(rows.count())]
-    assert kinds.count("turn") == 3 and kinds.count("message") == 6 and kinds.count("tool") == 2
-    failed = page.locator("#timeline g.span.kind-tool.error")
-    assert failed.count() == 1
-    assert page.eval_on_selector("#timeline g.span.kind-tool.error .bar", "el => getComputedStyle(el).fill") == "rgb(180, 35, 24)"
-    # Durations and the time to first delta are read off the rows: turn 0 ran 1.4 s, its reply streamed after 100 ms.
-    first_turn = rows.nth(0).locator(".value").text_content()
-    assert first_turn == "1.4 s", first_turn
-    assert "first delta 100 ms" in page.locator("#timeline g.span.kind-message").nth(1).locator(".value").text_content()
-    # The cursor is a line across the rows; it moves right as the cursor moves on.
-    xs = []
-    for seq in (1, 10, 30):
-        seek_to(page, seq)
-        assert page.get_attribute("#timeline-cursor", "data-seq") == str(seq)
-        xs.append(float(page.get_attribute("#timeline-cursor", "x1")))
-    assert xs == sorted(xs) and xs[0] < xs[-1]
-    assert page.locator("#timeline g.span.future").count() > 0
-    # Clicking a bar seeks to its first record and shows its details.
-    start = int(failed.get_attribute("data-start-seq"))
-    failed.locator(".bar").click()
-    page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{start}'")
-    details = page.locator("#details")
-    assert details.is_visible()
-    text = details.inner_text()
-    assert "check_availability" in text and "timeout" in text and "error" in text and '"date": "h:1f2e"' in text
-    assert details.locator("details.raw").get_attribute("open") is None  # raw JSON starts collapsed
-    details.locator("details.raw summary").click()
-    assert details.locator("pre.json .j-key", has_text='"tool_call_id"').count() == 3
-    screenshot(page, "timeline-details", tmp_path)
-    page.click("#details-close")
-    assert not details.is_visible()
-    # A message in the conversation opens its full text; the record at the cursor opens its JSON.
-    page.locator("article.msg[data-message-id=m-u0]").click()
-    assert details.is_visible() and "table for 2" in details.inner_text()
-    page.click("#p-event")
-    assert f"record #{start}" in details.inner_text()
-    assert not page.errors
-
-
-def test_a_model_call_shows_its_model_tokens_and_first_delta(page, serve, live_writer, journal):
-    run = live_writer.open_run(session_id="llm", run_id="run-00000000-0000-4000-8000-0000000000c1", created_at_ns=journal.BASE_NS)
-    script = journal.Script(run, journal.BASE_NS)
-    script("run_started", {"kind": "live", "agent": "llm"})
-    script("turn_started", {"state": "chat", "required_slots": []}, turn_index=0)
-    script("message_started", {"role": "system"}, turn_index=0, message_id="sys")
-    script("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": "You are a booking agent."}]},
-           turn_index=0, message_id="sys")
-    script("message_started", {"role": "assistant"}, turn_index=0, message_id="a1")
-    script.at_ns += 300_000_000  # the model thinks 300 ms before its first token
-    script("assistant_delta", {"index": 0, "kind": "text", "delta": "Hello"}, turn_index=0, message_id="a1")
-    script("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": "Hello"}], "model": "gpt-test-mini",
-                                "usage": {"input_tokens": 120, "output_tokens": 7}}, turn_index=0, message_id="a1")
-    script("turn_finished", {"state": "chat", "required_slots": [], "missing_required_slots": []}, turn_index=0)
-    run.close(run_status="ok")
-    assert live_writer.force_flush()
-    server = serve(live_writer.root)
-    page.goto(f"{server.url}/sessions/llm/runs/{run.run_id}")
-    page.wait_for_selector("body[data-ready=true]")
-    model = page.locator("#timeline g.span.kind-model")
-    assert model.count() == 1
-    assert model.locator(".label").text_content() == "model call · gpt-test-mini"
-    assert "first delta 400 ms" in model.locator(".value").text_content()
-    model.click()
-    text = page.inner_text("#details")
-    for expected in ("gpt-test-mini", "input tokens\n120", "output tokens\n7", "first delta after\n400 ms", "Hello"):
-        assert expected in text, (expected, text)
-    page.locator("#timeline g.span[data-key='m:sys']").click()
-    assert "You are a booking agent." in page.inner_text("#details")  # the system prompt in full
-    # The sessions list counts the model call and its tokens.
-    page.goto(f"{server.url}/")
-    page.wait_for_selector("body[data-ready=true]")
-    assert "120 in / 7 out" in page.inner_text("#sessions tbody tr")
-    assert not page.errors
-
-
-def _long_run(writer, journal, run_id: str, messages: int = 30):
-    run = writer.open_run(session_id="long", run_id=run_id, created_at_ns=journal.BASE_NS)
-    script = journal.Script(run, journal.BASE_NS)
-    script("run_started", {"kind": "live", "agent": "talker"})
-    for index in range(messages):
-        script("turn_started", {"state": "chat", "required_slots": []}, turn_index=index)
-        script.message("user", f"u{index}", f"question number {index}\n" * 3, turn=index)
-        script.message("assistant", f"a{index}", f"answer number {index} " * 12, turn=index, stream=True)
-        script("turn_finished", {"state": "chat", "required_slots": [], "missing_required_slots": []}, turn_index=index)
-    run.close(run_status="ok")
-    assert writer.force_flush()
-    return run
-
-
-def _cursor_item_in_view(page) -> bool:
-    """True when the conversation item of the record at the cursor is inside the pane's visible box."""
-    return page.evaluate("""() => {
-        const pane = document.getElementById('conversation');
-        const seq = Number(document.getElementById('cursor-label').dataset.seq);
-        const items = [...pane.children];
-        const last = items[items.length - 1];
-        if (!last) return true;
-        const box = pane.getBoundingClientRect(), item = last.getBoundingClientRect();
-        return item.bottom <= box.bottom + 1 && item.bottom >= box.top;
-    }""")
-
-
-def test_replay_follows_the_cursor_keyboard_and_shared_position(page, serve, live_writer, journal, tmp_path):
-    run = _long_run(live_writer, journal, "run-00000000-0000-4000-8000-0000000000d1")
-    server = serve(live_writer.root)
-    url = f"{server.url}/sessions/long/runs/{run.run_id}"
-    page.goto(url)
-    page.wait_for_selector("body[data-ready=true]")
-    last = int(page.get_attribute("#cursor", "max"))
-    page.focus("body")
-    page.keyboard.press("Home")
-    page.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '0'")
-    assert page.evaluate("document.getElementById('conversation').scrollTop") == 0
-    page.keyboard.press("ArrowRight")
-    page.keyboard.press("ArrowRight")
-    page.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '2'")
-    page.keyboard.press("ArrowLeft")
-    page.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '1'")
-    page.keyboard.press("End")
-    page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{last}'")
-    assert page.evaluate("location.hash") == f"#seq={last}"
-    # A seek into the middle scrolls the conversation there (it held 30 turns; the pane shows a few).
-    middle = last // 2
-    seek_to(page, middle)
-    page.wait_for_function(f"() => location.hash === '#seq={middle}'")
-    assert page.evaluate("document.getElementById('conversation').scrollTop") > 0
-    assert _cursor_item_in_view(page)
-    # Play (space) from the start at 10x: the pane keeps the newest item in view while it plays.
-    page.keyboard.press("Home")
-    page.select_option("#speed", "10")
-    page.focus("body")
-    page.keyboard.press(" ")
-    page.wait_for_selector("body[data-playing=true]")
-    checks = []
-    for _ in range(12):
-        page.wait_for_timeout(150)
-        checks.append(_cursor_item_in_view(page))
-    assert all(checks), checks
-    assert page.evaluate("document.getElementById('conversation').scrollTop") > 0
-    page.keyboard.press(" ")
-    page.wait_for_selector("body[data-playing=false]")
-    paused = cursor(page)
-    page.wait_for_timeout(200)
-    assert cursor(page) == paused
-    # The URL keeps the position: a fresh page opens there.
-    shared = page.context.new_page()
-    shared.goto(f"{url}#seq=9")
-    shared.wait_for_selector("body[data-ready=true]")
-    shared.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '9'")
-    assert shared.locator("article.msg.partial").count() == 1
-    assert not page.errors
-
-
-LONG_STATE = "confirm_the_booking_with_the_caller_and_read_back_every_detail_they_gave"
-
-
-def _graph_run(writer, journal):
-    """States ask_date → ask_date (loop) → ask_party → ask_date (back) → a long-named state."""
-    run = writer.open_run(session_id="graph", run_id="run-00000000-0000-4000-8000-0000000000f1", created_at_ns=journal.BASE_NS)
-    script = journal.Script(run, journal.BASE_NS)
-    script("run_started", {"kind": "live", "agent": "booking"})
-    path = [("ask_date", "ask_date", "no date yet"), ("ask_date", "ask_party", "date given"), ("ask_party", "ask_date", "date withdrawn"),
-            ("ask_date", "ask_party", "date given"), ("ask_party", LONG_STATE, "all slots filled")]
-    for turn, (before, after, reason) in enumerate(path):
-        script("turn_started", {"state": before, "required_slots": []}, turn_index=turn)
-        script.message("user", f"u{turn}", f"turn {turn}", turn=turn)
-        script("transition_verdict", {"from": before, "to": after, "reason": reason, "candidates": [after]}, turn_index=turn)
-        script("turn_finished", {"state": after, "required_slots": [], "missing_required_slots": []}, turn_index=turn)
-    run.close(run_status="ok")
-    assert writer.force_flush()
-    return run
-
-
-def test_state_graph_cards_keep_one_size_while_replay_moves(page, serve, live_writer, journal, tmp_path):
-    run = _graph_run(live_writer, journal)
-    server = serve(live_writer.root)
-    page.goto(f"{server.url}/sessions/graph/runs/{run.run_id}")
-    page.wait_for_selector("body[data-ready=true]")
-    nodes = page.locator("#graph g.node")
-    assert [nodes.nth(i).get_attribute("data-state") for i in range(nodes.count())] == ["ask_date", "ask_party", LONG_STATE]
-    # The long name is shown in full (wrapped), never cut with an ellipsis.
-    long_card = page.locator(f"#graph g.node[data-state='{LONG_STATE}']")
-    assert "".join(long_card.locator("text.name").all_text_contents()) == LONG_STATE
-    assert long_card.locator("text.name").count() > 1
-    assert "…" not in page.inner_text("#graph")
-
-    def boxes() -> list[dict]:
-        return page.eval_on_selector_all("#graph g.node", "els => els.map(el => { const r = el.getBoundingClientRect(); "
-                                         "return {x: r.x, y: r.y, w: r.width, h: r.height}; })")
-
-    page.locator("#graph").scroll_into_view_if_needed()
-    at_end = boxes()
-    assert len({(box["w"], box["h"]) for box in at_end}) == 1  # one canonical size for every card
-    edges = page.locator("#graph g.edge")
-    routes_at_end = [edges.nth(i).locator("path").get_attribute("d") for i in range(edges.count())]
-    last = int(page.get_attribute("#cursor", "max"))
-    for seq in (0, 2, 6, 11, 17, last // 2, last - 3, last):
-        seek_to(page, seq)
-        page.wait_for_timeout(30)
-        assert boxes() == at_end, seq
-        assert [edges.nth(i).locator("path").get_attribute("d") for i in range(edges.count())] == routes_at_end, seq
-        current = page.locator("#graph g.node.current")
-        state = page.inner_text("#p-state")
-        if state == "–":
-            assert current.count() == 0, seq
-        else:
-            assert current.count() == 1 and current.get_attribute("data-state") == state, seq
-    # At the end: counts of entries, and the verdicts as labelled edges.
-    entered = {nodes.nth(i).get_attribute("data-state"): nodes.nth(i).get_attribute("data-entered") for i in range(nodes.count())}
-    assert entered == {"ask_date": "3", "ask_party": "2", LONG_STATE: "1"}
-    loop = page.locator("#graph g.edge[data-from=ask_date][data-to=ask_date]")
-    assert loop.locator("text.edge-label").text_content() == "no date yet"
-    forward = page.locator("#graph g.edge[data-from=ask_date][data-to=ask_party]")
-    assert forward.locator("text.edge-label").text_content() == "date given ×2"
-    seek_to(page, 2)
-    assert page.locator("#graph g.edge.future").count() == edges.count()
-    seek_to(page, last)
-    screenshot(page, "state-graph", tmp_path)
-    assert not page.errors
+    assert ui.cursor(page) == 5
 
 
 SESSION_WIDE = {  # the documented shape of GET …/facts?scope=session (interfaces §3, branch facts)
