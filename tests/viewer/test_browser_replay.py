@@ -154,6 +154,7 @@ def test_replay_follows_the_cursor_keyboard_and_shared_position(page, serve, liv
         checks.append(_cursor_item_in_view(page))
     assert all(checks), checks
     assert page.evaluate("document.getElementById('conversation').scrollTop") > 0
+    page.focus("#cursor")  # space on the scrubber plays and pauses too
     page.keyboard.press(" ")
     page.wait_for_selector("body[data-playing=false]")
     paused = ui.cursor(page)

@@ -452,7 +452,8 @@ const KEYS = {
 document.addEventListener("keydown", (event) => {
   const action = KEYS[event.key];
   if (!action || event.altKey || event.ctrlKey || event.metaKey) return;
-  if (event.target.closest?.("input, select, textarea, button, [contenteditable], summary, [role=listitem]")) return;
+  const onScrubber = event.target === ui.cursor && event.key === " "; // the range input has no use for space
+  if (!onScrubber && event.target.closest?.("input, select, textarea, button, [contenteditable], summary, [role=listitem]")) return;
   event.preventDefault();
   action();
 });
