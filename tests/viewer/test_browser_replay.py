@@ -160,6 +160,7 @@ def test_replay_follows_the_cursor_keyboard_and_shared_position(page, serve, liv
     paused = ui.cursor(page)
     page.wait_for_timeout(200)
     assert ui.cursor(page) == paused
+    page.wait_for_function(f"() => location.hash === '#seq={paused}'")  # where it stopped, to share
     # The URL keeps the position: a fresh page opens there.
     shared = page.context.new_page()
     shared.goto(f"{url}#seq=9")

@@ -15,6 +15,7 @@ const MAX_IDLE_MS = 2000; // a long quiet stretch in the journal plays as at mos
 const TICK_MS = 16;
 const PAGE = 10000;
 const TIMELINE_REBUILD_MS = 250; // a live run's timeline is rebuilt at most this often
+const SHARE_WHILE_PLAYING_MS = 500;
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -37,6 +38,7 @@ const view = {
   playTimer: null,
   renderQueued: false,
   revealCursor: false,
+  sharedAt: -Infinity,
   timeline: null,
   timelineBuiltAt: -Infinity,
   timelinePending: false,
@@ -221,11 +223,15 @@ function reveal(node) {
   else if (top < pane.scrollTop) pane.scrollTop = Math.max(0, top - 8);
 }
 
-/** Keep the cursor in the URL (#seq=N), so a position can be shared. */
+/** Keep the cursor in the URL (#seq=N), so a position can be shared; while playing at most every
+ * SHARE_WHILE_PLAYING_MS (browsers throttle a page that replaces its URL every frame). */
 function shareCursor() {
   if (view.offline || view.following || !events().length) return;
   const hash = `#seq=${view.cursor}`;
-  if (location.hash !== hash) history.replaceState(null, "", hash);
+  const now = performance.now();
+  if (location.hash === hash || (view.playTimer && now - view.sharedAt < SHARE_WHILE_PLAYING_MS)) return;
+  history.replaceState(null, "", hash);
+  view.sharedAt = now;
 }
 
 function sharedSeq() {
@@ -294,6 +300,7 @@ function play() {
 function stop() {
   clearTimeout(view.playTimer);
   view.playTimer = null;
+  scheduleRender(); // shares the position it stopped at
   ui.play.textContent = "Play";
   document.body.dataset.playing = "false";
 }
