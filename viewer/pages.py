@@ -7,9 +7,10 @@ journal string with ``textContent``. A session or run that does not exist answer
 
 from __future__ import annotations
 
-from flask import Blueprint, render_template
+from flask import Blueprint, render_template, request
 
 from .api import store
+from .errors import ApiError
 
 __all__ = ["bp"]
 
@@ -34,6 +35,19 @@ def replay(session_id: str, run_id: str) -> str:
     """Replay one run at a cursor, live while it records."""
     run = store().resolve(session_id, run_id)
     return render_template("replay.html", session_id=run.session_id, run_id=run.run_id, offline=False)
+
+
+@bp.get("/compare")
+def compare() -> str:
+    """Two runs side by side, turn by turn: ``?left=<session_id>/<run_id>&right=<session_id>/<run_id>``."""
+    sides = []
+    for name in ("left", "right"):
+        session_id, _, run_id = request.args.get(name, "").rpartition("/")
+        if not session_id or not run_id:
+            raise ApiError(400, "bad_parameter", f"{name} must be <session_id>/<run_id>")
+        run = store().resolve(session_id, run_id)
+        sides.append((run.session_id, run.run_id))
+    return render_template("compare.html", sides=sides)
 
 
 @bp.get("/open")

@@ -466,6 +466,10 @@ def test_markup_in_every_new_view_is_text_and_never_runs(page, serve, live_write
     page.wait_for_selector("body[data-ready=true]")
     assert xss in page.locator("#graph").text_content()
     clean("offline")
+    page.goto(f"{server.url}/compare?left=hostile/{run.run_id}&right=hostile/{run.run_id}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert xss in page.inner_text("#compare")
+    clean("compare")
     assert not page.errors
 
 

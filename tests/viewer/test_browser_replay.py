@@ -236,3 +236,40 @@ def test_state_graph_cards_keep_one_size_while_replay_moves(page, serve, live_wr
     ui.seek_to(page, last)
     ui.screenshot(page, "state-graph")
     assert not page.errors
+
+
+def test_compare_an_eval_run_with_a_live_run_turn_by_turn(page, serve, live_writer, journal):
+    live = live_writer.open_run(session_id="cmp", run_id="run-00000000-0000-4000-8000-0000000000b1", created_at_ns=journal.BASE_NS)
+    script = journal.Script(live, journal.BASE_NS)
+    journal.record_booking(script)
+    script("run_finished", {"status": "ok"})
+    live.close()
+    evaluation = live_writer.open_run(session_id="cmp", run_id="run-00000000-0000-4000-8000-0000000000b2", kind="eval", eval_id="nightly",
+                                      created_at_ns=journal.BASE_NS + 10**10)
+    script = journal.Script(evaluation, journal.BASE_NS + 10**10)
+    script("run_started", {"kind": "eval", "agent": "booking"})
+    script("turn_started", {"state": "ask_date", "required_slots": ["date", "party_size"]}, turn_index=0)
+    script("slot_write", {"slot": "date", "value": "h:1", "previous": None, "source": "nlu"}, turn_index=0)
+    script("transition_verdict", {"from": "ask_date", "to": "confirm", "reason": "date given", "candidates": ["confirm"]}, turn_index=0)
+    script("turn_finished", {"state": "confirm", "required_slots": ["date", "party_size"], "missing_required_slots": ["party_size"]},
+           turn_index=0)
+    script("run_finished", {"status": "ok"})
+    evaluation.close()
+    assert live_writer.force_flush()
+    server = serve(live_writer.root)
+    page.goto(f"{server.url}/?q=cmp")
+    page.wait_for_function("() => document.body.dataset.total === '2'")
+    assert page.locator("#compare-link").is_hidden()
+    for box in page.locator("#sessions input.pick").all():
+        box.check()
+    page.click("#compare-link")
+    page.wait_for_selector("body[data-ready=true]")
+    rows = page.locator("#compare tbody tr")
+    assert rows.count() == 3  # the eval run has one turn, the live run three
+    first = rows.nth(0)
+    assert first.get_attribute("class") == "differs"
+    assert "ask_date → confirm" in first.inner_text() and "ask_date → ask_date" in first.inner_text()
+    assert "date given" in first.inner_text()
+    assert page.locator("#compare tbody tr.differs").count() == 3
+    assert page.inner_text("#compare-summary") == "3 turns; 3 differ."
+    assert not page.errors

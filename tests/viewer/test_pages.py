@@ -106,3 +106,13 @@ def test_an_error_page_shows_a_hostile_id_as_text(client, journal):
     html = response.get_data(as_text=True)
     assert "<img" not in html and "<script>window" not in html
     assert "&lt;img src=x onerror=" in html
+
+
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [("", 400), ("left=call-42", 400), ("left=call-42/run-00000000-0000-4000-8000-000000000000&right=call-42/{latest}", 404),
+     ("left=call-7/{latest}&right=call-42/{latest}", 409), ("left=call-42/{eval}&right=call-42/{latest}", 200)],
+)
+def test_the_compare_page_names_two_runs(client, sample, query, status):
+    response = client.get("/compare?" + query.format(latest=sample.latest_run, eval=sample.eval_run))
+    assert response.status_code == status

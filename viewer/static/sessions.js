@@ -13,10 +13,32 @@ const body = document.querySelector("#sessions tbody");
 const query = new URLSearchParams(location.search);
 let typing = null;
 let request = 0;
+const picked = []; // up to two "<session_id>/<run_id>" to compare
+
+function renderPicks() {
+  const link = document.getElementById("compare-link");
+  link.hidden = picked.length !== 2;
+  if (picked.length === 2) link.href = `/compare?left=${enc(picked[0])}&right=${enc(picked[1])}`;
+  document.getElementById("compare-hint").hidden = picked.length === 2;
+  for (const box of body.querySelectorAll("input.pick")) box.checked = picked.includes(box.value);
+}
+
+function togglePick(value) {
+  const at = picked.indexOf(value);
+  if (at >= 0) picked.splice(at, 1);
+  else {
+    picked.push(value);
+    if (picked.length > 2) picked.shift();
+  }
+  renderPicks();
+}
 
 function row(run) {
   const session = `/sessions/${enc(run.session_id)}`;
+  const pick = `${run.session_id}/${run.run_id}`;
   return h("tr", { class: `status-row-${run.status}`, dataset: { sessionId: run.session_id, runId: run.run_id, status: run.status } },
+    h("td", {}, h("input", { type: "checkbox", class: "pick", value: pick, "aria-label": `compare ${run.run_id}`,
+      onchange: () => togglePick(pick) })),
     h("td", {}, h("a", { href: session }, run.session_id)),
     h("td", {}, h("a", { href: `${session}/runs/${enc(run.run_id)}` }, h("code", {}, run.run_id.slice(0, 12)))),
     h("td", {}, kindText(run)),
@@ -62,6 +84,7 @@ async function load() {
   const answer = await api(`/api/runs?${params}`);
   if (mine !== request) return; // a newer query was sent meanwhile
   fill(body, answer.runs.map(row));
+  renderPicks();
   fillFacets(answer.facets);
   renderSortMarks();
   const offset = answer.offset;
