@@ -238,7 +238,7 @@ def test_state_graph_cards_keep_one_size_while_replay_moves(page, serve, live_wr
     assert not page.errors
 
 
-def test_compare_an_eval_run_with_a_live_run_turn_by_turn(page, serve, live_writer, journal):
+def test_compare_an_eval_run_with_a_live_run_turn_by_turn(page, serve, live_writer, journal, ui):
     live = live_writer.open_run(session_id="cmp", run_id="run-00000000-0000-4000-8000-0000000000b1", created_at_ns=journal.BASE_NS)
     script = journal.Script(live, journal.BASE_NS)
     journal.record_booking(script)
@@ -272,4 +272,5 @@ def test_compare_an_eval_run_with_a_live_run_turn_by_turn(page, serve, live_writ
     assert "date given" in first.inner_text()
     assert page.locator("#compare tbody tr.differs").count() == 3
     assert page.inner_text("#compare-summary") == "3 turns; 3 differ."
+    ui.screenshot(page, "compare")
     assert not page.errors

@@ -7,7 +7,7 @@ const data = document.body.dataset;
 const sides = [[data.leftSession, data.leftRun], [data.rightSession, data.rightRun]];
 
 function cells(turn) {
-  if (!turn) return ["", "", "", ""];
+  if (!turn) return ["(no such turn)", "", "", ""];
   const triad = slotTriad(turn);
   const slots = (turn.required_slots_in_state ?? []).join(", ");
   const missing = triad.missing === null ? "unknown" : triad.missing.join(", ") || "none";
