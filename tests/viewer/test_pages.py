@@ -31,10 +31,10 @@ def test_a_session_with_only_eval_runs_opens(live_writer, journal, app_for):
 @pytest.mark.parametrize(
     ("url", "status", "said"),
     [
-        ("/sessions/nobody", 404, "no runs for session 'nobody'"),
+        ("/sessions/nobody", 404, "session 'nobody' has no runs"),
         ("/sessions/call-42/runs/run-00000000-0000-4000-8000-000000000000", 404, "run-00000000-0000-4000-8000-000000000000"),
         ("/sessions/nobody/runs/run-00000000-0000-4000-8000-000000000000", 404, "nobody"),
-        ("/sessions/call-42/runs/not-a-run", 400, "a run id is 'run-'"),
+        ("/sessions/call-42/runs/not-a-run", 400, "malformed run id 'not-a-run'"),
         ("/sessions/call-7/runs/{latest}", 409, "belongs to session 'call-42'"),
         ("/no-such-page", 404, "not found"),
     ],

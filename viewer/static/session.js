@@ -117,11 +117,16 @@ async function loadFacts() {
 // Session-wide facts (every run, repeated asks across run boundaries) come from
 // `…/facts?scope=session` where the server has it; an older server answers one run's facts, and the
 // section then stays hidden.
+function where(place) {
+  return place && typeof place === "object" ? `${String(place.run_id ?? "").slice(0, 12)} turn ${place.turn_index ?? "?"}` : "";
+}
+
+/** One repeated ask of interfaces §3: {run_id, turn_index, slots, asked_before_in: {run_id, turn_index}}. */
 function repeatedText(ask) {
-  if (typeof ask === "string") return ask;
-  const where = (ask.turns ?? ask.occurrences ?? []).map((turn) =>
-    typeof turn === "object" ? `${String(turn.run_id ?? "").slice(0, 12)} turn ${turn.turn_index ?? "?"}` : String(turn));
-  return `${ask.slot ?? ask.name ?? clip(ask, 60)}${where.length ? ` (${where.join(", ")})` : ""}`;
+  if (typeof ask !== "object" || ask === null) return String(ask);
+  const slots = Array.isArray(ask.slots) ? ask.slots.join(", ") : clip(ask, 60);
+  const before = ask.asked_before_in ? `, asked before in ${where(ask.asked_before_in)}` : "";
+  return `${slots} asked again in ${where(ask)}${before}`;
 }
 
 async function loadSessionFacts() {
@@ -139,7 +144,8 @@ async function loadSessionFacts() {
       h("td", {}, turn.turn_index),
       h("td", { class: "state" }, `${turn.state_before ?? "∅"} → ${turn.state ?? "∅"}`),
       h("td", { class: "verdict" }, verdictText(turn.verdict)),
-      h("td", { class: "repeat" }, (turn.repeated_asks ?? []).length ? `asked again: ${turn.repeated_asks.join(", ")}` : ""))));
+      h("td", { class: "repeat" }, (turn.repeated_asks ?? []).length
+        ? `asked again: ${turn.repeated_asks.map((ask) => (typeof ask === "string" ? ask : (ask.slots ?? []).join(", "))).join(", ")}` : ""))));
   fill(document.getElementById("session-repeats"), (answer.repeated_asks ?? []).map((ask) => h("li", {}, repeatedText(ask))));
   document.getElementById("session-wide").hidden = false;
 }
@@ -151,6 +157,7 @@ async function loadRuns() {
   const recording = answer.runs.some((run) => run.capture_status === "recording");
   clearTimeout(refreshTimer);
   if (recording) refreshTimer = setTimeout(() => loadRuns().catch(showError), REFRESH_MS);
+  return answer.runs;
 }
 
 // One record per deliberate submit: the button is off while a request is in flight and after a
@@ -181,7 +188,9 @@ form.addEventListener("submit", async (event) => {
 
 const facts = loadFacts();
 const runs = facts.catch(() => {}).then(loadRuns); // the bound run is known first, to mark its row
-Promise.allSettled([facts, runs, loadFeedback(), loadSessionFacts()]).then((results) => {
+// Session-wide facts cover live runs: an eval-only session has none to ask for.
+const sessionWide = runs.then((listed) => (listed ?? []).some((run) => run.kind === "live") && loadSessionFacts());
+Promise.allSettled([facts, runs, loadFeedback(), sessionWide]).then((results) => {
   const failed = results.find((result) => result.status === "rejected");
   if (failed) showError(failed.reason);
   else markReady();
