@@ -274,3 +274,17 @@ def test_compare_an_eval_run_with_a_live_run_turn_by_turn(page, serve, live_writ
     assert page.inner_text("#compare-summary") == "3 turns; 3 differ."
     ui.screenshot(page, "compare")
     assert not page.errors
+
+
+def test_the_timeline_keeps_its_cursor_when_the_window_resizes(page, serve, sample, ui):
+    server = serve(sample.root)
+    page.goto(f"{server.url}/sessions/call-42/runs/{sample.latest_run}")
+    page.wait_for_selector("body[data-ready=true]")
+    ui.seek_to(page, 30)
+    before = float(page.get_attribute("#timeline-cursor", "x1"))
+    assert before > 240  # past the label column: the cursor is inside the run
+    page.set_viewport_size({"width": 1000, "height": 900})
+    page.wait_for_function(f"() => Number(document.getElementById('timeline-cursor').getAttribute('x1')) < {before}")
+    after = float(page.get_attribute("#timeline-cursor", "x1"))
+    assert after > 240 and page.get_attribute("#timeline-cursor", "data-seq") == "30"
+    assert not page.errors

@@ -37,6 +37,7 @@ export class TimelineView {
     this.cursorLine = null;
     this.selected = null;
     this.scale = 1;
+    this.cursor = null;
   }
 
   x(ms) {
@@ -85,9 +86,11 @@ export class TimelineView {
     root.append(this.cursorLine);
     this.container.replaceChildren(root);
     this.select(this.selected);
+    if (this.cursor !== null) this.setCursor(this.cursor); // a rebuild (resize, live growth) keeps the cursor
   }
 
   setCursor(seq) {
+    this.cursor = seq;
     if (!this.timeline) return;
     const x = this.x(this.timeline.atMs(seq));
     this.cursorLine.setAttribute("x1", x);
