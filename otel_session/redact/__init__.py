@@ -161,7 +161,7 @@ class Redactor:
 
     def _leaf_function(self, mode: FieldMode) -> Callable[[Any], Any]:
         if mode is FieldMode.KEEP:
-            return lambda value: value
+            return _kept
         if mode is FieldMode.SCAN:
             return self._scan_leaf
         if mode is FieldMode.MASK:
@@ -174,14 +174,30 @@ class Redactor:
         return self._leaf_function(mode)
 
     def _map_leaves(self, value: Any, leaf: Callable[[Any], Any]) -> Any:
+        """``value`` with each leaf redacted by ``leaf`` and, unless ``leaf`` keeps values, each
+        map key scanned: keys are data too (an address used as a key)."""
         kind = type(value)
         if kind in _JSON_SCALARS:  # the common leaves, before the (slower) abstract Mapping check
             return leaf(value)
         if kind is dict or isinstance(value, Mapping):
-            return {key: self._map_leaves(item, leaf) for key, item in value.items()}
+            if leaf is _kept:
+                return {key: self._map_leaves(item, leaf) for key, item in value.items()}
+            result: dict[Any, Any] = {}
+            for key, item in value.items():
+                result[_distinct(result, self._map_key(key))] = self._map_leaves(item, leaf)
+            return result
         if isinstance(value, (list, tuple)):
             return [self._map_leaves(item, leaf) for item in value]
         return leaf(value)
+
+    def _map_key(self, key: Any) -> Any:
+        """A map key, scanned like text whatever the field's mode (a key is structure: PII in it
+        is masked, the rest stays readable); a number scans as its digits."""
+        if type(key) is str:
+            return self._scan(key)
+        if isinstance(key, (str, int, float)) and not isinstance(key, bool):
+            return self._scan_leaf(key)
+        return key
 
     @staticmethod
     def _guarded(function: Callable[[Any], Any], value: Any) -> Any:
@@ -374,6 +390,7 @@ class Redactor:
     def _scan_strings(self, value: Any) -> Any:
         return self._scan(value) if isinstance(value, str) else value
 
+
     _payload_handlers: ClassVar[dict[str, Callable[[Redactor, dict[str, Any]], dict[str, Any]]]] = {
         EventType.SLOT_WRITE.value: _slot_payload,
         EventType.SLOT_DIFF.value: _slot_payload,
@@ -409,3 +426,18 @@ def _delta_block(event: JournalEvent) -> tuple[str | None, int] | None:
 
 
 _STRUCTURAL_KEYS = frozenset({"role", "kind", "index", "status", "name", "settled", "stop_reason"})
+
+
+def _kept(value: Any) -> Any:
+    """The leaf function of ``keep``: values (and keys) as they are."""
+    return value
+
+
+def _distinct(result: dict[Any, Any], key: Any) -> Any:
+    """``key``, or ``key#2``, ``key#3`` … when two keys redact alike (nothing is dropped)."""
+    if key not in result:
+        return key
+    number = 2
+    while f"{key}#{number}" in result:
+        number += 1
+    return f"{key}#{number}"

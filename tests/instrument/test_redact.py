@@ -503,3 +503,16 @@ def test_from_env_builds_the_redactor_of_a_bundle_root(tmp_path, monkeypatch):
     assert first.slot_value("s", "x") == second.slot_value("s", "x")  # the same key file
     assert (tmp_path / KEY_FILE).exists()
     assert Redactor.from_env(tmp_path, RedactionPolicy(text=FieldMode.KEEP)).text("TCK-42") == "TCK-42"
+
+
+@pytest.mark.parametrize("mode", [FieldMode.SCAN, FieldMode.MASK, FieldMode.HASH])
+def test_map_keys_are_scanned_whatever_the_mode_and_never_merged(mode):
+    redactor = Redactor(RedactionPolicy(tool_arguments=mode, tool_results=mode), key=KEY)
+    value = {"a@b.co": 1, "c@d.co": {4111111111111111: 2, "4111 1111 1111 1111": 3}, "plain": 4}
+    for out in (redactor.tool_arguments(value), redactor.tool_result(value), redactor.free_leaves(value)):
+        assert list(out) == ["[email]", "[email]#2", "plain"]
+        assert list(out["[email]#2"]) == ["[card]", "[card]#2"]
+        assert redactor.tool_arguments(out) == redactor.tool_arguments(out)  # idempotent
+    assert list(redactor.tool_arguments(redactor.tool_arguments(value))) == ["[email]", "[email]#2", "plain"]
+    kept = Redactor(RedactionPolicy(tool_arguments=FieldMode.KEEP), key=KEY)
+    assert kept.tool_arguments(value) == value
