@@ -111,6 +111,8 @@ class Redactor:
         self._text_of_str = self._scan if self._scan_text else self._text  # _scan_leaf on a str is _scan
         self._tool_arguments_leaf = self._leaf_function(self.policy.tool_arguments)
         self._tool_results_leaf = self._leaf_function(self.policy.tool_results)
+        self._keep_identifiers = self.policy.identifiers is FieldMode.KEEP
+        self._identifier_cache: dict[str, str] = {}
 
     @classmethod
     def from_env(cls, bundle_dir: str | os.PathLike[str] | None, policy: RedactionPolicy | None = None) -> Redactor:
@@ -247,6 +249,70 @@ class Redactor:
     def free_leaves(self, value: Any) -> Any:
         """Any other structure (unknown record types): every string leaf scanned as text."""
         return self._guarded(lambda item: self._map_leaves(item, self._text), value)
+
+    def with_mode(self, mode: FieldMode) -> Callable[[Any], Any]:
+        """What a value of a field redacted by ``mode`` goes through: ``scan`` keeps the structure
+        (keys and leaves scanned), ``mask``/``hash`` take the value whole, ``keep`` keeps it."""
+        if mode is FieldMode.KEEP:
+            return _kept
+        leaf = self._whole_value_function(mode)
+        return lambda value: self._guarded(leaf, value)
+
+    def map_key(self, key: Any) -> Any:
+        """A map or attribute key: PII in it masked, the rest kept (see ``_map_leaves``)."""
+        try:
+            return self._map_key(key)
+        except Exception:  # noqa: BLE001
+            logger.warning("redaction failed; the whole key was replaced", exc_info=True)
+            return REDACTED_ERROR
+
+    def scan_value(self, value: Any) -> Any:
+        """A scalar scanned for detections: a string as text, a number as its digits (a card
+        number sent as an integer becomes ``"[card]"``), anything else as it is."""
+        return self._guarded(self._scan_leaf, value)
+
+    # -- identifiers ----------------------------------------------------------------------
+
+    def identifier(self, value: str) -> str:
+        """An id (session id, run label, tool call id, span or event name, a resource attribute
+        such as ``service.name`` or ``user.id``) with each detection in it replaced by a keyed
+        hash of it (``call-hmac-sha256:…``): stable, so equal ids stay equal and the same caller
+        maps to the same session directory; an id without PII is kept as it is. ``keep`` in the
+        policy's ``identifiers`` keeps every id."""
+        if self._keep_identifiers:
+            return value
+        try:
+            text = value if type(value) is str else str(value)
+            if self._scan(text) == text:
+                return text
+            cached = self._identifier_cache.get(text)
+            if cached is None:
+                parts = []
+                cursor = 0
+                for start, end, _token in self._scanner.edits(text):
+                    parts += [text[cursor:start], self._hash(text[start:end])]
+                    cursor = end
+                cached = "".join([*parts, text[cursor:]])
+                if len(self._identifier_cache) >= _HASH_CACHE_SIZE:
+                    self._identifier_cache.clear()
+                self._identifier_cache[text] = cached
+            return cached
+        except Exception:  # noqa: BLE001
+            logger.warning("redaction of an id failed; the whole id was replaced", exc_info=True)
+            return REDACTED_ERROR
+
+    def identifier_leaves(self, value: Any) -> Any:
+        """A structure of ids (resource and scope attributes): string leaves by ``identifier``,
+        numbers scanned as digits, keys scanned."""
+        return self._guarded(lambda item: self._map_leaves(item, self._identifier_leaf), value)
+
+    def _identifier_leaf(self, value: Any) -> Any:
+        return self.identifier(value) if isinstance(value, str) else self._scan_leaf(value)
+
+    def hash_bytes(self, value: bytes, size: int) -> bytes:
+        """``size`` bytes of the keyed hash of ``value`` (a binary id holding PII, replaced by one
+        that stays equal wherever the same id appears)."""
+        return hmac.digest(self._key, value, "sha256")[:size].ljust(size, b"\0")
 
     # -- journal events -------------------------------------------------------------------
 

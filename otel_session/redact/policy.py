@@ -20,6 +20,7 @@ Environment variables (read by :meth:`RedactionPolicy.from_env`):
                                        ``email,phone,card,national_id,iban,ipv4,ipv6``)
 ``OTEL_SESSION_REDACT_PATTERNS``       user detectors, a JSON object ``{"label": "regex", ...}``:
                                        each match (within a word) masks as ``[label]``
+``OTEL_SESSION_REDACT_IDENTIFIERS``    ``hash`` (default: PII in an id becomes a keyed hash) or ``keep``
 =====================================  ==============================================================
 
 A setting that cannot be read is logged (an error for a pattern: it is left out) and the base
@@ -98,11 +99,16 @@ class RedactionPolicy:
     detectors: tuple[str, ...] = DEFAULT_DETECTORS
     patterns: Mapping[str, str] = field(default_factory=dict)
     """User detectors: label -> regular expression, matched within each word, masked ``[label]``."""
+    identifiers: FieldMode = FieldMode.HASH
+    """Ids (``Redactor.identifier``): ``hash`` replaces the PII found in one by a keyed hash,
+    ``keep`` keeps ids as given. (``scan``/``mask`` would give two callers one id: refused.)"""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "keep_slots", frozenset(self.keep_slots))
-        for name in ("slot_values", "text", "tool_arguments", "tool_results"):
+        for name in ("slot_values", "text", "tool_arguments", "tool_results", "identifiers"):
             object.__setattr__(self, name, FieldMode(getattr(self, name)))
+        if self.identifiers not in (FieldMode.KEEP, FieldMode.HASH):
+            raise ValueError(f"identifiers must be keep or hash (masking ids would merge sessions), not {self.identifiers.value}")
         unknown = set(self.detectors) - set(BUILTIN_DETECTORS)
         if unknown:
             raise ValueError(f"unknown detectors {sorted(unknown)}; known: {', '.join(BUILTIN_DETECTORS)}")
@@ -114,7 +120,7 @@ class RedactionPolicy:
 
     def __hash__(self) -> int:
         return hash((self.keep_slots, self.slot_values, self.text, self.tool_arguments, self.tool_results,
-                     self.detectors, tuple(sorted(self.patterns.items()))))
+                     self.detectors, tuple(sorted(self.patterns.items())), self.identifiers))
 
     @classmethod
     def from_env(cls, base: RedactionPolicy | None = None) -> RedactionPolicy:
@@ -131,6 +137,7 @@ class RedactionPolicy:
             tool_results=_env_mode("OTEL_SESSION_REDACT_TOOL_RESULTS", base.tool_results),
             detectors=_known_detectors(detectors) if detectors is not None else base.detectors,
             patterns=_env_patterns(base.patterns),
+            identifiers=_env_identifiers(base.identifiers),
         )
 
 
@@ -144,6 +151,14 @@ def _check_pattern(label: str, pattern: str) -> None:
         raise ValueError(f"user detector {label!r}: {pattern!r} is not a regular expression ({exc})") from exc
     if compiled.fullmatch(""):
         raise ValueError(f"user detector {label!r}: {pattern!r} matches the empty text")
+
+
+def _env_identifiers(default: FieldMode) -> FieldMode:
+    mode = _env_mode("OTEL_SESSION_REDACT_IDENTIFIERS", default)
+    if mode not in (FieldMode.KEEP, FieldMode.HASH):
+        logger.warning("OTEL_SESSION_REDACT_IDENTIFIERS=%s would merge sessions; using %s", mode.value, default.value)
+        return default
+    return mode
 
 
 def _known_detectors(names: tuple[str, ...]) -> tuple[str, ...]:

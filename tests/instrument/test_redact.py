@@ -516,3 +516,19 @@ def test_map_keys_are_scanned_whatever_the_mode_and_never_merged(mode):
     assert list(redactor.tool_arguments(redactor.tool_arguments(value))) == ["[email]", "[email]#2", "plain"]
     kept = Redactor(RedactionPolicy(tool_arguments=FieldMode.KEEP), key=KEY)
     assert kept.tool_arguments(value) == value
+
+
+def test_identifiers_hash_the_pii_they_hold_stably():
+    redactor = Redactor(RedactionPolicy(), key=KEY)
+    caller = redactor.identifier("call-+1 415 555 0199")
+    assert caller.startswith("call-hmac-sha256:") and "555" not in caller
+    assert redactor.identifier("call-+1 415 555 0199") == caller  # the same caller, the same id
+    assert Redactor(RedactionPolicy(), key=KEY).identifier("call-+1 415 555 0199") == caller  # same key
+    assert Redactor(RedactionPolicy(), key=b"other").identifier("call-+1 415 555 0199") != caller
+    assert redactor.identifier(caller) == caller  # idempotent
+    assert redactor.identifier("booking-2026-12-04") == "booking-2026-12-04"  # no PII: as given
+    assert redactor.identifier("jane@example.com").startswith("hmac-sha256:")
+    kept = Redactor(RedactionPolicy(identifiers=FieldMode.KEEP), key=KEY)
+    assert kept.identifier("call-+1 415 555 0199") == "call-+1 415 555 0199"
+    with pytest.raises(ValueError, match="merge sessions"):
+        RedactionPolicy(identifiers=FieldMode.MASK)
