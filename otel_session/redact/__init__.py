@@ -28,16 +28,19 @@ across deltas is never released in part; its token goes to the delta where it st
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import logging
 import os
 import re
 import secrets
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import orjson
 
+from otel_session import layout
 from otel_session.journal import EventType
 from otel_session.normalize import JournalEvent
 from otel_session.redact.detectors import BUILTIN_DETECTORS, DEFAULT_DETECTORS, IS_MASK, Scanner
@@ -49,6 +52,7 @@ from otel_session.redact.policy import (
     FieldMode,
     RedactionPolicy,
     load_or_create_key,
+    read_key,
 )
 from otel_session.redact.stream import DeltaStream
 
@@ -64,6 +68,7 @@ __all__ = [
     "RedactionPolicy",
     "Redactor",
     "load_or_create_key",
+    "stored_session_id",
 ]
 
 logger = logging.getLogger(__name__)
@@ -334,7 +339,8 @@ class Redactor:
         """Redact the events of one span or export request in place, in order, and return them.
 
         For callers that own the events (freshly normalized): each payload is replaced by its
-        redaction (``redact_payload``), and the ``assistant_delta`` events of each message block
+        redaction (``redact_payload``), message and tool call ids by ``identifier``, and the
+        ``assistant_delta`` events of each message block
         are redacted as one :class:`DeltaStream`: each delta keeps its own (redacted) text, a
         detection split across deltas is masked in the delta where it starts.
         """
@@ -342,8 +348,10 @@ class Redactor:
         failed: set[tuple[str | None, int]] = set()
         released: list[tuple[JournalEvent, str]] = []
         redact_payload = self.redact_payload
+        event_id = self._event_id
         for event in events:
-            block = _delta_block(event)
+            block = _delta_block(event)  # by the raw ids: a block is one message's, whatever its id redacts to
+            event.message_id, event.tool_call_id = event_id(event.message_id), event_id(event.tool_call_id)
             if block is None:
                 event.payload = redact_payload(event.type, event.payload or {})
                 continue
@@ -374,7 +382,18 @@ class Redactor:
         needed no redaction (see ``redact_payload``). Neither is changed."""
         payload = event.payload
         redacted = self.redact_payload(event.type, payload or {})
+        message_id, tool_call_id = self._event_id(event.message_id), self._event_id(event.tool_call_id)
+        if message_id is not event.message_id or tool_call_id is not event.tool_call_id:
+            return dataclasses.replace(event, payload=redacted, message_id=message_id, tool_call_id=tool_call_id)
         return event if redacted is payload else event.with_payload(redacted)
+
+    def _event_id(self, value: str | None) -> str | None:
+        """A record's message or tool call id (an integration's, so it may hold PII) as ``identifier``
+        gives it; ``value`` itself when it holds none."""
+        if type(value) is not str:
+            return value
+        redacted = self.identifier(value)
+        return value if redacted == value else redacted
 
     def _slot_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         slot = str(payload.get("slot", ""))
@@ -507,3 +526,20 @@ def _distinct(result: dict[Any, Any], key: Any) -> Any:
     while f"{key}#{number}" in result:
         number += 1
     return f"{key}#{number}"
+
+
+def stored_session_id(
+    root: str | os.PathLike[str], session_id: str, *, eval_id: str | None = None, policy: RedactionPolicy | None = None,
+) -> str | None:
+    """The id under which the session a user names by its original id (a caller's phone number)
+    is stored in ``root``: its ``Redactor.identifier`` with the root's key and the environment's
+    policy, or the id as given (bundles recorded before, ids without PII); None when neither has a
+    directory. For the CLI and the viewer; reads only (no key is made)."""
+    candidates = [session_id]
+    key = read_key(root)
+    if key is not None:
+        candidates.insert(0, Redactor(policy if policy is not None else RedactionPolicy.from_env(), key=key).identifier(session_id))
+    for candidate in dict.fromkeys(candidates):
+        if layout.session_dir(Path(root), candidate, eval_id=eval_id).is_dir():
+            return candidate
+    return None

@@ -50,6 +50,7 @@ __all__ = [
     "REDACTED_ERROR",
     "RedactionPolicy",
     "load_or_create_key",
+    "read_key",
 ]
 
 logger = logging.getLogger(__name__)
@@ -209,6 +210,18 @@ def load_or_create_key(bundle_dir: str | os.PathLike[str] | None) -> bytes:
             "will not match other processes' (set %s)", path, exc, ENV_REDACTION_KEY,
         )
         return secrets.token_bytes(32)
+
+
+def read_key(bundle_dir: str | os.PathLike[str]) -> bytes | None:
+    """The key ``load_or_create_key`` gives processes writing under ``bundle_dir``, for a reader
+    (never made here): None when there is none yet."""
+    from_env = os.environ.get(ENV_REDACTION_KEY)
+    if from_env:
+        return from_env.encode("utf-8")
+    try:
+        return bytes.fromhex((Path(bundle_dir) / KEY_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def _read_or_make_key_file(path: Path) -> bytes:

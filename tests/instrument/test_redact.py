@@ -532,3 +532,39 @@ def test_identifiers_hash_the_pii_they_hold_stably():
     assert kept.identifier("call-+1 415 555 0199") == "call-+1 415 555 0199"
     with pytest.raises(ValueError, match="merge sessions"):
         RedactionPolicy(identifiers=FieldMode.MASK)
+
+
+def test_stored_session_id_finds_a_session_by_its_original_id(tmp_path, monkeypatch):
+    """The CLI and the viewer take the original id (a caller's phone number) and find the session
+    stored under its keyed hash; a session stored as given (no PII, or recorded before) is found
+    as it is."""
+    import otel_session
+    from otel_session.redact import stored_session_id
+    from otel_session.testing import capture_bundle
+
+    monkeypatch.delenv("OTEL_SESSION_REDACTION_KEY", raising=False)
+    caller = "call-+1 415 555 0199"
+    assert stored_session_id(tmp_path, caller) is None and not (tmp_path / KEY_FILE).exists()  # reads only
+    with capture_bundle(tmp_path):
+        hashed = Redactor.from_env(tmp_path).identifier(caller)
+        for session_id in (hashed, "plain-session"):
+            with otel_session.session(session_id), otel_session.run(agent="a"):
+                pass
+    assert hashed != caller
+    assert stored_session_id(tmp_path, caller) == hashed
+    assert stored_session_id(tmp_path, hashed) == hashed
+    assert stored_session_id(tmp_path, "plain-session") == "plain-session"
+    assert stored_session_id(tmp_path, "call-+1 415 555 0100") is None
+
+
+def test_redact_events_hashes_ids_that_hold_pii_alike_in_every_record(redactor):
+    started = JournalEvent(EventType.TOOL_EXECUTION_STARTED.value, 1, {"name": "t", "arguments": {}},
+                           tool_call_id="call:jane@example.com")
+    finished = JournalEvent(EventType.TOOL_EXECUTION_FINISHED.value, 2, {"status": "ok"}, tool_call_id="call:jane@example.com")
+    plain = JournalEvent(EventType.TOOL_EXECUTION_FINISHED.value, 3, {"status": "ok"}, tool_call_id="call_1")
+    redactor.redact_events([started, finished, plain])
+    assert started.tool_call_id == finished.tool_call_id and started.tool_call_id.startswith("call:hmac-sha256:")
+    assert plain.tool_call_id == "call_1"
+    single = redactor.redact_event(JournalEvent(EventType.MESSAGE_STARTED.value, 1, {"role": "user"},
+                                                message_id="+1 415 555 0199"))
+    assert single.message_id.startswith("hmac-sha256:")
