@@ -437,6 +437,8 @@ class Redactor:
 
     def _tool_started_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         result = dict(payload)
+        if type(payload.get("name")) is str:
+            result["name"] = self.identifier(payload["name"])
         if "arguments" in payload:
             result["arguments"] = self.tool_arguments(payload["arguments"])
         return result

@@ -568,3 +568,11 @@ def test_redact_events_hashes_ids_that_hold_pii_alike_in_every_record(redactor):
     single = redactor.redact_event(JournalEvent(EventType.MESSAGE_STARTED.value, 1, {"role": "user"},
                                                 message_id="+1 415 555 0199"))
     assert single.message_id.startswith("hmac-sha256:")
+
+
+def test_a_tool_name_holding_pii_is_hashed_like_an_id(redactor):
+    event = redactor.redact_event(JournalEvent(EventType.TOOL_EXECUTION_STARTED.value, 1,
+                                               {"name": "lookup +1 415 555 0199", "arguments": {}}))
+    assert event.payload["name"].startswith("lookup hmac-sha256:")
+    assert redactor.redact_event(JournalEvent(EventType.TOOL_EXECUTION_STARTED.value, 1,
+                                              {"name": "lookup", "arguments": {}})).payload["name"] == "lookup"
