@@ -339,7 +339,7 @@ class Redactor:
         """Redact the events of one span or export request in place, in order, and return them.
 
         For callers that own the events (freshly normalized): each payload is replaced by its
-        redaction (``redact_payload``), message and tool call ids by ``identifier``, and the
+        redaction (``redact_payload``), tool call ids by ``identifier``, and the
         ``assistant_delta`` events of each message block
         are redacted as one :class:`DeltaStream`: each delta keeps its own (redacted) text, a
         detection split across deltas is masked in the delta where it starts.
@@ -348,10 +348,10 @@ class Redactor:
         failed: set[tuple[str | None, int]] = set()
         released: list[tuple[JournalEvent, str]] = []
         redact_payload = self.redact_payload
-        event_id = self._event_id
         for event in events:
-            block = _delta_block(event)  # by the raw ids: a block is one message's, whatever its id redacts to
-            event.message_id, event.tool_call_id = event_id(event.message_id), event_id(event.tool_call_id)
+            if event.tool_call_id is not None:
+                event.tool_call_id = self._tool_call_id(event.tool_call_id)
+            block = _delta_block(event)
             if block is None:
                 event.payload = redact_payload(event.type, event.payload or {})
                 continue
@@ -382,15 +382,17 @@ class Redactor:
         needed no redaction (see ``redact_payload``). Neither is changed."""
         payload = event.payload
         redacted = self.redact_payload(event.type, payload or {})
-        message_id, tool_call_id = self._event_id(event.message_id), self._event_id(event.tool_call_id)
-        if message_id is not event.message_id or tool_call_id is not event.tool_call_id:
-            return dataclasses.replace(event, payload=redacted, message_id=message_id, tool_call_id=tool_call_id)
+        tool_call_id = event.tool_call_id
+        if tool_call_id is not None and (redacted_id := self._tool_call_id(tool_call_id)) is not tool_call_id:
+            return dataclasses.replace(event, payload=redacted, tool_call_id=redacted_id)
         return event if redacted is payload else event.with_payload(redacted)
 
-    def _event_id(self, value: str | None) -> str | None:
-        """A record's message or tool call id (an integration's, so it may hold PII) as ``identifier``
-        gives it; ``value`` itself when it holds none."""
-        if type(value) is not str:
+    def _tool_call_id(self, value: str) -> str:
+        """A record's tool call id (a model's or an integration's, so it may hold PII) as
+        ``identifier`` gives it; ``value`` itself when it holds none or is a span id (random hex,
+        the normalizer's fallback, where digit runs are chance). Message ids are this project's
+        own (a span id or a UUID and a counter): they are left alone."""
+        if type(value) is not str or _SPAN_ID(value):
             return value
         redacted = self.identifier(value)
         return value if redacted == value else redacted
@@ -512,6 +514,7 @@ def _delta_block(event: JournalEvent) -> tuple[str | None, int] | None:
     return message_id, index
 
 
+_SPAN_ID = re.compile(r"[0-9a-f]{16}").fullmatch
 _STRUCTURAL_KEYS = frozenset({"role", "kind", "index", "status", "name", "settled", "stop_reason"})
 
 

@@ -78,6 +78,7 @@ _CACHE_CHARS = 1 << 21
 _CACHE_MAX_TEXT = 1 << 16
 
 Edit = tuple[int, int, str]
+_SAME = object()  # in the cache: the text holds no detection
 
 
 def _luhn_valid(digits: str) -> bool:
@@ -122,11 +123,12 @@ class Scanner:
     def __init__(self, detectors: Iterable[str], patterns: Mapping[str, str] | None = None) -> None:
         self._enabled = frozenset(detectors)
         self._kinds = tuple(kind for kind in _PATTERNS if any(kind in _NEEDS[name] for name in self._enabled))
+        self._kind_set = frozenset(self._kinds)
         labels = sorted({*BUILTIN_DETECTORS, *(patterns or {})})
         self._token = re.compile(f"{_HASH}|{_MASK}|\\[(?:{'|'.join(labels)})\\]")
         self._user = [(f"[{label}]", re.compile(pattern)) for label, pattern in (patterns or {}).items()]
         self._patterns: dict[frozenset[str], re.Pattern[str]] = {}
-        self._cache: dict[str, str] = {}
+        self._cache: dict[str, object] = {}
         self._cached_chars = 0
 
     def _pattern(self, without: frozenset[str]) -> re.Pattern[str]:
@@ -138,13 +140,15 @@ class Scanner:
         return pattern
 
     def scan(self, text: str) -> str:
+        """``text`` with its detections replaced; ``text`` itself (the same object) when it holds
+        none, so callers may test ``scan(value) is value``."""
         if type(text) is not str:  # a subclass may compare, hash or search unlike its text
             text = str.__str__(text)
         cache = self._cache
         scanned = cache.get(text)
         if scanned is None:
             edits = self.edits(text)
-            scanned = _apply(text, edits) if edits else text
+            scanned = _apply(text, edits) if edits else _SAME
             size = len(text)
             if size <= _CACHE_MAX_TEXT:
                 if len(cache) >= _CACHE_SIZE or self._cached_chars + size > _CACHE_CHARS:
@@ -152,7 +156,7 @@ class Scanner:
                     self._cached_chars = 0
                 cache[text] = scanned
                 self._cached_chars += size  # approximate under threads; it only bounds the cache
-        return scanned
+        return text if scanned is _SAME else scanned  # type: ignore[return-value]
 
     def edits(self, text: str, start: int = 0) -> list[Edit]:
         """The detections in ``text[start:]`` (``text[:start]`` is context a pattern may look
@@ -161,7 +165,7 @@ class Scanner:
             text = str.__str__(text)
         without = _left_out(text, start)
         edits: list[Edit] = []
-        if any(kind not in without for kind in self._kinds):
+        if not self._kind_set <= without:
             self._find(text, start, len(text), without, edits)
         if self._user:
             edits = self._with_user_matches(text, start, edits)

@@ -557,7 +557,7 @@ def test_stored_session_id_finds_a_session_by_its_original_id(tmp_path, monkeypa
     assert stored_session_id(tmp_path, "call-+1 415 555 0100") is None
 
 
-def test_redact_events_hashes_ids_that_hold_pii_alike_in_every_record(redactor):
+def test_redact_events_hashes_tool_call_ids_that_hold_pii_alike_in_every_record(redactor):
     started = JournalEvent(EventType.TOOL_EXECUTION_STARTED.value, 1, {"name": "t", "arguments": {}},
                            tool_call_id="call:jane@example.com")
     finished = JournalEvent(EventType.TOOL_EXECUTION_FINISHED.value, 2, {"status": "ok"}, tool_call_id="call:jane@example.com")
@@ -565,9 +565,12 @@ def test_redact_events_hashes_ids_that_hold_pii_alike_in_every_record(redactor):
     redactor.redact_events([started, finished, plain])
     assert started.tool_call_id == finished.tool_call_id and started.tool_call_id.startswith("call:hmac-sha256:")
     assert plain.tool_call_id == "call_1"
-    single = redactor.redact_event(JournalEvent(EventType.MESSAGE_STARTED.value, 1, {"role": "user"},
-                                                message_id="+1 415 555 0199"))
-    assert single.message_id.startswith("hmac-sha256:")
+    single = redactor.redact_event(JournalEvent(EventType.TOOL_EXECUTION_FINISHED.value, 1, {"status": "ok"},
+                                                tool_call_id="+1 415 555 0199"))
+    assert single.tool_call_id.startswith("hmac-sha256:")
+    span_id = redactor.redact_event(JournalEvent(EventType.TOOL_EXECUTION_FINISHED.value, 1, {"status": "ok"},
+                                                 tool_call_id="0000004155550199"))
+    assert span_id.tool_call_id == "0000004155550199"  # the normalizer's fallback: a span id, random hex
 
 
 def test_a_tool_name_holding_pii_is_hashed_like_an_id(redactor):
