@@ -190,11 +190,16 @@ class Redactor:
             if leaf is _kept:
                 return {key: self._map_leaves(item, leaf) for key, item in value.items()}
             result: dict[Any, Any] = {}
+            scan, map_leaves = self._scan, self._map_leaves
             for key, item in value.items():
-                result[_distinct(result, self._map_key(key))] = self._map_leaves(item, leaf)
+                redacted_key = scan(key) if type(key) is str else self._map_key(key)
+                if redacted_key in result:
+                    redacted_key = _distinct(result, redacted_key)
+                result[redacted_key] = leaf(item) if type(item) in _JSON_SCALARS else map_leaves(item, leaf)
             return result
         if isinstance(value, (list, tuple)):
-            return [self._map_leaves(item, leaf) for item in value]
+            map_leaves = self._map_leaves
+            return [leaf(item) if type(item) in _JSON_SCALARS else map_leaves(item, leaf) for item in value]
         return leaf(value)
 
     def _map_key(self, key: Any) -> Any:

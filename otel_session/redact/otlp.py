@@ -90,6 +90,7 @@ class _Walk:
         self.tool_arguments = redactor.with_mode(_strictest(policy.tool_arguments, policy.text))
         self.tool_results = redactor.with_mode(_strictest(policy.tool_results, policy.text))
         self.ids = redactor.identifier_leaves
+        self.user_patterns = bool(policy.patterns)  # matched within words: JSON's quotes would change them
 
     def message(self, message: Message, *, structural: bool) -> None:
         structural = structural or message.DESCRIPTOR.full_name in (_RESOURCE, _SCOPE)  # who sent it
@@ -154,7 +155,7 @@ class _Walk:
         which = value.WhichOneof("value")
         if which == "string_value":
             text = value.string_value
-            decoded = _json_structure(text)
+            decoded = _json_structure(text) if self._may_hold(text) else None
             if decoded is None:
                 redacted = leaf(text)
                 if redacted != text:
@@ -178,6 +179,11 @@ class _Walk:
                 self.value(item, leaf)
         elif which == "kvlist_value":
             self.attributes(value.kvlist_value.values, structural=leaf is self.ids)
+
+    def _may_hold(self, text: str) -> bool:
+        """Whether JSON ``text`` may hold a detection once decoded: without escapes its strings
+        and numbers are its own characters, so a text the scanner leaves whole needs no decoding."""
+        return self.user_patterns or "\\" in text or self.redactor.scan_value(text) is not text
 
     def _slot_value(self, key_values: Any, value: Message) -> None:
         """A slot value as the bundle's: ``Redactor.slot_value`` of its slot, on the JSON it holds."""
