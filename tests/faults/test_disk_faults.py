@@ -140,7 +140,7 @@ def test_append_error_mid_batch_fails_one_run_and_never_the_app(tmp_path, error,
     healthy = bundle_of(root, outcomes["healthy"])
     assert healthy.status is BundleStatus.COMPLETE and healthy.diagnostics == []
     deltas = [e["payload"]["delta"] for e in healthy.events if e["type"] == "assistant_delta"]
-    assert len(deltas) == 400  # exactly one record per delta (the held-back last one released at the end)
+    assert len(deltas) == 400  # one record per delta (the held-back text is no extra record)
     assert "".join(deltas) == "".join(f"fine {index} " for index in range(400))
     spans = {span.name for span in captured.spans}
     assert {"invoke_agent booking", "turn 0", "execute_tool lookup"} <= spans, "spans flow on"
