@@ -157,6 +157,18 @@ def test_a_run_the_sdk_stops_is_a_failed_run(triage):
     assert run_span.attributes["error.type"] == "MaxTurnsExceeded"
 
 
+def test_a_run_made_while_the_app_handles_an_exception_is_not_failed_by_it(triage):
+    """A retry or a fallback agent run in the app's ``except`` block: the exception being handled
+    is the app's, not the run's."""
+    with capture_bundle() as captured:
+        try:
+            raise ValueError("the app's own, handled")
+        except ValueError:
+            result = agents.Runner.run_sync(triage, "a table for two on friday")
+    assert result.final_output == f"check_availability says: {TOOL_RESULT}"
+    assert captured.bundle.events[-1]["payload"] == {"status": "ok"}
+
+
 def test_without_an_sdk_session_a_run_joins_the_session_the_app_is_in(triage):
     import otel_session
 
