@@ -1,0 +1,223 @@
+"""Voice agents' own spans → journal events: Pipecat's tracing (pipecat-ai 1.x).
+
+Contract::
+
+    is_voice_span(span) -> bool          # a span of Pipecat's tracing (scopes ``pipecat``, ``pipecat.turn``)
+    map_span(span) -> list[JournalEvent]
+
+The table of what is read lives in ``docs/conventions.md`` ("Voice agents").
+
+* ``conversation`` (``conversation.id`` is the session id, ``SESSION_ID_KEYS``): a trace root
+  becomes ``run_started`` / ``run_finished``.
+* ``turn`` (``turn.number`` from 1) becomes ``turn_started`` / ``turn_finished`` with index
+  ``turn.number - 1``; ``turn_finished.payload`` has ``interrupted`` (``turn.was_interrupted``) and
+  ``latency`` = ``{user_to_agent_ms, stt_ms, llm_ttft_ms, tts_ttfb_ms}`` (each only when a span
+  gives it: ``turn.user_bot_latency_seconds``, the first ``stt`` / ``llm`` / ``tts`` span's
+  ``metrics.ttfb``).
+* ``llm`` (its ``input`` is the whole context as OpenAI messages, ``output`` the reply text) goes
+  through the GenAI mapping. Pipecat has no tool span: a tool call shows only in the next ``llm``
+  span's input, as the last assistant message's ``tool_calls`` and the ``tool`` messages after it,
+  so that call becomes the assistant's tool-call message and ``tool_execution_started`` /
+  ``tool_execution_finished`` at that span's start.
+
+A service span (``llm``/``stt``/``tts``) ends before its turn span: its records are held by its
+parent's span id and released with the turn's records, stamped with the turn's index (its latency
+part joins the turn's), so every path files them under the right turn whatever the journal order.
+A service span that comes after its turn (a producer or collector that reorders spans; Pipecat
+ending a turn at the pipeline's end while a service still runs) gets the index the turn left
+behind; its latency part has no ``turn_finished`` left to join and is not reported. Held records
+of a parent that never ends are released unstamped when the conversation ends, or when more than
+``MAX_HELD_PARENTS`` parents wait (oldest first): never dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from otel_session.journal import EventType, RunKind
+from otel_session.normalize import JournalEvent, SpanData, genai
+
+__all__ = ["MAX_HELD_PARENTS", "LATENCY_KEYS", "is_voice_span", "map_span"]
+
+MAX_HELD_PARENTS = 4096
+LATENCY_KEYS = ("user_to_agent_ms", "endpointing_ms", "stt_ms", "llm_ttft_ms", "tts_ttfb_ms")
+
+_PIPECAT_SCOPES = frozenset({"pipecat", "pipecat.turn"})
+_SERVICE_LATENCY = {"stt": "stt_ms", "llm": "llm_ttft_ms", "tts": "tts_ttfb_ms"}
+
+
+def is_voice_span(span: SpanData) -> bool:
+    return span.scope_name in _PIPECAT_SCOPES
+
+
+class _Held:
+    """Records and latency parts of finished service spans, by (trace id, parent span id)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_parent: OrderedDict[tuple[int, int], tuple[list[JournalEvent], dict[str, float]]] = OrderedDict()
+        self._turns: OrderedDict[tuple[int, int], int | None] = OrderedDict()  # turns mapped: their index
+
+    def hold(self, span: SpanData, events: list[JournalEvent], latency: dict[str, float]) -> list[JournalEvent]:
+        """Hold ``events`` for the span's parent, or stamp them with its index when that turn came
+        first; returns what is released now (those, or the records evicted to stay bounded)."""
+        key = (span.trace_id, span.parent_span_id or 0)
+        with self._lock:
+            if key in self._turns:
+                index = self._turns[key]
+                for event in events:
+                    if event.turn_index is None:
+                        event.turn_index = index
+                return events
+            held_events, held_latency = self._by_parent.setdefault(key, ([], {}))
+            held_events.extend(events)
+            for name, value in latency.items():
+                held_latency.setdefault(name, value)  # the first span of its kind counts
+            evicted: list[JournalEvent] = []
+            while len(self._by_parent) > MAX_HELD_PARENTS:
+                evicted.extend(self._by_parent.popitem(last=False)[1][0])
+            return evicted
+
+    def take(self, span: SpanData, turn_index: int | None = None) -> tuple[list[JournalEvent], dict[str, float]]:
+        """What waited for ``span``; a turn's ``turn_index`` is kept for its children still to come."""
+        key = (span.trace_id, span.span_id)
+        with self._lock:
+            if span.name == "turn":
+                self._turns[key] = turn_index
+                while len(self._turns) > MAX_HELD_PARENTS:
+                    self._turns.popitem(last=False)
+            return self._by_parent.pop(key, ([], {}))
+
+    def take_trace(self, trace_id: int) -> list[JournalEvent]:
+        with self._lock:
+            keys = [key for key in self._by_parent if key[0] == trace_id]
+            return [event for key in keys for event in self._by_parent.pop(key)[0]]
+
+
+_held = _Held()
+
+
+def map_span(span: SpanData) -> list[JournalEvent]:
+    if span.name == "turn" and "turn.number" in span.attributes:
+        return _map_turn(span)
+    if span.name == "conversation":
+        return _map_conversation(span)
+    return _map_service(span)
+
+
+def _ids(span: SpanData) -> tuple[str, str]:
+    return span.trace_id_hex, span.span_id_hex
+
+
+def _map_conversation(span: SpanData) -> list[JournalEvent]:
+    trace_id, span_id = _ids(span)
+    released = _held.take(span)[0] + _held.take_trace(span.trace_id)
+    if span.parent_span_id is not None:  # inside a run opened by this project's API, in process
+        return released
+    agent = span.service_name or "pipecat"
+    started = JournalEvent(EventType.RUN_STARTED.value, span.start_time_ns, {"kind": RunKind.LIVE.value, "agent": agent},
+                           trace_id=trace_id, span_id=span_id)
+    status = "error" if span.status_code == "error" else "ok"
+    finished = JournalEvent(EventType.RUN_FINISHED.value, span.end_time_ns, {"status": status},
+                            trace_id=trace_id, span_id=span_id)
+    return [started, *released, finished]
+
+
+def _map_turn(span: SpanData) -> list[JournalEvent]:
+    attributes = span.attributes
+    number = attributes.get("turn.number")
+    index = number - 1 if type(number) is int and number > 0 else None
+    trace_id, span_id = _ids(span)
+    children, latency = _held.take(span, index)
+    for event in children:
+        if event.turn_index is None:
+            event.turn_index = index
+    user_to_agent = _ms(attributes.get("turn.user_bot_latency_seconds"))
+    if user_to_agent is not None:
+        latency = {"user_to_agent_ms": user_to_agent, **latency}
+    finished: dict[str, Any] = {"interrupted": attributes.get("turn.was_interrupted") is True}
+    if attributes.get("turn.ended_by_conversation_end") is True:
+        finished["ended_by_conversation_end"] = True
+    if latency:
+        finished["latency"] = {key: latency[key] for key in LATENCY_KEYS if key in latency}
+    return [
+        JournalEvent(EventType.TURN_STARTED.value, span.start_time_ns, {"source": "pipecat"}, index,
+                     trace_id=trace_id, span_id=span_id),
+        *children,
+        JournalEvent(EventType.TURN_FINISHED.value, span.end_time_ns, finished, index, trace_id=trace_id, span_id=span_id),
+    ]
+
+
+def _map_service(span: SpanData) -> list[JournalEvent]:
+    latency: dict[str, float] = {}
+    part = _SERVICE_LATENCY.get(span.name)
+    ttfb = _ms(span.attributes.get("metrics.ttfb"))
+    if part is not None and ttfb is not None:
+        latency[part] = ttfb
+    events = _map_llm(span) if span.name == "llm" else []
+    if span.parent_span_id is None:  # a service span outside any conversation: nothing to wait for
+        return events
+    return _held.hold(span, events, latency)
+
+
+# -- model calls -----------------------------------------------------------------------------
+
+
+def _map_llm(span: SpanData) -> list[JournalEvent]:
+    """An ``llm`` span through the GenAI mapping, plus the tool calls its input reveals."""
+    attributes = dict(span.attributes)
+    history = genai._json_list(attributes.pop("input", None))
+    output = attributes.pop("output", None)
+    attributes["gen_ai.input.messages"] = orjson.dumps(history).decode()
+    if output:
+        attributes["gen_ai.output.messages"] = orjson.dumps([{"role": "assistant", "content": output}]).decode()
+    events = genai.map_span(dataclasses.replace(span, attributes=attributes, parent_span_id=span.parent_span_id or 0))
+    return _revealed_tool_calls(span, history) + events
+
+
+def _revealed_tool_calls(span: SpanData, history: list[Any]) -> list[JournalEvent]:
+    """The previous call's tool calls (the last assistant message's) and their results."""
+    last = next((position for position in range(len(history) - 1, -1, -1)
+                 if isinstance(history[position], Mapping) and history[position].get("role") == "assistant"), None)
+    if last is None or not history[last].get("tool_calls"):
+        return []
+    results = {item.get("tool_call_id"): item.get("content") for item in history[last + 1 :]
+               if isinstance(item, Mapping) and item.get("role") == "tool"}
+    trace_id, span_id = _ids(span)
+    at = span.start_time_ns
+    message_id = f"{span_id}-tool-calls"
+    message = genai.Message("assistant")
+    genai._add_openai_message(message, history[last])
+    events = [
+        JournalEvent(EventType.MESSAGE_STARTED.value, at, {"role": "assistant"}, None, message_id, None, trace_id, span_id),
+        JournalEvent(EventType.MESSAGE_FINISHED.value, at, {"settled": True, "content": message.content},
+                     None, message_id, None, trace_id, span_id),
+    ]
+    for call in history[last]["tool_calls"]:
+        if not isinstance(call, Mapping):
+            continue
+        function = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        call_id = str(call.get("id") or f"{span_id}-{len(events)}")
+        arguments = genai._json_value(function.get("arguments"))
+        events.append(JournalEvent(EventType.TOOL_EXECUTION_STARTED.value, at,
+                                   {"name": str(function.get("name")), "arguments": arguments if arguments is not None else {}},
+                                   tool_call_id=call_id, trace_id=trace_id, span_id=span_id))
+        if call.get("id") in results:
+            finished = {"status": "ok", "result": genai._json_value(results[call.get("id")])}
+        else:
+            finished = {"status": "unknown"}
+        events.append(JournalEvent(EventType.TOOL_EXECUTION_FINISHED.value, at, finished,
+                                   tool_call_id=call_id, trace_id=trace_id, span_id=span_id))
+    return events
+
+
+def _ms(seconds: Any) -> float | None:
+    if type(seconds) not in (int, float) or seconds < 0:
+        return None
+    return round(seconds * 1000, 3)

@@ -1,0 +1,87 @@
+"""Pipecat's own tracing → sessions, turns, messages, tools, interruptions and voice latency.
+
+The real pipecat-ai pipeline (``tests/voice/pipecat_app.py``: its OpenAI LLM service against the
+loopback mock, only STT/TTS replaced since no cloud service runs here), recorded both ways a user
+would: exporting to ``otel-session collect`` with the official OTLP exporter, and in process with
+``otel_session.configure()`` on the app's tracer provider.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_session.facts import load_session_facts
+from otel_session.testing import bundles, running_collectors, wait_for
+
+from .conftest import run_pipecat
+
+pytestmark = pytest.mark.slow
+
+
+def _sealed(root: Path) -> None:
+    wait_for(lambda: any(b.capture and b.capture.get("status") != "recording" for b in bundles(root)), 20)
+
+
+@pytest.fixture(scope="module")
+def collected(mock_llm, tmp_path_factory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("collected")
+    with running_collectors(grpc_address="127.0.0.1:0", http_address="127.0.0.1:0", seal_after_s=0.2) as make:
+        collector = make(root)
+        run_pipecat(mock_llm.base_url, "call-collected", "--otlp", f"127.0.0.1:{collector.grpc_port}")
+        _sealed(root)
+    return load_session_facts(root, "call-collected")
+
+
+@pytest.fixture(scope="module")
+def in_process(mock_llm, tmp_path_factory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("in-process")
+    run_pipecat(mock_llm.base_url, "call-in-process", "--in-process", str(root))
+    return load_session_facts(root, "call-in-process")
+
+
+@pytest.fixture(params=["collected", "in_process"])
+def facts(request) -> dict[str, Any]:
+    return request.getfixturevalue(request.param)
+
+
+def test_the_conversation_is_a_session_with_one_run_of_its_turns(facts):
+    assert facts["session_id"] in ("call-collected", "call-in-process")
+    assert facts["integrity"]["status"] == "complete"
+    assert [turn["turn_index"] for turn in facts["turns"]] == [0, 1, 2]
+    assert all(turn["finished"] for turn in facts["turns"])
+    assert facts["notes"] == []
+
+
+def test_each_turn_holds_the_callers_words_and_the_agents_reply(facts):
+    said = [[(m["role"], m["text"]) for m in turn["messages"] if m["role"] in ("user", "assistant") and m["text"]]
+            for turn in facts["turns"]]
+    assert said[0] == [("user", "what is the weather"), ("assistant", 'get_weather says: {"forecast": "sunny"}')]
+    assert said[1][0] == ("user", "and tomorrow")
+    assert said[2][0] == ("user", "thanks")
+
+
+def test_a_tool_call_seen_only_in_the_next_model_input_is_a_tool_execution(facts):
+    (tool,) = facts["turns"][0]["tools"]
+    assert (tool["name"], tool["status"]) == ("get_weather", "ok")
+    roles = [message["role"] for message in facts["turns"][0]["messages"]]
+    assert roles.index("user") < roles.index("tool") < len(roles) - 1  # call, result, then the spoken reply
+
+
+def test_the_caller_cutting_the_bot_off_is_an_interruption(facts):
+    assert facts["turns"][0]["interrupted"] is False  # the bot had finished when the caller spoke again
+    assert facts["turns"][1]["interrupted"] is True  # the caller spoke over the bot's reply
+
+
+def test_voice_latency_per_turn_and_per_run(facts):
+    for turn in facts["turns"][:2]:
+        latency = turn["latency"]
+        assert 0 < latency["llm_ttft_ms"] < latency["user_to_agent_ms"]  # the model answers inside the wait
+    summary = facts["latency"]
+    measured = sorted(turn["latency"]["user_to_agent_ms"] for turn in facts["turns"] if turn["latency"]
+                      and "user_to_agent_ms" in turn["latency"])
+    assert summary["user_to_agent_ms"] == {"count": len(measured), "p50": measured[(len(measured) + 1) // 2 - 1],
+                                           "p95": measured[-1]}
+    assert summary["slow_threshold_ms"] == 1500.0
