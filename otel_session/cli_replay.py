@@ -78,9 +78,14 @@ def _turn_rows(turns: list[dict[str, Any]], run_numbers: dict[str, int] | None =
 
 
 def _latency_cell(turn: dict[str, Any]) -> str:
-    """``412 ms`` (user stopped speaking → agent started), ``SLOW`` over the threshold, ``interrupted``."""
+    """``412 ms (llm 190, tts 60)``: user stopped speaking → agent started, and its parts; ``SLOW``
+    over the threshold; ``interrupted``."""
     latency = turn["latency"] or {}
     cell = f"{latency['user_to_agent_ms']:.0f} ms" if "user_to_agent_ms" in latency else "-"
+    parts = [f"{name.removesuffix('_ms').split('_')[0]} {value:.0f}" for name, value in latency.items()
+             if name != "user_to_agent_ms"]
+    if parts:
+        cell += f" ({', '.join(parts)})"
     if turn["slow"]:
         cell += " SLOW"
     return cell + (" interrupted" if turn["interrupted"] else "")

@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -49,11 +49,16 @@ MAX_HELD_PARENTS = 4096
 LATENCY_KEYS = ("user_to_agent_ms", "endpointing_ms", "stt_ms", "llm_ttft_ms", "tts_ttfb_ms")
 
 _PIPECAT_SCOPES = frozenset({"pipecat", "pipecat.turn"})
-_SERVICE_LATENCY = {"stt": "stt_ms", "llm": "llm_ttft_ms", "tts": "tts_ttfb_ms"}
+_LIVEKIT_SCOPE = "livekit-agents"
+_TURN_SPANS = frozenset({"turn", "agent_turn"})
+# A service span's latency part: span name -> (attribute in seconds, part); the first span of a turn counts.
+_PIPECAT_LATENCY = {"stt": ("metrics.ttfb", "stt_ms"), "llm": ("metrics.ttfb", "llm_ttft_ms"),
+                    "tts": ("metrics.ttfb", "tts_ttfb_ms")}
+_LIVEKIT_LATENCY = {"llm_node": ("lk.response.ttft", "llm_ttft_ms"), "tts_node": ("lk.response.ttfb", "tts_ttfb_ms")}
 
 
 def is_voice_span(span: SpanData) -> bool:
-    return span.scope_name in _PIPECAT_SCOPES
+    return span.scope_name in _PIPECAT_SCOPES or span.scope_name == _LIVEKIT_SCOPE
 
 
 class _Held:
@@ -63,12 +68,16 @@ class _Held:
         self._lock = threading.Lock()
         self._by_parent: OrderedDict[tuple[int, int], tuple[list[JournalEvent], dict[str, float]]] = OrderedDict()
         self._turns: OrderedDict[tuple[int, int], int | None] = OrderedDict()  # turns mapped: their index
+        self._turn_counts: OrderedDict[int, int] = OrderedDict()
 
     def hold(self, span: SpanData, events: list[JournalEvent], latency: dict[str, float]) -> list[JournalEvent]:
         """Hold ``events`` for the span's parent, or stamp them with its index when that turn came
         first; returns what is released now (those, or the records evicted to stay bounded)."""
         key = (span.trace_id, span.parent_span_id or 0)
         with self._lock:
+            below_events, below_latency = self._by_parent.pop((span.trace_id, span.span_id), ([], {}))
+            events = below_events + events  # what waited for this span waits for its parent now
+            latency = {**below_latency, **latency}
             if key in self._turns:
                 index = self._turns[key]
                 for event in events:
@@ -88,11 +97,20 @@ class _Held:
         """What waited for ``span``; a turn's ``turn_index`` is kept for its children still to come."""
         key = (span.trace_id, span.span_id)
         with self._lock:
-            if span.name == "turn":
+            if span.name in _TURN_SPANS:
                 self._turns[key] = turn_index
                 while len(self._turns) > MAX_HELD_PARENTS:
                     self._turns.popitem(last=False)
             return self._by_parent.pop(key, ([], {}))
+
+    def next_turn_index(self, trace_id: int) -> int:
+        """The next turn index of a trace whose turns carry no number (LiveKit's, mapped in end order)."""
+        with self._lock:
+            index = self._turn_counts.pop(trace_id, 0)
+            self._turn_counts[trace_id] = index + 1
+            while len(self._turn_counts) > MAX_HELD_PARENTS:
+                self._turn_counts.popitem(last=False)
+            return index
 
     def take_trace(self, trace_id: int) -> list[JournalEvent]:
         with self._lock:
@@ -104,66 +122,97 @@ _held = _Held()
 
 
 def map_span(span: SpanData) -> list[JournalEvent]:
+    if span.scope_name == _LIVEKIT_SCOPE:
+        return _map_livekit(span)
     if span.name == "turn" and "turn.number" in span.attributes:
-        return _map_turn(span)
+        number = span.attributes["turn.number"]
+        return _map_turn(span, number - 1 if type(number) is int and number > 0 else None, _pipecat_turn)
     if span.name == "conversation":
-        return _map_conversation(span)
-    return _map_service(span)
+        return _map_run(span, [])
+    return _map_service(span, _map_llm(span) if span.name == "llm" else [], _PIPECAT_LATENCY)
+
+
+def _map_livekit(span: SpanData) -> list[JournalEvent]:
+    if span.name == "agent_turn":
+        return _map_turn(span, _held.next_turn_index(span.trace_id), _livekit_turn)
+    events = genai.map_span(span)  # messages (llm_request), tools (function_tool), the run (its root)
+    if span.parent_span_id is None or span.name == "agent_session":
+        return _map_run(span, events)
+    return _map_service(span, events, _LIVEKIT_LATENCY)
 
 
 def _ids(span: SpanData) -> tuple[str, str]:
     return span.trace_id_hex, span.span_id_hex
 
 
-def _map_conversation(span: SpanData) -> list[JournalEvent]:
-    trace_id, span_id = _ids(span)
+def _map_run(span: SpanData, events: list[JournalEvent]) -> list[JournalEvent]:
+    """A conversation's span: what still waits in its trace, inside ``run_started`` … ``run_finished``
+    when it is the trace's root (else, in process, the run is this project's API's)."""
     released = _held.take(span)[0] + _held.take_trace(span.trace_id)
-    if span.parent_span_id is not None:  # inside a run opened by this project's API, in process
-        return released
-    agent = span.service_name or "pipecat"
-    started = JournalEvent(EventType.RUN_STARTED.value, span.start_time_ns, {"kind": RunKind.LIVE.value, "agent": agent},
-                           trace_id=trace_id, span_id=span_id)
-    status = "error" if span.status_code == "error" else "ok"
-    finished = JournalEvent(EventType.RUN_FINISHED.value, span.end_time_ns, {"status": status},
-                            trace_id=trace_id, span_id=span_id)
-    return [started, *released, finished]
+    if span.parent_span_id is not None:
+        return events + released
+    if not events:
+        trace_id, span_id = _ids(span)
+        started = {"kind": RunKind.LIVE.value, "agent": span.service_name or span.scope_name}
+        status = "error" if span.status_code == "error" else "ok"
+        events = [JournalEvent(EventType.RUN_STARTED.value, span.start_time_ns, started, trace_id=trace_id, span_id=span_id),
+                  JournalEvent(EventType.RUN_FINISHED.value, span.end_time_ns, {"status": status},
+                               trace_id=trace_id, span_id=span_id)]
+    return [*events[:-1], *released, events[-1]]
 
 
-def _map_turn(span: SpanData) -> list[JournalEvent]:
-    attributes = span.attributes
-    number = attributes.get("turn.number")
-    index = number - 1 if type(number) is int and number > 0 else None
-    trace_id, span_id = _ids(span)
-    children, latency = _held.take(span, index)
-    for event in children:
-        if event.turn_index is None:
-            event.turn_index = index
-    user_to_agent = _ms(attributes.get("turn.user_bot_latency_seconds"))
-    if user_to_agent is not None:
-        latency = {"user_to_agent_ms": user_to_agent, **latency}
+_TurnPayload = Callable[[Mapping[str, Any]], tuple[dict[str, Any], dict[str, float]]]
+
+
+def _pipecat_turn(attributes: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
     finished: dict[str, Any] = {"interrupted": attributes.get("turn.was_interrupted") is True}
     if attributes.get("turn.ended_by_conversation_end") is True:
         finished["ended_by_conversation_end"] = True
+    return finished, _latency(attributes, (("turn.user_bot_latency_seconds", "user_to_agent_ms"),))
+
+
+def _livekit_turn(attributes: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+    finished = {"interrupted": attributes.get("lk.interrupted") is True}
+    return finished, _latency(attributes, (("lk.e2e_latency", "user_to_agent_ms"), ("lk.end_of_turn_delay", "endpointing_ms"),
+                                           ("lk.transcription_delay", "stt_ms")))
+
+
+def _map_turn(span: SpanData, index: int | None, payload_of: _TurnPayload) -> list[JournalEvent]:
+    trace_id, span_id = _ids(span)
+    children, parts = _held.take(span, index)
+    for event in children:
+        if event.turn_index is None:
+            event.turn_index = index
+    finished, latency = payload_of(span.attributes)
+    latency = {**parts, **latency}  # the turn's own figures over its services'
     if latency:
         finished["latency"] = {key: latency[key] for key in LATENCY_KEYS if key in latency}
+    source = "livekit" if span.scope_name == _LIVEKIT_SCOPE else "pipecat"
     return [
-        JournalEvent(EventType.TURN_STARTED.value, span.start_time_ns, {"source": "pipecat"}, index,
+        JournalEvent(EventType.TURN_STARTED.value, span.start_time_ns, {"source": source}, index,
                      trace_id=trace_id, span_id=span_id),
         *children,
         JournalEvent(EventType.TURN_FINISHED.value, span.end_time_ns, finished, index, trace_id=trace_id, span_id=span_id),
     ]
 
 
-def _map_service(span: SpanData) -> list[JournalEvent]:
-    latency: dict[str, float] = {}
-    part = _SERVICE_LATENCY.get(span.name)
-    ttfb = _ms(span.attributes.get("metrics.ttfb"))
-    if part is not None and ttfb is not None:
-        latency[part] = ttfb
-    events = _map_llm(span) if span.name == "llm" else []
-    if span.parent_span_id is None:  # a service span outside any conversation: nothing to wait for
+def _map_service(span: SpanData, events: list[JournalEvent], latency_of: Mapping[str, tuple[str, str]]) -> list[JournalEvent]:
+    """A span inside a turn: its records wait for the turn (see the module docstring)."""
+    read = latency_of.get(span.name)
+    latency = _latency(span.attributes, (read,)) if read is not None else {}
+    if span.parent_span_id is None:  # outside any conversation: nothing to wait for
         return events
     return _held.hold(span, events, latency)
+
+
+def _latency(attributes: Mapping[str, Any], reads: Iterable[tuple[str, str]]) -> dict[str, float]:
+    """``{part: milliseconds}`` of the ``(attribute in seconds, part)`` pairs the span has."""
+    found = {}
+    for attribute, part in reads:
+        value = _ms(attributes.get(attribute))
+        if value is not None:
+            found[part] = value
+    return found
 
 
 # -- model calls -----------------------------------------------------------------------------

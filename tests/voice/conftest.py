@@ -11,7 +11,7 @@ import pytest
 
 from otel_session.demo.mock_llm import MockLLMServer
 
-APP = Path(__file__).with_name("pipecat_app.py")
+HERE = Path(__file__).parent
 
 # The caller of every conversation below: the bot's reply lasts 2 s of (silent) speech, so the caller
 # speaking again 3.6 s after their first utterance finds it finished (turn 0 ends cleanly), 1.2 s
@@ -27,10 +27,11 @@ def mock_llm() -> Iterator[MockLLMServer]:
         yield server
 
 
-def run_pipecat(base_url: str, conversation_id: str, *sink: str) -> None:
-    """Run ``pipecat_app.py`` (a process of its own: Pipecat traces through the global provider)."""
-    done = subprocess.run(
-        [sys.executable, str(APP), base_url, conversation_id, *sink, "--speech-s", SPEECH_S, *UTTERANCES],
-        capture_output=True, text=True, timeout=120,
-    )
+def run_app(app: str, *args: str) -> None:
+    """Run ``app`` (a process of its own per conversation: each framework sets its tracer provider once)."""
+    done = subprocess.run([sys.executable, str(HERE / app), *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-4000:]
+
+
+def run_pipecat(base_url: str, conversation_id: str, *sink: str) -> None:
+    run_app("pipecat_app.py", base_url, conversation_id, *sink, "--speech-s", SPEECH_S, *UTTERANCES)

@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
-from otel_session.facts import load_session_facts
+from otel_session import cli
+from otel_session.facts import build_session_wide_facts, load_session_facts
+from otel_session.latency import ENV_SLOW_TURN_MS
 from otel_session.testing import bundles, running_collectors, wait_for
 
 from .conftest import run_pipecat
@@ -26,25 +29,30 @@ def _sealed(root: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def collected(mock_llm, tmp_path_factory) -> dict[str, Any]:
+def collected(mock_llm, tmp_path_factory) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("collected")
     with running_collectors(grpc_address="127.0.0.1:0", http_address="127.0.0.1:0", seal_after_s=0.2) as make:
         collector = make(root)
         run_pipecat(mock_llm.base_url, "call-collected", "--otlp", f"127.0.0.1:{collector.grpc_port}")
         _sealed(root)
-    return load_session_facts(root, "call-collected")
+    return root, "call-collected"
 
 
 @pytest.fixture(scope="module")
-def in_process(mock_llm, tmp_path_factory) -> dict[str, Any]:
+def in_process(mock_llm, tmp_path_factory) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("in-process")
     run_pipecat(mock_llm.base_url, "call-in-process", "--in-process", str(root))
-    return load_session_facts(root, "call-in-process")
+    return root, "call-in-process"
 
 
 @pytest.fixture(params=["collected", "in_process"])
-def facts(request) -> dict[str, Any]:
+def recorded(request) -> tuple[Path, str]:
     return request.getfixturevalue(request.param)
+
+
+@pytest.fixture
+def facts(recorded) -> dict[str, Any]:
+    return load_session_facts(*recorded)
 
 
 def test_the_conversation_is_a_session_with_one_run_of_its_turns(facts):
@@ -85,3 +93,30 @@ def test_voice_latency_per_turn_and_per_run(facts):
     assert summary["user_to_agent_ms"] == {"count": len(measured), "p50": measured[(len(measured) + 1) // 2 - 1],
                                            "p95": measured[-1]}
     assert summary["slow_threshold_ms"] == 1500.0
+
+
+def test_turns_over_the_threshold_are_flagged_slow(recorded, monkeypatch):
+    root, session_id = recorded
+    latencies = {turn["turn_index"]: turn["latency"]["user_to_agent_ms"]
+                 for turn in load_session_facts(root, session_id)["turns"] if "user_to_agent_ms" in (turn["latency"] or {})}
+    threshold = min(latencies.values())  # every measured turn but the quickest is over it
+    expected = [index for index, value in sorted(latencies.items()) if value > threshold]
+    assert expected  # the caller's three turns are not all equally quick
+
+    flagged = load_session_facts(root, session_id, slow_turn_ms=threshold)
+    assert [turn["turn_index"] for turn in flagged["turns"] if turn["slow"]] == expected
+    assert [slow["turn_index"] for slow in flagged["latency"]["slow_turns"]] == expected
+    monkeypatch.setenv(ENV_SLOW_TURN_MS, str(threshold))  # the same through the environment
+    assert load_session_facts(root, session_id)["latency"]["slow_turns"] == flagged["latency"]["slow_turns"]
+    everywhere = build_session_wide_facts(root, session_id)
+    assert [(slow["run_id"], slow["turn_index"]) for slow in everywhere["latency"]["slow_turns"]] == [
+        (flagged["run_id"], index) for index in expected]
+
+    shown = CliRunner().invoke(cli.main, ["facts", session_id, "--dir", str(root), "--slow-turn-ms", str(threshold)])
+    assert shown.exit_code == 0, shown.output
+    assert [line.split(":")[0] for line in shown.output.splitlines() if line.startswith("slow turn")] == [
+        f"slow turn {index}" for index in expected]
+    assert f"p95 {max(latencies.values()):.0f} ms" in shown.output
+    monkeypatch.setenv(ENV_SLOW_TURN_MS, "soon")
+    refused = CliRunner().invoke(cli.main, ["facts", session_id, "--dir", str(root)])
+    assert refused.exit_code == 2 and ENV_SLOW_TURN_MS in refused.output
