@@ -138,6 +138,28 @@ def converse(base_url: str, conversation_id: str, utterances: Sequence[Utterance
     asyncio.run(_converse(base_url, conversation_id, utterances, speech_s))
 
 
+def _export_in_turn_pairs(provider, endpoint: str, run) -> None:
+    """Run, then send the spans (in the order they ended) with the official OTLP exporter, one request
+    from each turn's span through the next turn's: a batch boundary a batch processor may draw, where
+    the exporter's grouping by scope puts the later turn's span before the services inside it."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    run()
+    spans = list(memory.get_finished_spans())
+    turns = [position for position, span in enumerate(spans) if span.name == "turn"]
+    cuts = [0, *turns[0::2], len(spans)]  # requests: [.. T0), [T0 .. T1], (T1 .. T2), [T2 .. T3] …
+    cuts = sorted({*cuts, *(position + 1 for position in turns[1::2])})
+    exporter = OTLPSpanExporter(endpoint=endpoint, insecure=True)
+    for start, end in zip(cuts, cuts[1:]):
+        if spans[start:end]:
+            exporter.export(spans[start:end])
+    exporter.shutdown()
+
+
 def main() -> None:
     """``python pipecat_app.py BASE_URL CONVERSATION_ID (--otlp ENDPOINT | --in-process DIR) TEXT:PAUSE...``
 
@@ -154,6 +176,8 @@ def main() -> None:
     parser.add_argument("base_url")
     parser.add_argument("conversation_id")
     parser.add_argument("--otlp")
+    parser.add_argument("--otlp-turn-pairs", action="store_true",
+                        help="export with --otlp in requests that each run from a turn's span through the next one's")
     parser.add_argument("--in-process")
     parser.add_argument("--speech-s", type=float, default=0.6)
     parser.add_argument("utterances", nargs="+")
@@ -161,7 +185,10 @@ def main() -> None:
     utterances = [Utterance(text, float(pause)) for text, pause in (item.rsplit(":", 1) for item in args.utterances)]
     provider = TracerProvider(resource=Resource.create({"service.name": "weather-bot"}))
     trace.set_tracer_provider(provider)
-    if args.otlp:  # Pipecat's documented setup: the official OTLP exporter in a batch processor
+    if args.otlp and args.otlp_turn_pairs:
+        _export_in_turn_pairs(provider, args.otlp, lambda: converse(args.base_url, args.conversation_id, utterances,
+                                                                     speech_s=args.speech_s))
+    elif args.otlp:  # Pipecat's documented setup: the official OTLP exporter in a batch processor
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 

@@ -120,3 +120,16 @@ def test_turns_over_the_threshold_are_flagged_slow(recorded, monkeypatch):
     monkeypatch.setenv(ENV_SLOW_TURN_MS, "soon")
     refused = CliRunner().invoke(cli.main, ["facts", session_id, "--dir", str(root)])
     assert refused.exit_code == 2 and ENV_SLOW_TURN_MS in refused.output
+
+
+def test_a_turn_sent_before_the_services_inside_it_keeps_their_records_and_latency(mock_llm, tmp_path):
+    """One OTLP request holding a turn's span and the spans inside it lists the turn's scope first
+    (the exporter groups by scope): the collector journals them in end order all the same."""
+    with running_collectors(grpc_address="127.0.0.1:0", http_address="127.0.0.1:0", seal_after_s=0.2) as make:
+        collector = make(tmp_path)
+        run_pipecat(mock_llm.base_url, "call-regrouped", "--otlp", f"127.0.0.1:{collector.grpc_port}", "--otlp-turn-pairs")
+        _sealed(tmp_path)
+    turns = load_session_facts(tmp_path, "call-regrouped")["turns"]
+    assert [turn["turn_index"] for turn in turns] == [0, 1, 2]
+    assert [m["text"] for m in turns[1]["messages"] if m["role"] == "user"] == ["and tomorrow"]
+    assert {"user_to_agent_ms", "llm_ttft_ms"} <= set(turns[1]["latency"])  # turn 1 came ahead of its llm spans
