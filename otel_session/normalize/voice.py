@@ -234,9 +234,10 @@ def _revealed_tool_calls(span: SpanData, history: list[Any]) -> list[JournalEven
     """The previous call's tool calls (the last assistant message's) and their results."""
     last = next((position for position in range(len(history) - 1, -1, -1)
                  if isinstance(history[position], Mapping) and history[position].get("role") == "assistant"), None)
-    if last is None or not history[last].get("tool_calls"):
+    calls = history[last].get("tool_calls") if last is not None else None
+    if not calls or not isinstance(calls, list):
         return []
-    results = {item.get("tool_call_id"): item.get("content") for item in history[last + 1 :]
+    results = {str(item.get("tool_call_id")): item.get("content") for item in history[last + 1 :]
                if isinstance(item, Mapping) and item.get("role") == "tool"}
     trace_id, span_id = _ids(span)
     at = span.start_time_ns
@@ -248,7 +249,7 @@ def _revealed_tool_calls(span: SpanData, history: list[Any]) -> list[JournalEven
         JournalEvent(EventType.MESSAGE_FINISHED.value, at, {"settled": True, "content": message.content},
                      None, message_id, None, trace_id, span_id),
     ]
-    for call in history[last]["tool_calls"]:
+    for call in calls:
         if not isinstance(call, Mapping):
             continue
         function = call.get("function") if isinstance(call.get("function"), Mapping) else call
@@ -257,8 +258,8 @@ def _revealed_tool_calls(span: SpanData, history: list[Any]) -> list[JournalEven
         events.append(JournalEvent(EventType.TOOL_EXECUTION_STARTED.value, at,
                                    {"name": str(function.get("name")), "arguments": arguments if arguments is not None else {}},
                                    tool_call_id=call_id, trace_id=trace_id, span_id=span_id))
-        if call.get("id") in results:
-            finished = {"status": "ok", "result": genai._json_value(results[call.get("id")])}
+        if call_id in results:
+            finished = {"status": "ok", "result": genai._json_value(results[call_id])}
         else:
             finished = {"status": "unknown"}
         events.append(JournalEvent(EventType.TOOL_EXECUTION_FINISHED.value, at, finished,
@@ -267,6 +268,9 @@ def _revealed_tool_calls(span: SpanData, history: list[Any]) -> list[JournalEven
 
 
 def _ms(seconds: Any) -> float | None:
-    if type(seconds) not in (int, float) or seconds < 0:
+    if type(seconds) not in (int, float) or not 0 <= seconds < _MAX_SECONDS:
         return None
     return round(seconds * 1000, 3)
+
+
+_MAX_SECONDS = 86_400.0  # a day: anything longer (or NaN, infinite) is not a latency
