@@ -1,33 +1,34 @@
-"""Voice agents' own spans → journal events: Pipecat's tracing (pipecat-ai 1.x).
+"""Voice agents' own spans → journal events: Pipecat's tracing (pipecat-ai 1.x) and LiveKit Agents'
+telemetry (livekit-agents 1.8).
 
 Contract::
 
-    is_voice_span(span) -> bool          # a span of Pipecat's tracing (scopes ``pipecat``, ``pipecat.turn``)
+    is_voice_span(span) -> bool          # scopes ``pipecat``, ``pipecat.turn``, ``livekit-agents``
     map_span(span) -> list[JournalEvent]
 
-The table of what is read lives in ``docs/conventions.md`` ("Voice agents").
+The table of what is read lives in ``docs/conventions.md`` ("Voice agents"). A conversation is a
+run; each framework turn a ``turn_started`` / ``turn_finished`` whose payload has ``interrupted``
+and ``latency`` = ``{user_to_agent_ms, endpointing_ms, stt_ms, llm_ttft_ms, tts_ttfb_ms}`` (each
+only when a span gives it).
 
-* ``conversation`` (``conversation.id`` is the session id, ``SESSION_ID_KEYS``): a trace root
-  becomes ``run_started`` / ``run_finished``.
-* ``turn`` (``turn.number`` from 1) becomes ``turn_started`` / ``turn_finished`` with index
-  ``turn.number - 1``; ``turn_finished.payload`` has ``interrupted`` (``turn.was_interrupted``) and
-  ``latency`` = ``{user_to_agent_ms, stt_ms, llm_ttft_ms, tts_ttfb_ms}`` (each only when a span
-  gives it: ``turn.user_bot_latency_seconds``, the first ``stt`` / ``llm`` / ``tts`` span's
-  ``metrics.ttfb``).
-* ``llm`` (its ``input`` is the whole context as OpenAI messages, ``output`` the reply text) goes
-  through the GenAI mapping. Pipecat has no tool span: a tool call shows only in the next ``llm``
-  span's input, as the last assistant message's ``tool_calls`` and the ``tool`` messages after it,
-  so that call becomes the assistant's tool-call message and ``tool_execution_started`` /
-  ``tool_execution_finished`` at that span's start.
+* Pipecat: ``conversation`` (``conversation.id`` is the session id, ``SESSION_ID_KEYS``) frames the
+  run; ``turn`` (``turn.number`` from 1) is turn ``turn.number - 1``; ``llm`` (``input``: the whole
+  context as OpenAI messages, ``output``: the reply) goes through the GenAI mapping. Pipecat has no
+  tool span: a tool call shows only in the next ``llm`` span's input (the last assistant message's
+  ``tool_calls``, the ``tool`` messages after it), so that call becomes the assistant's tool-call
+  message and ``tool_execution_started`` / ``tool_execution_finished`` at that span's start.
+* LiveKit: ``agent_session`` frames the run (GenAI root rule); ``agent_turn`` is a turn, indexed in
+  the order the trace's turns are mapped; every other span goes through the GenAI mapping
+  (``llm_request`` messages, ``function_tool`` executions).
 
-A service span (``llm``/``stt``/``tts``) ends before its turn span: its records are held by its
-parent's span id and released with the turn's records, stamped with the turn's index (its latency
-part joins the turn's), so every path files them under the right turn whatever the journal order.
-A service span that comes after its turn (a producer or collector that reorders spans; Pipecat
-ending a turn at the pipeline's end while a service still runs) gets the index the turn left
-behind; its latency part has no ``turn_finished`` left to join and is not reported. Held records
-of a parent that never ends are released unstamped when the conversation ends, or when more than
-``MAX_HELD_PARENTS`` parents wait (oldest first): never dropped.
+Records of the spans inside a turn wait for it: each span's records (and those that waited for
+it) are held by its parent's span id and released with the turn's, stamped with the turn's index
+(the first service span of each kind gives its latency part), so every path files them under the
+right turn whatever the journal order. A span that comes after its turn (a producer or collector
+that reorders spans; Pipecat ending a turn at the pipeline's end while a service still runs) gets
+the index the turn left behind; its latency part has no ``turn_finished`` left to join and is not
+reported. Held records of a parent that never ends are released unstamped when the conversation
+ends, or when more than ``MAX_HELD_PARENTS`` parents wait (oldest first): never dropped.
 """
 
 from __future__ import annotations
