@@ -32,11 +32,19 @@ class WeatherAgent(Agent):
         return "sunny"
 
 
-async def converse(base_url: str, utterances: Sequence[str]) -> None:
+async def converse(base_url: str, utterances: Sequence[str], *, interrupt_first_after_s: float | None = None) -> None:
+    """Each utterance a turn; with ``interrupt_first_after_s``, the caller cuts the first reply off
+    that long after asking (``session.interrupt()``, what LiveKit does when the user speaks over it)."""
     async with openai.LLM(model="mock-gpt", base_url=base_url, api_key="unused") as llm, AgentSession(llm=llm) as session:
         await session.start(WeatherAgent())
-        for text in utterances:
-            await session.run(user_input=text)
+        for position, text in enumerate(utterances):
+            if position == 0 and interrupt_first_after_s is not None:
+                handle = session.generate_reply(user_input=text)
+                await asyncio.sleep(interrupt_first_after_s)
+                await session.interrupt()
+                await handle
+            else:
+                await session.run(user_input=text)
 
 
 def main() -> None:
@@ -45,6 +53,7 @@ def main() -> None:
     parser.add_argument("session_id")
     parser.add_argument("--otlp")
     parser.add_argument("--in-process")
+    parser.add_argument("--interrupt-first-after-s", type=float)
     parser.add_argument("utterances", nargs="+")
     args = parser.parse_args()
     provider = TracerProvider(resource=Resource.create({"service.name": "weather-agent"}))
@@ -54,14 +63,14 @@ def main() -> None:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=args.otlp, insecure=True)))
-        asyncio.run(converse(args.base_url, args.utterances))
+        asyncio.run(converse(args.base_url, args.utterances, interrupt_first_after_s=args.interrupt_first_after_s))
         provider.shutdown()
     else:
         import otel_session
 
         recorder = otel_session.configure(args.in_process, tracer_provider=provider)
         with otel_session.session(args.session_id), otel_session.run("weather-agent"):
-            asyncio.run(converse(args.base_url, args.utterances))
+            asyncio.run(converse(args.base_url, args.utterances, interrupt_first_after_s=args.interrupt_first_after_s))
         recorder.shutdown()
 
 

@@ -4,15 +4,18 @@ The real livekit-agents ``AgentSession`` (``tests/voice/livekit_app.py``: its Op
 the loopback mock, the caller's turns as text through ``session.run(user_input=…)`` as LiveKit's
 test harness does), recorded through ``otel-session collect`` with the official OTLP exporter and
 in process with ``otel_session.configure()``. Text turns have no speech, so LiveKit reports no
-end-of-utterance or end-to-end latency for them: only the model's time to first token.
+end-of-utterance or end-to-end latency for them: only the model's time to first token. A reply cut
+off is ``session.interrupt()``, what LiveKit calls when the caller speaks over the agent.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
+from otel_session.demo.mock_llm import MockLLMServer, canned_reply
 from otel_session.facts import load_session_facts
 from otel_session.testing import bundles, running_collectors, wait_for
 
@@ -64,3 +67,18 @@ def test_the_models_time_to_first_token_per_turn(facts):
         assert set(turn["latency"]) == {"llm_ttft_ms"} and turn["latency"]["llm_ttft_ms"] > 0
         assert turn["slow"] is False  # no end-to-end figure: nothing to call slow
     assert facts["latency"]["user_to_agent_ms"] is None
+
+
+def _slow_model(request: dict[str, Any]) -> Any:
+    time.sleep(1.0)  # a model that takes a second to answer, so the caller can cut the reply off
+    return canned_reply(request)
+
+
+def test_a_reply_the_caller_cuts_off_is_an_interrupted_turn(tmp_path):
+    with MockLLMServer(port=0, responder=_slow_model) as slow:
+        run_app("livekit_app.py", slow.base_url, "lk-cut", "--in-process", str(tmp_path), "--interrupt-first-after-s", "0.3",
+                *SAID)
+    turns = load_session_facts(tmp_path, "lk-cut")["turns"]
+    assert [(turn["turn_index"], turn["interrupted"]) for turn in turns] == [(0, True), (1, False)]
+    assert [m["text"] for m in turns[0]["messages"] if m["role"] == "assistant"] == []  # cut off before it spoke
+    assert [m["text"] for m in turns[1]["messages"] if m["role"] == "assistant"][-1] == "get_weather says: sunny"
