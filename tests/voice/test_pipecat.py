@@ -19,7 +19,7 @@ from otel_session.facts import build_session_wide_facts, load_session_facts
 from otel_session.latency import ENV_SLOW_TURN_MS
 from otel_session.testing import bundles, running_collectors, wait_for
 
-from .conftest import run_pipecat
+from .conftest import CANARY_EMAIL, run_pipecat
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +68,13 @@ def test_each_turn_holds_the_callers_words_and_the_agents_reply(facts):
             for turn in facts["turns"]]
     assert said[0] == [("user", "what is the weather"), ("assistant", 'get_weather says: {"forecast": "sunny"}')]
     assert said[1][0] == ("user", "and tomorrow")
-    assert said[2][0] == ("user", "thanks")
+    assert said[2][0][0] == "user" and said[2][0][1].startswith("thanks, mail it to ")
+
+
+def test_what_the_caller_says_is_redacted_before_it_reaches_disk(recorded, facts):
+    root, _ = recorded
+    assert not any(CANARY_EMAIL.encode() in path.read_bytes() for path in root.rglob("*") if path.is_file())
+    assert all(CANARY_EMAIL not in m["text"] for turn in facts["turns"] for m in turn["messages"])
 
 
 def test_a_tool_call_seen_only_in_the_next_model_input_is_a_tool_execution(facts):
