@@ -79,6 +79,8 @@ class _Held:
             below_events, below_latency = self._by_parent.pop((span.trace_id, span.span_id), ([], {}))
             events = below_events + events  # what waited for this span waits for its parent now
             latency = {**below_latency, **latency}
+            if not events and not latency:
+                return []
             if key in self._turns:
                 index = self._turns[key]
                 for event in events:
