@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import Enum
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Protocol
 
 from otel_session.journal import CaptureStatus, EventType, RunKind, format_timestamp, run_id_from_trace_id
@@ -311,6 +311,9 @@ class BundleSink:
                 run = self._run_for(trace_id, trace_spans, result)
                 if run is not None:
                     trace_spans = self._take_pending(trace_id) + trace_spans
+                    # End order, as the app's SDK exported them: OTLP regroups a request's spans by
+                    # scope, and a mapping may join a span to the children that ended before it.
+                    trace_spans.sort(key=attrgetter("end_time_ns"))
                     joined = self._join_pending_logs(trace_id, trace_spans) if self._pending_logs else {}
                     planned.append((run, trace_spans, joined))
         for run, trace_spans, log_events in planned:
