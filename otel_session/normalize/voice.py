@@ -42,7 +42,7 @@ from typing import Any
 import orjson
 
 from otel_session.journal import EventType, RunKind
-from otel_session.normalize import JournalEvent, SpanData, genai
+from otel_session.normalize import JournalEvent, SpanData, genai, genai_messages
 
 __all__ = ["MAX_HELD_PARENTS", "LATENCY_KEYS", "is_voice_span", "map_span"]
 
@@ -224,7 +224,7 @@ def _latency(attributes: Mapping[str, Any], reads: Iterable[tuple[str, str]]) ->
 def _map_llm(span: SpanData) -> list[JournalEvent]:
     """An ``llm`` span through the GenAI mapping, plus the tool calls its input reveals."""
     attributes = dict(span.attributes)
-    history = genai._json_list(attributes.pop("input", None))
+    history = genai_messages.json_list(attributes.pop("input", None))
     output = attributes.pop("output", None)
     attributes["gen_ai.input.messages"] = orjson.dumps(history).decode()
     if output:
@@ -245,8 +245,8 @@ def _revealed_tool_calls(span: SpanData, history: list[Any]) -> list[JournalEven
     trace_id, span_id = _ids(span)
     at = span.start_time_ns
     message_id = f"{span_id}-tool-calls"
-    message = genai.Message("assistant")
-    genai._add_openai_message(message, history[last])
+    message = genai_messages.Message("assistant")
+    genai_messages.add_openai_message(message, history[last])
     events = [
         JournalEvent(EventType.MESSAGE_STARTED.value, at, {"role": "assistant"}, None, message_id, None, trace_id, span_id),
         JournalEvent(EventType.MESSAGE_FINISHED.value, at, {"settled": True, "content": message.content},
@@ -257,12 +257,12 @@ def _revealed_tool_calls(span: SpanData, history: list[Any]) -> list[JournalEven
             continue
         function = call.get("function") if isinstance(call.get("function"), Mapping) else call
         call_id = str(call.get("id") or f"{span_id}-{len(events)}")
-        arguments = genai._json_value(function.get("arguments"))
+        arguments = genai_messages.json_value(function.get("arguments"))
         events.append(JournalEvent(EventType.TOOL_EXECUTION_STARTED.value, at,
                                    {"name": str(function.get("name")), "arguments": arguments if arguments is not None else {}},
                                    tool_call_id=call_id, trace_id=trace_id, span_id=span_id))
         if call_id in results:
-            finished = {"status": "ok", "result": genai._json_value(results[call_id])}
+            finished = {"status": "ok", "result": genai_messages.json_value(results[call_id])}
         else:
             finished = {"status": "unknown"}
         events.append(JournalEvent(EventType.TOOL_EXECUTION_FINISHED.value, at, finished,
