@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -22,15 +21,11 @@ __all__ = ["facts", "replay"]
 
 def _root(bundle_root: Path | None) -> Path:
     """The bundle root, or exit 1 saying it does not exist (rather than "no runs")."""
-    root = config.bundle_dir(bundle_root)
-    if not root.is_dir():
-        if bundle_root is not None:
-            source = "--dir"
-        else:
-            source = f"${config.ENV_BUNDLE_DIR}" if os.environ.get(config.ENV_BUNDLE_DIR) else "the default"
-        click.echo(f"error: no bundle root at {root} (from {source}): nothing was recorded there", err=True)
+    missing = config.missing_bundle_dir(bundle_root)
+    if missing is not None:
+        click.echo(f"error: {missing}", err=True)
         sys.exit(1)
-    return root
+    return config.bundle_dir(bundle_root)
 
 
 def _exit_on_resolution_error(error: RunResolutionError) -> NoReturn:

@@ -135,7 +135,7 @@ def test_a_dir_pointing_nowhere_says_so(tmp_path, command):
     missing = tmp_path / "no-such-root"
     result = _invoke(*command, "--dir", str(missing))
     assert result.exit_code == 1
-    assert f"no bundle root at {missing} (from --dir)" in result.output and "no runs" not in result.output
+    assert f"no bundle root at {missing} (--dir)" in result.output and "no runs" not in result.output
 
 
 def test_api_session_scope(tmp_path, chat):
