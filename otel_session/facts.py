@@ -374,8 +374,17 @@ def build_session_wide_facts(
 ) -> dict[str, Any]:
     """Read every run of ``session_id`` under ``root`` and build its session-wide facts.
 
-    Raises ``resolve.SessionNotFound`` when the session has no runs (or ``InvalidId``)."""
+    Live runs only, or with ``include_evals`` the session's eval runs only: one eval's episodes are
+    never read as the turns that followed a live conversation (nor another eval's). Raises
+    ``resolve.SessionNotFound`` when the session has no such runs (or ``InvalidId``), ``ValueError``
+    when its eval runs belong to several evals."""
     runs = session_runs(root, session_id, include_evals=include_evals)
+    if include_evals:
+        runs = [run for run in runs if run.kind == "eval"]
+        evals = sorted({run.eval_id or "?" for run in runs})
+        if len(evals) > 1:
+            raise ValueError(f"session {session_id!r} has eval runs of {len(evals)} evals ({', '.join(evals)}): "
+                             "ask for one run with --run")
     if not runs:
         raise session_not_found(root, session_id, include_evals=include_evals)
     return session_wide_facts(session_id, (read_bundle(run.path) for run in runs), slow_turn_ms=slow_turn_ms)
