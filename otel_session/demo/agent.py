@@ -187,8 +187,13 @@ class BookingAgent:
         calls: dict[int, dict[str, Any]] = {}
         extra: dict[str, Any] = {"tools": tools} if tools else {}
         with otel_session.message("assistant") as reply:
-            stream = self.llm.chat.completions.create(model=self.model, messages=messages, stream=True, **extra)
+            stream = self.llm.chat.completions.create(
+                model=self.model, messages=messages, stream=True, stream_options={"include_usage": True}, **extra
+            )
             for chunk in stream:
+                if chunk.usage is not None:  # the last chunk: the call's token usage
+                    reply.model_call(chunk.model, input_tokens=chunk.usage.prompt_tokens,
+                                     output_tokens=chunk.usage.completion_tokens)
                 if not chunk.choices:
                     continue
                 delta = chunk.choices[0].delta

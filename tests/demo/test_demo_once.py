@@ -65,6 +65,17 @@ def test_the_repeated_ask_is_in_the_facts(demo_run):
     assert [turn["state"] for turn in facts["turns"]][-1] == "done"
 
 
+def test_every_reply_names_its_model_and_tokens(demo_run):
+    """The agent's replies are model calls: facts list them with the model and the token usage."""
+    root, _ = demo_run
+    for path in find_bundles([root]):
+        facts = build_session_facts(read_bundle(path))
+        calls = [call for turn in facts["turns"] for call in turn["model_calls"]]
+        assert calls and {call["model"] for call in calls} == {"mock-gpt"}, path
+        assert all(call["usage"]["input_tokens"] > 0 and call["usage"]["output_tokens"] > 0 for call in calls)
+        assert facts["usage_totals"]["output_tokens"] == sum(call["usage"]["output_tokens"] for call in calls)
+
+
 def test_the_failing_tool_is_an_error(demo_run):
     root, _ = demo_run
     finished = [
