@@ -1,0 +1,80 @@
+"""The session page's newer facts in Debian's Chromium: voice latency (issue 17: a column only when
+a turn has one, slow turns flagged like repeated asks, p50/p95 per run and per session) and model
+calls with their tokens (issue 16 §3). Fixtures are in conftest."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+
+pytestmark = pytest.mark.browser
+
+RUNS = ("run-00000000-0000-4000-8000-0000000000c1", "run-00000000-0000-4000-8000-0000000000c2")
+
+
+def write_voice_run(writer, journal, run_id: str, created_ns: int, latencies: list[dict | None], *, model: str = "gpt-4o-mini") -> None:
+    """One voice run: a turn per latency dict (None: the turn has none), each with one model call."""
+    run = writer.open_run(session_id="voice", run_id=run_id, agent="voice", created_at_ns=created_ns)
+    script = journal.Script(run, created_ns)
+    script("run_started", {"kind": "live", "agent": "voice"})
+    for index, latency in enumerate(latencies):
+        script("turn_started", {"state": "talk", "required_slots": []}, turn_index=index)
+        script.message("user", f"u{index}", f"hello {index}", turn=index)
+        ids = {"turn_index": index, "message_id": f"a{index}"}
+        script("message_started", {"role": "assistant"}, **ids)
+        script("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": f"hi {index}"}],
+                                    "model": model, "usage": {"input_tokens": 100 + index, "output_tokens": 10}}, **ids)
+        finished = {"state": "talk", "required_slots": [], "missing_required_slots": []}
+        if latency is not None:
+            finished["latency"] = latency
+        script("turn_finished", finished, turn_index=index)
+    script("run_finished", {"status": "ok"})
+    run.close()
+
+
+@pytest.fixture
+def voice_root(live_writer, journal):
+    write_voice_run(live_writer, journal, RUNS[0], journal.BASE_NS, [
+        {"user_to_agent_ms": 412.4, "stt_ms": 120, "llm_ttft_ms": 190, "tts_ttfb_ms": 60},
+        {"user_to_agent_ms": 2300, "endpointing_ms": 500},
+        None,
+    ])
+    write_voice_run(live_writer, journal, RUNS[1], journal.BASE_NS + 60 * 10**9, [{"user_to_agent_ms": 800}])
+    assert live_writer.force_flush()
+    return live_writer.root
+
+
+def test_voice_latency_column_slow_flags_and_percentiles(page, serve, voice_root):
+    server = serve(voice_root)
+    page.goto(f"{server.url}/sessions/voice?run_id={RUNS[0]}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.locator("#facts th.latency").is_visible()
+    rows = page.locator("#facts tbody tr")
+    assert rows.count() == 3
+    assert rows.nth(0).locator("td.latency").inner_text() == "412 ms (stt 120, llm 190, tts 60)"
+    assert rows.nth(1).locator("td.latency").inner_text() == "2300 ms (endpointing 500) SLOW"
+    assert rows.nth(2).locator("td.latency").inner_text() == ""
+    assert [rows.nth(i).get_attribute("class") for i in range(3)] == ["", "slow", ""]
+    summary = page.inner_text("#facts-summary")
+    assert "p50 412 ms, p95 2300 ms over 2 turn(s); slow over 1500 ms: 1 · slow: turn 1" in summary
+    # Session-wide: the column, the flag, p50/p95 per run and over the session, slow turns naming their run.
+    assert page.locator("#session-facts th.latency").is_visible()
+    assert page.locator("#session-facts tbody tr.slow").count() == 1
+    per_run = page.locator("#session-latency li")
+    assert per_run.nth(0).inner_text() == f"run 1 · {RUNS[0][:12]}: p50 412 ms, p95 2300 ms over 2 turn(s); slow over 1500 ms: 1"
+    assert per_run.nth(1).inner_text() == f"run 2 · {RUNS[1][:12]}: p50 800 ms, p95 800 ms over 1 turn(s); slow over 1500 ms: 0"
+    assert per_run.nth(2).inner_text() == f"whole session: p50 800 ms, p95 2300 ms over 3 turn(s); slow over 1500 ms: 1 · slow: {RUNS[0][:12]} turn 1"
+    assert not page.errors
+
+
+def test_no_latency_column_when_no_turn_has_one(page, serve, sample):
+    server = serve(sample.root)
+    page.goto(f"{server.url}/sessions/call-42")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.locator("#facts tbody tr").count() == 3
+    assert not page.locator("#facts th.latency").is_visible()
+    assert not page.locator("#facts td.latency").first.is_visible()
+    assert not page.locator("#session-facts th.latency").is_visible()
+    assert page.locator("#facts tbody tr.slow").count() == 0 and page.inner_text("#session-latency") == ""
+    assert not page.errors
