@@ -78,3 +78,19 @@ def test_no_latency_column_when_no_turn_has_one(page, serve, sample):
     assert not page.locator("#session-facts th.latency").is_visible()
     assert page.locator("#facts tbody tr.slow").count() == 0 and page.inner_text("#session-latency") == ""
     assert not page.errors
+
+
+def test_replay_timeline_and_details_show_a_turns_voice_latency(page, serve, voice_root):
+    server = serve(voice_root)
+    page.goto(f"{server.url}/sessions/voice/runs/{RUNS[0]}")
+    page.wait_for_selector("body[data-ready=true]")
+    turns = page.locator("#timeline g.span.kind-turn")
+    assert turns.count() == 3
+    assert turns.nth(0).locator(".value").text_content().endswith(" · voice 412 ms")
+    assert turns.nth(1).locator(".value").text_content().endswith(" · voice 2300 ms")
+    assert "voice" not in turns.nth(2).locator(".value").text_content()
+    turns.nth(0).locator(".label").click()
+    assert "voice latency\n412 ms (stt 120, llm 190, tts 60)" in page.inner_text("#details")
+    turns.nth(2).locator(".label").click()
+    assert "voice latency" not in page.inner_text("#details")
+    assert not page.errors

@@ -36,13 +36,18 @@ function ms(value) {
   return typeof value === "number" && Number.isFinite(value) ? `${Math.round(value)} ms` : null;
 }
 
+/** "412 ms": user stopped speaking → agent started, "" when the turn's latency has no such figure. */
+export function voiceLatencyText(latency) {
+  return (latency && typeof latency === "object" && ms(latency.user_to_agent_ms)) || "";
+}
+
 /** "412 ms (stt 120, llm 190, tts 60)" for a turn's latency dict, "" when it has none. */
 export function latencyText(latency) {
   if (!latency || typeof latency !== "object") return "";
   const parts = LATENCY_PARTS.filter(([key]) => ms(latency[key]) !== null)
     .map(([key, label]) => `${label} ${Math.round(latency[key])}`);
-  const total = ms(latency.user_to_agent_ms) ?? "? ms";
-  return parts.length ? `${total} (${parts.join(", ")})` : total;
+  if (!parts.length) return voiceLatencyText(latency);
+  return `${voiceLatencyText(latency) || "? ms"} (${parts.join(", ")})`;
 }
 
 export function hasLatency(turns) {
