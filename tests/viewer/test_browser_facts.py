@@ -13,8 +13,10 @@ pytestmark = pytest.mark.browser
 RUNS = ("run-00000000-0000-4000-8000-0000000000c1", "run-00000000-0000-4000-8000-0000000000c2")
 
 
-def write_voice_run(writer, journal, run_id: str, created_ns: int, latencies: list[dict | None], *, model: str = "gpt-4o-mini") -> None:
-    """One voice run: a turn per latency dict (None: the turn has none), each with one model call."""
+def write_voice_run(writer, journal, run_id: str, created_ns: int, latencies: list[dict | None], *, model: str = "gpt-4o-mini",
+                    usage: bool = True) -> None:
+    """One voice run: a turn per latency dict (None: the turn has none), each with one model call
+    (its usage: 100 + turn index tokens in, 10 out; none with ``usage=False``)."""
     run = writer.open_run(session_id="voice", run_id=run_id, agent="voice", created_at_ns=created_ns)
     script = journal.Script(run, created_ns)
     script("run_started", {"kind": "live", "agent": "voice"})
@@ -23,8 +25,10 @@ def write_voice_run(writer, journal, run_id: str, created_ns: int, latencies: li
         script.message("user", f"u{index}", f"hello {index}", turn=index)
         ids = {"turn_index": index, "message_id": f"a{index}"}
         script("message_started", {"role": "assistant"}, **ids)
-        script("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": f"hi {index}"}],
-                                    "model": model, "usage": {"input_tokens": 100 + index, "output_tokens": 10}}, **ids)
+        finished = {"settled": True, "content": [{"index": 0, "kind": "text", "text": f"hi {index}"}], "model": model}
+        if usage:
+            finished["usage"] = {"input_tokens": 100 + index, "output_tokens": 10}
+        script("message_finished", finished, **ids)
         finished = {"state": "talk", "required_slots": [], "missing_required_slots": []}
         if latency is not None:
             finished["latency"] = latency
@@ -40,7 +44,7 @@ def voice_root(live_writer, journal):
         {"user_to_agent_ms": 2300, "endpointing_ms": 500},
         None,
     ])
-    write_voice_run(live_writer, journal, RUNS[1], journal.BASE_NS + 60 * 10**9, [{"user_to_agent_ms": 800}])
+    write_voice_run(live_writer, journal, RUNS[1], journal.BASE_NS + 60 * 10**9, [{"user_to_agent_ms": 800}], usage=False)
     assert live_writer.force_flush()
     return live_writer.root
 
@@ -65,6 +69,28 @@ def test_voice_latency_column_slow_flags_and_percentiles(page, serve, voice_root
     assert per_run.nth(0).inner_text() == f"run 1 · {RUNS[0][:12]}: p50 412 ms, p95 2300 ms over 2 turn(s); slow over 1500 ms: 1"
     assert per_run.nth(1).inner_text() == f"run 2 · {RUNS[1][:12]}: p50 800 ms, p95 800 ms over 1 turn(s); slow over 1500 ms: 0"
     assert per_run.nth(2).inner_text() == f"whole session: p50 800 ms, p95 2300 ms over 3 turn(s); slow over 1500 ms: 1 · slow: {RUNS[0][:12]} turn 1"
+    assert not page.errors
+
+
+def test_model_calls_and_tokens_on_the_session_page_and_the_sessions_list(page, serve, voice_root):
+    server = serve(voice_root)
+    page.goto(f"{server.url}/sessions/voice?run_id={RUNS[0]}")
+    page.wait_for_selector("body[data-ready=true]")
+    calls = page.locator("#facts tbody td.model-calls")
+    assert [calls.nth(i).inner_text() for i in range(3)] == [f"gpt-4o-mini · {100 + i} in / 10 out" for i in range(3)]
+    assert "tokens: 303 in / 30 out" in page.inner_text("#facts-summary")
+    with_usage = page.locator(f"#runs tbody tr[data-run-id='{RUNS[0]}'] td")
+    without = page.locator(f"#runs tbody tr[data-run-id='{RUNS[1]}'] td")
+    assert (with_usage.nth(5).inner_text(), with_usage.nth(6).inner_text()) == ("3", "303 in / 30 out")
+    assert (without.nth(5).inner_text(), without.nth(6).inner_text()) == ("1", "–")
+    # A run whose calls counted no tokens names its model and says nothing of tokens.
+    page.goto(f"{server.url}/sessions/voice?run_id={RUNS[1]}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.inner_text("#facts tbody td.model-calls") == "gpt-4o-mini"
+    assert "tokens" not in page.inner_text("#facts-summary")
+    page.goto(f"{server.url}/")
+    page.wait_for_selector("body[data-ready=true]")
+    assert "303 in / 30 out" in page.inner_text(f"#sessions tbody tr[data-run-id='{RUNS[0]}']")
     assert not page.errors
 
 
