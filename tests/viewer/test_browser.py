@@ -104,7 +104,6 @@ def test_session_page_shows_facts_of_the_latest_run(page, serve, sample, ui):
     assert "✓ date_present" in last.inner_text()
     assert page.get_attribute("#integrity", "data-status") == "complete"
     assert page.locator("#runs tbody tr.selected").get_attribute("data-run-id") == sample.latest_run
-    ui.screenshot(page, "session")
     # What went wrong in ANY run is flagged first: the older run's failed tool too, with a link to it.
     problems = page.locator("#problem-list li")
     assert {problems.nth(i).get_attribute("data-run-id") for i in range(problems.count())} == {

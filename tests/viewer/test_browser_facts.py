@@ -120,3 +120,24 @@ def test_replay_timeline_and_details_show_a_turns_voice_latency(page, serve, voi
     turns.nth(2).locator(".label").click()
     assert "voice latency" not in page.inner_text("#details")
     assert not page.errors
+
+
+def test_a_voice_booking_shows_slots_repeated_asks_latency_and_model_calls_together(page, serve, live_writer, journal, ui):
+    run = live_writer.open_run(session_id="voice-booking", run_id="run-00000000-0000-4000-8000-0000000000c3", agent="booking",
+                               service="voice", created_at_ns=journal.BASE_NS)
+    script = journal.Script(run, journal.BASE_NS)
+    journal.record_booking(script, user_texts=("a table for two", "sometime soon", "Friday"), voice=True)
+    script("run_finished", {"status": "ok"})
+    run.close()
+    assert live_writer.force_flush()
+    server = serve(live_writer.root)
+    page.goto(f"{server.url}/sessions/voice-booking")
+    page.wait_for_selector("body[data-ready=true]")
+    rows = page.locator("#facts tbody tr")
+    assert [rows.nth(i).get_attribute("class") for i in range(3)] == ["", "repeated slow", ""]
+    assert rows.nth(1).locator("td.latency").inner_text() == "1870 ms (endpointing 620, stt 240, llm 820, tts 110) SLOW"
+    assert rows.nth(2).locator("td.model-calls").inner_text() == "gpt-4o-mini · 492 in / 20 out"
+    assert "tokens: 1356 in / 57 out" in page.inner_text("#facts-summary")
+    assert "p50 910 ms, p95 1870 ms over 3 turn(s); slow over 1500 ms: 1 · slow: turn 1" in page.inner_text("#facts-summary")
+    ui.screenshot(page, "session")
+    assert not page.errors
