@@ -13,6 +13,11 @@ pytestmark = pytest.mark.browser
 RUNS = ("run-00000000-0000-4000-8000-0000000000c1", "run-00000000-0000-4000-8000-0000000000c2")
 
 
+def open_ready(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector("body[data-ready=true]")
+
+
 def write_voice_run(writer, journal, run_id: str, created_ns: int, latencies: list[dict | None], *, model: str = "gpt-4o-mini",
                     usage: bool = True) -> None:
     """One voice run: a turn per latency dict (None: the turn has none), each with one model call
@@ -51,8 +56,7 @@ def voice_root(live_writer, journal):
 
 def test_voice_latency_column_slow_flags_and_percentiles(page, serve, voice_root):
     server = serve(voice_root)
-    page.goto(f"{server.url}/sessions/voice?run_id={RUNS[0]}")
-    page.wait_for_selector("body[data-ready=true]")
+    open_ready(page, f"{server.url}/sessions/voice?run_id={RUNS[0]}")
     assert page.locator("#facts th.latency").is_visible()
     rows = page.locator("#facts tbody tr")
     assert rows.count() == 3
@@ -74,8 +78,7 @@ def test_voice_latency_column_slow_flags_and_percentiles(page, serve, voice_root
 
 def test_model_calls_and_tokens_on_the_session_page_and_the_sessions_list(page, serve, voice_root):
     server = serve(voice_root)
-    page.goto(f"{server.url}/sessions/voice?run_id={RUNS[0]}")
-    page.wait_for_selector("body[data-ready=true]")
+    open_ready(page, f"{server.url}/sessions/voice?run_id={RUNS[0]}")
     calls = page.locator("#facts tbody td.model-calls")
     assert [calls.nth(i).inner_text() for i in range(3)] == [f"gpt-4o-mini · {100 + i} in / 10 out" for i in range(3)]
     assert "tokens: 303 in / 30 out" in page.inner_text("#facts-summary")
@@ -84,20 +87,17 @@ def test_model_calls_and_tokens_on_the_session_page_and_the_sessions_list(page, 
     assert (with_usage.nth(5).inner_text(), with_usage.nth(6).inner_text()) == ("3", "303 in / 30 out")
     assert (without.nth(5).inner_text(), without.nth(6).inner_text()) == ("1", "–")
     # A run whose calls counted no tokens names its model and says nothing of tokens.
-    page.goto(f"{server.url}/sessions/voice?run_id={RUNS[1]}")
-    page.wait_for_selector("body[data-ready=true]")
+    open_ready(page, f"{server.url}/sessions/voice?run_id={RUNS[1]}")
     assert page.inner_text("#facts tbody td.model-calls") == "gpt-4o-mini"
     assert "tokens" not in page.inner_text("#facts-summary")
-    page.goto(f"{server.url}/")
-    page.wait_for_selector("body[data-ready=true]")
+    open_ready(page, f"{server.url}/")
     assert "303 in / 30 out" in page.inner_text(f"#sessions tbody tr[data-run-id='{RUNS[0]}']")
     assert not page.errors
 
 
 def test_no_latency_column_when_no_turn_has_one(page, serve, sample):
     server = serve(sample.root)
-    page.goto(f"{server.url}/sessions/call-42")
-    page.wait_for_selector("body[data-ready=true]")
+    open_ready(page, f"{server.url}/sessions/call-42")
     assert page.locator("#facts tbody tr").count() == 3
     assert not page.locator("#facts th.latency").is_visible()
     assert not page.locator("#facts td.latency").first.is_visible()
@@ -108,8 +108,7 @@ def test_no_latency_column_when_no_turn_has_one(page, serve, sample):
 
 def test_replay_timeline_and_details_show_a_turns_voice_latency(page, serve, voice_root):
     server = serve(voice_root)
-    page.goto(f"{server.url}/sessions/voice/runs/{RUNS[0]}")
-    page.wait_for_selector("body[data-ready=true]")
+    open_ready(page, f"{server.url}/sessions/voice/runs/{RUNS[0]}")
     turns = page.locator("#timeline g.span.kind-turn")
     assert turns.count() == 3
     assert turns.nth(0).locator(".value").text_content().endswith(" · voice 412 ms")
@@ -131,8 +130,7 @@ def test_a_voice_booking_shows_slots_repeated_asks_latency_and_model_calls_toget
     run.close()
     assert live_writer.force_flush()
     server = serve(live_writer.root)
-    page.goto(f"{server.url}/sessions/voice-booking")
-    page.wait_for_selector("body[data-ready=true]")
+    open_ready(page, f"{server.url}/sessions/voice-booking")
     rows = page.locator("#facts tbody tr")
     assert [rows.nth(i).get_attribute("class") for i in range(3)] == ["", "repeated slow", ""]
     assert rows.nth(1).locator("td.latency").inner_text() == "1870 ms (endpointing 620, stt 240, llm 820, tts 110) SLOW"
