@@ -58,32 +58,54 @@ class Script:
         self.run.append(event_type, payload, at_ns=self.at_ns, **ids)
         self.at_ns += STEP_NS
 
-    def message(self, role: str, message_id: str, text: str, *, turn: int, stream: bool = False) -> None:
+    def message(self, role: str, message_id: str, text: str, *, turn: int, stream: bool = False,
+                finished: dict[str, Any] | None = None) -> None:
+        """One message; ``finished`` adds to its ``message_finished`` payload (a model call's ``model``, ``usage``)."""
         ids = {"turn_index": turn, "message_id": message_id}
         self("message_started", {"role": role}, **ids)
         if stream:
             for index in range(0, len(text), 4):
                 self("assistant_delta", {"index": 0, "kind": "text", "delta": text[index : index + 4]}, **ids)
-        self("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": text}]}, **ids)
+        self("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": text}], **(finished or {})}, **ids)
 
 
-def record_booking(script: Script, *, user_texts: tuple[str, str, str] = ("table for 2", "sometime soon", "Friday")) -> None:
-    """Three turns: party size given, the date asked twice (a repeated ask), then a tool and a verdict."""
+# A voice booking (``record_booking(voice=True)``): each turn's latency (turn 1 is slow at the default
+# 1.5 s threshold) and each reply's model call.
+VOICE_LATENCY = (
+    {"user_to_agent_ms": 640, "stt_ms": 180, "llm_ttft_ms": 310, "tts_ttfb_ms": 90},
+    {"user_to_agent_ms": 1870, "endpointing_ms": 620, "stt_ms": 240, "llm_ttft_ms": 820, "tts_ttfb_ms": 110},
+    {"user_to_agent_ms": 910, "stt_ms": 150, "llm_ttft_ms": 450, "tts_ttfb_ms": 80},
+)
+
+
+def _voice(voice: bool, turn: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a voice booking adds to turn ``turn``'s reply and to its ``turn_finished``."""
+    if not voice:
+        return {}, {}
+    call = {"model": "gpt-4o-mini", "usage": {"input_tokens": 412 + 40 * turn, "output_tokens": 18 + turn}}
+    return call, {"latency": VOICE_LATENCY[turn]}
+
+
+def record_booking(script: Script, *, user_texts: tuple[str, str, str] = ("table for 2", "sometime soon", "Friday"),
+                   voice: bool = False) -> None:
+    """Three turns: party size given, the date asked twice (a repeated ask), then a tool and a verdict.
+    ``voice``: with each turn's latency and each reply's model call (``_voice``)."""
     required = ["date", "party_size"]
+    (call0, voice0), (call1, voice1), (call2, voice2) = (_voice(voice, turn) for turn in range(3))
     script("run_started", {"kind": "live", "agent": "booking"})
     # Turn 0: the user gives the party size; the date is still missing.
     script("turn_started", {"state": "ask_date", "required_slots": required}, turn_index=0)
     script.message("user", "m-u0", user_texts[0], turn=0)
     script("slot_write", {"slot": "party_size", "value": "2", "previous": None, "source": "nlu"}, turn_index=0)
     script("guard_evaluated", {"name": "date_present", "passed": False}, turn_index=0)
-    script.message("assistant", "m-a0", "Which day would you like?", turn=0, stream=True)
-    script("turn_finished", {"state": "ask_date", "required_slots": required, "missing_required_slots": ["date"]}, turn_index=0)
+    script.message("assistant", "m-a0", "Which day would you like?", turn=0, stream=True, finished=call0)
+    script("turn_finished", {"state": "ask_date", "required_slots": required, "missing_required_slots": ["date"], **voice0}, turn_index=0)
     # Turn 1: an unparseable date; the agent asks again.
     script("turn_started", {"state": "ask_date", "required_slots": required}, turn_index=1)
     script.message("user", "m-u1", user_texts[1], turn=1)
     script("guard_evaluated", {"name": "date_present", "passed": False}, turn_index=1)
-    script.message("assistant", "m-a1", "Sorry, which day exactly?", turn=1, stream=True)
-    script("turn_finished", {"state": "ask_date", "required_slots": required, "missing_required_slots": ["date"]}, turn_index=1)
+    script.message("assistant", "m-a1", "Sorry, which day exactly?", turn=1, stream=True, finished=call1)
+    script("turn_finished", {"state": "ask_date", "required_slots": required, "missing_required_slots": ["date"], **voice1}, turn_index=1)
     # Turn 2: the date arrives by direct mutation (unattributed), a tool runs, the state moves on.
     script("turn_started", {"state": "ask_date", "required_slots": required}, turn_index=2)
     script.message("user", "m-u2", user_texts[2], turn=2)
@@ -102,11 +124,11 @@ def record_booking(script: Script, *, user_texts: tuple[str, str, str] = ("table
     script(
         "message_finished",
         {"settled": True, "content": [{"index": 0, "kind": "thinking", "text": "check the calendar"},
-                                      {"index": 1, "kind": "text", "text": "Friday is free."}]},
+                                      {"index": 1, "kind": "text", "text": "Friday is free."}], **call2},
         **ids,
     )
     script("transition_verdict", {"from": "ask_date", "to": "confirm", "reason": "slots filled", "candidates": ["confirm"]}, turn_index=2)
-    script("turn_finished", {"state": "confirm", "required_slots": required, "missing_required_slots": []}, turn_index=2)
+    script("turn_finished", {"state": "confirm", "required_slots": required, "missing_required_slots": [], **voice2}, turn_index=2)
 
 
 def write_booking_run(

@@ -104,7 +104,6 @@ def test_session_page_shows_facts_of_the_latest_run(page, serve, sample, ui):
     assert "✓ date_present" in last.inner_text()
     assert page.get_attribute("#integrity", "data-status") == "complete"
     assert page.locator("#runs tbody tr.selected").get_attribute("data-run-id") == sample.latest_run
-    ui.screenshot(page, "session")
     # What went wrong in ANY run is flagged first: the older run's failed tool too, with a link to it.
     problems = page.locator("#problem-list li")
     assert {problems.nth(i).get_attribute("data-run-id") for i in range(problems.count())} == {
@@ -405,7 +404,8 @@ def test_session_wide_facts_stay_hidden_where_the_server_has_none(page, serve, s
 
 def test_markup_in_every_new_view_is_text_and_never_runs(page, serve, live_writer, journal, tmp_path):
     """Hostile strings in every field the new views show: agent, service, eval id, state names,
-    verdict reasons, tool names, arguments and errors, model names, message text, feedback."""
+    verdict reasons, tool names, arguments and errors, model names, message text, feedback, voice
+    latency keys and values (only the known keys, as numbers, are ever shown)."""
     xss = journal.XSS_TEXT
     run = live_writer.open_run(session_id="hostile", run_id="run-00000000-0000-4000-8000-0000000000e5", kind="eval", eval_id=xss,
                                agent=xss, service=xss, created_at_ns=journal.BASE_NS)
@@ -421,8 +421,20 @@ def test_markup_in_every_new_view_is_text_and_never_runs(page, serve, live_write
     script("tool_execution_started", {"name": xss, "arguments": {xss: xss}}, turn_index=0, tool_call_id="t")
     script("tool_execution_finished", {"status": "error", "error": xss}, turn_index=0, tool_call_id="t")
     script("transition_verdict", {"from": xss, "to": "done", "reason": xss, "candidates": ["done"]}, turn_index=0)
-    script("turn_finished", {"state": "done", "required_slots": [], "missing_required_slots": []}, turn_index=0)
+    latency = {xss: xss, "user_to_agent_ms": 2000, "stt_ms": xss, "llm_ttft_ms": 300}
+    script("turn_finished", {"state": "done", "required_slots": [], "missing_required_slots": [], "latency": latency}, turn_index=0)
     run.close(run_status="error")
+    # A live run of the same session, so the session-wide facts (model names, latency) show too.
+    live = live_writer.open_run(session_id="hostile", run_id="run-00000000-0000-4000-8000-0000000000e6", agent=xss,
+                                created_at_ns=journal.BASE_NS + 10**10)
+    live_script = journal.Script(live, journal.BASE_NS + 10**10)
+    live_script("run_started", {"kind": "live", "agent": xss})
+    live_script("turn_started", {"state": xss, "required_slots": []}, turn_index=0)
+    live_script("message_started", {"role": "assistant"}, turn_index=0, message_id="a")
+    live_script("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": xss}], "model": xss,
+                                     "usage": {"input_tokens": 2, xss: 3}}, turn_index=0, message_id="a")
+    live_script("turn_finished", {"state": xss, "latency": latency}, turn_index=0)
+    live.close(run_status="ok")
     assert live_writer.force_flush()
     server = serve(live_writer.root)
     page.request.post(f"{server.url}/api/sessions/hostile/feedback", data={"rating": 1, "comment": xss})
@@ -439,10 +451,18 @@ def test_markup_in_every_new_view_is_text_and_never_runs(page, serve, live_write
     page.goto(f"{server.url}/sessions/hostile")
     page.wait_for_selector("body[data-ready=true]")
     assert xss in page.inner_text("#problem-list") and xss in page.inner_text("#past-feedback")
+    assert page.inner_text("#facts td.model-calls") == f"{xss} · 2 in / ? out"
+    assert page.inner_text("#facts td.latency") == "2000 ms (llm 300) SLOW"
+    assert page.locator("#session-facts tbody tr.slow").count() == 1 and "whole session: p50 2000 ms" in page.inner_text("#session-latency")
     clean("session")
+    page.goto(f"{server.url}/sessions/hostile?run_id={run.run_id}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.inner_text("#facts td.model-calls") == f"{xss} · 1 in / 1 out"
+    clean("session, eval run")
     page.goto(f"{server.url}/sessions/hostile/runs/{run.run_id}")
     page.wait_for_selector("body[data-ready=true]")
     assert xss in page.locator("#timeline").text_content() and xss in page.locator("#graph").text_content()
+    assert page.locator("#timeline g.span.kind-turn .value").text_content().endswith(" · voice 2000 ms")
     spans = page.locator("#timeline g.span")
     for index in range(spans.count()):
         spans.nth(index).locator(".label").click()

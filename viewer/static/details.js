@@ -3,6 +3,7 @@
 // raw JSON of its records (collapsible, highlighted, as stored: the bundle is already redacted).
 // Everything goes in as text nodes.
 import { fill, h, shortTime } from "./dom.js";
+import { latencyText } from "./facts-view.js";
 import { durationText } from "./runs-view.js";
 
 const TOKEN = /("(?:\\.|[^"\\])*")(\s*:)?|\b(true|false|null)\b|(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)/g;
@@ -84,7 +85,7 @@ function body(span) {
     const finished = payloadOf(records, "turn_finished");
     return fields([["state before", payloadOf(records, "turn_started")?.state], ["state after", finished?.state],
       ["missing slots", finished ? (finished.missing_required_slots ?? []).join(", ") || "none" : "not finished"],
-      ["interrupted", finished?.interrupted ? "yes" : null]]);
+      ["voice latency", latencyText(finished?.latency)], ["interrupted", finished?.interrupted ? "yes" : null]]);
   }
   return null;
 }

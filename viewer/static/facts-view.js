@@ -28,3 +28,59 @@ export function clip(text, limit = 140) {
   const value = typeof text === "string" ? text : JSON.stringify(text ?? "");
   return value.length > limit ? `${value.slice(0, limit - 1)}…` : value;
 }
+
+// Voice latency (issue 17): only the known keys are read, as numbers; anything else is not shown.
+const LATENCY_PARTS = [["endpointing_ms", "endpointing"], ["stt_ms", "stt"], ["llm_ttft_ms", "llm"], ["tts_ttfb_ms", "tts"]];
+
+function ms(value) {
+  return typeof value === "number" && Number.isFinite(value) ? `${Math.round(value)} ms` : null;
+}
+
+/** "412 ms": user stopped speaking → agent started, "" when the turn's latency has no such figure. */
+export function voiceLatencyText(latency) {
+  return (latency && typeof latency === "object" && ms(latency.user_to_agent_ms)) || "";
+}
+
+/** "412 ms (stt 120, llm 190, tts 60)" for a turn's latency dict, "" when it has none. */
+export function latencyText(latency) {
+  if (!latency || typeof latency !== "object") return "";
+  const parts = LATENCY_PARTS.filter(([key]) => ms(latency[key]) !== null)
+    .map(([key, label]) => `${label} ${Math.round(latency[key])}`);
+  if (!parts.length) return voiceLatencyText(latency);
+  return `${voiceLatencyText(latency) || "? ms"} (${parts.join(", ")})`;
+}
+
+export function hasLatency(turns) {
+  return (turns ?? []).some((turn) => latencyText(turn.latency) !== "");
+}
+
+/** A run's (or a session's) latency summary: "p50 412 ms, p95 980 ms over 3 turns; slow over 1500 ms: 1". */
+export function latencySummaryText(summary) {
+  const stats = summary?.user_to_agent_ms;
+  if (!stats || typeof stats !== "object") return "";
+  const slow = Array.isArray(summary.slow_turns) ? summary.slow_turns.length : 0;
+  const threshold = ms(summary.slow_threshold_ms);
+  return `p50 ${ms(stats.p50) ?? "?"}, p95 ${ms(stats.p95) ?? "?"} over ${stats.count} turn(s)` +
+    (threshold ? `; slow over ${threshold}: ${slow}` : "");
+}
+
+// Model calls and tokens (issue 16 §3).
+function count(value) {
+  return Number.isInteger(value) && value >= 0 ? value : null;
+}
+
+/** "1840 in / 212 out" for a usage dict (a count nobody reported is "?"), "" when it has none. */
+export function usageText(usage) {
+  if (!usage || typeof usage !== "object") return "";
+  const input = count(usage.input_tokens);
+  const output = count(usage.output_tokens);
+  if (input === null && output === null) return "";
+  return `${input ?? "?"} in / ${output ?? "?"} out`;
+}
+
+/** One model call of a turn: "gpt-4o-mini · 120 in / 30 out". */
+export function modelCallText(call) {
+  const model = typeof call?.model === "string" ? call.model : "model ?";
+  const usage = usageText(call?.usage);
+  return usage ? `${model} · ${usage}` : model;
+}

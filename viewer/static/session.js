@@ -2,8 +2,8 @@
 // chosen run (latest by default, and it says so), past feedback and the feedback form.
 import { api, badge, enc, fill, h, markReady, shortTime, showError } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
-import { clip, slotTriad, verdictText } from "./facts-view.js";
-import { feedbackText, kindText } from "./runs-view.js";
+import { clip, hasLatency, latencySummaryText, latencyText, modelCallText, slotTriad, usageText, verdictText } from "./facts-view.js";
+import { feedbackText, kindText, tokensText } from "./runs-view.js";
 
 const REFRESH_MS = 2000; // while a run records, the runs and problems are fetched again this often
 
@@ -25,6 +25,7 @@ function runRow(run) {
     h("td", {}, badge(run.status, run.status)),
     h("td", {}, run.turns),
     h("td", {}, run.model_calls),
+    h("td", {}, tokensText(run)),
     h("td", { class: run.problems.length ? "problem-count has-problems" : "problem-count" }, run.problems.length || "–"),
     h("td", {}, feedbackText(run.feedback)),
     h("td", {}, badge(run.capture_status ?? "missing", run.capture_status ?? "invalid")),
@@ -86,9 +87,20 @@ function guardsCell(turn) {
   return guards;
 }
 
+/** Row classes: a repeated ask and a slow turn (voice latency over the threshold) are both flagged. */
+function flags(turn) {
+  return [(turn.repeated_asks ?? []).length ? "repeated" : "", turn.slow === true ? "slow" : ""].filter(Boolean).join(" ");
+}
+
+function latencyCell(turn) {
+  return h("td", { class: "latency" }, latencyText(turn.latency),
+    turn.slow === true ? h("span", { class: "slow-flag" }, " SLOW") : "",
+    turn.interrupted === true ? h("span", { class: "muted" }, " interrupted") : "");
+}
+
 function factsRow(turn) {
   const repeated = turn.repeated_asks ?? [];
-  return h("tr", { class: repeated.length ? "repeated" : "", dataset: { turnIndex: turn.turn_index } },
+  return h("tr", { class: flags(turn), dataset: { turnIndex: turn.turn_index } },
     h("td", {}, turn.turn_index),
     h("td", { class: "state" }, `${turn.state_before ?? "∅"} → ${turn.state ?? "∅"}`),
     h("td", {}, triadCell(turn)),
@@ -96,9 +108,23 @@ function factsRow(turn) {
     h("td", {}, guardsCell(turn)),
     h("td", { class: "verdict" }, verdictText(turn.verdict)),
     h("td", { class: "repeat" }, repeated.length ? `asked again: ${repeated.join(", ")}` : ""),
+    latencyCell(turn),
     h("td", {}, (turn.messages ?? []).map((message) => h("div", {}, `${message.role}: ${clip(message.text)}`)),
       (turn.tools ?? []).map((tool) => h("div", { class: `status-${tool.status}` }, `tool ${tool.name} (${tool.status})`))),
+    h("td", { class: "model-calls" }, (turn.model_calls ?? []).map((call) => h("div", { class: "model-call" }, modelCallText(call)))),
   );
+}
+
+/** The run's totals: tokens over its model calls, and voice latency p50/p95 with its slow turns. */
+function runSummary(facts) {
+  const usage = usageText(facts.usage_totals);
+  const latency = latencySummaryText(facts.latency);
+  const slow = (facts.latency?.slow_turns ?? []).map((entry) => `turn ${entry.turn_index}`);
+  return [
+    usage ? h("div", { class: "usage-totals" }, `tokens: ${usage}`) : "",
+    latency ? h("div", { class: "latency-summary" }, `voice latency (user stopped → agent started): ${latency}`,
+      slow.length ? h("span", { class: "slow-flag" }, ` · slow: ${slow.join(", ")}`) : "") : "",
+  ];
 }
 
 async function loadFacts() {
@@ -110,7 +136,10 @@ async function loadFacts() {
     ? `No run chosen: showing the latest run, ${facts.run_id}.`
     : `Showing the chosen run, ${facts.run_id}.`;
   renderIntegrity(document.getElementById("integrity"), facts.integrity);
-  fill(document.querySelector("#facts tbody"), (facts.turns ?? []).map(factsRow));
+  const table = document.getElementById("facts");
+  table.dataset.latency = String(hasLatency(facts.turns));
+  fill(table.querySelector("tbody"), (facts.turns ?? []).map(factsRow));
+  fill(document.getElementById("facts-summary"), runSummary(facts));
   document.getElementById("facts-note").textContent = (facts.notes ?? []).join(" ");
 }
 
@@ -129,6 +158,18 @@ function repeatedText(ask) {
   return `${slots} asked again in ${where(ask)}${before}`;
 }
 
+/** Voice latency per run (p50/p95) and over the session, with the slow turns naming their run. */
+function sessionLatency(answer, runOrder) {
+  const perRun = (answer.runs ?? []).map((run) => [run, latencySummaryText(run.latency)]).filter(([, text]) => text)
+    .map(([run, text]) => h("li", { dataset: { runId: run.run_id } },
+      `run ${runOrder.get(run.run_id) ?? "?"} · `, h("code", {}, String(run.run_id ?? "").slice(0, 12)), `: ${text}`));
+  const whole = latencySummaryText(answer.latency);
+  if (!whole) return perRun;
+  const slow = (answer.latency.slow_turns ?? []).map(where);
+  return [...perRun, h("li", { class: "session-total" }, `whole session: ${whole}`,
+    slow.length ? h("span", { class: "slow-flag" }, ` · slow: ${slow.join(", ")}`) : "")];
+}
+
 async function loadSessionFacts() {
   let answer;
   try {
@@ -138,14 +179,18 @@ async function loadSessionFacts() {
   }
   if (answer?.scope !== "session" || !Array.isArray(answer.turns)) return;
   const runOrder = new Map((answer.runs ?? []).map((run, index) => [run.run_id, index + 1]));
-  fill(document.querySelector("#session-facts tbody"), answer.turns.map((turn) =>
-    h("tr", { class: (turn.repeated_asks ?? []).length ? "repeated" : "", dataset: { runId: turn.run_id } },
+  const table = document.getElementById("session-facts");
+  table.dataset.latency = String(hasLatency(answer.turns));
+  fill(table.querySelector("tbody"), answer.turns.map((turn) =>
+    h("tr", { class: flags(turn), dataset: { runId: turn.run_id } },
       h("td", {}, `${runOrder.get(turn.run_id) ?? "?"} · `, h("code", {}, String(turn.run_id ?? "").slice(0, 12))),
       h("td", {}, turn.turn_index),
       h("td", { class: "state" }, `${turn.state_before ?? "∅"} → ${turn.state ?? "∅"}`),
       h("td", { class: "verdict" }, verdictText(turn.verdict)),
       h("td", { class: "repeat" }, (turn.repeated_asks ?? []).length
-        ? `asked again: ${turn.repeated_asks.map((ask) => (typeof ask === "string" ? ask : (ask.slots ?? []).join(", "))).join(", ")}` : ""))));
+        ? `asked again: ${turn.repeated_asks.map((ask) => (typeof ask === "string" ? ask : (ask.slots ?? []).join(", "))).join(", ")}` : ""),
+      latencyCell(turn))));
+  fill(document.getElementById("session-latency"), sessionLatency(answer, runOrder));
   fill(document.getElementById("session-repeats"), (answer.repeated_asks ?? []).map((ask) => h("li", {}, repeatedText(ask))));
   document.getElementById("session-wide").hidden = false;
 }

@@ -7,6 +7,7 @@
 //   view.setCursor(seq)          // moves the line; marks spans not yet started and spans open at seq
 //   view.select(key)             // outlines the selected span
 import { svg } from "./dom.js";
+import { voiceLatencyText } from "./facts-view.js";
 import { durationText } from "./runs-view.js";
 
 const ROW = 20;
@@ -25,6 +26,8 @@ function niceStep(totalMs) {
 function valueText(span) {
   const parts = [durationText(span.endMs - span.startMs) + (span.open ? "+" : "")];
   if (span.ttfdMs != null) parts.push(`first delta ${durationText(span.ttfdMs)}`);
+  const voice = voiceLatencyText(span.latency);
+  if (voice) parts.push(`voice ${voice}`);
   return parts.join(" · ");
 }
 

@@ -3,13 +3,14 @@
 //
 //   const timeline = buildTimeline(events)
 //   timeline.spans: [{key, kind, label, depth, startMs, endMs, startSeq, endSeq, open, error,
-//                     ttfdMs, turnIndex, records: [journal records of this span]}]
+//                     ttfdMs, turnIndex, latency, records: [journal records of this span]}]
 //   timeline.startMs, timeline.endMs; timeline.atMs(seq) -> ms of the last record with seq <= seq
 //
 // kind: "turn" | "message" | "model" (an assistant message whose message_finished names a model or
 // usage) | "tool". A span without its closing record is `open` and ends at the latest record of any
 // span; the axis ends there too (a run_finished written much later does not squash the bars).
 // ttfdMs: a streamed message's time from message_started to its first delta (latency to first token).
+// latency: a turn's voice latency as its turn_finished recorded it (issue 17), else null.
 
 export function atMs(at) {
   const value = Date.parse(at);
@@ -21,7 +22,7 @@ function spanFor(spans, byKey, key, kind, event, base, depth) {
   if (!span) {
     const ms = (atMs(event.at) ?? base) - base;
     span = { key, kind, label: "", depth, startMs: ms, endMs: ms, startSeq: event.seq, endSeq: event.seq, open: true,
-      error: false, ttfdMs: null, turnIndex: event.turn_index ?? null, records: [] };
+      error: false, ttfdMs: null, latency: null, turnIndex: event.turn_index ?? null, records: [] };
     byKey.set(key, span);
     spans.push(span);
   }
@@ -56,6 +57,7 @@ export function buildTimeline(events) {
       if (event.type === "turn_finished") {
         close(span, event, base);
         if (payload.interrupted === true) span.error = true;
+        if (payload.latency && typeof payload.latency === "object") span.latency = payload.latency;
       }
     } else if (event.message_id && ["message_started", "assistant_delta", "message_finished"].includes(event.type)) {
       span = spanFor(spans, byKey, `m:${event.message_id}`, "message", event, base, 1);
