@@ -98,8 +98,8 @@ class DeltaStream(Generic[T]):
         self._tail = window[-_TOKEN_SPAN:]
         cut = None
         if self._quiet and "<" not in window and (match := _QUIET_CUT(window, len(tail))) is not None:
-            if match.end() > len(tail):  # the common case: a cut, nothing to scan
-                return self._release_quiet(chunk, item, match.end() - 1 - len(tail))
+            if (end := match.end()) > len(tail):  # the common case: a cut, nothing to scan
+                return self._release_quiet(window, item, len(tail), end - 1)
         else:
             self._quiet = self._quiet and not self._trigger(chunk)  # type: ignore[misc]
             cut = self._last_cut(window, len(tail))
@@ -133,24 +133,25 @@ class DeltaStream(Generic[T]):
                 return position
         return None
 
-    def _release_quiet(self, chunk: str, item: T, at: int) -> list[tuple[T, str]]:
-        """``feed`` of a ``chunk`` with a cut at ``chunk[at]`` where no detection can be (neither it
-        nor the raw text after the last cut holds a trigger, no token is near): what ``_scan_to``
-        gives, without a scan or sharing out. The records pending end before ``chunk``: each is
-        released with its raw rest; the new record keeps ``chunk[:at]`` and waits."""
+    def _release_quiet(self, window: str, item: T, start: int, cut: int) -> list[tuple[T, str]]:
+        """``feed`` of the delta ``window[start:]`` with a cut at ``window[cut]`` where no detection
+        can be (neither it nor the raw text after the last cut holds a trigger, no token is near):
+        what ``_scan_to`` gives, without a scan or sharing out. The records pending end before the
+        delta: each is released with its raw rest; the new record keeps its text up to the cut and
+        waits."""
         raw = self._raw
         pending = raw[0] if len(raw) == 1 else "".join(raw)
-        begin = self._cut
+        offset = begin = self._cut
         released = []
         for record in self._records:
             end = record[1]
-            released.append((record[0], record[2] + pending[begin - self._cut : end - self._cut]))
+            released.append((record[0], record[2] + pending[begin - offset : end - offset]))
             begin = end
-        head = chunk[:at]
-        self._records = [[item, self._length, head]]
-        self._raw = [chunk[at:]]
-        self._cut = self._length - len(chunk) + at
-        self._before = (self._before + pending + head)[-_CONTEXT:]
+        self._records = [[item, self._length, window[start:cut]]]
+        self._raw = [window[cut:]]
+        self._cut = self._length - len(window) + cut
+        # The text before the cut: the tail (the block's last _TOKEN_SPAN characters) and the delta's head.
+        self._before = window[max(0, cut - _CONTEXT) : cut]
         return released
 
     def _scan_to(self, cut: int) -> list[tuple[T, str]]:
