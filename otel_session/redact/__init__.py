@@ -112,6 +112,8 @@ class Redactor:
         self._scan = self._scanner.scan
         self._scan_text = self.policy.text is FieldMode.SCAN
         self._slot_leaf = self._whole_value_function(self.policy.slot_values)
+        self._slot_hashes = self._hash_cache if self.policy.slot_values is FieldMode.HASH else None
+        """The hashes of recent slot values, when slot values are hashed (``_slot_payload``)."""
         self._text = self._leaf_function(self.policy.text)
         self._text_of_str = self._scan if self._scan_text else self._text  # _scan_leaf on a str is _scan
         self._tool_arguments_leaf = self._leaf_function(self.policy.tool_arguments)
@@ -403,11 +405,18 @@ class Redactor:
         return value if redacted == value else redacted
 
     def _slot_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
-        slot = str(payload.get("slot", ""))
+        """A slot write or diff: ``value`` and ``previous`` as ``slot_value`` gives them (the hot
+        record of a dialogue: one allow-list check, and a hashed value found in the cache at once)."""
         result = dict(payload)
-        for key in ("value", "previous"):
-            if key in payload:
-                result[key] = self.slot_value(slot, payload[key])
+        slot = payload.get("slot", "")
+        if (slot if type(slot) is str else str(slot)) in self._keep_slots:
+            return result
+        cached = self._slot_hashes
+        for key in _SLOT_VALUE_KEYS:
+            if key in result:
+                value = result[key]
+                redacted = cached.get(value) if cached is not None and type(value) is str else None
+                result[key] = redacted if redacted is not None else self._guarded(self._slot_leaf, value)
         return result
 
     def _message_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -519,6 +528,7 @@ def _delta_block(event: JournalEvent) -> tuple[str | None, int] | None:
     return message_id, index
 
 
+_SLOT_VALUE_KEYS = ("value", "previous")
 _SPAN_ID = re.compile(r"[0-9a-f]{16}").fullmatch
 _STRUCTURAL_KEYS = frozenset({"role", "kind", "index", "status", "name", "settled", "stop_reason"})
 

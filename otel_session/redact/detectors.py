@@ -15,9 +15,11 @@ within each word (a run without whitespace) and mask as ``[label]``; they never 
 built-in detection. Tokens this package emits are matched first and left as they are, so scanning
 twice changes nothing.
 
-Streaming (``stream.py``) relies on one property: a detection holds whitespace only before one of
-``CONTINUES_AFTER_SPACE`` (a number's digits and separators, an IBAN's next group), so a text
-cut right after whitespace, before any other character, scans the same whole or in parts.
+Streaming (``stream.py``) relies on two properties. A detection holds whitespace only before one
+of ``CONTINUES_AFTER_SPACE`` (a number's digits and separators, an IBAN's next group), so a text
+cut right after whitespace, before any other character, scans the same whole or in parts. And a
+text without any of ``TRIGGERS`` (a digit, "@" or the "%" of "%40", ":") holds no built-in
+detection, whatever text comes before it: it needs no scan.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ import ipaddress
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["BUILTIN_DETECTORS", "CONTINUES_AFTER_SPACE", "DEFAULT_DETECTORS", "IS_MASK", "Scanner"]
+__all__ = ["BUILTIN_DETECTORS", "CONTINUES_AFTER_SPACE", "DEFAULT_DETECTORS", "IS_MASK", "TRIGGERS", "Scanner"]
 
 BUILTIN_DETECTORS = ("email", "phone", "card", "national_id", "iban", "ipv4", "ipv6")
 DEFAULT_DETECTORS = BUILTIN_DETECTORS
 CONTINUES_AFTER_SPACE = "0-9A-Z().\\-"
 """A regex class body: the characters a detection may hold right after whitespace."""
+TRIGGERS = "\\d@%:"
+"""A regex class body: every built-in detection holds one of these (see ``_left_out``)."""
 LABEL = re.compile(r"[a-z][a-z0-9_]{0,31}")
 """What a detector's name (its token ``[name]``) may look like."""
 
@@ -61,10 +65,10 @@ _NEEDS = {
     "email": ("email",), "iban": ("iban",), "ipv4": ("ipv4",), "ipv6": ("ipv6",),
     "national_id": ("national_letters", "number"), "phone": ("number",), "card": ("number", "glued"),
 }
-# Shortcuts: a pattern is left out of a text that cannot hold its detections. Every detection but
-# an e-mail or IPv6 address holds four digits, each after at most three separators (an IPv4
-# address's four numbers; a number, national id or card; the account number of every IBAN format);
-# an e-mail holds "@" or "%40"; an IPv6 address "::" or six colons. A search for the digits and a
+# Shortcuts (``TRIGGERS`` sums them up): a pattern is left out of a text that cannot hold its
+# detections. Every detection but an e-mail or IPv6 address holds four digits, each after at most
+# three separators (an IPv4 address's four numbers; a number, national id or card; the account
+# number of every IBAN format); an e-mail holds "@" or "%40"; an IPv6 address "::" or six colons. A search for the digits and a
 # few substring tests are much cheaper than the whole pattern on text without them.
 _FOUR_DIGITS = re.compile(f"{_DIGITS}{{3}}")
 _NEED_DIGITS = frozenset({"iban", "ipv4", "national_letters", "number", "glued"})
@@ -130,6 +134,8 @@ class Scanner:
         self._patterns: dict[frozenset[str], re.Pattern[str]] = {}
         self._cache: dict[str, object] = {}
         self._cached_chars = 0
+        self.triggers = None if self._user else TRIGGERS
+        """``TRIGGERS``, or None with user patterns (they may match any text)."""
 
     def _pattern(self, without: frozenset[str]) -> re.Pattern[str]:
         pattern = self._patterns.get(without)

@@ -9,7 +9,8 @@ Contract::
 
 The released texts concatenate to ``redactor.text(whole)`` for any split: the stream cuts only
 where the detectors' property (``detectors.CONTINUES_AFTER_SPACE``) makes the whole text scan the
-same as its parts, and scans each part with the text before it as context.
+same as its parts, and scans each part with the text before it as context. A part without any of
+``detectors.TRIGGERS`` holds no detection: the common delta costs one match (its cut), no scan.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from otel_session.redact.detectors import CONTINUES_AFTER_SPACE
+from otel_session.redact.detectors import CONTINUES_AFTER_SPACE, TRIGGERS
 from otel_session.redact.policy import REDACTED_ERROR, FieldMode
 
 if TYPE_CHECKING:
@@ -37,6 +38,9 @@ _LAST_CUT = re.compile(r"(?s:.*)" + _CUT.pattern)
 # position with an unclosed "<" this close before it may be inside one, and is no cut.
 _TOKEN_SPAN = 80
 _CONTEXT = 64  # the text before a part, for the patterns' look-behinds
+# The fast path, one match a delta: a delta without a character a detection needs (``TRIGGERS``)
+# or a token starts with, up to its last cut if it has one (else the match is empty).
+_QUIET_CUT = re.compile(f"(?=[^{TRIGGERS}<]*+\\Z)(?:{_LAST_CUT.pattern})?").match
 
 T = TypeVar("T")
 
@@ -57,12 +61,15 @@ class DeltaStream(Generic[T]):
     (a block streams from one producer).
     """
 
-    __slots__ = ("_before", "_cut", "_edits", "_length", "_mode", "_raw", "_records", "_redactor", "_tail")
+    __slots__ = ("_before", "_cut", "_edits", "_length", "_mode", "_quiet", "_raw", "_records", "_redactor",
+                 "_tail", "_trigger")
 
     def __init__(self, redactor: Redactor) -> None:
         self._redactor = redactor
         self._mode = redactor.policy.text
         self._edits = redactor._scanner.edits
+        triggers = redactor._scanner.triggers
+        self._trigger = re.compile(f"[{triggers}]").search if triggers is not None else None
         self._records: list[list[Any]] = []
         """Records not yet released, oldest first: [item, end offset in the block, redacted text so far]."""
         self._raw: list[str] = []
@@ -73,23 +80,34 @@ class DeltaStream(Generic[T]):
         """The block's last ``_TOKEN_SPAN`` characters before the newest delta."""
         self._before = ""
         """The block's last ``_CONTEXT`` characters before the last cut."""
+        self._quiet = self._trigger is not None
+        """Whether the raw text after the last cut holds none of the scanner's ``triggers``."""
 
     def feed(self, chunk: str, item: T) -> list[tuple[T, str]]:
         mode = self._mode
         if mode is FieldMode.KEEP:
             return [(item, chunk)]
-        length = self._length = self._length + len(chunk)
-        self._records.append([item, length, ""])
-        self._raw.append(chunk)
+        start = self._length
+        length = self._length = start + len(chunk)
         if mode is not FieldMode.SCAN:
+            self._records.append([item, length, ""])
+            self._raw.append(chunk)
             return []
         tail = self._tail
         window = tail + chunk
         self._tail = window[-_TOKEN_SPAN:]
-        cut = self._last_cut(window, len(tail))
+        cut = None
+        if self._quiet and "<" not in window and (match := _QUIET_CUT(window, len(tail))) is not None:
+            if (end := match.end()) > len(tail):  # the common case: a cut, nothing to scan
+                return self._release_quiet(window, item, len(tail), end - 1)
+        else:
+            self._quiet = self._quiet and not self._trigger(chunk)  # type: ignore[misc]
+            cut = self._last_cut(window, len(tail))
+        self._records.append([item, length, ""])
+        self._raw.append(chunk)
         if cut is None:
             return self._released() if not chunk else []  # an empty delta after a cut goes at once
-        return self._scan_to(length - len(window) + cut)
+        return self._scan_to(start - len(tail) + cut)
 
     def flush(self) -> list[tuple[T, str]]:
         if self._mode is FieldMode.SCAN:
@@ -115,6 +133,27 @@ class DeltaStream(Generic[T]):
                 return position
         return None
 
+    def _release_quiet(self, window: str, item: T, start: int, cut: int) -> list[tuple[T, str]]:
+        """``feed`` of the delta ``window[start:]`` with a cut at ``window[cut]`` where no detection
+        can be (neither it nor the raw text after the last cut holds a trigger, no token is near):
+        what ``_scan_to`` gives, without a scan or sharing out. The records pending end before the
+        delta: each is released with its raw rest; the new record keeps its text up to the cut and
+        waits."""
+        raw = self._raw
+        pending = raw[0] if len(raw) == 1 else "".join(raw)
+        offset = begin = self._cut
+        released = []
+        for record in self._records:
+            end = record[1]
+            released.append((record[0], record[2] + pending[begin - offset : end - offset]))
+            begin = end
+        self._records = [[item, self._length, window[start:cut]]]
+        self._raw = [window[cut:]]
+        self._cut = self._length - len(window) + cut
+        # The text before the cut: the tail (the block's last _TOKEN_SPAN characters) and the delta's head.
+        self._before = window[max(0, cut - _CONTEXT) : cut]
+        return released
+
     def _scan_to(self, cut: int) -> list[tuple[T, str]]:
         """Scan the raw text up to block offset ``cut``, share it out to its records, release those
         that end by ``cut``."""
@@ -122,6 +161,7 @@ class DeltaStream(Generic[T]):
         split = cut - self._cut
         segment, rest = raw[:split], raw[split:]
         self._raw = [rest] if rest else []
+        self._quiet = self._trigger is not None and not self._trigger(rest)
         start, self._cut = self._cut, cut
         if segment:
             context = self._before + segment
