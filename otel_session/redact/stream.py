@@ -42,6 +42,14 @@ _CONTEXT = 64  # the text before a part, for the patterns' look-behinds
 # or a token starts with, up to its last cut if it has one (else the match is empty).
 _QUIET_CUT = re.compile(f"(?=[^{TRIGGERS}<]*+\\Z)(?:{_LAST_CUT.pattern})?").match
 
+# A block that streams this many characters with no cut (text without spaces: Chinese or Japanese,
+# JSON, code, a long URL) is cut anyway, where it scans the same whole as in its parts, at least
+# _SAFE_SPAN characters before its end (longer than any detection can be): a live view lags, but
+# not to the end of the block.
+_MAX_HELD = 512
+_SAFE_SPAN = 256
+_FORCED_TRIES = 8
+
 T = TypeVar("T")
 
 
@@ -56,7 +64,8 @@ class DeltaStream(Generic[T]):
 
     In ``scan`` mode a record is held until a later delta shows a cut after it (see ``_CUT``: a
     word or number can no longer go on), so a live view lags by a token, never past the block's
-    end. ``keep`` releases each record at once; ``mask``/``hash`` redact the whole block, so the
+    end; text that streams on with no such cut (no spaces) is cut once more than ``_MAX_HELD``
+    characters wait, where it scans the same whole as in parts (``_forced_cut``). ``keep`` releases each record at once; ``mask``/``hash`` redact the whole block, so the
     block's records wait for ``flush`` (the first gets the token, the others ""). Not thread-safe
     (a block streams from one producer).
     """
@@ -105,6 +114,10 @@ class DeltaStream(Generic[T]):
             cut = self._last_cut(window, len(tail))
         self._records.append([item, length, ""])
         self._raw.append(chunk)
+        if cut is None and length - self._cut > _MAX_HELD:
+            cut = self._forced_cut()
+            if cut is not None:
+                return self._scan_to(cut)
         if cut is None:
             return self._released() if not chunk else []  # an empty delta after a cut goes at once
         return self._scan_to(start - len(tail) + cut)
@@ -131,6 +144,35 @@ class DeltaStream(Generic[T]):
             before = window[max(0, position - _TOKEN_SPAN) : position]
             if before.rfind("<") <= before.rfind(">"):
                 return position
+        return None
+
+    def _forced_cut(self) -> int | None:
+        """A block offset, at least ``_SAFE_SPAN`` characters before the end of what is held, where
+        the held text scans exactly as its two parts do (no detection crosses it, none appears or
+        changes on either side, no redaction token holds it); None when the last tries find none."""
+        raw = "".join(self._raw)
+        context = self._before
+        edits = self._edits
+        try:
+            whole = edits(context + raw, len(context))
+        except Exception:  # noqa: BLE001 - keep holding: flush redacts (or replaces) it whole
+            return None
+        shift = len(context)
+        whole = [(begin - shift, end - shift, token) for begin, end, token in whole]
+        position = len(raw) - _SAFE_SPAN
+        for _ in range(_FORCED_TRIES):
+            if position <= 0:
+                return None
+            before = raw[max(0, position - _TOKEN_SPAN) : position]
+            if before.rfind("<") <= before.rfind(">") and not any(begin < position < end for begin, end, _ in whole):
+                left_context = context + raw[:position]
+                right_context = left_context[-_CONTEXT:]
+                left = [(b - shift, e - shift, t) for b, e, t in edits(left_context, shift)]
+                right = [(b - len(right_context) + position, e - len(right_context) + position, t)
+                         for b, e, t in edits(right_context + raw[position:], len(right_context))]
+                if left + right == whole:
+                    return self._cut + position
+            position -= _CONTEXT
         return None
 
     def _release_quiet(self, window: str, item: T, start: int, cut: int) -> list[tuple[T, str]]:
