@@ -12,7 +12,8 @@ never arrives (another collector got it, or its service never exported it) once 
 ``seal_rootless_after_s``, as interrupted (``ROOT_SPAN_MISSING``); every run still open at
 shutdown (``COLLECTOR_STOPPED``). A run appended by more than one request may be out of event-time
 order on disk: its seal has the writer rewrite the journal in ``ordering.event_order_key`` order
-(``seq`` renumbered) and marks ``capture.json`` ``"order": "event_time"``.
+(``seq`` renumbered, ``capture.json`` ``"resequenced": true``; a journal already in that order is
+left alone) and marks ``capture.json`` ``"order": "event_time"``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ logger = logging.getLogger(__name__)
 ROOT_SPAN_MISSING = "root_span_missing"  # quiet for --seal-rootless-after (or --seal-after once resumed)
 COLLECTOR_STOPPED = "collector_stopped"  # still open at shutdown
 _RUN_FINISHED = EventType.RUN_FINISHED.value
+ORDER = {"order": "event_time"}
+"""What a sealed collector run's ``capture.json`` says of its journal's order."""
 
 
 class EventRedactor(Protocol):
@@ -110,9 +113,9 @@ class OpenRun:
                     "another collector (route every span of a trace to one collector)", self.recorder.run_id,
                 )
         # Appended by one request, root included, in the same key's order (and not resumed from an
-        # earlier process): already in event-time order, nothing to rewrite.
+        # earlier process): already in event-time order, nothing to read back.
         in_order = self.finished and self.batches == 1 and not self.resumed
-        self.recorder.close(reorder=None if in_order else event_order_key(self.tree.depth_of))
+        self.recorder.close(reorder=None if in_order else event_order_key(self.tree.depth_of), capture_extras=ORDER)
         return status
 
 

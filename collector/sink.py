@@ -235,7 +235,6 @@ class BundleSink:
         except OSError as exc:
             self._reject(result, len(spans), RejectReason.IO_ERROR, f"cannot open bundle of {identity.run_id}: {exc}")
             return None
-        self.writer.set_capture_extras(identity.run_id, {"order": "event_time"})
         run = self._runs[trace_id] = OpenRun(recorder, now)
         return run
 
@@ -348,7 +347,6 @@ class BundleSink:
                 logger.info("left %s as it is: %s", info.path, exc)
                 continue
             run = OpenRun(recorder, self._clock(), resumed=True, latest_ns=latest_at_ns(read_bundle(info.path).events))
-            self.writer.set_capture_extras(info.run_id, {"order": "event_time"})
             with self._lock:
                 self._runs[uuid.UUID(info.run_id.removeprefix("run-")).int] = run
             resumed += 1

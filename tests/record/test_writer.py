@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -296,21 +297,23 @@ def test_second_writer_in_another_process_is_refused(writer, root, run_id):
 
 
 def test_reopening_a_recording_run_continues_after_a_torn_tail(root, run_id):
-    crashed = BundleWriter(root)
-    run = crashed.open_run(session_id="s", run_id=run_id)
-    for i in range(3):
-        _delta(run, i)
-    crashed.force_flush()
-    events = run.path / layout.EVENTS_FILE
-    with open(events, "ab") as handle:
-        handle.write(b'{"seq":4,"at":"2026-')  # a crash mid-line
-    # Simulate the crash: the process dies holding its lock and files; the kernel releases them.
-    os.close(run._events_fd)
-    crashed._closed = True
-    with crashed._cond:
-        crashed._stopping = True
-        crashed._cond.notify_all()
-    crashed._thread.join()
+    # A real crash: the process dies (SIGKILL) mid-line, holding its lock and files.
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from otel_session.write import BundleWriter
+        writer = BundleWriter({str(root)!r})
+        run = writer.open_run(session_id="s", run_id={run_id!r})
+        for i in range(3):
+            run.append("assistant_delta", {{"index": i, "kind": "text", "delta": "x"}}, message_id="m1")
+        writer.force_flush()
+        with open(run.path / "events.ndjson", "ab") as handle:
+            handle.write(b'{{"seq":4,"at":"2026-')
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == -signal.SIGKILL, out.stderr
 
     writer = BundleWriter(root)
     try:
