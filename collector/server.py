@@ -37,6 +37,7 @@ from concurrent import futures
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import grpc
 import orjson
@@ -55,6 +56,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from otel_session.collector.forward import Forwarder
+from otel_session.collector.options import CollectorOptions
 from otel_session.collector.otlp import (
     ExportRequest,
     OtlpDecodeError,
@@ -69,8 +71,6 @@ from otel_session.read import iter_runs
 from otel_session.write import BundleWriter, WriterLimits
 
 __all__ = [
-    "DEFAULT_GRPC_ADDRESS",
-    "DEFAULT_HTTP_ADDRESS",
     "Collector",
     "Receiver",
     "TooManyRequests",
@@ -79,8 +79,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_GRPC_ADDRESS = "127.0.0.1:4317"
-DEFAULT_HTTP_ADDRESS = "127.0.0.1:4318"
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """Largest accepted request, compressed or not (the gRPC limit too)."""
 _MAX_CONCURRENT_EXPORTS = 64
@@ -341,55 +339,42 @@ def _split_address(address: str) -> tuple[str, int]:
 class Collector:
     """OTLP receivers + bundle sink + optional forwarder + the sealing timer.
 
-    ``redactor`` defaults to the in-process default (:func:`default_redactor`); ``bundle=False``
-    only decodes and counts (the benchmark's receiver-only baseline).
+    Settings are ``options`` (default: ``CollectorOptions()``, from the ``OTEL_SESSION_*``
+    environment) with ``settings`` (``grpc_address=``, ``seal_after_s=``, … any of its fields)
+    applied. ``redactor`` defaults to the in-process default (:func:`default_redactor`);
+    ``bundle=False`` only decodes and counts (the benchmark's receiver-only baseline).
     """
 
     def __init__(
         self,
         root: str | os.PathLike[str],
+        options: CollectorOptions | None = None,
         *,
-        grpc_address: str | None = DEFAULT_GRPC_ADDRESS,
-        http_address: str | None = DEFAULT_HTTP_ADDRESS,
-        forward: str | None = None,
-        forward_redacted: bool = True,
-        forward_protocol: str = "http/protobuf",
-        seal_after_s: float = 10.0,
-        seal_rootless_after_s: float = 3600.0,
-        hold_unrouted_s: float = 30.0,
-        hold_logs_s: float = 300.0,
         redactor: EventRedactor | None = None,
         writer_limits: WriterLimits | None = None,
-        status_interval_s: float = 30.0,
         bundle: bool = True,
+        **settings: Any,
     ) -> None:
+        self.options = options = (options or CollectorOptions()).with_values(**settings)
         self.root = Path(root)
         self.redactor = redactor if redactor is not None else default_redactor(self.root)
         self.counters = Counters()
         self.writer = BundleWriter(self.root, limits=writer_limits)
-        self.sink = BundleSink(
-            self.writer,
-            self.redactor,
-            seal_after_s=seal_after_s,
-            seal_rootless_after_s=seal_rootless_after_s,
-            hold_unrouted_s=hold_unrouted_s,
-            hold_logs_s=hold_logs_s,
-            counters=self.counters,
-        )
+        self.sink = BundleSink(self.writer, self.redactor, options, counters=self.counters)
         self.forwarder = (
             Forwarder(
-                forward,
-                text_redactor=self.redactor.text if forward_redacted else None,
+                options.forward,
+                text_redactor=self.redactor.text if options.forward_redacted else None,
                 counters=self.counters,
-                protocol=forward_protocol,
+                protocol=options.forward_protocol,
             )
-            if forward
+            if options.forward
             else None
         )
         self.receiver = Receiver(self.sink, forwarder=self.forwarder) if bundle else _ReceiveOnly(self.counters)
-        self._grpc_address = grpc_address
-        self._http_address = http_address
-        self._status_interval_s = status_interval_s
+        self._grpc_address = options.grpc_address
+        self._http_address = options.http_address
+        self._status_interval_s = options.status_interval_s
         self._grpc_server: grpc.Server | None = None
         self._http_server: ThreadingHTTPServer | None = None
         self._http_thread: threading.Thread | None = None

@@ -9,10 +9,10 @@ Contract::
     sink.seal_all()                 # at shutdown: finished runs seal, the rest as interrupted
     sink.counters.snapshot()
 
-The stages, one module each: ``routing`` (which run a trace's spans belong to; spans of a trace
-with no session yet wait up to ``hold_unrouted_s``, default 30 s, beyond the SDK batch
-processor's 5 s export delay, for a span that names it, then are counted ``no_session``, never
-silent), ``logjoin`` (GenAI log events joined to their spans, up to ``hold_logs_s`` early, a
+Settings (seal and hold times, bounds) come from ``options.CollectorOptions``. The stages, one
+module each: ``routing`` (which run a trace's spans belong to; spans of a trace with no session
+yet wait up to ``hold_unrouted_s``, default 30 s, beyond the SDK batch processor's 5 s export
+delay, for a span that names it, then are counted ``no_session``, never silent), ``logjoin`` (GenAI log events joined to their spans, up to ``hold_logs_s`` early, a
 moment late), ``ordering`` (event-time order), ``sealing`` (the run being assembled, its seal) and
 ``counters``. Every span is normalized once (with the log events that waited for it) → redacted
 (``Redactor.redact_events``: a message's deltas as one stream) → appended in event-time order.
@@ -28,9 +28,11 @@ import time
 import uuid
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from otel_session.collector.counters import Counters, Overloaded, RejectReason, SubmitResult
 from otel_session.collector.logjoin import LOG_SETTLE_S, LateJoin, WaitingLogs
+from otel_session.collector.options import CollectorOptions
 from otel_session.collector.ordering import event_order_key
 from otel_session.collector.routing import HeldSpans, run_identity, session_of
 from otel_session.collector.sealing import (
@@ -61,12 +63,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_DEFAULT_SEAL_AFTER_S = 10.0
-_DEFAULT_MAX_PENDING_SPANS = 10_000
-_DEFAULT_SEAL_ROOTLESS_AFTER_S = 3600.0
-_DEFAULT_HOLD_UNROUTED_S = 30.0
-_DEFAULT_HOLD_LOGS_S = 300.0
-_DEFAULT_MAX_PENDING_LOG_EVENTS = 10_000
 _SEALED_MEMORY = 65_536
 _MAX_RUNS_AWAITING_SEAL = 256
 RECORDED_BY = "otel-session collector"  # run.json `recorded_by`: runs this collector may resume
@@ -79,31 +75,30 @@ class BundleSink:
         self,
         writer: BundleWriter,
         redactor: EventRedactor,
+        options: CollectorOptions | None = None,
         *,
-        seal_after_s: float = _DEFAULT_SEAL_AFTER_S,
-        seal_rootless_after_s: float = _DEFAULT_SEAL_ROOTLESS_AFTER_S,
-        hold_unrouted_s: float = _DEFAULT_HOLD_UNROUTED_S,
-        hold_logs_s: float = _DEFAULT_HOLD_LOGS_S,
-        max_pending_spans: int = _DEFAULT_MAX_PENDING_SPANS,
-        max_pending_log_events: int = _DEFAULT_MAX_PENDING_LOG_EVENTS,
         counters: Counters | None = None,
         clock: Callable[[], float] = time.monotonic,
         recorded_by: str = RECORDED_BY,
+        **settings: Any,
     ) -> None:
+        """``options`` (default: ``CollectorOptions()``, from the environment) with ``settings``
+        (``seal_after_s=``, ``hold_logs_s=``, … any of its fields) applied."""
+        options = (options or CollectorOptions()).with_values(**settings)
         self.writer = writer
         self.redactor = redactor
-        self.seal_after_s = seal_after_s
-        self.seal_rootless_after_s = max(seal_after_s, seal_rootless_after_s)
-        self.hold_unrouted_s = hold_unrouted_s
-        self.hold_logs_s = hold_logs_s
+        self.seal_after_s = options.seal_after_s
+        self.seal_rootless_after_s = max(options.seal_after_s, options.seal_rootless_after_s)
+        self.hold_unrouted_s = options.hold_unrouted_s
+        self.hold_logs_s = options.hold_logs_s
         self.counters = counters or Counters()
         self.recorded_by = recorded_by
         self._clock = clock
         self._lock = threading.Lock()
         self._runs: dict[int, OpenRun] = {}
         self._sealed: OrderedDict[int, None] = OrderedDict()
-        self._held = HeldSpans(max_pending_spans)
-        self._waiting_logs = WaitingLogs(max_pending_log_events)
+        self._held = HeldSpans(options.max_held_spans)
+        self._waiting_logs = WaitingLogs(options.max_held_log_events)
         self._sealing: list[RunRecorder] = []
         self._queue_high_water = writer.limits.max_queue_records // 2
 
