@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 __all__ = ["Counters", "Overloaded", "RejectReason", "SubmitResult"]
 
@@ -37,6 +38,8 @@ class SubmitResult:
     rejected: int = 0
     messages: list[str] = field(default_factory=list)
     rejected_by: dict[RejectReason, int] = field(default_factory=dict)
+    appended: list[tuple[Any, int, int]] = field(default_factory=list)
+    """``(RunRecorder, seq, spans)`` per run appended to: what must be in the journal before the answer."""
 
     @property
     def error_message(self) -> str:

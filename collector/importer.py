@@ -59,7 +59,7 @@ def import_files(
     """Import every line of every file in ``paths``; ``progress`` gets the bytes read so far."""
     report = ImportReport()
     writer = BundleWriter(root)
-    sink = BundleSink(writer, redactor, seal_after_s=float("inf"), hold_logs_s=float("inf"))
+    sink = BundleSink(writer, redactor, seal_after_s=float("inf"), hold_logs_s=float("inf"), ack_after_write=False)
     try:
         for path in map(Path, paths):
             with open(path, "rb") as handle:

@@ -3,7 +3,7 @@
 Contract::
 
     sink = BundleSink(writer, redactor, seal_after_s=10.0)
-    result = sink.submit(spans)     # -> SubmitResult(rejected, messages); raises Overloaded
+    result = sink.submit(spans)     # -> SubmitResult(rejected, messages) once journaled; raises Overloaded
     result = sink.submit_log_events(detached)   # GenAI log events, joined to their spans
     sink.seal_quiet_runs()          # called periodically: root seen + quiet for seal_after_s → seal
     sink.seal_all()                 # at shutdown: finished runs seal, the rest as interrupted
@@ -46,7 +46,14 @@ from otel_session.journal import CaptureStatus, format_timestamp, run_id_from_tr
 from otel_session.layout import UnsafePathError
 from otel_session.normalize import DetachedEvent, SpanData, SpanEventData
 from otel_session.read import RunInfo, read_bundle
-from otel_session.write import BundleWriter, RunLockedError, RunRecorder, RunSealedError, WriterClosedError
+from otel_session.write import (
+    BundleWriter,
+    RunLockedError,
+    RunRecorder,
+    RunSealedError,
+    WaitStatus,
+    WriterClosedError,
+)
 
 __all__ = [
     "COLLECTOR_STOPPED",
@@ -64,6 +71,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _SEALED_MEMORY = 65_536
+_ACK_TIMEOUT_S = 30.0
 _MAX_RUNS_AWAITING_SEAL = 256
 RECORDED_BY = "otel-session collector"  # run.json `recorded_by`: runs this collector may resume
 
@@ -80,10 +88,13 @@ class BundleSink:
         counters: Counters | None = None,
         clock: Callable[[], float] = time.monotonic,
         recorded_by: str = RECORDED_BY,
+        ack_after_write: bool = True,
         **settings: Any,
     ) -> None:
         """``options`` (default: ``CollectorOptions()``, from the environment) with ``settings``
-        (``seal_after_s=``, ``hold_logs_s=``, … any of its fields) applied."""
+        (``seal_after_s=``, ``hold_logs_s=``, … any of its fields) applied. ``ack_after_write``:
+        :meth:`submit` returns once its records are in the journal files (off for ``import``,
+        which seals everything before it reports)."""
         options = (options or CollectorOptions()).with_values(**settings)
         self.writer = writer
         self.redactor = redactor
@@ -93,6 +104,7 @@ class BundleSink:
         self.hold_logs_s = options.hold_logs_s
         self.counters = counters or Counters()
         self.recorded_by = recorded_by
+        self.ack_after_write = ack_after_write
         self._clock = clock
         self._lock = threading.Lock()
         self._runs: dict[int, OpenRun] = {}
@@ -125,7 +137,25 @@ class BundleSink:
                     planned.append((run, trace_spans, joined))
         for run, trace_spans, log_events in planned:
             self._append(run, trace_spans, log_events, result)
+        if self.ack_after_write and result.appended:
+            self._wait_journaled(result)
         return result
+
+    def _wait_journaled(self, result: SubmitResult) -> None:
+        """Return once ``result``'s records are in their journal files (written to the OS: a kill -9
+        keeps them; fsync is the seal's). Spans of a capture that stopped first are rejected; a
+        writer too slow raises ``Overloaded`` (the client's retry may then journal them twice:
+        at least once, never lost)."""
+        waited = self.writer.wait_written([(recorder, seq) for recorder, seq, _ in result.appended], _ACK_TIMEOUT_S)
+        if waited.status is WaitStatus.TIMED_OUT:
+            raise Overloaded(f"the bundle writer did not write the request within {_ACK_TIMEOUT_S:.0f} s; retry later")
+        for recorder in waited.lost:
+            count = sum(spans for appended, _, spans in result.appended if appended is recorder)
+            failure = recorder.failure
+            why = f"{failure.code.value}: {failure.message}" if failure is not None else "the capture is closed"
+            result.accepted -= count
+            self.counters.add("bundled", -count)
+            self._reject(result, count, RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {why}")
 
     def submit_log_events(self, detached: Iterable[DetachedEvent]) -> SubmitResult:
         """Join GenAI log events to their spans (one export request); ``accepted`` counts events
@@ -256,6 +286,7 @@ class BundleSink:
                 self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {run.recorder.run_id}: {failure}")
                 return
             run.last_activity = now
+            result.appended.append((run.recorder, run.recorder.enqueued_seq, len(spans)))
         result.accepted += len(spans)
         self.counters.add("bundled", len(spans))
         if log_events:

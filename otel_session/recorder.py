@@ -7,6 +7,7 @@ Contract::
     run.append_events(events) -> int                # a batch under one lock: how many were accepted
     run.close(run_status=None, reorder=None, capture_extras=None)   # drain, (rewrite,) seal
     run.failure, run.sealed, run.wait_sealed(timeout)
+    run.written(run.enqueued_seq) -> Written        # in the journal file yet? (BundleWriter.wait_written)
 
 ``seq`` is assigned at enqueue. Reaching a queue bound, an oversized event or an append error marks
 the capture ``failed`` with a ``FailureCode``, stops the recording and is logged. ``reorder`` is a
@@ -53,6 +54,7 @@ __all__ = [
     "RunSealedError",
     "WriterClosedError",
     "WriterLimits",
+    "Written",
 ]
 
 logger = logging.getLogger(__name__)
@@ -129,6 +131,17 @@ class Reorder(Enum):
     """The rewrite failed (logged): the journal stays as appended."""
 
 
+class Written(Enum):
+    """Where records handed to a recorder are (:meth:`RunRecorder.written`)."""
+
+    WRITTEN = "written"
+    """In the journal file: written to the OS, so a kill -9 of this process keeps them."""
+    QUEUED = "queued"
+    """Still in memory, waiting for the writer thread."""
+    LOST = "lost"
+    """The capture stopped (I/O error, bound) before they were written: they never will be."""
+
+
 class WriterLoop(Protocol):
     """What a recorder needs from its ``BundleWriter``."""
 
@@ -182,6 +195,8 @@ class RunRecorder:
         """Lines the journal holds when this process made it (None: count them at seal)."""
         self._lock = threading.Lock()
         self._next_seq = next_seq
+        self._written_seq = next_seq - 1
+        """The last ``seq`` handed to the OS (``write`` returned): it survives a kill of this process."""
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._scheduled = False
@@ -389,6 +404,20 @@ class RunRecorder:
         return len(self._pending)
 
     @property
+    def enqueued_seq(self) -> int:
+        """The ``seq`` of the last record accepted (0 before the first)."""
+        return self._next_seq - 1
+
+    def written(self, seq: int) -> Written:
+        """Whether the records up to ``seq`` are in the journal file (handed to the OS: they survive
+        a kill of this process; fsync waits for the seal), still queued, or never will be."""
+        if self._written_seq >= seq:
+            return Written.WRITTEN
+        if self._discard_pending or self._io_failed() or self._sealed.is_set():
+            return Written.LOST
+        return Written.QUEUED
+
+    @property
     def sealed(self) -> bool:
         return self._sealed.is_set()
 
@@ -417,8 +446,9 @@ class RunRecorder:
             seal = self._close_requested and not self._seal_claimed
             self._seal_claimed = self._close_requested
             discard = self._discard_pending
-        if pending and not discard and not self._io_failed():
-            self._write_batch(pending)
+            upto = self._next_seq - 1
+        if pending and not discard and not self._io_failed() and self._write_batch(pending):
+            self._written_seq = upto
         return seal
 
     def _io_failed(self) -> bool:
@@ -429,7 +459,7 @@ class RunRecorder:
             FailureCode.IO_ERROR,
         )
 
-    def _write_batch(self, lines: list[bytes]) -> None:
+    def _write_batch(self, lines: list[bytes]) -> bool:
         # Everything pending goes out in one write: a thread waiting for the GIL after each
         # syscall would otherwise fall behind a busy producer and overrun the queue bound.
         try:
@@ -443,10 +473,11 @@ class RunRecorder:
                 )
                 self._discard_pending = True
             self._lines_on_disk = None  # a partial write: count what is there
-            return
+            return False
         self.batches_written += 1
         if self._lines_on_disk is not None:
             self._lines_on_disk += len(lines)
+        return True
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)

@@ -25,7 +25,9 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,7 @@ from otel_session.recorder import (
     RunSealedError,
     WriterClosedError,
     WriterLimits,
+    Written,
 )
 from otel_session.recovery import (
     check_recording,
@@ -67,14 +70,32 @@ __all__ = [
     "RunLockedError",
     "RunRecorder",
     "RunSealedError",
+    "WaitResult",
+    "WaitStatus",
     "WriterClosedError",
     "WriterLimits",
+    "Written",
     "write_json_atomic",
 ]
 
 logger = logging.getLogger(__name__)
 
 _KNOWN_DIRS = 4096
+
+
+class WaitStatus(Enum):
+    """How :meth:`BundleWriter.wait_written` ended."""
+
+    WRITTEN = "written"
+    LOST = "lost"
+    """Some recorders' captures stopped before their records were written (``WaitResult.lost``)."""
+    TIMED_OUT = "timed_out"
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    status: WaitStatus
+    lost: list[RunRecorder] = field(default_factory=list)
 _RECORDING_CAPTURE = {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0}
 
 
@@ -86,6 +107,8 @@ class BundleWriter:
         self.root = Path(root)
         self.limits = limits or WriterLimits()
         self._cond = threading.Condition()
+        self._written_cond = threading.Condition()
+        """Notified after each writer pass (records written, runs sealed): see :meth:`wait_written`."""
         self._dirty: dict[RunRecorder, None] = {}
         self._deadline = 0.0
         self._urgent = False
@@ -111,6 +134,7 @@ class BundleWriter:
         if self._closed:
             return  # shut down in the parent: nothing to restart, nothing of the child's to write
         self._cond = threading.Condition()
+        self._written_cond = threading.Condition()
         self._open_lock = threading.Lock()
         self._dirty = {}
         self._urgent = self._busy = self._stopping = False
@@ -261,6 +285,34 @@ class BundleWriter:
                 self._cond.wait(remaining)
         return True
 
+    def wait_written(self, targets: Iterable[tuple[RunRecorder, int]], timeout_s: float) -> WaitResult:
+        """Wait until each ``(recorder, seq)``'s records up to ``seq`` are in its journal file (not
+        fsynced: that is the seal's). The writer is asked to flush now; every writer pass wakes
+        all waiters at once, so concurrent callers share its writes. ``lost`` lists the recorders
+        whose capture stopped before their records were written."""
+        pending = list(targets)
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            self._urgent = True
+            self._cond.notify_all()
+        lost: list[RunRecorder] = []
+        with self._written_cond:
+            while True:
+                waiting = []
+                for recorder, seq in pending:
+                    state = recorder.written(seq)
+                    if state is Written.QUEUED:
+                        waiting.append((recorder, seq))
+                    elif state is Written.LOST:
+                        lost.append(recorder)
+                pending = waiting
+                if not pending:
+                    return WaitResult(WaitStatus.LOST if lost else WaitStatus.WRITTEN, lost)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._thread.is_alive():
+                    return WaitResult(WaitStatus.TIMED_OUT, lost)
+                self._written_cond.wait(remaining)
+
     def shutdown(self, timeout_millis: int = 30_000) -> None:
         """Finish open runs as interrupted, drain once, stop the thread. Idempotent."""
         with self._open_lock:
@@ -343,17 +395,23 @@ class BundleWriter:
                     cond.wait(remaining)
                 if not self._dirty and self._stopping:
                     cond.notify_all()
+                    with self._written_cond:
+                        self._written_cond.notify_all()
                     return
                 runs = list(self._dirty)
                 self._dirty.clear()
                 self._urgent = False
                 self._busy = True
             closing = [recorder for recorder in runs if _guarded(recorder, recorder._drain)]
+            with self._written_cond:  # one pass's writes acknowledge every request waiting on them
+                self._written_cond.notify_all()
             if closing:
                 self._seal_together(closing)
             with cond:
                 self._busy = False
                 cond.notify_all()
+            with self._written_cond:
+                self._written_cond.notify_all()
 
 
 
