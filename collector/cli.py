@@ -101,7 +101,9 @@ def import_command(files: tuple[Path, ...], bundle_root: Path | None) -> None:
         report = import_files(files, root, redactor=default_redactor(root), progress=bar.update)
     click.echo(
         f"{report.spans} spans: {len(report.runs_written)} run(s) written, "
-        f"{len(report.runs_already_imported)} already imported, {report.no_session_spans} span(s) without a session"
+        f"{len(report.runs_already_imported)} already imported"
+        + (f" ({report.runs_session_derived} named no session: each recorded as a session of its own)"
+           if report.runs_session_derived else "")
     )
     if report.log_events:
         click.echo(f"{report.log_events} GenAI log event(s), {report.log_events_unmatched} without their span")

@@ -63,7 +63,7 @@ class Counters:
     NAMES = (
         "received", "bundled", "forwarded", "forward_failed", "rejected", "no_session", "runs_sealed",
         "log_records_received", "log_records_ignored", "log_events_bundled", "log_events_unmatched",
-        "log_records_rejected", "log_records_forwarded", "log_records_forward_failed",
+        "log_records_rejected", "log_records_forwarded", "log_records_forward_failed", "runs_session_derived",
     )
 
     def __init__(self) -> None:

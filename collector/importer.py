@@ -38,7 +38,8 @@ class ImportReport:
     spans_already_imported: int = 0
     runs_written: list[str] = field(default_factory=list)
     runs_already_imported: set[str] = field(default_factory=set)
-    no_session_spans: int = 0
+    runs_session_derived: int = 0
+    """Runs of traces that named no session, recorded as sessions of their own."""
     log_events: int = 0
     log_events_unmatched: int = 0
     rejected: list[str] = field(default_factory=list)
@@ -72,7 +73,7 @@ def import_files(
         writer.shutdown()
     report.runs_written = sorted(recorder.run_id for recorder in sealed)
     counters = sink.counters.snapshot()
-    report.no_session_spans = counters["no_session"]
+    report.runs_session_derived = counters["runs_session_derived"]
     report.log_events_unmatched = counters["log_events_unmatched"]
     return report
 

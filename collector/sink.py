@@ -12,7 +12,8 @@ Contract::
 Settings (seal and hold times, bounds) come from ``options.CollectorOptions``. The stages, one
 module each: ``routing`` (which run a trace's spans belong to; spans of a trace with no session
 yet wait up to ``hold_unrouted_s``, default 30 s, beyond the SDK batch processor's 5 s export
-delay, for a span that names it, then are counted ``no_session``, never silent), ``logjoin`` (GenAI log events joined to their spans, up to ``hold_logs_s`` early, a
+delay, for a span that names it, then become a run of a session of their own: ``session_id`` =
+``run_id``, ``"session_derived": true`` in ``run.json``), ``logjoin`` (GenAI log events joined to their spans, up to ``hold_logs_s`` early, a
 moment late), ``ordering`` (event-time order), ``sealing`` (the run being assembled, its seal) and
 ``counters``. Every span is normalized once (with the log events that waited for it) → redacted
 (``Redactor.redact_events``: a message's deltas as one stream) → appended in event-time order.
@@ -45,7 +46,7 @@ from otel_session.collector.sealing import (
 from otel_session.journal import CaptureStatus, format_timestamp, run_id_from_trace_id
 from otel_session.layout import UnsafePathError
 from otel_session.normalize import DetachedEvent, SpanData, SpanEventData
-from otel_session.read import RunInfo, read_bundle
+from otel_session.read import RunInfo, find_run, read_bundle
 from otel_session.write import (
     BundleWriter,
     RunLockedError,
@@ -72,6 +73,8 @@ logger = logging.getLogger(__name__)
 
 _SEALED_MEMORY = 65_536
 _ACK_TIMEOUT_S = 30.0
+_Planned = tuple[OpenRun, list[SpanData], dict[int, list[SpanEventData]]]
+"""A run and the spans (with the log events that waited for them) to journal into it."""
 _MAX_RUNS_AWAITING_SEAL = 256
 RECORDED_BY = "otel-session collector"  # run.json `recorded_by`: runs this collector may resume
 
@@ -89,12 +92,15 @@ class BundleSink:
         clock: Callable[[], float] = time.monotonic,
         recorded_by: str = RECORDED_BY,
         ack_after_write: bool = True,
+        derive_sessions: bool = True,
         **settings: Any,
     ) -> None:
         """``options`` (default: ``CollectorOptions()``, from the environment) with ``settings``
         (``seal_after_s=``, ``hold_logs_s=``, … any of its fields) applied. ``ack_after_write``:
         :meth:`submit` returns once its records are in the journal files (off for ``import``,
-        which seals everything before it reports)."""
+        which seals everything before it reports). ``derive_sessions``: a trace that named no
+        session within ``hold_unrouted_s`` is recorded as a session of its own (off: counted
+        ``no_session``, the span exporter's way)."""
         options = (options or CollectorOptions()).with_values(**settings)
         self.writer = writer
         self.redactor = redactor
@@ -105,6 +111,7 @@ class BundleSink:
         self.counters = counters or Counters()
         self.recorded_by = recorded_by
         self.ack_after_write = ack_after_write
+        self.derive_sessions = derive_sessions
         self._clock = clock
         self._lock = threading.Lock()
         self._runs: dict[int, OpenRun] = {}
@@ -122,7 +129,7 @@ class BundleSink:
         for span in spans:
             by_trace[span.trace_id].append(span)
         result = SubmitResult()
-        planned: list[tuple[OpenRun, list[SpanData], dict[int, list[SpanEventData]]]] = []
+        planned: list[_Planned] = []
         with self._lock:
             self._check_sealing_backlog()
             for run in (self._runs.get(trace_id) for trace_id in by_trace):
@@ -220,17 +227,36 @@ class BundleSink:
             return run
         if trace_id in self._sealed:
             self._reject(result, len(spans), RejectReason.SEALED, f"run {spans[0].run_id} is already sealed")
-            self._reject_waiting_logs(trace_id)
+            self._reject_waiting(trace_id)
             return None
         session_id = session_of(spans)
-        if session_id is None:
-            if not self._held.hold(trace_id, spans, now):
-                self.counters.add("no_session", len(spans))
+        if session_id is not None:
+            return self._open(trace_id, session_id, spans, result, now)
+        if self._held.hold(trace_id, spans, now):
             return None
-        return self._open(trace_id, session_id, spans, result, now)
+        if not self.derive_sessions:  # over the bound
+            self.counters.add("no_session", len(spans))
+            return None
+        return self._derive(trace_id, spans, result, now)
+
+    def _derive(self, trace_id: int, spans: list[SpanData], result: SubmitResult, now: float) -> OpenRun | None:
+        """Open the run of a trace that named no session as a session of its own (its run id),
+        unless the run exists already under another session (a process before this one, or an
+        earlier import, bound the trace while its other spans named one): then they are rejected."""
+        run_id = spans[0].run_id
+        existing = find_run(self.writer.root, run_id, include_evals=True)
+        if existing is not None and existing.session_id != run_id:
+            if existing.capture_status != CaptureStatus.RECORDING.value:
+                self._remember_sealed(trace_id)
+            self._reject(result, len(spans), RejectReason.SEALED,
+                         f"run {run_id} is already recorded in session {existing.session_id!r} "
+                         f"({existing.capture_status}); these spans of it named no session")
+            return None
+        return self._open(trace_id, run_id, spans, result, now, session_derived=True)
 
     def _open(
-        self, trace_id: int, session_id: str, spans: list[SpanData], result: SubmitResult, now: float
+        self, trace_id: int, session_id: str, spans: list[SpanData], result: SubmitResult, now: float, *,
+        session_derived: bool = False,
     ) -> OpenRun | None:
         identity = run_identity(session_id, spans)
         try:
@@ -243,11 +269,12 @@ class BundleSink:
                 service=identity.service,
                 created_at_ns=identity.created_at_ns,
                 recorded_by=self.recorded_by,
+                session_derived=session_derived,
             )
         except RunSealedError as exc:
             self._remember_sealed(trace_id)
             self._reject(result, len(spans), RejectReason.SEALED, str(exc))
-            self._reject_waiting_logs(trace_id)
+            self._reject_waiting(trace_id)
             return None
         except RunLockedError as exc:
             self._reject(result, len(spans), RejectReason.LOCKED, f"{exc}; route each trace to one collector")
@@ -326,9 +353,14 @@ class BundleSink:
         if not self._waiting_logs.hold(trace_id, span_id, events, now):
             self._unmatched(len(events), f"{self._waiting_logs.count} already wait for their spans")
 
-    def _reject_waiting_logs(self, trace_id: int) -> None:
-        """Log events that waited for spans of a run found sealed (after a restart, or a file
-        imported again) are rejected too: counted, never reported as unmatched."""
+    def _reject_waiting(self, trace_id: int) -> None:
+        """Spans and log events that waited for a run found sealed (after a restart, or a file
+        imported again) are rejected too: counted, never reported as unmatched or derived."""
+        spans = len(self._held.take(trace_id))
+        if spans:
+            self.counters.add("rejected", spans)
+            logger.warning("rejected %d held span(s) (sealed): run %s is already sealed", spans,
+                           run_id_from_trace_id(trace_id))
         count = self._waiting_logs.drop(trace_id)
         if count:
             self.counters.add("log_records_rejected", count)
@@ -339,14 +371,39 @@ class BundleSink:
         self.counters.add("log_events_unmatched", count)
         logger.warning("%d GenAI log event(s) not bundled: %s", count, why)
 
-    def _expire_waiting(self, is_expired: Callable[[float], bool], logs_expired: Callable[[float], bool]) -> None:
-        """Count held spans and waiting log events whose time is up (``_lock`` held)."""
-        for _, spans in self._held.expire(is_expired):
-            self.counters.add("no_session", len(spans))
+    def _expire_waiting(
+        self, is_expired: Callable[[float], bool], logs_expired: Callable[[float], bool], now: float
+    ) -> list[_Planned]:
+        """End the wait of held spans and waiting log events whose time is up (``_lock`` held).
+
+        A trace that named no session becomes a run of a session of its own (its run id, and
+        ``session_derived`` in ``run.json``; or, with ``derive_sessions`` off, is counted
+        ``no_session``): returned to be journaled outside the lock. Log events that never met
+        their span are counted unmatched.
+        """
+        planned: list[_Planned] = []
+        for trace_id, spans in self._held.expire(is_expired):
+            run = None
+            if self.derive_sessions:
+                run = self._derive(trace_id, spans, SubmitResult(), now)
+            else:
+                self.counters.add("no_session", len(spans))
+            if run is not None:
+                joined = self._waiting_logs.take(trace_id, spans) if self._waiting_logs else {}
+                planned.append((run, spans, joined))
         count = self._waiting_logs.expire(logs_expired)
         if count:
             self._unmatched(count, "they never met their span (not exported, or sent to another collector: "
                                    "route a trace's logs with its spans)")
+        return planned
+
+    def _journal_derived(self, planned: list[_Planned]) -> None:
+        for run, spans, joined in planned:
+            result = SubmitResult()
+            self._append(run, spans, joined, result)
+            self.counters.add("runs_session_derived")
+            logger.info("trace %s named no session within the hold: recorded as session %s", run.recorder.run_id,
+                        run.recorder.session_id)
 
     def _remember_sealed(self, trace_id: int) -> None:
         self._sealed[trace_id] = None
@@ -395,9 +452,10 @@ class BundleSink:
                 if run.quiet(now, self.seal_after_s, self.seal_rootless_after_s)
             ]
             runs = [self._take_for_seal(trace_id) for trace_id in quiet]
-            self._expire_waiting(lambda first_seen: now - first_seen >= self.hold_unrouted_s,
-                                 lambda first_seen: now - first_seen >= self.hold_logs_s)
+            derived = self._expire_waiting(lambda first_seen: now - first_seen >= self.hold_unrouted_s,
+                                           lambda first_seen: now - first_seen >= self.hold_logs_s, now)
             joining = [run for run in self._runs.values() if run.joins.has_late]
+        self._journal_derived(derived)
         settled_before = now - min(LOG_SETTLE_S, self.seal_after_s / 2)
         for run in joining:
             with run.lock:
@@ -410,8 +468,10 @@ class BundleSink:
     def seal_all(self) -> list[RunRecorder]:
         """Seal every open run now: runs whose root arrived as finished, the others as interrupted."""
         with self._lock:
+            derived = self._expire_waiting(lambda first_seen: True, lambda first_seen: True, self._clock())
+        self._journal_derived(derived)
+        with self._lock:
             runs = [self._take_for_seal(trace_id) for trace_id in list(self._runs)]
-            self._expire_waiting(lambda first_seen: True, lambda first_seen: True)
         for run in runs:
             self._seal(run, reason=COLLECTOR_STOPPED)
         return [run.recorder for run in runs]

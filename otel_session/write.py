@@ -160,10 +160,12 @@ class BundleWriter:
         service: str | None = None,
         created_at_ns: int | None = None,
         recorded_by: str | None = None,
+        session_derived: bool = False,
     ) -> RunRecorder:
         """Create (or continue, after a crash) the bundle of one run and take its lock.
 
-        ``recorded_by`` names the recorder in ``run.json`` (the collector resumes only its own runs).
+        ``recorded_by`` names the recorder in ``run.json`` (the collector resumes only its own runs);
+        ``session_derived`` says the session id is not the app's (a trace that named none).
 
         Raises ``UnsafePathError`` for ids that would leave the root, ``RunLockedError`` when
         another writer holds the run, ``RunSealedError`` when its capture is already terminal,
@@ -184,7 +186,8 @@ class BundleWriter:
             "created_at": format_timestamp(created_at_ns or time.time_ns()),
             "service": service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service",
         }
-        optional = {"eval_id": eval_id if kind is RunKind.EVAL else None, "agent": agent, "recorded_by": recorded_by}
+        optional = {"eval_id": eval_id if kind is RunKind.EVAL else None, "agent": agent, "recorded_by": recorded_by,
+                    "session_derived": session_derived}
         new_manifest.update((key, value) for key, value in optional.items() if value)
         with self._open_lock:
             if self._closed:

@@ -62,7 +62,7 @@ class SessionBundleExporter(SpanExporter):
         self._writer = BundleWriter(root, limits=writer_limits)
         # seal_after_s=0: a run seals at the end of the batch that brought its root span.
         self._sink = BundleSink(self._writer, Redactor(policy, key=load_or_create_key(root)), seal_after_s=0.0,
-                                recorded_by=RECORDED_BY)
+                                recorded_by=RECORDED_BY, derive_sessions=False)
         self.spans_recorded_in_process = 0
 
     @property
