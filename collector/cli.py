@@ -25,6 +25,7 @@ def _option(flag: str, name: str, **kwargs: Any) -> Callable[[Callable[..., Any]
 
 
 _SECONDS = {"type": click.FloatRange(min=0), "metavar": "SECONDS"}
+_FLAGS = {"grpc_address": "--grpc", "http_address": "--http"}
 
 
 @click.command()
@@ -48,7 +49,7 @@ def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) ->
     wins. Stops cleanly on SIGTERM/SIGINT: in-flight requests finish, open runs are sealed (as
     interrupted when their root span never arrived).
     """
-    from otel_session.collector.server import Collector
+    from otel_session.collector.server import Collector, ListenError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     root = config.bundle_dir(bundle_root)
@@ -62,6 +63,11 @@ def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) ->
         options = CollectorOptions().with_values(**values)
         collector = Collector(root, options)
         collector.start()
+    except ListenError as exc:
+        flag = _FLAGS[exc.setting]
+        raise click.ClickException(
+            f"{exc}; choose another with {flag} HOST:PORT (or ${SETTINGS[exc.setting].env}), or {flag} off"
+        ) from None
     except (OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     stop = StopSignal().install()  # for the rest of the process: SIGTERM/SIGINT stop the collector
@@ -102,6 +108,7 @@ def import_command(files: tuple[Path, ...], bundle_root: Path | None) -> None:
     click.echo(
         f"{report.spans} spans: {len(report.runs_written)} run(s) written, "
         f"{len(report.runs_already_imported)} already imported"
+        + (" (left unchanged: importing a file again changes nothing)" if report.runs_already_imported else "")
         + (f" ({report.runs_session_derived} named no session: each recorded as a session of its own)"
            if report.runs_session_derived else "")
     )

@@ -28,8 +28,10 @@ too large                413                                    RESOURCE_EXHAUST
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import socket
 import threading
 import zlib
 from collections.abc import Iterator
@@ -72,6 +74,7 @@ from otel_session.write import BundleWriter, WriterLimits
 
 __all__ = [
     "Collector",
+    "ListenError",
     "Receiver",
     "TooManyRequests",
     "default_redactor",
@@ -336,6 +339,31 @@ def _split_address(address: str) -> tuple[str, int]:
 # -- the collector ---------------------------------------------------------------------------
 
 
+class ListenError(OSError):
+    """A listener could not bind its address (in use, not local, not allowed)."""
+
+    def __init__(self, transport: str, address: str, setting: str, reason: str) -> None:
+        self.transport, self.address, self.setting = transport, address, setting
+        super().__init__(f"cannot listen for {transport} on {address}: {reason}")
+
+
+def _check_can_listen(transport: str, address: str, setting: str) -> None:
+    """Raise ``ListenError`` if ``address`` cannot be bound now (before any listener touches it,
+    so a busy port is one clear error, not a transport's own log lines and traceback)."""
+    host, port = _split_address(address)
+    if port == 0:
+        return
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is fine
+            probe.bind(sockaddr)
+    except OSError as exc:
+        reason = "address already in use (is another collector running?)" if exc.errno == errno.EADDRINUSE else (
+            exc.strerror or str(exc))
+        raise ListenError(transport, address, setting, reason) from None
+
+
 class Collector:
     """OTLP receivers + bundle sink + optional forwarder + the sealing timer.
 
@@ -386,6 +414,12 @@ class Collector:
         self.http_port: int | None = None
 
     def start(self) -> None:
+        """Bind the listeners (``ListenError`` before anything else is touched), resume the runs a
+        crashed collector left open, and start serving."""
+        if self._grpc_address:
+            _check_can_listen("OTLP/gRPC", self._grpc_address, "grpc_address")
+        if self._http_address:
+            _check_can_listen("OTLP/HTTP", self._http_address, "http_address")
         if isinstance(self.receiver, Receiver):  # runs a crashed collector left open continue, or end interrupted
             self.writer.remove_abandoned_builds()
             self.sink.resume_orphans(iter_runs(self.root, include_evals=True))

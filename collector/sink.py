@@ -93,6 +93,7 @@ class BundleSink:
         recorded_by: str = RECORDED_BY,
         ack_after_write: bool = True,
         derive_sessions: bool = True,
+        repeats_expected: bool = False,
         **settings: Any,
     ) -> None:
         """``options`` (default: ``CollectorOptions()``, from the environment) with ``settings``
@@ -100,7 +101,8 @@ class BundleSink:
         :meth:`submit` returns once its records are in the journal files (off for ``import``,
         which seals everything before it reports). ``derive_sessions``: a trace that named no
         session within ``hold_unrouted_s`` is recorded as a session of its own (off: counted
-        ``no_session``, the span exporter's way)."""
+        ``no_session``, the span exporter's way). ``repeats_expected``: spans of a sealed run are
+        an expected repeat (``import`` of a file again), logged at debug, not as warnings."""
         options = (options or CollectorOptions()).with_values(**settings)
         self.writer = writer
         self.redactor = redactor
@@ -112,6 +114,7 @@ class BundleSink:
         self.recorded_by = recorded_by
         self.ack_after_write = ack_after_write
         self.derive_sessions = derive_sessions
+        self._sealed_level = logging.DEBUG if repeats_expected else logging.WARNING
         self._clock = clock
         self._lock = threading.Lock()
         self._runs: dict[int, OpenRun] = {}
@@ -339,7 +342,8 @@ class BundleSink:
     ) -> None:
         result.reject(count, reason, message)
         self.counters.add("rejected" if what == "span" else "log_records_rejected", count)
-        logger.warning("rejected %d %s(s) (%s): %s", count, what, reason.value, message)
+        level = self._sealed_level if reason is RejectReason.SEALED else logging.WARNING
+        logger.log(level, "rejected %d %s(s) (%s): %s", count, what, reason.value, message)
 
     def _hold_log_events(
         self, result: SubmitResult, trace_id: int, span_id: int, events: list[SpanEventData], now: float
@@ -359,13 +363,13 @@ class BundleSink:
         spans = len(self._held.take(trace_id))
         if spans:
             self.counters.add("rejected", spans)
-            logger.warning("rejected %d held span(s) (sealed): run %s is already sealed", spans,
-                           run_id_from_trace_id(trace_id))
+            logger.log(self._sealed_level, "rejected %d held span(s) (sealed): run %s is already sealed", spans,
+                       run_id_from_trace_id(trace_id))
         count = self._waiting_logs.drop(trace_id)
         if count:
             self.counters.add("log_records_rejected", count)
-            logger.warning("rejected %d log record(s) (sealed): run %s is already sealed", count,
-                           run_id_from_trace_id(trace_id))
+            logger.log(self._sealed_level, "rejected %d log record(s) (sealed): run %s is already sealed", count,
+                       run_id_from_trace_id(trace_id))
 
     def _unmatched(self, count: int, why: str) -> None:
         self.counters.add("log_events_unmatched", count)
