@@ -5,7 +5,7 @@ Contract::
     write_json_atomic(path, value, sync_dir=True)   # temporary file, fsync, rename, fsync dir
     write_terminal_capture(path, capture)           # atomic, else in place (a full disk still reports)
     write_new_file(path, data); write_fully(fd, data); fsync_file(path); count_complete_lines(fd)
-    makedirs_private(path); require_real_dir(path)  # 0700 directories; a symlink is refused
+    make_private_dirs(root, directory); require_real_dir(path)   # 0700 directories; a symlink is refused
 
 Nothing here knows runs, queues or threads.
 """
@@ -29,7 +29,7 @@ __all__ = [
     "count_complete_lines",
     "fsync_file",
     "json_document",
-    "makedirs_private",
+    "make_private_dirs",
     "require_real_dir",
     "unlink_quietly",
     "write_fully",
@@ -122,18 +122,37 @@ def write_terminal_capture(path: Path, capture: dict[str, Any]) -> None:
 
 
 
-def makedirs_private(path: Path) -> None:
+def make_private_dirs(root: Path, directory: Path) -> None:
+    """Make ``directory`` and every missing directory between it and ``root`` (0700; ``root`` and
+    its own parents too, if missing). A directory on the way under ``root`` that is a symlink or a
+    file raises ``UnsafePathError``: ``<root>/sessions`` linked elsewhere would put whole bundles
+    outside the root. ``root`` itself may be a symlink (the user chose it)."""
     missing = []
-    current = path
+    current = root
     while not current.exists():
         missing.append(current)
         current = current.parent
-    for directory in reversed(missing):
+    for path in reversed(missing):
+        _mkdir_private(path)
+    current = root
+    for part in directory.relative_to(root).parts:
+        current = current / part
         try:
-            os.mkdir(directory, DIR_MODE)
-        except FileExistsError:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            _mkdir_private(current)
             continue
-        os.chmod(directory, DIR_MODE)
+        if not stat.S_ISDIR(mode):
+            raise layout.UnsafePathError(f"{current} is not a directory (a symlink or a file in its place)")
+
+
+def _mkdir_private(path: Path) -> None:
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        require_real_dir(path)  # made since by another writer: it must still be a directory itself
+        return
+    os.chmod(path, DIR_MODE)
 
 
 def fsync_file(path: Path) -> None:

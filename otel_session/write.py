@@ -38,7 +38,7 @@ from otel_session.files import (
     DIR_MODE,
     FILE_MODE,
     json_document,
-    makedirs_private,
+    make_private_dirs,
     require_real_dir,
     write_json_atomic,
     write_new_file,
@@ -231,16 +231,11 @@ class BundleWriter:
         return RunRecorder(self, path, manifest, events_fd, 1, 0, created=True)
 
     def _ensure_private_dir(self, directory: Path) -> None:
-        """Make ``directory`` (0700) unless it exists; refuse a symlink or a file in its place."""
+        """Make ``directory`` (0700) unless it exists; refuse a symlink or a file in its place, or on the way."""
         key = str(directory)
         if key in self._known_dirs:
             return
-        try:
-            os.mkdir(directory, DIR_MODE)
-        except FileExistsError:
-            require_real_dir(directory)
-        except FileNotFoundError:  # the first run under this root (or eval): check the way there
-            makedirs_private(layout.inside_root(self.root, directory))
+        make_private_dirs(self.root, directory)  # refuses <root>/sessions (or evals/…) linked elsewhere
         if len(self._known_dirs) >= _KNOWN_DIRS:
             self._known_dirs.clear()
         self._known_dirs.add(key)
