@@ -8,7 +8,7 @@ Contract::
     waiting.drop(trace_id) -> int; waiting.expire(is_expired) -> int
 
     joins = LogJoins()                          # one run's (run.lock held)
-    events = joins.normalize(span, waiting_events, now)    # the span's journal events, normalized once
+    events = joins.normalize(span, span_hex, waiting_events, now)   # its journal events, normalized once
     joins.accepts_late(span_hex) -> LateJoin               # may events coming after it still join?
     joins.add_late(span_hex, events, now) -> bool
     fresh, count = joins.settled(settled_before)           # (span id, new message events) to journal
@@ -115,6 +115,13 @@ def _has_message_events(span: SpanData) -> bool:
     return any(genai.is_message_event(event.name) for event in span.events)
 
 
+def _has_messages(events: list[JournalEvent]) -> bool:
+    for event in events:  # a loop, not any(): this runs for every span
+        if event.message_id is not None:
+            return True
+    return False
+
+
 class LogJoins:
     """One run's spans that log events joined or may still join (the caller holds the run's lock)."""
 
@@ -128,18 +135,20 @@ class LogJoins:
         self._own: set[str] = set()
         """Span ids of spans journaled with message events of their own."""
 
-    def normalize(self, span: SpanData, waiting: list[SpanEventData] | None, now: float) -> list[JournalEvent]:
-        """``span``'s journal events, with the log events that ``waiting`` for it unless it carries
+    def normalize(
+        self, span: SpanData, span_hex: str, waiting: list[SpanEventData] | None, now: float
+    ) -> list[JournalEvent]:
+        """``span``'s journal events, with the log events ``waiting`` for it unless it carries
         message events itself; remembered for later ones when it is a model call or was joined."""
-        own = _has_message_events(span)
+        own = bool(span.events) and _has_message_events(span)
         if waiting and not own:
             span = span.with_events(waiting)
         events = normalize_span(span)
-        if own or (not waiting and any(event.message_id is not None for event in events)):
-            self._own.add(span.span_id_hex)
+        if own or (not waiting and _has_messages(events)):
+            self._own.add(span_hex)
         elif waiting or genai.is_model_call(span.attributes):
             written = {event.message_id for event in events if event.message_id is not None}
-            self._remember(span.span_id_hex, _LogJoin(span, written, now))
+            self._remember(span_hex, _LogJoin(span, written, now))
         return events
 
     def accepts_late(self, span_hex: str) -> LateJoin:

@@ -2,7 +2,7 @@
 
 Contract::
 
-    tree = SpanTree(); tree.add(span_hex, parent_hex)      # as the run's spans arrive
+    tree = SpanTree(); tree.parents[span_hex] = parent_hex   # as the run's spans arrive
     events = tree.order([(span_hex, events), ...])         # JournalEvents, event-time order
     key = event_order_key(tree.depth_of)                   # the same order over decoded records
 
@@ -58,9 +58,7 @@ class SpanTree:
 
     def __init__(self) -> None:
         self.parents: dict[str, str | None] = {}
-
-    def add(self, span_hex: str, parent_hex: str | None) -> None:
-        self.parents[span_hex] = parent_hex
+        """Span id → its parent's (None for the root); filled by the sink as spans arrive."""
 
     def __contains__(self, span_hex: str) -> bool:
         return span_hex in self.parents

@@ -301,15 +301,19 @@ class BundleSink:
         """Journal ``spans`` (one trace's, of one request), each with the log events that waited for it."""
         with run.lock:
             tree = run.tree
-            for span in spans:
+            parents = tree.parents
+            span_ids = [span.span_id_hex for span in spans]
+            for span, span_hex in zip(spans, span_ids):
                 parent = span.parent_span_id
-                tree.add(span.span_id_hex, f"{parent:016x}" if parent is not None else None)
+                parents[span_hex] = f"{parent:016x}" if parent is not None else None
                 if parent is None:
                     run.root_seen = True
                     run.root_status = "error" if span.status_code == "error" else "ok"
             now = self._clock()
+            normalize = run.joins.normalize
             normalized = [
-                (span.span_id_hex, run.joins.normalize(span, log_events.get(span.span_id), now)) for span in spans
+                (span_hex, normalize(span, span_hex, log_events.get(span.span_id) if log_events else None, now))
+                for span, span_hex in zip(spans, span_ids)
             ]
             failure = run.journal(tree.order(normalized), self.redactor)
             if failure is not None:
