@@ -10,13 +10,21 @@ PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
 
 .PHONY: demo test test-phoenix bench venv browser phoenix clean
 
+INSTALL_LOG := $(VENV)/install.log
+# pip's own output goes to $(INSTALL_LOG); on failure its end is shown.
+PIP := $(BIN)/python -m pip install --disable-pip-version-check --quiet
+LOGGED = >>$(INSTALL_LOG) 2>&1 || { tail -n 30 $(INSTALL_LOG); echo "failed; the whole log: $(INSTALL_LOG)"; exit 1; }
+
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "[1/2] creating the virtualenv $(VENV)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP) --upgrade pip $(LOGGED)
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	@echo "[2/2] installing otel-session and its dependencies into $(VENV) (about a minute; log: $(INSTALL_LOG))"
+	@$(PIP) -e '.[test]' $(LOGGED)
+	@touch $(STAMP)
+	@echo "      done: run commands as $(BIN)/otel-session ..., or '. $(BIN)/activate' once, then otel-session ..."
 
 venv: $(STAMP)
 
@@ -47,7 +55,7 @@ test: $(STAMP) browser phoenix
 
 # The whole stack on 127.0.0.1 (collector, viewer, mock LLM, booking agent, driver); Ctrl-C stops it.
 demo: $(STAMP)
-	$(BIN)/otel-session demo
+	@$(BIN)/otel-session demo
 
 # Only the test against a real OTLP backend (Arize Phoenix on loopback).
 test-phoenix: $(STAMP) phoenix

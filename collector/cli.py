@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
 from collections.abc import Callable
@@ -25,7 +26,6 @@ def _option(flag: str, name: str, **kwargs: Any) -> Callable[[Callable[..., Any]
 
 
 _SECONDS = {"type": click.FloatRange(min=0), "metavar": "SECONDS"}
-_FLAGS = {"grpc_address": "--grpc", "http_address": "--http"}
 
 
 @click.command()
@@ -64,9 +64,10 @@ def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) ->
         collector = Collector(root, options)
         collector.start()
     except ListenError as exc:
-        flag = _FLAGS[exc.setting]
+        busy = " (is another collector running?)" if exc.errno == errno.EADDRINUSE else ""
         raise click.ClickException(
-            f"{exc}; choose another with {flag} HOST:PORT (or ${SETTINGS[exc.setting].env}), or {flag} off"
+            f"{exc}{busy}; choose another with {exc.flag} HOST:PORT (or ${SETTINGS[exc.setting].env}), "
+            f"or {exc.flag} off"
         ) from None
     except (OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None

@@ -17,11 +17,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-__all__ = ["Counters", "Overloaded", "RejectReason", "SubmitResult"]
+__all__ = ["Counters", "Overloaded", "RejectReason", "SubmitResult", "TooManyRequests"]
 
 
 class Overloaded(RuntimeError):
     """The writer is behind; the client should retry later (HTTP 429/503, RESOURCE_EXHAUSTED)."""
+
+
+class TooManyRequests(Overloaded):
+    """More concurrent export requests than the collector serves at once."""
 
 
 class RejectReason(str, Enum):

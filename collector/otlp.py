@@ -238,29 +238,33 @@ def log_events_of(request: ExportLogsServiceRequest) -> tuple[list[DetachedEvent
 
 
 def _check_ids(request: ExportRequest) -> None:
+    """Ids of the right size. A failure names the item by its position, never by a value it
+    carries (a span name may hold personal data)."""
     if isinstance(request, ExportLogsServiceRequest):
         _check_log_ids(request)
         return
-    for resource_spans in request.resource_spans:
-        for scope_spans in resource_spans.scope_spans:
-            for span in scope_spans.spans:
+    for r, resource_spans in enumerate(request.resource_spans):
+        for s, scope_spans in enumerate(resource_spans.scope_spans):
+            for i, span in enumerate(scope_spans.spans):
+                where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
                 if len(span.trace_id) != 16 or not any(span.trace_id):
-                    raise OtlpDecodeError(f"span {span.name!r} has an invalid trace id (16 non-zero bytes required)")
+                    raise OtlpDecodeError(f"{where} has an invalid trace id (16 non-zero bytes required)")
                 if len(span.span_id) != 8 or not any(span.span_id):
-                    raise OtlpDecodeError(f"span {span.name!r} has an invalid span id (8 non-zero bytes required)")
+                    raise OtlpDecodeError(f"{where} has an invalid span id (8 non-zero bytes required)")
                 if span.parent_span_id and len(span.parent_span_id) != 8:
-                    raise OtlpDecodeError(f"span {span.name!r} has an invalid parent span id (8 bytes required)")
+                    raise OtlpDecodeError(f"{where} has an invalid parent span id (8 bytes required)")
 
 
 def _check_log_ids(request: ExportLogsServiceRequest) -> None:
     """A log record's ids are optional (a record outside any span has none), but well-formed."""
-    for resource_logs in request.resource_logs:
-        for scope_logs in resource_logs.scope_logs:
-            for record in scope_logs.log_records:
+    for r, resource_logs in enumerate(request.resource_logs):
+        for s, scope_logs in enumerate(resource_logs.scope_logs):
+            for i, record in enumerate(scope_logs.log_records):
+                where = f"resourceLogs[{r}].scopeLogs[{s}].logRecords[{i}]"
                 if record.trace_id and len(record.trace_id) != 16:
-                    raise OtlpDecodeError("a log record has an invalid trace id (16 bytes required)")
+                    raise OtlpDecodeError(f"{where} has an invalid trace id (16 bytes required)")
                 if record.span_id and len(record.span_id) != 8:
-                    raise OtlpDecodeError("a log record has an invalid span id (8 bytes required)")
+                    raise OtlpDecodeError(f"{where} has an invalid span id (8 bytes required)")
 
 
 def _list(container: Mapping[str, Any], key: str) -> list[Any]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from otel_session import semconv as sc
 from otel_session.journal import RunKind
-from otel_session.normalize import SpanData, session_id_of
+from otel_session.normalize import SpanData, genai, session_id_of
 
 __all__ = ["HeldSpans", "RunIdentity", "run_identity", "session_of"]
 
@@ -49,7 +49,8 @@ class RunIdentity:
 
 
 def run_identity(session_id: str, spans: list[SpanData]) -> RunIdentity:
-    """The run of ``spans`` (one trace's): kind, eval and agent from its root span when among them."""
+    """The run of ``spans`` (one trace's): kind and eval from its root span when among them, the
+    agent as ``genai.run_agent`` finds it."""
     first = min(spans, key=lambda span: span.start_time_ns)
     attributes = next((span.attributes for span in spans if span.parent_span_id is None), first.attributes)
     eval_id = attributes.get(sc.EVAL_ID)
@@ -59,7 +60,7 @@ def run_identity(session_id: str, spans: list[SpanData]) -> RunIdentity:
         run_id=first.run_id,
         kind=RunKind.EVAL if is_eval else RunKind.LIVE,
         eval_id=str(eval_id) if is_eval else None,
-        agent=attributes.get(sc.AGENT_NAME),
+        agent=genai.run_agent(spans),
         service=first.service_name,
         created_at_ns=first.start_time_ns,
     )

@@ -21,13 +21,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from otel_session.collector.logjoin import LogJoins
 from otel_session.collector.ordering import SpanTree, event_order_key
-from otel_session.journal import EventType
+from otel_session.journal import EventType, parse_timestamp
 from otel_session.normalize import JournalEvent
+from otel_session.normalize.toollink import ToolCallLinker
 from otel_session.write import RunRecorder
 
 __all__ = ["COLLECTOR_STOPPED", "ROOT_SPAN_MISSING", "EventRedactor", "OpenRun", "latest_at_ns"]
@@ -55,7 +55,7 @@ class OpenRun:
 
     __slots__ = (
         "batches", "closed", "finished", "joins", "last_activity", "latest_ns", "lock", "recorder", "resumed",
-        "root_seen", "root_status", "tree",
+        "root_seen", "root_status", "tool_links", "tree",
     )
 
     def __init__(self, recorder: RunRecorder, now: float, *, resumed: bool = False, latest_ns: int = 0) -> None:
@@ -75,6 +75,7 @@ class OpenRun:
         """The latest event time journaled: a run finished here is never stamped before it."""
         self.resumed = resumed
         """Left ``recording`` by a previous process: sealed (as interrupted) when quiet, like a rooted run."""
+        self.tool_links = ToolCallLinker()
 
     def quiet(self, now: float, seal_after_s: float, seal_rootless_after_s: float) -> bool:
         """Whether the run is due its seal at ``now``."""
@@ -82,7 +83,9 @@ class OpenRun:
         return now - self.last_activity >= limit
 
     def journal(self, events: list[JournalEvent], redactor: EventRedactor) -> str | None:
-        """Redact and append ``events`` in their order (``lock`` held); why the capture refused them, if it did."""
+        """Link tool executions to the calls they answer, redact and append ``events`` in their order
+        (``lock`` held); why the capture refused them, if it did."""
+        self.tool_links.link(events)  # tool spans without a call id answer the model's call
         redacted = redactor.redact_events(events)  # fresh events: in place
         recorder = self.recorder
         accepted = recorder.append_events(redacted)
@@ -119,17 +122,6 @@ class OpenRun:
         return status
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
 def latest_at_ns(records: list[dict[str, Any]]) -> int:
     """The latest ``at`` of decoded journal records, in nanoseconds since the epoch (0 if none)."""
-    return max((_at_ns(record) for record in records), default=0)
-
-
-def _at_ns(record: dict[str, Any]) -> int:
-    try:
-        moment = datetime.fromisoformat(str(record["at"]).replace("Z", "+00:00"))
-    except (KeyError, ValueError):
-        return 0
-    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
+    return max((parse_timestamp(record.get("at")) or 0 for record in records), default=0)

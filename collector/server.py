@@ -23,6 +23,9 @@ writer behind / closing  503 + ``Retry-After`` (retry)          UNAVAILABLE (ret
 too many requests        429 + ``Retry-After`` (retry)          RESOURCE_EXHAUSTED (retry)
 too large                413                                    RESOURCE_EXHAUSTED (grpc limit)
 =======================  =====================================  ===================================
+
+OTLP/HTTP is served by :class:`~otel_session.collector.http_receiver.HttpReceiver` (waitress; its
+module has the full table, framing errors included).
 """
 
 from __future__ import annotations
@@ -33,17 +36,12 @@ import logging
 import os
 import socket
 import threading
-import zlib
 from collections.abc import Iterator
 from concurrent import futures
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import grpc
-import orjson
-from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsPartialSuccess,
@@ -58,17 +56,17 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from otel_session.collector.forward import Forwarder
+from otel_session.collector.http_receiver import MAX_MESSAGE_BYTES, HttpReceiver, _split_address
 from otel_session.collector.options import CollectorOptions
 from otel_session.collector.otlp import (
     ExportRequest,
     OtlpDecodeError,
     Signal,
     log_events_of,
-    parse_json,
     parse_protobuf,
     spans_of,
 )
-from otel_session.collector.sink import BundleSink, Counters, EventRedactor, Overloaded
+from otel_session.collector.sink import BundleSink, Counters, EventRedactor, Overloaded, TooManyRequests
 from otel_session.read import iter_runs
 from otel_session.write import BundleWriter, WriterLimits
 
@@ -82,8 +80,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-"""Largest accepted request, compressed or not (the gRPC limit too)."""
 _MAX_CONCURRENT_EXPORTS = 64
 _GRPC_WORKERS = 16
 _DRAIN_TIMEOUT_MS = 600_000
@@ -91,11 +87,6 @@ _SERVICES = {
     Signal.TRACES: trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name,
     Signal.LOGS: logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name,
 }
-_SIGNAL_OF_PATH = {signal.path: signal for signal in Signal}
-
-
-class TooManyRequests(Overloaded):
-    """More concurrent export requests than the collector serves at once."""
 
 
 def default_redactor(root: str | os.PathLike[str]) -> EventRedactor:
@@ -186,168 +177,22 @@ def _grpc_handler(receiver: Receiver, signal: Signal) -> grpc.GenericRpcHandler:
     )
 
 
-# -- HTTP ------------------------------------------------------------------------------------
-
-_PROTOBUF = "application/x-protobuf"
-_JSON = "application/json"
-
-
-class _HttpError(Exception):
-    def __init__(self, status: HTTPStatus, message: str, *, retry_after: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
-
-
-_GRPC_CODE_OF_STATUS = {
-    HTTPStatus.BAD_REQUEST: code_pb2.INVALID_ARGUMENT,
-    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: code_pb2.RESOURCE_EXHAUSTED,
-    HTTPStatus.TOO_MANY_REQUESTS: code_pb2.RESOURCE_EXHAUSTED,
-    HTTPStatus.SERVICE_UNAVAILABLE: code_pb2.UNAVAILABLE,
-    HTTPStatus.NOT_FOUND: code_pb2.NOT_FOUND,
-    HTTPStatus.UNSUPPORTED_MEDIA_TYPE: code_pb2.INVALID_ARGUMENT,
-    HTTPStatus.LENGTH_REQUIRED: code_pb2.INVALID_ARGUMENT,
-    HTTPStatus.METHOD_NOT_ALLOWED: code_pb2.UNIMPLEMENTED,
-}
-
-
-class _OtlpHttpHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "otel-session-collector"
-    receiver: Receiver  # set on the subclass made per server
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-        reply_type = _JSON if content_type == _JSON else _PROTOBUF
-        try:
-            signal = _SIGNAL_OF_PATH.get(self.path.split("?")[0])
-            if signal is None:
-                self._discard_body()
-                raise _HttpError(
-                    HTTPStatus.NOT_FOUND, f"no OTLP endpoint at {self.path}; traces go to /v1/traces, logs to /v1/logs"
-                )
-            body = self._read_body()
-            if content_type == _PROTOBUF:
-                request = parse_protobuf(body, signal)
-            elif content_type == _JSON:
-                request = parse_json(body, signal)
-            else:
-                raise _HttpError(
-                    HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
-                    f"Content-Type {content_type or '(none)'!r}: use {_PROTOBUF} or {_JSON}",
-                )
-            try:
-                response = self.receiver.handle(request)
-            except TooManyRequests as exc:
-                raise _HttpError(HTTPStatus.TOO_MANY_REQUESTS, str(exc), retry_after=1) from None
-            except Overloaded as exc:
-                raise _HttpError(HTTPStatus.SERVICE_UNAVAILABLE, str(exc), retry_after=1) from None
-        except OtlpDecodeError as exc:
-            self._send_error(_HttpError(HTTPStatus.BAD_REQUEST, str(exc)), reply_type)
-            return
-        except _HttpError as exc:
-            self._send_error(exc, reply_type)
-            return
-        if reply_type == _JSON:
-            payload = {}
-            if response.HasField("partial_success"):
-                partial = response.partial_success
-                rejected = "rejectedSpans" if signal is Signal.TRACES else "rejectedLogRecords"
-                payload["partialSuccess"] = {
-                    rejected: str(partial.rejected_spans if signal is Signal.TRACES else partial.rejected_log_records),
-                    "errorMessage": partial.error_message,
-                }
-            self._send(HTTPStatus.OK, _JSON, orjson.dumps(payload))
-        else:
-            self._send(HTTPStatus.OK, _PROTOBUF, response.SerializeToString())
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._send_error(_HttpError(HTTPStatus.METHOD_NOT_ALLOWED, "OTLP/HTTP takes POST /v1/traces and /v1/logs"), _JSON)
-
-    def _read_body(self) -> bytes:
-        length_header = self.headers.get("Content-Length")
-        if length_header is None:
-            self.close_connection = True
-            raise _HttpError(HTTPStatus.LENGTH_REQUIRED, "Content-Length is required")
-        try:
-            length = int(length_header)
-        except ValueError:
-            self.close_connection = True
-            raise _HttpError(HTTPStatus.BAD_REQUEST, f"bad Content-Length {length_header!r}") from None
-        if length > MAX_MESSAGE_BYTES:
-            self.close_connection = True
-            raise _HttpError(
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body of {length} bytes; the limit is {MAX_MESSAGE_BYTES}"
-            )
-        body = self.rfile.read(length)
-        encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
-        if encoding == "identity":
-            return body
-        if encoding not in ("gzip", "deflate"):
-            raise _HttpError(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"Content-Encoding {encoding!r}: use gzip or none")
-        decompressor = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
-        try:
-            data = decompressor.decompress(body, MAX_MESSAGE_BYTES + 1)
-        except zlib.error as exc:
-            raise _HttpError(HTTPStatus.BAD_REQUEST, f"body is not valid {encoding}: {exc}") from None
-        if len(data) > MAX_MESSAGE_BYTES:
-            raise _HttpError(
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"decompressed body exceeds {MAX_MESSAGE_BYTES} bytes"
-            )
-        if not decompressor.eof:
-            raise _HttpError(HTTPStatus.BAD_REQUEST, f"body is a truncated {encoding} stream")
-        return data
-
-    def _discard_body(self) -> None:
-        length = self.headers.get("Content-Length")
-        if length and length.isdigit() and int(length) <= MAX_MESSAGE_BYTES:
-            self.rfile.read(int(length))
-        else:
-            self.close_connection = True
-
-    def _send_error(self, error: _HttpError, reply_type: str) -> None:
-        code = _GRPC_CODE_OF_STATUS.get(error.status, code_pb2.UNKNOWN)
-        if reply_type == _JSON:
-            body = orjson.dumps({"code": code, "message": str(error)})
-        else:
-            body = status_pb2.Status(code=code, message=str(error)).SerializeToString()
-        headers = {"Retry-After": str(error.retry_after)} if error.retry_after is not None else {}
-        self._send(error.status, reply_type, body, headers)
-
-    def _send(self, status: HTTPStatus, content_type: str, body: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's signature
-        logger.debug("%s " + format, self.address_string(), *args)
-
-
-def _split_address(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"expected HOST:PORT, got {address!r}")
-    return host.strip("[]"), int(port)
-
-
 # -- the collector ---------------------------------------------------------------------------
 
 
 class ListenError(OSError):
     """A listener could not bind its address (in use, not local, not allowed)."""
 
-    def __init__(self, transport: str, address: str, setting: str, reason: str) -> None:
-        self.transport, self.address, self.setting = transport, address, setting
-        super().__init__(f"cannot listen for {transport} on {address}: {reason}")
+    def __init__(self, transport: str, address: str, setting: str, flag: str, error: OSError) -> None:
+        self.transport, self.address, self.setting, self.flag = transport, address, setting, flag
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        super().__init__(error.errno, f"cannot listen for {transport} on {address} ({flag}): {reason}")
+
+    def __str__(self) -> str:
+        return self.strerror
 
 
-def _check_can_listen(transport: str, address: str, setting: str) -> None:
+def _check_can_listen(transport: str, address: str, setting: str, flag: str) -> None:
     """Raise ``ListenError`` if ``address`` cannot be bound now (before any listener touches it,
     so a busy port is one clear error, not a transport's own log lines and traceback)."""
     host, port = _split_address(address)
@@ -359,9 +204,7 @@ def _check_can_listen(transport: str, address: str, setting: str) -> None:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is fine
             probe.bind(sockaddr)
     except OSError as exc:
-        reason = "address already in use (is another collector running?)" if exc.errno == errno.EADDRINUSE else (
-            exc.strerror or str(exc))
-        raise ListenError(transport, address, setting, reason) from None
+        raise ListenError(transport, address, setting, flag, exc) from None
 
 
 class Collector:
@@ -404,8 +247,7 @@ class Collector:
         self._http_address = options.http_address
         self._status_interval_s = options.status_interval_s
         self._grpc_server: grpc.Server | None = None
-        self._http_server: ThreadingHTTPServer | None = None
-        self._http_thread: threading.Thread | None = None
+        self._http_server: HttpReceiver | None = None
         self._stop = threading.Event()
         self._stopped = False
         self._stop_lock = threading.Lock()
@@ -417,9 +259,9 @@ class Collector:
         """Bind the listeners (``ListenError`` before anything else is touched), resume the runs a
         crashed collector left open, and start serving."""
         if self._grpc_address:
-            _check_can_listen("OTLP/gRPC", self._grpc_address, "grpc_address")
+            _check_can_listen("OTLP/gRPC", self._grpc_address, "grpc_address", "--grpc")
         if self._http_address:
-            _check_can_listen("OTLP/HTTP", self._http_address, "http_address")
+            _check_can_listen("OTLP/HTTP", self._http_address, "http_address", "--http")
         if isinstance(self.receiver, Receiver):  # runs a crashed collector left open continue, or end interrupted
             self.writer.remove_abandoned_builds()
             self.sink.resume_orphans(iter_runs(self.root, include_evals=True))
@@ -437,14 +279,9 @@ class Collector:
                 raise OSError(f"cannot bind OTLP/gRPC to {self._grpc_address}")
             self._grpc_server.start()
         if self._http_address:
-            handler = type("OtlpHttpHandler", (_OtlpHttpHandler,), {"receiver": self.receiver})
-            self._http_server = ThreadingHTTPServer(_split_address(self._http_address), handler)
-            self._http_server.daemon_threads = True
-            self.http_port = self._http_server.server_address[1]
-            self._http_thread = threading.Thread(
-                target=self._http_server.serve_forever, name="otlp-http", kwargs={"poll_interval": 0.2}, daemon=True
-            )
-            self._http_thread.start()
+            self._http_server = HttpReceiver(self.receiver, self._http_address)
+            self._http_server.start()
+            self.http_port = self._http_server.port
         self._timer.start()
         logger.info("collector listening grpc=%s http=%s root=%s", self.grpc_port, self.http_port, self.root)
 
@@ -462,8 +299,7 @@ class Collector:
         if self._grpc_server is not None:
             self._grpc_server.stop(grace_s).wait(grace_s + 1)
         if self._http_server is not None:
-            self._http_server.shutdown()
-            self._http_server.server_close()
+            self._http_server.stop(grace_s)
         if self._timer.is_alive():
             self._timer.join(2)
         if isinstance(self.receiver, Receiver):

@@ -24,6 +24,7 @@ joined are counted as ``log_events_unmatched``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -31,7 +32,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from otel_session.collector.counters import Counters, Overloaded, RejectReason, SubmitResult
+from otel_session.collector.counters import Counters, Overloaded, RejectReason, SubmitResult, TooManyRequests
 from otel_session.collector.logjoin import LOG_SETTLE_S, LateJoin, WaitingLogs
 from otel_session.collector.options import CollectorOptions
 from otel_session.collector.ordering import event_order_key
@@ -66,6 +67,7 @@ __all__ = [
     "Overloaded",
     "RejectReason",
     "SubmitResult",
+    "TooManyRequests",
     "event_order_key",
 ]
 
@@ -252,8 +254,8 @@ class BundleSink:
             if existing.capture_status != CaptureStatus.RECORDING.value:
                 self._remember_sealed(trace_id)
             self._reject(result, len(spans), RejectReason.SEALED,
-                         f"run {run_id} is already recorded in session {existing.session_id!r} "
-                         f"({existing.capture_status}); these spans of it named no session")
+                         f"run {run_id} is already recorded under the session another span of it named; "
+                         "these spans of it named none", detail=RuntimeError(f"in {existing.path}"))
             return None
         return self._open(trace_id, run_id, spans, result, now, session_derived=True)
 
@@ -262,6 +264,9 @@ class BundleSink:
         session_derived: bool = False,
     ) -> OpenRun | None:
         identity = run_identity(session_id, spans)
+        run_id = identity.run_id
+        # What the client is told names the run and the reason, never a server path or an input
+        # value (the session id may be personal data): the exception goes to the log only.
         try:
             recorder = self.writer.open_run(
                 session_id=session_id,
@@ -276,19 +281,24 @@ class BundleSink:
             )
         except RunSealedError as exc:
             self._remember_sealed(trace_id)
-            self._reject(result, len(spans), RejectReason.SEALED, str(exc))
+            message = f"run {run_id} is already sealed; a sealed bundle never changes"
+            self._reject(result, len(spans), RejectReason.SEALED, message, detail=exc)
             self._reject_waiting(trace_id)
             return None
         except RunLockedError as exc:
-            self._reject(result, len(spans), RejectReason.LOCKED, f"{exc}; route each trace to one collector")
+            message = f"run {run_id} is held by another writer (one writer per run); route each trace to one collector"
+            self._reject(result, len(spans), RejectReason.LOCKED, message, detail=exc)
             return None
         except UnsafePathError as exc:
-            self._reject(result, len(spans), RejectReason.INVALID_ID, str(exc))
+            message = f"run {run_id}: its bundle directory is not a plain directory under the bundle root"
+            self._reject(result, len(spans), RejectReason.INVALID_ID, message, detail=exc)
             return None
         except WriterClosedError as exc:
             raise Overloaded(str(exc)) from None
         except OSError as exc:
-            self._reject(result, len(spans), RejectReason.IO_ERROR, f"cannot open bundle of {identity.run_id}: {exc}")
+            reason = os.strerror(exc.errno) if exc.errno else type(exc).__name__
+            message = f"cannot open the bundle of run {run_id}: {reason}"
+            self._reject(result, len(spans), RejectReason.IO_ERROR, message, detail=exc)
             return None
         run = self._runs[trace_id] = OpenRun(recorder, now)
         return run
@@ -342,12 +352,21 @@ class BundleSink:
     # -- rejecting and counting ------------------------------------------------------------
 
     def _reject(
-        self, result: SubmitResult, count: int, reason: RejectReason, message: str, *, what: str = "span"
+        self,
+        result: SubmitResult,
+        count: int,
+        reason: RejectReason,
+        message: str,
+        *,
+        what: str = "span",
+        detail: Exception | None = None,
     ) -> None:
+        """Count and report a rejection: ``message`` goes to the client, ``detail`` to the log only."""
         result.reject(count, reason, message)
         self.counters.add("rejected" if what == "span" else "log_records_rejected", count)
         level = self._sealed_level if reason is RejectReason.SEALED else logging.WARNING
-        logger.log(level, "rejected %d %s(s) (%s): %s", count, what, reason.value, message)
+        logger.log(level, "rejected %d %s(s) (%s): %s%s", count, what, reason.value, message,
+                   f" ({detail})" if detail else "")
 
     def _hold_log_events(
         self, result: SubmitResult, trace_id: int, span_id: int, events: list[SpanEventData], now: float

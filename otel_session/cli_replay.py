@@ -2,37 +2,49 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import orjson
 
 from otel_session import config
-from otel_session.facts import (
-    InvalidId,
-    RunResolutionError,
-    build_session_facts,
-    resolve_run,
-    run_events,
-)
+from otel_session.facts import build_session_facts, build_session_wide_facts, run_events
 from otel_session.read import read_bundle
 from otel_session.reduce import Replayer, canonical_json
+from otel_session.resolve import InvalidId, ResolvedRun, RunResolutionError, resolve_run
 
 __all__ = ["facts", "replay"]
 
 
-
-def _resolve(bundle_root: Path | None, session_id: str, run_id: str | None):
-    """Resolve the run or exit: 2 for a malformed id (usage), 1 for an unknown session or run."""
-    try:
-        return resolve_run(config.bundle_dir(bundle_root), session_id, run_id)
-    except InvalidId as error:
-        raise click.UsageError(str(error)) from None
-    except RunResolutionError as error:
-        click.echo(f"error: {error}", err=True)
+def _root(bundle_root: Path | None) -> Path:
+    """The bundle root, or exit 1 saying it does not exist (rather than "no runs")."""
+    root = config.bundle_dir(bundle_root)
+    if not root.is_dir():
+        if bundle_root is not None:
+            source = "--dir"
+        else:
+            source = f"${config.ENV_BUNDLE_DIR}" if os.environ.get(config.ENV_BUNDLE_DIR) else "the default"
+        click.echo(f"error: no bundle root at {root} (from {source}): nothing was recorded there", err=True)
         sys.exit(1)
+    return root
+
+
+def _exit_on_resolution_error(error: RunResolutionError) -> NoReturn:
+    """Exit 2 for a malformed id (usage), 1 for an unknown session or run."""
+    if isinstance(error, InvalidId):
+        raise click.UsageError(str(error)) from None
+    click.echo(f"error: {error}", err=True)
+    sys.exit(1)
+
+
+def _resolve(bundle_root: Path | None, session_id: str, run_id: str | None, include_evals: bool) -> ResolvedRun:
+    try:
+        return resolve_run(_root(bundle_root), session_id, run_id, include_evals=include_evals)
+    except RunResolutionError as error:
+        _exit_on_resolution_error(error)
 
 
 def _slots_list(names: list[str] | None) -> str:
@@ -41,48 +53,111 @@ def _slots_list(names: list[str] | None) -> str:
     return ", ".join(names) if names else "-"
 
 
-def _facts_table(facts: dict[str, Any]) -> list[str]:
-    header = f"session {facts['session_id']}  run {facts['run_id']}"
-    if facts["fallback_to_latest_run"]:
-        header += "  (latest run: no --run given)"
-    integrity = facts["integrity"]
-    lines = [header, f"integrity: {integrity['status']}"]
-    lines += [f"  {d['severity']} {d['code']}: {d['message']}" for d in integrity["diagnostics"]]
-    lines += [f"note: {note}" for note in facts["notes"]]
-    rows = [("turn", "state", "slots written", "missing", "verdict", "repeated asks")]
-    for turn in facts["turns"]:
+def _turn_rows(turns: list[dict[str, Any]], run_numbers: dict[str, int] | None = None) -> list[str]:
+    """The turn table; with ``run_numbers`` a first column names each turn's run."""
+    rows = [(("run",) if run_numbers else ()) + ("turn", "state", "slots written", "missing", "verdict", "repeated asks",
+                                                  "model calls (tokens in/out)")]
+    for turn in turns:
         written = [write["slot"] for write in turn["slot_writes"]] + [f"{diff['slot']}*" for diff in turn["unattributed_diffs"]]
         verdict = turn["verdict"]
-        rows.append((
+        rows.append(((str(run_numbers[turn["run_id"]]),) if run_numbers else ()) + (
             str(turn["turn_index"]),
             f"{turn['state_before'] or '?'} → {turn['state'] or '?'}",
             ", ".join(written) or "-",
             _slots_list(turn["missing_required_slots"]),
             f"{verdict['to']} ({verdict['reason']})" if verdict else "-",
             ", ".join(turn["repeated_asks"]) or "-",
+            ", ".join(map(_model_call, turn["model_calls"])) or "-",
         ))
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     lines.append("* unattributed (found by diff); ? not recorded")
     return lines
+
+
+def _model_call(call: dict[str, Any]) -> str:
+    usage = call["usage"]
+    return f"{call['model'] or '?'} {usage.get('input_tokens', '?')}/{usage.get('output_tokens', '?')}"
+
+
+def _usage_line(totals: dict[str, int | None]) -> list[str]:
+    """``usage: …`` when any model call reported tokens, else nothing."""
+    if all(count is None for count in totals.values()):
+        return []
+    counts = {key: "?" if count is None else str(count) for key, count in totals.items()}
+    return [f"usage: {counts['input_tokens']} input tokens, {counts['output_tokens']} output tokens"]
+
+
+def _diagnostic_lines(integrity: dict[str, Any], indent: str) -> list[str]:
+    return [f"{indent}{d['severity']} {d['code']}: {d['message']}" for d in integrity["diagnostics"]]
+
+
+def _facts_table(facts: dict[str, Any]) -> list[str]:
+    header = f"session {facts['session_id']}  run {facts['run_id']}"
+    if facts["fallback_to_latest_run"]:
+        header += "  (latest run: no --run given)"
+    integrity = facts["integrity"]
+    lines = [header, f"integrity: {integrity['status']}", *_diagnostic_lines(integrity, "  ")]
+    lines += _usage_line(facts["usage_totals"])
+    lines += [f"note: {note}" for note in facts["notes"]]
+    return lines + _turn_rows(facts["turns"])
+
+
+def _session_table(facts: dict[str, Any]) -> list[str]:
+    runs = facts["runs"]
+    lines = [f"session {facts['session_id']}  {len(runs)} run(s), oldest first"]
+    for number, run in enumerate(runs, start=1):
+        lines.append(f"  run {number}  {run['run_id']}  {run['created_at']}  {run['kind']}  "
+                     f"{run['agent'] or '-'}  integrity: {run['integrity']['status']}")
+        lines += _diagnostic_lines(run["integrity"], "    ")
+        lines += [f"    {line}" for line in _usage_line(run["usage_totals"])]
+        lines += [f"    note: {note}" for note in run["notes"]]
+    lines += _usage_line(facts["usage_totals"])
+    numbers = {run["run_id"]: number for number, run in enumerate(runs, start=1)}
+    lines += _turn_rows(facts["turns"], numbers)
+    for ask in facts["repeated_asks"]:
+        before = ask["asked_before_in"]
+        lines.append(f"asked again in run {numbers[ask['run_id']]} turn {ask['turn_index']}: {', '.join(ask['slots'])} "
+                     f"(already missing after run {numbers[before['run_id']]} turn {before['turn_index']})")
+    return lines
+
+
+_evals_option = click.option("--evals", "include_evals", is_flag=True,
+                             help="Include eval runs (kept under evals/<eval_id>/, never in the live index).")
 
 
 @click.command()
 @click.argument("session_id", metavar="SESSION")
 @click.option("--run", "run_id", default=None, help="Run id (default: the session's latest run).")
+@click.option("--all-runs", is_flag=True, help="Facts of every run of the session, in run order, "
+              "with repeated asks across runs.")
+@_evals_option
 @config.bundle_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
-def facts(session_id: str, run_id: str | None, bundle_root: Path | None, as_json: bool) -> None:
+def facts(session_id: str, run_id: str | None, all_runs: bool, include_evals: bool, bundle_root: Path | None,
+          as_json: bool) -> None:
     """Show per-turn session facts of a run: states, slot writes, missing slots, verdicts, repeated asks.
 
-    Exit 1 when the session or run is unknown (or the run belongs to another session).
+    With --all-runs, the facts of the whole session: its runs' turns in run order, each naming its
+    run, and the slots asked for again across runs. Exit 1 when the session or run is unknown (or
+    the run belongs to another session), or the bundle root does not exist.
     """
-    resolved = _resolve(bundle_root, session_id, run_id)
-    result = build_session_facts(read_bundle(resolved.path), fallback_to_latest_run=resolved.fallback_to_latest_run)
+    if all_runs and run_id is not None:
+        raise click.UsageError("--all-runs and --run exclude each other")
+    if all_runs:
+        try:
+            result = build_session_wide_facts(_root(bundle_root), session_id, include_evals=include_evals)
+        except RunResolutionError as error:
+            _exit_on_resolution_error(error)
+        lines = _session_table
+    else:
+        resolved = _resolve(bundle_root, session_id, run_id, include_evals)
+        result = build_session_facts(read_bundle(resolved.path), fallback_to_latest_run=resolved.fallback_to_latest_run)
+        lines = _facts_table
     if as_json:
         click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     else:
-        click.echo("\n".join(_facts_table(result)))
+        click.echo("\n".join(lines(result)))
 
 
 def _replay_text(state: dict[str, Any], last_seq: int) -> list[str]:
@@ -107,14 +182,17 @@ def _replay_text(state: dict[str, Any], last_seq: int) -> list[str]:
 @click.argument("run_id", metavar="RUN")
 @click.option("--at", "seq", type=click.IntRange(min=0), default=None, metavar="SEQ",
               help="Replay up to this seq (default: the end of the journal).")
+@_evals_option
 @config.bundle_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the canonical JSON replay state.")
-def replay(session_id: str, run_id: str, seq: int | None, bundle_root: Path | None, as_json: bool) -> None:
+def replay(session_id: str, run_id: str, seq: int | None, include_evals: bool, bundle_root: Path | None,
+           as_json: bool) -> None:
     """Rebuild a run's replay state at --at SEQ: messages so far, tools, slots, state, diagnostics.
 
-    Exit 1 when the session or run is unknown (or the run belongs to another session).
+    Exit 1 when the session or run is unknown (or the run belongs to another session), or the
+    bundle root does not exist.
     """
-    resolved = _resolve(bundle_root, session_id, run_id)
+    resolved = _resolve(bundle_root, session_id, run_id, include_evals)
     replayer = Replayer(run_events(read_bundle(resolved.path)))
     state = replayer.state_at(seq)
     if as_json:

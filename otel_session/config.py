@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["DEFAULT_BUNDLE_DIR", "ENV_BUNDLE_DIR", "bundle_dir", "bundle_dir_option", "flag"]
+__all__ = ["DEFAULT_BUNDLE_DIR", "ENV_BUNDLE_DIR", "bundle_dir", "bundle_dir_option", "flag", "missing_bundle_dir"]
 
 ENV_BUNDLE_DIR = "OTEL_SESSION_DIR"
 DEFAULT_BUNDLE_DIR = "./otel-session-data"
@@ -16,6 +16,26 @@ DEFAULT_BUNDLE_DIR = "./otel-session-data"
 def bundle_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     """The bundle root: ``explicit``, else ``$OTEL_SESSION_DIR``, else ``./otel-session-data``."""
     return Path(explicit or os.environ.get(ENV_BUNDLE_DIR) or DEFAULT_BUNDLE_DIR)
+
+
+def missing_bundle_dir(explicit: str | os.PathLike[str] | None = None) -> str | None:
+    """Why the bundle root (as :func:`bundle_dir` picks it) is none, or None when it is a directory.
+
+    Commands that read bundles say this instead of "no sessions": a mistyped ``--dir`` or a
+    ``$OTEL_SESSION_DIR`` set elsewhere is likelier than an empty recording.
+    """
+    root = bundle_dir(explicit)
+    if explicit:
+        source = "--dir"
+    elif os.environ.get(ENV_BUNDLE_DIR):
+        source = f"${ENV_BUNDLE_DIR}"
+    else:
+        source = f"the default; set --dir or ${ENV_BUNDLE_DIR}"
+    if not root.exists():
+        return f"no bundle root at {root} ({source}): nothing has been recorded there"
+    if not root.is_dir():
+        return f"{root} ({source}) is not a directory"
+    return None
 
 
 bundle_dir_option = click.option(

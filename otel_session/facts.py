@@ -1,11 +1,13 @@
-"""Session facts (SPEC §7.2) and run resolution (SPEC §7.3).
+"""Session facts (SPEC §7.2) of one run.
 
 Contract::
 
-    resolved = resolve_run(root, session_id, run_id=None)   # -> ResolvedRun, or a RunResolutionError
+    resolved = resolve_run(root, session_id, run_id=None)   # otel_session.resolve (SPEC §7.3)
     facts = build_session_facts(read_bundle(resolved.path),
                                 fallback_to_latest_run=resolved.fallback_to_latest_run)
     facts = load_session_facts(root, session_id, run_id=None)  # the two steps together
+    facts = build_session_wide_facts(root, session_id)         # every run of the session, in run order
+    facts = session_wide_facts(session_id, bundles)            # the same from bundles already read
 
 Facts are a per-turn projection of one run's journal: what each turn wrote (attributed slot writes
 and unattributed diffs), what is still missing (only as ``turn_finished`` recorded it, never
@@ -17,144 +19,30 @@ records, even when such a record found its way into the journal.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
 from operator import itemgetter
-from pathlib import Path
 from typing import Any
 
-from otel_session import layout
-from otel_session.read import BundleRead, RunInfo, find_run, iter_session_runs, read_bundle
+from otel_session.journal import parse_timestamp
+from otel_session.read import BundleRead, read_bundle
 from otel_session.reduce import replay_state
+from otel_session.resolve import resolve_run, session_not_found, session_runs
+from otel_session.semconv import CAP_PER_TURN
 
 __all__ = [
-    "GUARD_CAP",
-    "InvalidId",
-    "ResolvedRun",
-    "RunNotFound",
-    "RunResolutionError",
-    "RunSessionMismatch",
-    "SessionNotFound",
+    "NO_BOUNDARIES_NOTE",
     "build_session_facts",
+    "build_session_wide_facts",
     "load_session_facts",
-    "resolve_run",
     "run_events",
+    "session_wide_facts",
+    "usage_totals",
 ]
-
-GUARD_CAP = 24
-"""Guards listed per turn (and verdict candidates); the rest are counted in ``guards_truncated``."""
 
 NO_BOUNDARIES_NOTE = "the journal has no turn boundaries or turn indexes: all events are shown as one turn"
 
-_MAX_SESSION_ID_LENGTH = 1024
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SLOT_TYPES = ("slot_write", "slot_diff")
-
-
-# -- run resolution ------------------------------------------------------------------------------
-
-
-class RunResolutionError(Exception):
-    """A session or run could not be resolved. ``code`` and ``http_status`` map it onto the API."""
-
-    code = "resolution_error"
-    http_status = 404
-
-
-class InvalidId(RunResolutionError, ValueError):
-    """A session or run id is malformed (400)."""
-
-    code = "invalid_id"
-    http_status = 400
-
-
-class SessionNotFound(RunResolutionError, LookupError):
-    """The session has no runs (404)."""
-
-    code = "session_not_found"
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"session {session_id!r} has no runs")
-        self.session_id = session_id
-
-
-class RunNotFound(RunResolutionError, LookupError):
-    """No run with this id exists (404)."""
-
-    code = "run_not_found"
-
-    def __init__(self, session_id: str, run_id: str) -> None:
-        super().__init__(f"run {run_id} not found in session {session_id!r}")
-        self.session_id = session_id
-        self.run_id = run_id
-
-
-class RunSessionMismatch(RunResolutionError):
-    """The run exists but belongs to another session (409)."""
-
-    code = "run_session_mismatch"
-    http_status = 409
-
-    def __init__(self, session_id: str, run_id: str, owner_session_id: str) -> None:
-        super().__init__(f"run {run_id} belongs to session {owner_session_id!r}, not to session {session_id!r}")
-        self.session_id = session_id
-        self.run_id = run_id
-        self.owner_session_id = owner_session_id
-
-
-@dataclass(frozen=True)
-class ResolvedRun:
-    """The run a request binds to, and whether it was chosen as the session's latest."""
-
-    session_id: str
-    run_id: str
-    path: Path
-    fallback_to_latest_run: bool
-    run: RunInfo
-
-
-def _check_session_id(session_id: object) -> str:
-    if not isinstance(session_id, str) or not session_id or len(session_id) > _MAX_SESSION_ID_LENGTH:
-        raise InvalidId(f"malformed session id {session_id!r}: expected 1 to {_MAX_SESSION_ID_LENGTH} characters")
-    if _CONTROL.search(session_id):
-        raise InvalidId(f"malformed session id {session_id!r}: control characters are not allowed")
-    return session_id
-
-
-def _latest_first(runs: Iterable[RunInfo]) -> list[RunInfo]:
-    return sorted(runs, key=lambda run: (run.created_at, run.run_id), reverse=True)
-
-
-def resolve_run(
-    root: str | os.PathLike[str], session_id: str, run_id: str | None = None, *, include_evals: bool = False
-) -> ResolvedRun:
-    """Bind ``session_id`` (and ``run_id`` if given) to one run bundle.
-
-    Without ``run_id`` the latest run is chosen (``created_at`` descending, then ``run_id``
-    descending) and ``fallback_to_latest_run`` is true. Raises ``InvalidId`` for malformed ids,
-    ``RunSessionMismatch`` when the run belongs to another session, ``SessionNotFound`` when the
-    session has no runs and ``RunNotFound`` for an unknown run. Eval runs only with ``include_evals``.
-    """
-    _check_session_id(session_id)
-    if run_id is not None and not layout.is_valid_run_id(run_id):
-        raise InvalidId(f"malformed run id {run_id!r}: expected 'run-' followed by a lower-case UUID")
-    runs = _latest_first(iter_session_runs(root, session_id, include_evals=include_evals))
-    if run_id is None:
-        if not runs:
-            raise SessionNotFound(session_id)
-        latest = runs[0]
-        return ResolvedRun(session_id, latest.run_id, latest.path, True, latest)
-    for run in runs:
-        if run.run_id == run_id:
-            return ResolvedRun(session_id, run_id, run.path, False, run)
-    elsewhere = find_run(root, run_id, include_evals=True)
-    if elsewhere is not None:
-        raise RunSessionMismatch(session_id, run_id, elsewhere.session_id)
-    if not runs:
-        raise SessionNotFound(session_id)
-    raise RunNotFound(session_id, run_id)
+_USAGE_KEYS = ("input_tokens", "output_tokens")
 
 
 # -- facts ---------------------------------------------------------------------------------------
@@ -230,15 +118,10 @@ def _group_turns(events: list[dict[str, Any]]) -> tuple[dict[int, list[dict[str,
 
 
 def _duration_ms(started_at: Any, finished_at: Any) -> float | None:
-    if not isinstance(started_at, str) or not isinstance(finished_at, str):
+    started_ns, finished_ns = parse_timestamp(started_at), parse_timestamp(finished_at)
+    if started_ns is None or finished_ns is None:
         return None
-    try:
-        delta = datetime.fromisoformat(finished_at.replace("Z", "+00:00")) - datetime.fromisoformat(
-            started_at.replace("Z", "+00:00")
-        )
-    except ValueError:
-        return None
-    return round(delta.total_seconds() * 1000, 3)
+    return round((finished_ns - started_ns) / 1_000_000, 3)
 
 
 _CONVERSATION_TYPES = frozenset({
@@ -266,19 +149,47 @@ def _conversation_events(events: list[dict[str, Any]], settled: set[str]) -> lis
     return kept
 
 
+def _model_call(event: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The model call a ``message_finished`` records (``model``, ``usage``: interfaces §2), if any."""
+    model = payload.get("model")
+    usage = payload.get("usage")
+    counts = {}
+    if isinstance(usage, dict):
+        counts = {key: usage[key] for key in _USAGE_KEYS if _int_or_none(usage.get(key)) is not None}
+    if not isinstance(model, str) and not counts:
+        return None
+    return {"message_id": event.get("message_id"), "model": model if isinstance(model, str) else None,
+            "usage": counts}
+
+
+def usage_totals(turns: Iterable[dict[str, Any]]) -> dict[str, int | None]:
+    """Token counts summed over the turns' model calls; a count no call reported is None."""
+    totals: dict[str, int | None] = dict.fromkeys(_USAGE_KEYS)
+    for turn in turns:
+        for call in turn["model_calls"]:
+            for key, count in call["usage"].items():
+                totals[key] = (totals[key] or 0) + count
+    return totals
+
+
 def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, Any],
                 previous: dict[str, Any] | None) -> dict[str, Any]:
     started = finished = verdict_event = None
     slot_writes, unattributed, guards, conversation = [], [], [], []
     settled: set[str] = set()
     guard_count = 0
+    model_calls: list[dict[str, Any]] = []
     for event in events:  # one pass: this runs over every event of the run
         event_type = event["type"]
         if event_type in _CONVERSATION_TYPES:
             conversation.append(event)
-            if (event_type == "message_finished" and _payload(event).get("settled") is True
-                    and isinstance(event.get("message_id"), str)):
-                settled.add(event["message_id"])
+            if event_type == "message_finished":
+                payload = _payload(event)
+                if payload.get("settled") is True and isinstance(event.get("message_id"), str):
+                    settled.add(event["message_id"])
+                call = _model_call(event, payload)
+                if call is not None:
+                    model_calls.append(call)
             continue
         payload = _payload(event)
         if event_type in _SLOT_TYPES:
@@ -291,7 +202,7 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
                     unattributed.append(entry)
         elif event_type == "guard_evaluated":
             guard_count += 1
-            if guard_count <= GUARD_CAP:
+            if guard_count <= CAP_PER_TURN:
                 guards.append({"name": payload.get("name"), "passed": payload.get("passed"),
                                "state": payload.get("state"), "seq": event["seq"]})
         elif event_type == "turn_started":
@@ -309,8 +220,8 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
         candidates = payload.get("candidates") if isinstance(payload.get("candidates"), list) else []
         recorded_truncation = _int_or_none(payload.get("candidates_truncated")) or 0
         verdict = {"from": payload.get("from"), "to": payload.get("to"), "reason": payload.get("reason"),
-                   "candidates": candidates[:GUARD_CAP],
-                   "candidates_truncated": recorded_truncation + max(0, len(candidates) - GUARD_CAP),
+                   "candidates": candidates[:CAP_PER_TURN],
+                   "candidates_truncated": recorded_truncation + max(0, len(candidates) - CAP_PER_TURN),
                    "seq": verdict_event["seq"]}
 
     replay = replay_state(_conversation_events(conversation, settled))
@@ -357,18 +268,19 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
         "slot_writes": slot_writes,
         "unattributed_diffs": unattributed,
         "guards": guards,
-        "guards_truncated": max(0, guard_count - GUARD_CAP),
+        "guards_truncated": max(0, guard_count - CAP_PER_TURN),
         "verdict": verdict,
         "messages": messages,
         "tools": tools,
+        "model_calls": model_calls,
         "repeated_asks": repeated,
     }
 
 
-def build_session_facts(bundle: BundleRead, *, fallback_to_latest_run: bool = False) -> dict[str, Any]:
-    """Return the per-turn facts of one run bundle (SPEC §7.2), with its integrity verdict."""
-    session_id, run_id = _bundle_ids(bundle)
-    events = run_events(bundle)
+def _run_turns(bundle: BundleRead, events: list[dict[str, Any]],
+               previous: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The turn facts of one run's own ``events``; ``previous`` is the turn before its first (the
+    last turn of the session's previous run, for session-wide facts), else None."""
     grouped, notes = _group_turns(events)
     slot_events = [event for event in events if event["type"] in _SLOT_TYPES]
     slots: dict[str, Any] = {}
@@ -381,21 +293,76 @@ def build_session_facts(bundle: BundleRead, *, fallback_to_latest_run: bool = Fa
             if isinstance(payload.get("slot"), str):
                 slots[payload["slot"]] = payload.get("value")
             applied += 1
-        turns.append(_turn_facts(turn_index, turn_events, dict(slots), turns[-1] if turns else None))
+        turns.append(_turn_facts(turn_index, turn_events, dict(slots), turns[-1] if turns else previous))
     foreign = len(bundle.events) - len(events)
     if foreign:
         notes.append(f"{foreign} record(s) of another session or run, or repeating a seq, were left out")
+    return turns, notes
+
+
+def _integrity(bundle: BundleRead) -> dict[str, Any]:
+    return {"status": bundle.status.value, "diagnostics": [d.as_json() for d in bundle.diagnostics]}
+
+
+def build_session_facts(bundle: BundleRead, *, fallback_to_latest_run: bool = False) -> dict[str, Any]:
+    """Return the per-turn facts of one run bundle (SPEC §7.2), with its integrity verdict."""
+    session_id, run_id = _bundle_ids(bundle)
+    events = run_events(bundle)
+    turns, notes = _run_turns(bundle, events, None)
     return {
         "session_id": session_id,
         "run_id": run_id,
         "fallback_to_latest_run": fallback_to_latest_run,
         "kind": (bundle.manifest or {}).get("kind"),
         "created_at": (bundle.manifest or {}).get("created_at"),
-        "integrity": {"status": bundle.status.value, "diagnostics": [d.as_json() for d in bundle.diagnostics]},
+        "integrity": _integrity(bundle),
         "event_count": len(events),
+        "usage_totals": usage_totals(turns),
         "notes": notes,
         "turns": turns,
     }
+
+
+def session_wide_facts(session_id: str, bundles: Iterable[BundleRead]) -> dict[str, Any]:
+    """Facts of a whole session from its runs' bundles (SPEC §7.2): the runs in run order
+    (``created_at``, then ``run_id``, ascending), their turns in that order, each naming its run,
+    and ``repeated_asks`` detected across run boundaries (a run's first turn follows the previous
+    run's last). Each run's facts still hold only its own records; a turn's ``slots`` are its run's."""
+    ordered = sorted(bundles, key=lambda bundle: (str((bundle.manifest or {}).get("created_at", "")), _bundle_ids(bundle)[1] or ""))
+    runs: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    previous: dict[str, Any] | None = None
+    for bundle in ordered:
+        manifest = bundle.manifest or {}
+        run_id = _bundle_ids(bundle)[1]
+        events = run_events(bundle)
+        run_turns, notes = _run_turns(bundle, events, previous)
+        runs.append({"run_id": run_id, "created_at": manifest.get("created_at"), "kind": manifest.get("kind"),
+                     "agent": manifest.get("agent"), "integrity": _integrity(bundle), "event_count": len(events),
+                     "usage_totals": usage_totals(run_turns), "notes": notes})
+        turns += [{**turn, "run_id": run_id} for turn in run_turns]
+        if run_turns:
+            previous = run_turns[-1]
+    repeated = []
+    for position, turn in enumerate(turns):
+        if turn["repeated_asks"]:
+            asked = turns[position - 1]
+            repeated.append({"run_id": turn["run_id"], "turn_index": turn["turn_index"], "slots": turn["repeated_asks"],
+                             "asked_before_in": {"run_id": asked["run_id"], "turn_index": asked["turn_index"]}})
+    return {"session_id": session_id, "scope": "session", "runs": runs, "usage_totals": usage_totals(turns),
+            "turns": turns, "repeated_asks": repeated}
+
+
+def build_session_wide_facts(
+    root: str | os.PathLike[str], session_id: str, *, include_evals: bool = False
+) -> dict[str, Any]:
+    """Read every run of ``session_id`` under ``root`` and build its session-wide facts.
+
+    Raises ``resolve.SessionNotFound`` when the session has no runs (or ``InvalidId``)."""
+    runs = session_runs(root, session_id, include_evals=include_evals)
+    if not runs:
+        raise session_not_found(root, session_id, include_evals=include_evals)
+    return session_wide_facts(session_id, (read_bundle(run.path) for run in runs))
 
 
 def load_session_facts(

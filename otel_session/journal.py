@@ -3,12 +3,25 @@
 A journal is ``events.ndjson``: one JSON object a line, ``seq`` 1, 2, 3 … per run with no gaps,
 ``at`` an RFC 3339 UTC timestamp with microseconds taken from the event's own clock. Readers
 ignore unknown fields and keep unknown types in place.
+
+Contract::
+
+    line = encode_record(record)    # one NDJSON line; never raises for any value
+    text = encode_json(value)       # one value as JSON text (a span attribute), by the same rules
+    record = decode_line(line)      # ValueError unless the line is a JSON object
+
+A record nests at most ``MAX_DEPTH`` levels (the record object is level 1). Deeper objects and
+arrays, which JSON codecs cannot all encode or decode (orjson stops at 255 levels), are replaced
+by ``DEPTH_MARKER`` and the record says so with ``"truncated": "depth"``, on encoding and again on
+decoding (a journal written by hand), so every value a reader returns can be encoded again.
 """
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
 
@@ -17,14 +30,19 @@ import orjson
 __all__ = [
     "CAPTURE_SCHEMA",
     "CORRELATION_FIELDS",
+    "DEPTH_MARKER",
+    "MAX_DEPTH",
     "REQUIRED_FIELDS",
     "RUN_SCHEMA",
     "CaptureStatus",
     "EventType",
     "RunKind",
+    "TRUNCATED_FIELD",
     "decode_line",
+    "encode_json",
     "encode_record",
     "format_timestamp",
+    "parse_timestamp",
     "run_id_from_trace_id",
 ]
 
@@ -32,6 +50,13 @@ RUN_SCHEMA = "otel-session.run.v1"
 CAPTURE_SCHEMA = "otel-session.capture.v1"
 
 REQUIRED_FIELDS = ("seq", "at", "type", "session_id", "run_id")
+
+MAX_DEPTH = 128
+"""Levels of objects and arrays a record holds (the record itself is level 1); deeper ones are cut."""
+DEPTH_MARKER = f"[truncated: nested deeper than {MAX_DEPTH} levels]"
+"""What stands in place of an object or array nested deeper than ``MAX_DEPTH``."""
+TRUNCATED_FIELD = "truncated"
+"""Set to ``"depth"`` on a record whose values were cut at ``MAX_DEPTH``."""
 CORRELATION_FIELDS = ("turn_index", "message_id", "tool_call_id", "trace_id", "span_id")
 
 
@@ -85,6 +110,24 @@ def format_timestamp(time_ns: int) -> str:
     return f"{prefix}.{micros:06d}Z"
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def parse_timestamp(text: object) -> int | None:
+    """Nanoseconds since the epoch of an RFC 3339 timestamp such as ``at`` (``format_timestamp``'s
+    inverse, exact to the microsecond); ``None`` when ``text`` is not one. No offset means UTC."""
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // _MICROSECOND * 1000
+
+
 _ENCODE_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
 
 
@@ -107,18 +150,130 @@ def _valid_text(value: Any) -> Any:
     return value
 
 
+def _too_deep(value: Any, depth: int) -> bool:
+    """True when a container at level ``depth`` or below it is nested past ``MAX_DEPTH``
+    (the recursion stops there, so it is bounded whatever the value)."""
+    if isinstance(value, dict):
+        if depth > MAX_DEPTH:
+            return True
+        return any(_too_deep(item, depth + 1) for item in value.values())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        if depth > MAX_DEPTH:
+            return True
+        return any(_too_deep(item, depth + 1) for item in value)
+    return False
+
+
+def _cut(value: Any, depth: int) -> Any:
+    """``value`` with every container nested past ``MAX_DEPTH`` replaced by ``DEPTH_MARKER``."""
+    if isinstance(value, dict):
+        return DEPTH_MARKER if depth > MAX_DEPTH else {key: _cut(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return DEPTH_MARKER if depth > MAX_DEPTH else [_cut(item, depth + 1) for item in value]
+    return value
+
+
+def _openers(line: bytes) -> int:
+    return line.count(b"[") + line.count(b"{")
+
+
+_SHORT_LINE = 2 * MAX_DEPTH + 1
+"""Bytes a line needs to nest deeper than ``MAX_DEPTH`` (an opener and a closer per level)."""
+
+
+def _dumps(value: Any, option: int) -> bytes:
+    try:
+        return orjson.dumps(value, default=_encode_fallback, option=option)
+    except TypeError:
+        return orjson.dumps(_valid_text(value), default=_encode_fallback, option=option)
+
+
+def _encode(value: Any, option: int, line: bytes | None = None) -> tuple[bytes, bool]:
+    """``value`` as JSON (``line`` if it is already that), and whether containers nested past
+    ``MAX_DEPTH`` were cut from it."""
+    if line is None:
+        try:
+            line = _dumps(value, option)
+        except (TypeError, RecursionError):  # orjson's nesting limit (or a value deeper than Python recurses)
+            return _dumps(_cut(value, 1), option), True
+    # Text too short for, or with no more openers than, MAX_DEPTH + 1 levels cannot nest deeper.
+    if len(line) <= _SHORT_LINE or _openers(line) <= MAX_DEPTH or not _too_deep(value, 1):
+        return line, False
+    return _dumps(_cut(value, 1), option), True
+
+
 def encode_record(record: dict[str, Any]) -> bytes:
     """Encode one record as a single NDJSON line (newline included). Never raises for odd values:
-    unencodable objects become their ``repr``, lone surrogates become ``?``."""
-    try:
-        return orjson.dumps(record, default=_encode_fallback, option=_ENCODE_OPTIONS)
+    unencodable objects become their ``repr``, lone surrogates become ``?``, containers nested
+    past ``MAX_DEPTH`` become ``DEPTH_MARKER`` (and the record gets ``"truncated": "depth"``)."""
+    try:  # the hot path, inlined: one encode; a line this short cannot open MAX_DEPTH + 1 containers
+        line = orjson.dumps(record, default=_encode_fallback, option=_ENCODE_OPTIONS)
+        if len(line) <= _SHORT_LINE:
+            return line
     except TypeError:
-        return orjson.dumps(_valid_text(record), default=_encode_fallback, option=_ENCODE_OPTIONS)
+        line = None
+    line, cut = _encode(record, _ENCODE_OPTIONS, line)
+    if cut:
+        line, _ = _encode({**_cut(record, 1), TRUNCATED_FIELD: "depth"}, _ENCODE_OPTIONS)
+    return line
+
+
+def encode_json(value: Any) -> bytes:
+    """One value as JSON text (no newline) by ``encode_record``'s rules: never raises, containers
+    nested past ``MAX_DEPTH`` (the value itself is level 1) become ``DEPTH_MARKER``."""
+    try:  # the hot path, inlined (span attributes): one encode
+        text = orjson.dumps(value, default=_encode_fallback, option=orjson.OPT_NON_STR_KEYS)
+        if len(text) <= _SHORT_LINE:
+            return text
+    except TypeError:
+        text = None
+    return _encode(value, orjson.OPT_NON_STR_KEYS, text)[0]
+
+
+_STRUCTURE = re.compile(rb'[\[\]{}"]')
+_STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_MARKER_JSON = orjson.dumps(DEPTH_MARKER)
+
+
+def _cut_text(line: bytes) -> bytes | None:
+    """The JSON text ``line`` with every object or array nested past ``MAX_DEPTH`` replaced by
+    ``DEPTH_MARKER``; None when nothing is that deep (or the text is not JSON enough to tell)."""
+    parts: list[bytes] = []
+    depth = 0
+    kept = 0  # line[kept:] is not yet copied to parts
+    cut_at = -1
+    position = 0
+    while (found := _STRUCTURE.search(line, position)) is not None:
+        char, at = found.group(), found.start()
+        if char == b'"':
+            rest = _STRING_REST.match(line, at + 1)
+            if rest is None:
+                return None  # an unterminated string: the decoder will say what is wrong
+            position = rest.end()
+            continue
+        if char in b"[{":
+            depth += 1
+            if depth == MAX_DEPTH + 1:
+                cut_at = at
+        else:
+            if depth == MAX_DEPTH + 1 and cut_at >= 0:
+                parts += (line[kept:cut_at], _MARKER_JSON)
+                kept, cut_at = at + 1, -1
+            depth -= 1
+        position = at + 1
+    if not parts:
+        return None
+    parts.append(line[kept:])
+    return b"".join(parts)
 
 
 def decode_line(line: bytes) -> dict[str, Any]:
-    """Decode one journal line; raise ``ValueError`` unless it is a JSON object."""
-    value = orjson.loads(line)
+    """Decode one journal line; raise ``ValueError`` unless it is a JSON object. Containers nested
+    past ``MAX_DEPTH`` are replaced by ``DEPTH_MARKER`` (and ``"truncated": "depth"`` is set)."""
+    cut = _cut_text(line) if len(line) > _SHORT_LINE and _openers(line) > MAX_DEPTH else None
+    value = orjson.loads(line if cut is None else cut)
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    if cut is not None:
+        value[TRUNCATED_FIELD] = "depth"
     return value

@@ -24,7 +24,17 @@ from typing import Any
 import orjson
 
 from otel_session import layout
-from otel_session.journal import CAPTURE_SCHEMA, REQUIRED_FIELDS, RUN_SCHEMA, CaptureStatus, EventType, decode_line
+from otel_session.journal import (
+    CAPTURE_SCHEMA,
+    DEPTH_MARKER,
+    MAX_DEPTH,
+    REQUIRED_FIELDS,
+    RUN_SCHEMA,
+    TRUNCATED_FIELD,
+    CaptureStatus,
+    EventType,
+    decode_line,
+)
 
 __all__ = [
     "BundleRead",
@@ -68,6 +78,7 @@ class DiagnosticCode(str, Enum):
     GARBAGE_LINE = "garbage_line"
     UPSTREAM_DROP = "upstream_drop"
     RECONCILE_MISMATCH = "reconcile_mismatch"
+    VALUE_TRUNCATED = "value_truncated"
 
 
 @dataclass(frozen=True)
@@ -181,6 +192,12 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
     return manifest
 
 
+def _counts_valid(capture: dict[str, Any]) -> bool:
+    """Counts are written at terminal status (SPEC §5.3): a recording capture may have none yet."""
+    count = capture.get("event_count")
+    return type(count) is int or (count is None and capture.get("status") == CaptureStatus.RECORDING.value)
+
+
 def _check_capture(capture: dict[str, Any] | None, path: Path) -> tuple[dict[str, Any] | None, list[Diagnostic]]:
     if not (path / layout.CAPTURE_FILE).exists():
         return None, [Diagnostic(DiagnosticCode.MISSING_CAPTURE, Severity.ERROR, f"{layout.CAPTURE_FILE} is missing")]
@@ -189,7 +206,7 @@ def _check_capture(capture: dict[str, Any] | None, path: Path) -> tuple[dict[str
         capture is None
         or capture.get("schema") != CAPTURE_SCHEMA
         or capture.get("status") not in statuses
-        or type(capture.get("event_count")) is not int
+        or not _counts_valid(capture)
     ):
         return None, [
             Diagnostic(
@@ -241,6 +258,15 @@ def read_bundle(path: str | os.PathLike[str]) -> BundleRead:
                 )
             )
         expected = event["seq"] + 1
+        if event.get(TRUNCATED_FIELD) == "depth":
+            diagnostics.append(
+                Diagnostic(
+                    DiagnosticCode.VALUE_TRUNCATED,
+                    Severity.WARNING,
+                    f"values nested deeper than {MAX_DEPTH} levels were cut, each replaced by {DEPTH_MARKER!r}",
+                    seq=event["seq"],
+                )
+            )
         if event["type"] == EventType.UPSTREAM_DROP.value:
             payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
             diagnostics.append(

@@ -8,8 +8,10 @@ Contract::
     redactor.tool_arguments({"card": "4111 1111 1111 1111"})  # structure kept, leaves redacted
     redactor.redact_event(journal_event)        # -> a new JournalEvent, fields redacted by type
     redactor.redact_events(events)              # the events of a span or request, in place; deltas as streams
-    stream = redactor.delta_stream()            # one streamed content block:
-    stream.feed("mail jane@exa"); stream.feed("mple.com now"); stream.flush()  # "mail ", "[email] ", "now"
+    stream = redactor.delta_stream()            # one streamed content block, record by record:
+    stream.feed("mail jane@exa", 1)             # -> [] (held: the address may go on)
+    stream.feed("mple.com now", 2)              # -> [(1, "mail [email]")] ("now" may go on)
+    stream.flush()                              # -> [(2, " now")]: N deltas in, N records out
 
 Each field has a :class:`FieldMode`: ``keep`` (as is), ``scan`` (free text: detected e-mail
 addresses, phone numbers, Luhn-valid card numbers and national-id-like numbers are masked),
@@ -20,11 +22,10 @@ Redaction is idempotent: tokens this module produces (``hmac-sha256:…``, ``<re
 ``[email]`` …) pass through unchanged, so a collector may re-redact what an app already redacted.
 A redactor error replaces the whole value with ``<redacted error>``; nothing passes through.
 
-Streamed deltas are redacted as a stream (:class:`DeltaStream`): a detection can only still change
-at the end of what streamed so far, so the trailing word, address or number of a delta is held back
-until a later delta shows where it ends. A value split across deltas is therefore never released
-in part: what is released concatenates to the redacted whole, a word or a number later than it
-streamed.
+Streamed deltas are redacted as a stream (:class:`DeltaStream`), record by record: N deltas give N
+records, each with its own redacted text, and their texts concatenate to the redacted whole. A
+delta is held back until a later one shows where its last word or number ends, so a value split
+across deltas is never released in part; its token goes to the delta where it starts.
 
 Environment variables (read by :meth:`RedactionPolicy.from_env`):
 
@@ -52,7 +53,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import orjson
 
@@ -291,31 +292,18 @@ class _Scanner:
                 self._cached_chars += size  # approximate under threads; it only bounds the cache
         return scanned
 
-    def scan_after(self, tail: str, value: str) -> str:
-        """``value`` scanned as streamed right after ``tail``: a detection that straddles the
-        join is masked in ``value`` from its start to the match's end (see ``Redactor.text_after``)."""
-        needs = _NEEDS_SCAN.search
-        if not needs(value) and (not tail or not needs(tail)):
-            return value
-        if not tail:
-            return self.scan(value)
-        joined = tail + value
-        pattern = self._pattern
-        if type(joined) is str:  # the shortcuts of ``scan``, applied to the joined text
-            if "@" not in joined:
-                if _DIGIT_RUN.search(joined) is None:
-                    return value  # neither the join nor ``value`` can hold a detection
-                pattern = self._pattern_without_email
-        join = len(tail)
-        for match in pattern.finditer(joined):
-            if match.start() >= join:
-                break
-            if match.end() > join:
-                replacement = self._replacement(match)
-                if replacement != match.group():
-                    return replacement.strip() + self.scan(value[match.end() - join :])
-                break
-        return self.scan(value)
+    def edits(self, text: str) -> list[tuple[int, int, str]]:
+        """The detections in ``text`` as ``(start, end, replacement)``, in order: applied, they
+        give ``scan(text)``."""
+        if "@" not in text and _DIGIT_RUN.search(text) is None:
+            return []
+        pattern = self._pattern if "@" in text else self._pattern_without_email
+        edits = []
+        for match in pattern.finditer(text):
+            replacement = self._replacement(match)
+            if replacement != match.group():
+                edits.append((match.start(), match.end(), replacement))
+        return edits
 
 
 def _canonical(value: Any) -> bytes:
@@ -341,74 +329,140 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-# Characters a detection can hold: an address or a letters-and-digits id (no spaces), a number
-# (digits and separators; ``_NUMBER`` starts at "+", "(" or a digit not glued to a word).
-_WORD_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-@"
-_NUMBER_CHARS = "0123456789 ().-+"
-_NUMBER_STARTS = frozenset("0123456789+(")
-_MAX_HELD_CHARS = 256  # longer than any address (254) or number: held text is released past it
-_LOOK_BACK_CHARS = 64
+# Where a streamed block may be cut: right after whitespace, before a character that no detection
+# continues with across whitespace (only numbers hold whitespace, between their digits, brackets,
+# dots and dashes). No detection holds such a position, and the patterns' look-arounds see
+# whitespace there as they would a string's edge: the text scans the same whole or cut there.
+_CUT = re.compile(r"(?<=\s)[^\s0-9().\-]")
+_LAST_CUT = re.compile(r"(?s:.*)" + _CUT.pattern)
+# A redaction token (``<redacted …>``, the only one holding whitespace) is at most this long: a
+# position with an unclosed "<" this close before it may be inside one, and is no cut.
+_TOKEN_SPAN = 50
+
+T = TypeVar("T")
 
 
-def _number_start(text: str, run: int, word_start: int, before: str) -> int:
-    """Where a number in the trailing run ``text[run:]`` of number characters may start before
-    ``word_start`` (``_NUMBER`` starts at "+", "(" or a digit not glued to a word), else
-    ``word_start``. ``before`` is the character released just before ``text``."""
-    for position in range(run, word_start):
-        if text[position] in _NUMBER_STARTS:
-            previous = text[position - 1] if position else before
-            if not previous or not (previous.isalnum() or previous in "_+"):
-                return position
-    return word_start
+class DeltaStream(Generic[T]):
+    """One content block streamed in deltas, redacted record by record (``Redactor.delta_stream``).
 
+    ``feed(chunk, item)`` takes one delta and returns the ``(item, redacted text)`` records now
+    released; ``flush()`` releases the rest when the block ends. Every item fed is released exactly
+    once, in feed order, with its own text redacted: text outside detections stays in its record,
+    a detection spanning records is masked in the record where it starts (the others' share of it
+    is dropped). The released texts concatenate to ``redactor.text(whole)`` for any split.
 
-class DeltaStream:
-    """One content block streamed in deltas, redacted as it streams (``Redactor.delta_stream``).
-
-    ``feed`` returns the redacted part of the text so far that no later delta can change: the
-    trailing word, address or number (up to 256 characters) is held back and released, redacted,
-    once a later delta shows where it ends. ``flush`` releases the rest when the block ends. What
-    the calls return concatenates to the redacted whole text: no fragment of a value split across
-    deltas is ever released unredacted. Not thread-safe (a block streams from one producer).
+    In ``scan`` mode a record is held until a later delta shows a cut after it (see ``_CUT``: a
+    word or number can no longer go on), so a live view lags by a token, never past the block's
+    end. ``keep`` releases each record at once; ``mask``/``hash`` redact the whole block, so the
+    block's records wait for ``flush`` (the first gets the token, the others ""). Not thread-safe
+    (a block streams from one producer).
     """
 
-    __slots__ = ("_held", "_last", "_look_back", "_scans", "_text", "_text_after")
+    __slots__ = ("_cut", "_edits", "_length", "_mode", "_raw", "_records", "_redactor", "_tail")
 
     def __init__(self, redactor: Redactor) -> None:
-        self._scans = redactor.scans_text
-        self._text = redactor.text
-        self._text_after = redactor.text_after
-        self._held = ""
-        self._last = ""
-        """The last character released (a number glued to a word is no number)."""
-        self._look_back = ""
-        """Set when a part was cut at the 256-character bound, where a detection may straddle:
-        the raw end of that part, scanned with the next."""
+        self._redactor = redactor
+        self._mode = redactor.policy.text
+        self._edits = redactor._scanner.edits
+        self._records: list[list[Any]] = []
+        """Records not yet released, oldest first: [item, end offset in the block, redacted text so far]."""
+        self._raw: list[str] = []
+        """The block's raw text after the last cut (not yet scanned)."""
+        self._cut = 0
+        self._length = 0
+        self._tail = ""
+        """The block's last ``_TOKEN_SPAN`` characters before the newest delta."""
 
-    def feed(self, chunk: str) -> str:
-        if not self._scans:  # kept, masked or hashed whole: nothing to hold back
-            return self._text(chunk) if chunk else ""
-        text = self._held + chunk
-        cut = len(text.rstrip(_WORD_CHARS))  # a trailing word, address or id may go on
-        run = len(text.rstrip(_NUMBER_CHARS))
-        if run < cut:  # and so may a trailing number that starts before it
-            cut = _number_start(text, run, cut, self._last)
-        bounded = len(text) - cut > _MAX_HELD_CHARS
-        if bounded:
-            cut = len(text) - _MAX_HELD_CHARS
-        self._held = text[cut:]
-        return self._release(text[:cut], bounded) if cut else ""
+    def feed(self, chunk: str, item: T) -> list[tuple[T, str]]:
+        mode = self._mode
+        if mode is FieldMode.KEEP:
+            return [(item, chunk)]
+        length = self._length = self._length + len(chunk)
+        self._records.append([item, length, ""])
+        self._raw.append(chunk)
+        if mode is not FieldMode.SCAN:
+            return []
+        tail = self._tail
+        window = tail + chunk
+        self._tail = window[-_TOKEN_SPAN:]
+        cut = self._last_cut(window, len(tail))
+        if cut is None:
+            return self._released() if not chunk else []  # an empty delta after a cut goes at once
+        return self._scan_to(length - len(window) + cut)
 
-    def flush(self) -> str:
-        rest, self._held = self._held, ""
-        return self._release(rest, False) if rest else ""
+    def flush(self) -> list[tuple[T, str]]:
+        if self._mode is FieldMode.SCAN:
+            return self._scan_to(self._length)
+        records, self._records = self._records, []
+        whole, self._raw = "".join(self._raw), []
+        text = self._redactor.text(whole)
+        return [(record[0], text if position == 0 else "") for position, record in enumerate(records)]
 
-    def _release(self, raw: str, bounded: bool) -> str:
-        look_back = self._look_back
-        redacted = self._text_after(look_back, raw) if look_back else self._text(raw)
-        self._look_back = raw[-_LOOK_BACK_CHARS:] if bounded else ""
-        self._last = raw[-1]
-        return redacted
+    @staticmethod
+    def _last_cut(window: str, start: int) -> int | None:
+        """The last cut in ``window[start:]`` (the newest delta), else None."""
+        match = _LAST_CUT.search(window, start)
+        if match is None:
+            return None
+        position = match.end() - 1
+        if "<" not in window[max(0, position - _TOKEN_SPAN) : position]:
+            return position  # the common case: no redaction token can hold it
+        for match in reversed(list(_CUT.finditer(window, start))):
+            position = match.start()
+            before = window[max(0, position - _TOKEN_SPAN) : position]
+            if before.rfind("<") <= before.rfind(">"):
+                return position
+        return None
+
+    def _scan_to(self, cut: int) -> list[tuple[T, str]]:
+        """Scan the raw text up to block offset ``cut``, share it out to its records, release those
+        that end by ``cut``."""
+        raw = "".join(self._raw)
+        split = cut - self._cut
+        segment, rest = raw[:split], raw[split:]
+        self._raw = [rest] if rest else []
+        start, self._cut = self._cut, cut
+        if segment:
+            try:
+                edits = self._edits(segment)
+            except Exception:  # noqa: BLE001 - never release a segment unredacted
+                logger.warning("redaction of a delta failed; its text was replaced", exc_info=True)
+                edits = [(0, len(segment), REDACTED_ERROR)]
+            self._share_out(segment, start, edits)
+        return self._released()
+
+    def _share_out(self, segment: str, start: int, edits: list[tuple[int, int, str]]) -> None:
+        """Append to each pending record its share of ``segment`` (at block offset ``start``, which
+        every pending record ends after), redacted by ``edits``: sorted, disjoint
+        ``(start, end, replacement)`` in segment offsets."""
+        records = self._records
+        size = len(segment)
+        index = cursor = 0
+        for edit_start, edit_end, replacement in [*edits, (size, size, "")]:
+            while cursor < edit_start:  # text outside detections: to the records it came from
+                end = min(edit_start, records[index][1] - start)
+                if end > cursor:
+                    records[index][2] += segment[cursor:end]
+                    cursor = end
+                if cursor < edit_start:
+                    index += 1
+            if edit_start < size:  # a detection: its token to the record where it starts
+                while records[index][1] - start <= edit_start:
+                    index += 1
+                records[index][2] += replacement
+                cursor = edit_end
+
+    def _released(self) -> list[tuple[T, str]]:
+        records = self._records
+        cut = self._cut
+        if not records or records[0][1] > cut:
+            return []
+        count = 1
+        while count < len(records) and records[count][1] <= cut:
+            count += 1
+        released = [(record[0], record[2]) for record in records[:count]]
+        del records[:count]
+        return released
 
 
 class Redactor:
@@ -421,7 +475,6 @@ class Redactor:
         self._hash_cache: dict[Any, str] = {}  # recent values (the next write's "previous" is the last value)
         self._scanner = _Scanner(self.policy.detectors)
         self._scan = self._scanner.scan
-        self._scan_after = self._scanner.scan_after
         self._scan_text = self.policy.text is FieldMode.SCAN
         self._slot_leaf = self._whole_value_function(self.policy.slot_values)
         self._text = self._leaf_function(self.policy.text)
@@ -527,24 +580,9 @@ class Redactor:
         """Whether free text is scanned for detections (``scan`` mode), not kept, masked or hashed whole."""
         return self._scan_text
 
-    def delta_stream(self) -> DeltaStream:
+    def delta_stream(self) -> DeltaStream[Any]:
         """A redacting stream for one content block streamed in deltas (see :class:`DeltaStream`)."""
         return DeltaStream(self)
-
-    def text_after(self, before: str, value: str) -> str:
-        """Redact ``value`` streamed right after ``before`` (raw text of the same block).
-
-        A match that straddles the join (an e-mail split across two deltas) is masked in ``value``
-        from its start up to the end of the match; the part already streamed cannot be recalled
-        (:class:`DeltaStream` holds such parts back, so that this never happens to a stream).
-        """
-        if not self._scan_text:
-            return self.text(value)
-        try:
-            return self._scan_after(before[-64:], value)
-        except Exception:  # noqa: BLE001
-            logger.warning("redaction failed; the whole delta was replaced", exc_info=True)
-            return REDACTED_ERROR
 
     def tool_arguments(self, value: Any) -> Any:
         """Tool-call arguments: structure kept, every leaf redacted per policy."""
@@ -579,18 +617,15 @@ class Redactor:
 
         For callers that own the events (freshly normalized): each payload is replaced by its
         redaction (``redact_payload``), and the ``assistant_delta`` events of each message block
-        are redacted as one :class:`DeltaStream`: the text a delta holds back is released by a
-        later delta of the block, the rest by the block's last delta.
+        are redacted as one :class:`DeltaStream`: each delta keeps its own (redacted) text, a
+        detection split across deltas is masked in the delta where it starts.
         """
-        blocks: dict[int, tuple[str | None, int]] = {}  # position of a delta -> its message block
-        for position, event in enumerate(events):
-            if event.type == _ASSISTANT_DELTA and (block := _delta_block(event)) is not None:
-                blocks[position] = block
-        last_delta = {block: position for position, block in blocks.items()}
-        streams: dict[tuple[str | None, int], DeltaStream] = {}
+        streams: dict[tuple[str | None, int], DeltaStream[JournalEvent]] = {}
+        failed: set[tuple[str | None, int]] = set()
+        released: list[tuple[JournalEvent, str]] = []
         redact_payload = self.redact_payload
-        for position, event in enumerate(events):
-            block = blocks.get(position)
+        for event in events:
+            block = _delta_block(event)
             if block is None:
                 event.payload = redact_payload(event.type, event.payload or {})
                 continue
@@ -598,14 +633,22 @@ class Redactor:
             if stream is None:
                 stream = streams[block] = self.delta_stream()
             delta = event.payload["delta"]
+            event.payload = {**event.payload, "delta": REDACTED_ERROR}  # until its text is released
+            if block in failed:
+                continue
             try:
-                text = stream.feed(delta if isinstance(delta, str) else str(delta))
-                if last_delta[block] == position:
-                    text += stream.flush()
+                released += stream.feed(delta if isinstance(delta, str) else str(delta), event)
             except Exception:  # noqa: BLE001 - never pass a delta through unredacted
-                logger.warning("redaction of a delta failed; the delta was replaced", exc_info=True)
-                text = REDACTED_ERROR
-            event.payload = {**event.payload, "delta": text}
+                logger.warning("redaction of a delta failed; its block's deltas were replaced", exc_info=True)
+                failed.add(block)
+        for block, stream in streams.items():
+            if block not in failed:
+                try:
+                    released += stream.flush()
+                except Exception:  # noqa: BLE001
+                    logger.warning("redaction of a delta failed; its block's deltas were replaced", exc_info=True)
+        for event, text in released:
+            event.payload["delta"] = text
         return events
 
     def redact_event(self, event: JournalEvent) -> JournalEvent:

@@ -41,6 +41,7 @@ ERROR_TYPE = "error.type"
 # -- this project's names --------------------------------------------------------------------------
 RUN_ID = "otel_session.run.id"
 RUN_KIND = "otel_session.run.kind"
+RUN_STATUS = "otel_session.run.status"
 EVAL_ID = "otel_session.eval.id"
 TURN_INDEX = "otel_session.turn.index"
 TURN_SOURCE = "otel_session.turn.source"

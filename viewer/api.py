@@ -57,7 +57,15 @@ def runs(session_id: str) -> Response:
 
 @bp.get("/sessions/<path:session_id>/facts")
 def session_facts(session_id: str) -> Response:
-    """Per-turn facts of one run: the one named by ``run_id``, else the latest (and say so)."""
+    """Per-turn facts of one run: the one named by ``run_id``, else the latest (and say so);
+    with ``scope=session``, of every run of the session in run order (``facts.session_wide_facts``)."""
+    scope = request.args.get("scope", "run")
+    if scope == "session":
+        if request.args.get("run_id") is not None:
+            raise ApiError(400, "bad_parameter", "scope=session covers every run: it takes no run_id")
+        return jsonify(store().session_facts(session_id))
+    if scope != "run":
+        raise ApiError(400, "bad_parameter", "scope is run (the default) or session")
     run = store().resolve(session_id, request.args.get("run_id"))
     bundle = store().read(run)
     built = facts.build_session_facts(bundle, fallback_to_latest_run=run.fallback_to_latest_run)

@@ -33,6 +33,9 @@ def view(bundle_root: Path | None, host: str, port: int, token: str | None) -> N
     if not is_loopback_host(host) and not token:
         raise click.UsageError(f"binding {host} (beyond loopback) needs --token or ${ENV_VIEWER_TOKEN}")
     root = config.bundle_dir(bundle_root)
+    problem = config.missing_bundle_dir(bundle_root)
+    if problem:  # served anyway: a recorder started later fills it, and the viewer follows live
+        click.echo(f"warning: {problem}; sessions appear once something records there", err=True)
     app = create_app({"BUNDLE_DIR": str(root), "TOKEN": token})
     try:
         server = make_server(host, port, app, threaded=True)

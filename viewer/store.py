@@ -5,14 +5,15 @@ Contract::
     store = BundleStore(root)
     store.sessions()                          # [{session_id, runs: [...]}], newest first
     store.runs(session_id)                    # runs of one session, newest first (404 if none)
-    run = store.resolve(session_id, run_id)   # ResolvedRun(path, session_id, run_id, fallback_to_latest_run)
+    store.session_facts(session_id)           # facts of all its runs, in run order (404 if none)
+    run = store.resolve(session_id, run_id)   # resolve.ResolvedRun(session_id, run_id, path, fallback_to_latest_run, run)
     store.read(run)                           # BundleRead (tolerant: a bad bundle reads as invalid)
     store.state(run, seq)                     # replay state through the reducer's checkpoints
     store.bundle_tar(run)                     # bytes of an uncompressed tar of the run directory
     store.append_feedback(run, rating=, comment=)
 
-Every id from a URL is validated (``ApiError`` 400), then resolved through
-``otel_session.facts.resolve_run`` and ``otel_session.layout`` strictly inside the root: traversal
+Every id from a URL is validated and resolved through ``otel_session.resolve`` (its errors become
+``ApiError`` 400/404/409 with the same codes) and ``otel_session.layout`` strictly inside the root: traversal
 (raw or encoded), absolute paths and symlinks that lead outside are never followed. Eval runs are
 never part of the live index. Nothing here writes except :meth:`BundleStore.append_feedback`.
 """
@@ -25,17 +26,17 @@ import tarfile
 import threading
 import time
 from collections import OrderedDict, defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from otel_session import facts, layout
+from otel_session import facts, layout, resolve
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.reduce import Replayer
 from otel_session.journal import EventType, format_timestamp
-from otel_session.read import BundleRead, RunInfo, iter_session_runs, read_bundle, run_dir_names, run_info
+from otel_session.read import BundleRead, RunInfo, read_bundle, run_dir_names, run_info
+from otel_session.resolve import ResolvedRun
 
 from .errors import ApiError
 
@@ -44,7 +45,6 @@ __all__ = ["BUNDLE_FILES", "BundleStore", "ResolvedRun", "check_session_id"]
 BUNDLE_FILES = (layout.RUN_FILE, layout.EVENTS_FILE, layout.CAPTURE_FILE, layout.FEEDBACK_FILE)
 """The files a bundle download carries (the writer's lock file stays behind)."""
 
-_MAX_SESSION_ID_CHARS = 1024
 _MAX_COMMENT_CHARS = 4000
 _READ_CACHE_SIZE = 32
 _SUMMARY_CACHE_SIZE = 100_000
@@ -52,27 +52,16 @@ _SEALED_CAPTURES = frozenset({"complete", "failed"})
 _SETTLED_DIR_S = 2.0
 
 
-@dataclass(frozen=True)
-class ResolvedRun:
-    """One run bound to a session, found inside the root."""
-
-    path: Path
-    session_id: str
-    run_id: str
-    fallback_to_latest_run: bool
-
-
 def check_session_id(session_id: str) -> None:
-    """Reject ids no writer could have stored: empty, control characters, longer than 1024 chars."""
-    if not session_id or len(session_id) > _MAX_SESSION_ID_CHARS:
-        raise ApiError(400, "malformed_session_id", f"a session id has 1 to {_MAX_SESSION_ID_CHARS} characters")
-    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in session_id):
-        raise ApiError(400, "malformed_session_id", "a session id has no control characters")
+    """Reject ids no writer could have stored (``resolve.check_session_id``) with a 400."""
+    try:
+        resolve.check_session_id(session_id)
+    except resolve.InvalidId as exc:
+        raise _api_error(exc) from None
 
 
-def _check_run_id(run_id: str) -> None:
-    if not layout.is_valid_run_id(run_id):
-        raise ApiError(400, "malformed_run_id", "a run id is 'run-' followed by a lower-case UUID")
+def _api_error(exc: resolve.RunResolutionError) -> ApiError:
+    return ApiError(exc.http_status, exc.code, str(exc))
 
 
 class BundleStore:
@@ -104,14 +93,11 @@ class BundleStore:
     def runs(self, session_id: str) -> list[dict[str, Any]]:
         """The runs of one session, newest first; 404 when the session has none."""
         check_session_id(session_id)
-        try:
-            found = list(iter_session_runs(self.root, session_id))
-        except layout.UnsafePathError:
-            found = []
+        found = resolve.session_runs(self.root, session_id)
         runs = [summary for summary in (self._summary(info.path, info) for info in found) if summary is not None]
         if not runs:
-            raise ApiError(404, "session_not_found", f"no runs for session {session_id!r}")
-        return _newest_first(runs)
+            raise _api_error(resolve.SessionNotFound(session_id))
+        return runs
 
     def _live_run_dirs(self) -> list[Path]:
         """Every live run directory (``read.iter_run_dirs`` without evals), listing a session
@@ -181,26 +167,24 @@ class BundleStore:
     # -- lookup ----------------------------------------------------------------------------
 
     def resolve(self, session_id: str, run_id: str | None = None) -> ResolvedRun:
-        """Bind a run to a session (SPEC §7.3): latest run without ``run_id``; 400/404/409 as ApiError."""
-        check_session_id(session_id)
-        if run_id is not None:
-            _check_run_id(run_id)
+        """Bind a run to a session (``resolve.resolve_run``, SPEC §7.3); its errors as ApiError 400/404/409.
+
+        Eval runs are not served: asking for one is a 404 that says it is an eval run.
+        """
         try:
-            info = facts.resolve_run(self.root, session_id, run_id)
-        except facts.RunSessionMismatch as exc:
-            if getattr(exc, "owner_session_id", None) == session_id:  # found only among eval runs
-                raise ApiError(404, "run_not_found", f"run {run_id} is an eval run; eval runs are not served") from None
-            raise ApiError(409, "run_session_mismatch", str(exc)) from None
-        except facts.SessionNotFound as exc:
-            raise ApiError(404, "session_not_found", str(exc)) from None
-        except facts.RunNotFound as exc:
-            raise ApiError(404, "run_not_found", str(exc)) from None
-        except layout.UnsafePathError:
-            raise ApiError(404, "run_not_found", "no such run inside the bundle root") from None
-        except ValueError as exc:
-            raise ApiError(400, "malformed_id", str(exc)) from None
-        path = self._contained(Path(info.path))
-        return ResolvedRun(path, info.session_id, info.run_id, fallback_to_latest_run=run_id is None)
+            resolved = resolve.resolve_run(self.root, session_id, run_id)
+        except resolve.RunResolutionError as exc:
+            raise _api_error(exc) from None
+        self._contained(resolved.path)
+        return resolved
+
+    def session_facts(self, session_id: str) -> dict[str, Any]:
+        """Facts of every live run of the session, in run order (``facts.session_wide_facts``); 404 if none."""
+        check_session_id(session_id)
+        runs = [info for info in resolve.session_runs(self.root, session_id) if self._is_contained(info.path)]
+        if not runs:
+            raise _api_error(resolve.session_not_found(self.root, session_id))
+        return facts.session_wide_facts(session_id, (self._read_path(info.path) for info in runs))
 
     def _contained(self, path: Path) -> Path:
         if not self._is_contained(path):

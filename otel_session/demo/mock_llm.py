@@ -6,7 +6,8 @@ Usage::
         client = openai.OpenAI(base_url=server.base_url, api_key="unused")
 
 ``POST /v1/chat/completions`` answers streaming (Server-Sent Events chunks, ``data: [DONE]``) and
-non-streaming requests, and ``GET /v1/models`` lists the one model. Replies come from a
+non-streaming requests, ``POST /v1/responses`` the same for the Responses API
+(``otel_session.demo.mock_responses``), and ``GET /v1/models`` lists the one model. Replies come from a
 *responder* (``request dict → Reply``); the default, :func:`canned_reply`, is deterministic:
 
 * tools offered and no tool result since the last user message → one tool call to the first
@@ -29,6 +30,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import orjson
+
+from otel_session.demo import mock_responses
 
 __all__ = ["MODEL", "MockLLMServer", "Reply", "ToolCall", "canned_reply", "main"]
 
@@ -160,6 +163,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.rstrip("/") == "/v1/responses":
+            self._responses(body)
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._json(HTTPStatus.NOT_FOUND, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
@@ -174,13 +180,33 @@ class _Handler(BaseHTTPRequestHandler):
         if not request.get("stream"):
             self._json(HTTPStatus.OK, _completion(request, reply))
             return
+        self._event_stream(b"data: " + orjson.dumps(item) + b"\n\n" for item in _chunks(request, reply))
+
+    def _responses(self, body: bytes) -> None:
+        try:
+            request = orjson.loads(body)
+            if not isinstance(request, dict) or not isinstance(request.get("input"), (str, list)):
+                raise ValueError("a JSON object with an 'input' string or list is required")
+        except ValueError as exc:
+            self._json(HTTPStatus.BAD_REQUEST, {"error": {"message": str(exc), "type": "invalid_request_error"}})
+            return
+        reply = self.responder(mock_responses.chat_request(request))
+        if not request.get("stream"):
+            self._json(HTTPStatus.OK, mock_responses.response(request, reply))
+            return
+        self._event_stream(
+            b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+            for event in mock_responses.stream_events(request, reply)
+        )
+
+    def _event_stream(self, events: Iterator[bytes]) -> None:
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for item in _chunks(request, reply):
-            self._chunk(b"data: " + orjson.dumps(item) + b"\n\n")
+        for event in events:
+            self._chunk(event)
         self._chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -383,7 +384,7 @@ class DemoStack:
                       + ("" if ok else f", {len(checks) - complete} NOT complete")]
         asked_twice = next((c["session_id"] for c in conversations if c["name"] == "unparseable-date"), None)
         if asked_twice:
-            lines.append(f"  why did it ask twice?  otel-session facts {asked_twice} --dir {self.bundle_dir}")
+            lines.append(f"  why did it ask twice?  {shell_command()} facts {asked_twice} --dir {self.bundle_dir}")
         return StackSummary([line.rstrip() for line in lines], ok)
 
     def verify_all(self) -> list[str]:
@@ -406,3 +407,19 @@ class DemoStack:
             if service is not None:
                 codes[name] = service.stop()
         return codes
+
+
+def shell_command() -> str:
+    """How a shell in the working directory runs this installation's ``otel-session``, so that a
+    command the demo prints works as printed: the bare name when ``PATH`` finds this very script
+    (an activated virtualenv), else its path (``.venv/bin/otel-session`` after ``make demo``)."""
+    script = Path(sys.executable).with_name("otel-session")
+    if not script.is_file():
+        return "otel-session"
+    found = shutil.which("otel-session")
+    if found and os.path.samefile(found, script):
+        return "otel-session"
+    try:
+        return str(script.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(script.absolute())

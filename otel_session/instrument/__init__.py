@@ -24,23 +24,11 @@ moment, redacted records in the run's bundle. Zero-code: ``opentelemetry-instrum
 ``flask.FlaskOtelSession`` opens a session and a run per request.
 """
 
-from otel_session.instrument._api import (
-    MessageHandle,
-    RunHandle,
-    ToolHandle,
-    TurnHandle,
-    current_run,
-    current_session_id,
-    guard,
-    message,
-    run,
-    session,
-    slot_write,
-    tool,
-    tool_execution,
-    transition,
-    turn,
-)
+from otel_session.instrument._context import current_run, current_session_id, session
+from otel_session.instrument._message import MessageHandle, message
+from otel_session.instrument._run import RunHandle, run
+from otel_session.instrument._tool import ToolHandle, tool, tool_execution
+from otel_session.instrument._turn import TurnHandle, guard, slot_write, transition, turn
 from otel_session.instrument._runtime import Recorder, configure, current_recorder
 from otel_session.instrument.processor import SessionSpanProcessor
 

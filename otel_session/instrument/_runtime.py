@@ -6,49 +6,40 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import _logs, trace
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 from otel_session import __version__, config
+from otel_session.instrument._log import logger, warn_once
+from otel_session.instrument.processor import SessionLogProcessor, SessionSpanProcessor
 from otel_session.normalize import DetachedEvent, SpanEventData
 from otel_session.redact import RedactionPolicy, Redactor, load_or_create_key
-from otel_session.semconv import SCOPE_NAME
+from otel_session.semconv import SCOPE_NAME, SESSION_ID
 from otel_session.write import BundleWriter, WriterLimits
 
 if TYPE_CHECKING:
-    from otel_session.instrument._api import RunHandle
+    from otel_session.instrument._run import RunHandle
 
-__all__ = ["ENV_SHUTDOWN_ON_SIGTERM", "Recorder", "configure", "current_recorder", "warn_once"]
+__all__ = ["ENV_SHUTDOWN_ON_SIGTERM", "Recorder", "configure", "current_recorder", "warn_once"]  # warn_once: from _log
 
 ENV_SHUTDOWN_ON_SIGTERM = "OTEL_SESSION_SHUTDOWN_ON_SIGTERM"
 _SIGTERM_DRAIN_S = 5.0
 _MAX_HELD_LOG_EVENTS = 10_000
 
-logger = logging.getLogger("otel_session.instrument")
-
 _lock = threading.Lock()
 _recorder: Recorder | None = None
 _auto_configure_allowed = True  # until configure() is called explicitly once
-_warned: set[str] = set()
 _sigterm_installed = False
-
-
-def warn_once(key: str, message: str, *args: Any, **kwargs: Any) -> None:
-    """Log ``message`` the first time ``key`` is seen in this process."""
-    if key in _warned:
-        return
-    _warned.add(key)
-    logger.warning(message, *args, **kwargs)
 
 
 class Recorder:
@@ -62,30 +53,53 @@ class Recorder:
         tracer_provider: TracerProvider,
         writer: BundleWriter,
         logger_provider: LoggerProvider | None = None,
+        span_processor: Callable[[Recorder], SpanProcessor] = SessionSpanProcessor,
+        log_processor: Callable[[Recorder], LogRecordProcessor] = SessionLogProcessor,
     ) -> None:
-        from otel_session.instrument.processor import SessionLogProcessor, SessionSpanProcessor
-
         self.bundle_dir = bundle_dir
         self.redactor = redactor
         self.tracer_provider = tracer_provider
         self.writer = writer
         self.tracer = tracer_provider.get_tracer(SCOPE_NAME, __version__)
         self.runs: dict[int, RunHandle] = {}
-        """Open runs by trace id (the span processor journals other spans of these traces)."""
+        """Open runs by trace id (the span processor journals other spans of these traces); read
+        it, change it through ``register_run`` / ``finish_run``."""
         self.finished_traces: deque[int] = deque(maxlen=4096)
         """Recently finished runs: a span of one that ends late is reported, not silently lost."""
         self.active = True
-        self.processor = SessionSpanProcessor(self)
+        self.processor = span_processor(self)
         tracer_provider.add_span_processor(self.processor)
         self._log_events: dict[tuple[int, int], list[SpanEventData]] = {}
         self._log_event_count = 0
         self._log_events_lock = threading.Lock()
-        self._log_processor = SessionLogProcessor(self)
+        self._log_processor = log_processor(self)
         self.logger_provider: LoggerProvider | None = None
         """The SDK logger provider whose GenAI log events join their spans (None: none yet)."""
         self.read_logs_of(logger_provider)
         resource = getattr(tracer_provider, "resource", None)
-        self.service_name: str | None = resource.attributes.get("service.name") if resource is not None else None
+        resource_attributes = resource.attributes if resource is not None else {}
+        self.service_name: str | None = resource_attributes.get("service.name")
+        session_id = resource_attributes.get(SESSION_ID)
+        self.resource_session_id: str | None = session_id if isinstance(session_id, str) and session_id else None
+        """``session.id`` of the resource (``OTEL_RESOURCE_ATTRIBUTES``): the session of every span
+        and run that has none from its context."""
+
+    def register_run(self, handle: RunHandle) -> None:
+        """Record the spans of ``handle``'s trace into its bundle from now on (its bundle is open)."""
+        self.runs[handle.trace_id] = handle
+
+    def finish_run(self, handle: RunHandle) -> None:
+        """``handle``'s run has finished: its trace's late spans are reported, not journaled."""
+        self.runs.pop(handle.trace_id, None)
+        self.finished_traces.append(handle.trace_id)
+
+    def open_run(self, trace_id: int) -> RunHandle | None:
+        """The open run of trace ``trace_id``, if it is one of this process's."""
+        return self.runs.get(trace_id)
+
+    def finished_recently(self, trace_id: int) -> bool:
+        """Whether trace ``trace_id`` is a run of this process that finished recently."""
+        return trace_id in self.finished_traces
 
     def read_logs_of(self, logger_provider: LoggerProvider | None = None) -> None:
         """Join the GenAI log events of ``logger_provider`` (default: the global one, when it is the
@@ -136,8 +150,7 @@ class Recorder:
             if _recorder is self:
                 _recorder = None
         for handle in list(self.runs.values()):
-            handle.abandon()
-        self.runs.clear()
+            handle.abandon()  # finish_run() forgets it
         self.writer.shutdown(timeout_millis)
 
 

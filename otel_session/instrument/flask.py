@@ -24,7 +24,8 @@ from flask import Flask, Request, Response, g, request
 from opentelemetry import baggage, propagate
 
 from otel_session import semconv as sc
-from otel_session.instrument._api import run, session
+from otel_session.instrument._context import session
+from otel_session.instrument._run import run
 
 __all__ = ["RUN_ID_HEADER", "SESSION_ID_HEADER", "FlaskOtelSession"]
 

@@ -5,7 +5,8 @@
 on the global SDK tracer provider the distro set up: the session span processor (id stamping on
 every span, journaling of spans inside runs) and the bundle writer, configured from ``OTEL_SESSION_*``
 environment variables. The app then only needs ``otel_session.session()`` / ``run()`` / ``turn()`` …
-(or the Flask extension); it never calls ``configure()`` itself.
+(or the Flask extension); it never calls ``configure()`` itself. It also taps the ``openai``
+client's streams (``openai_streams``): every streamed chunk becomes an ``assistant_delta``.
 
 Disable it like any instrumentor: ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=otel_session``.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
+from otel_session.instrument import openai_streams
 from otel_session.instrument._runtime import Recorder, configure
 
 __all__ = ["OtelSessionInstrumentor"]
@@ -43,8 +45,10 @@ class OtelSessionInstrumentor(BaseInstrumentor):
             logger_provider=kwargs.get("logger_provider"),
             writer_limits=kwargs.get("writer_limits"),
         )
+        openai_streams.install()  # every streamed chunk of the openai client as a delta
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        openai_streams.uninstall()
         recorder, OtelSessionInstrumentor._recorder = OtelSessionInstrumentor._recorder, None
         if recorder is not None:
             recorder.shutdown()

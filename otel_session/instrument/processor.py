@@ -1,9 +1,11 @@
 """The session span processor: stamps session/run ids on every span, journals other spans of a run.
 
 ``on_start`` copies ``session.id`` (also as ``gen_ai.conversation.id``), ``otel_session.run.id``
-and ``otel_session.turn.index`` from the context (this package's scope, else W3C baggage) onto
-every span that does not carry them — including spans of other instrumentors, such as the official
-openai-v2 instrumentor. ``on_end`` journals spans of other instrumentation that belong to a run open
+and ``otel_session.turn.index`` from the context onto every span that does not carry them —
+including spans of other instrumentors, such as the official openai-v2 instrumentor. The session
+id comes from this package's scope, else W3C baggage (``session.id``), else the parent span (its
+``session.id``, or the request's session header the official HTTP server instrumentations captured
+on it: then the server span is stamped too), else the resource (``OTEL_RESOURCE_ATTRIBUTES``). ``on_end`` journals spans of other instrumentation that belong to a run open
 in this process (normalize → redact → append); this project's own spans are skipped there, since
 the API journaled their facts when they happened.
 
@@ -17,14 +19,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from opentelemetry import baggage, context
+from opentelemetry import baggage, context, trace
 from opentelemetry.sdk._logs import LogRecordProcessor, ReadWriteLogRecord
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_session import semconv as sc
-from otel_session.instrument._api import _scope
-from otel_session.instrument._runtime import warn_once
+from otel_session.instrument._context import scope_of, span_session_id
+from otel_session.instrument._log import warn_once
+from otel_session.instrument.live_records import without_live_records
 from otel_session.normalize import SpanData, detached_event, normalize_span
+from otel_session.normalize.toollink import ToolCallLinker
 
 if TYPE_CHECKING:
     from otel_session.instrument._runtime import Recorder
@@ -44,7 +48,7 @@ class SessionSpanProcessor(SpanProcessor):
         if not self._recorder.active:
             return
         try:
-            scope = _scope(parent_context)
+            scope = scope_of(parent_context)
             attributes = span.attributes or {}
             if scope is not None:
                 session_id = scope.session_id
@@ -54,6 +58,8 @@ class SessionSpanProcessor(SpanProcessor):
                 session_id = baggage.get_baggage(sc.BAGGAGE_SESSION_ID, parent_context)
                 run_id = baggage.get_baggage(sc.BAGGAGE_RUN_ID, parent_context)
                 turn_index = None
+            if not session_id:
+                session_id = self._inherited_session_id(parent_context) or self._recorder.resource_session_id
             stamps = {}
             if session_id:
                 if sc.SESSION_ID not in attributes:
@@ -74,6 +80,20 @@ class SessionSpanProcessor(SpanProcessor):
         except Exception:  # noqa: BLE001 - never break span creation
             logger.debug("could not stamp session ids", exc_info=True)
 
+    @staticmethod
+    def _inherited_session_id(parent_context: context.Context | None) -> str | None:
+        """The session id of the parent span, when it is one of this process's. The official HTTP
+        server instrumentations set the captured request headers right *after* the server span
+        starts: the server span is stamped here, as its first child starts."""
+        parent = trace.get_current_span(parent_context)
+        session_id = span_session_id(parent)
+        if session_id and parent.is_recording() and sc.SESSION_ID not in parent.attributes:
+            stamps = {sc.SESSION_ID: session_id}
+            if sc.CONVERSATION_ID not in parent.attributes:
+                stamps[sc.CONVERSATION_ID] = session_id
+            parent.set_attributes(stamps)
+        return session_id
+
     def on_end(self, span: ReadableSpan) -> None:
         recorder = self._recorder
         if not recorder.active:
@@ -82,9 +102,9 @@ class SessionSpanProcessor(SpanProcessor):
         if scope is not None and scope.name == sc.SCOPE_NAME:
             recorder.take_log_events(span.context.trace_id, span.context.span_id)  # the API recorded its facts
             return
-        handle = recorder.runs.get(span.context.trace_id)
+        handle = recorder.open_run(span.context.trace_id)
         if handle is None:
-            if span.context.trace_id in recorder.finished_traces:
+            if recorder.finished_recently(span.context.trace_id):
                 warn_once(
                     "late-span",
                     "otel_session: span %r ended after its run finished; it is exported but not in the "
@@ -100,7 +120,9 @@ class SessionSpanProcessor(SpanProcessor):
             if log_events:
                 data = data.with_events(log_events)
             turn_index = data.attributes.get(sc.TURN_INDEX)
-            for event in recorder.redactor.redact_events(normalize_span(data)):
+            events = without_live_records(data, normalize_span(data))  # deltas of streams went live
+            ToolCallLinker.of(handle).link(events)  # tool spans without a call id answer the model's call
+            for event in recorder.redactor.redact_events(events):
                 if event.turn_index is None and isinstance(turn_index, int):
                     event.turn_index = turn_index
                 handle.journal_recorder.append(event.type, event.payload, **event.correlation())
@@ -127,7 +149,7 @@ class SessionLogProcessor(LogRecordProcessor):
         try:
             record = log_record.log_record
             trace_id = record.trace_id or 0
-            if trace_id not in recorder.runs:
+            if recorder.open_run(trace_id) is None:
                 return
             event = detached_event(
                 trace_id,

@@ -33,7 +33,7 @@ def test_a_busy_port_is_one_line_naming_the_address_and_the_flag(tmp_path, flag)
     assert completed.returncode == 1
     lines = completed.stderr.splitlines()
     assert len(lines) == 1, completed.stderr
-    assert address in lines[0] and "already in use" in lines[0] and f"{flag} HOST:PORT" in lines[0]
+    assert address in lines[0] and "already in use" in lines[0] and f"({flag})" in lines[0] and f"{flag} HOST:PORT" in lines[0]
     assert not (tmp_path / "sessions").exists()  # nothing touched before the listeners bound
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_session.normalize import SpanData, SpanEventData, genai, normalize_span
+from otel_session.normalize import SpanData, SpanEventData, genai, genai_messages, normalize_span
 
 START, END = 1_000_000_000, 2_000_000_000
 
@@ -244,4 +244,137 @@ def test_a_growing_history_parses_as_a_fresh_parse_would(items, separators, suff
     values = [json.dumps(items[:end], separators=separators) for end in range(len(items) + 1)]
     values += [values[-1][:-1] + suffix for suffix in suffixes]  # broken continuations
     for value in values:
-        assert genai._history_items(value) == genai._json_list(value), value
+        assert genai_messages._history_items(value) == genai_messages._json_list(value), value
+
+
+# -- what real third-party spans carry (issue 16 §3; tests/collector/test_thirdparty_spans.py runs them) --
+
+
+def finished(events):
+    return [event.payload for event in events if event.type == "message_finished"]
+
+
+def test_openinference_content_and_contents_of_one_message_are_one_text():
+    """The Agents SDK's Responses path writes a reply as ``message.content`` and as ``message.contents.0``."""
+    attributes = {
+        "openinference.span.kind": "LLM",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "You said: hello",
+        "llm.output_messages.0.message.contents.0.message_content.type": "text",
+        "llm.output_messages.0.message.contents.0.message_content.text": "You said: hello",
+        "llm.finish_reason": "stop",
+    }
+    (payload,) = finished(normalize_span(span(attributes)))
+    assert payload["content"] == [{"index": 0, "kind": "text", "text": "You said: hello"}]
+    assert payload["stop_reason"] == "stop"  # llm.finish_reason
+
+
+STREAMED_AGENT_OUTPUT = json.dumps([{
+    "id": "__fake_id__", "object": "response", "model": "mock-gpt", "usage": None,
+    "output": [
+        {"type": "reasoning", "id": "__fake_id__", "summary": [{"type": "summary_text", "text": "Weather first."}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]},
+        {"type": "function_call", "id": "__fake_id__", "call_id": "call_1", "name": "get_weather",
+         "arguments": '{"city": "Paris"}'},
+    ],
+}])
+
+
+def test_an_output_value_that_is_a_responses_document_becomes_the_assistant_message():
+    """The Agents SDK's streamed Chat Completions span has no ``llm.output_messages``: the reply is
+    only in ``output.value``, a list of Responses API documents."""
+    attributes = {
+        "openinference.span.kind": "LLM",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "Weather in Paris?",
+        "output.value": STREAMED_AGENT_OUTPUT,
+        "llm.model_name": "mock-gpt",
+    }
+    result = normalize_span(span(attributes))
+    assert summary(result) == [
+        ("message_started", "user"), ("message_finished", (("text", "Weather in Paris?"),)),
+        ("message_started", "assistant"),
+        ("message_finished", (("thinking", "Weather first."), ("text", "Checking."), ("tool_call", TOOL_CALL))),
+    ]
+    assert result[-1].payload["model"] == "mock-gpt"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param('{"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hi."}}]}',
+                     (("text", "Hi."),), id="chat.completion"),
+        pytest.param('[{"role": "assistant", "content": "Hi.", "tool_calls": null}]', (("text", "Hi."),), id="chat messages"),
+        pytest.param("Hi.", (("text", "Hi."),), id="plain text"),
+        pytest.param('{"answer": 1}', (("text", '{"answer": 1}'),), id="another document, as it is"),
+    ],
+)
+def test_output_value_documents_of_other_shapes(value, expected):
+    result = normalize_span(span({"openinference.span.kind": "LLM", "output.value": value}))
+    assert summary(result)[-1] == ("message_finished", expected)
+
+
+USAGE_CONVENTIONS = [
+    pytest.param({**CURRENT_SEMCONV, "gen_ai.request.model": "gpt-4o", "gen_ai.response.model": "gpt-4o-2024-08-06",
+                  "gen_ai.usage.input_tokens": 12, "gen_ai.usage.output_tokens": 3}, "gpt-4o-2024-08-06", id="gen_ai current"),
+    pytest.param({**CURRENT_SEMCONV, "gen_ai.request.model": "gpt-4o",
+                  "gen_ai.usage.prompt_tokens": 12, "gen_ai.usage.completion_tokens": 3}, "gpt-4o", id="gen_ai older"),
+    pytest.param({**OPENINFERENCE, "llm.model_name": "gpt-4o", "llm.token_count.prompt": 12,
+                  "llm.token_count.completion": 3, "llm.token_count.total": 15}, "gpt-4o", id="openinference"),
+    pytest.param({**OPENLLMETRY, "llm.request.model": "gpt-4o", "llm.response.model": "gpt-4o-mini",
+                  "llm.usage.prompt_tokens": 12, "llm.usage.completion_tokens": 3}, "gpt-4o-mini", id="openllmetry"),
+]
+
+
+@pytest.mark.parametrize(("attributes", "model"), USAGE_CONVENTIONS)
+def test_the_assistant_message_carries_the_model_and_token_usage(attributes, model):
+    *_, payload = finished(normalize_span(span(attributes)))
+    assert (payload["model"], payload["usage"]) == (model, {"input_tokens": 12, "output_tokens": 3})
+
+
+def test_usage_counts_once_and_only_known_facts_are_written():
+    attributes = {
+        "gen_ai.operation.name": "chat", "gen_ai.usage.output_tokens": 7, "gen_ai.usage.input_tokens": "12",
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": ["a"]}, {"role": "assistant", "parts": ["b"]}]),
+    }
+    first, second = finished(normalize_span(span(attributes)))
+    assert first["usage"] == {"output_tokens": 7}  # a string count is no count
+    assert "usage" not in second and "model" not in first
+    user_only = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                 "gen_ai.input.messages": json.dumps([{"role": "user", "parts": ["hi"]}])}
+    assert "model" not in finished(normalize_span(span(user_only)))[0]
+
+
+@pytest.mark.parametrize(
+    ("attributes", "arguments", "result"),
+    [
+        pytest.param({"traceloop.span.kind": "tool", "traceloop.entity.name": "get_weather",
+                      "traceloop.entity.input": '{"args": [], "kwargs": {"city": "Paris"}}',
+                      "traceloop.entity.output": '"sunny"'}, {"city": "Paris"}, "sunny", id="traceloop kwargs"),
+        pytest.param({"traceloop.span.kind": "tool", "traceloop.entity.name": "get_weather",
+                      "traceloop.entity.input": '{"args": ["Paris"], "kwargs": {}}',
+                      "traceloop.entity.output": '{"forecast": "sunny"}'}, ["Paris"], {"forecast": "sunny"},
+                     id="traceloop args"),
+        pytest.param({"openinference.span.kind": "TOOL", "tool.name": "get_weather", "input.value": "Paris",
+                      "output.value": "sunny"}, {"input": "Paris"}, "sunny", id="langchain bare input"),
+        pytest.param({"openinference.span.kind": "TOOL", "tool.name": "get_weather"}, {}, None, id="nothing given"),
+    ],
+)
+def test_tool_arguments_are_an_object_and_results_are_decoded(attributes, arguments, result):
+    started, ended = normalize_span(span(attributes, name="get_weather.tool"))
+    assert (started.payload["arguments"], ended.payload["result"]) == (arguments, result)
+
+
+def test_a_run_is_labelled_with_its_agent():
+    def at(offset, attributes, *, name="x", parent=0x1):
+        return SpanData(0xABC, 0x100 + offset, parent, name, START + offset, END, attributes)
+
+    workflow = at(0, {"openinference.span.kind": "AGENT"}, name="Agent workflow", parent=None)
+    booker = at(1, {"openinference.span.kind": "AGENT", "agent.name": "Booker"}, name="Booker")
+    later = at(2, {"openinference.span.kind": "AGENT", "agent.name": "Handoff"}, name="Handoff")
+    assert genai.run_agent([later, workflow, booker]) == "Booker"  # the first agent.name in the trace
+    assert genai.run_agent([workflow]) == "Agent workflow"  # the AGENT root's own name
+    assert genai.run_agent([at(0, {"gen_ai.agent.name": "root"}, parent=None), booker]) == "root"
+    assert genai.run_agent([at(0, {}, parent=None)]) is None
+    (run_started, _) = normalize_span(workflow)
+    assert run_started.payload["agent"] == "Agent workflow"

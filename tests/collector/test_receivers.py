@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import logging
+import socket
 import threading
 
 import grpc
@@ -13,17 +15,18 @@ from google.rpc import code_pb2, status_pb2
 from opentelemetry import context
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from otel_session.collector.server import MAX_MESSAGE_BYTES
+from otel_session.collector.http_receiver import MAX_MESSAGE_BYTES, HttpReceiver
 from otel_session.read import BundleStatus
 from otel_session.write import BundleWriter
 
-from .conftest import bundles, sealed_bundles, wait_for
+from .conftest import CANARY_CARD, CANARY_EMAIL, bundles, sealed_bundles, wait_for
 
 TRACE_HEX = "5b8efff798038103d269b633813fc60c"
 RUN_ID = "run-5b8efff7-9803-8103-d269-b633813fc60c"
+_JSON = "application/json"
 
 
 def record_agent_run(tracer, session_id="call-42"):
@@ -100,7 +103,10 @@ def test_two_services_one_trace_land_in_one_bundle(collector, bundle_root, make_
     assert bundle.manifest["session_id"] == "call-7"
 
 
-def otlp_json_request(session_id="call-42", trace_hex=TRACE_HEX, root=True, name="invoke_agent booking", span_hex="00000000000000a1"):
+def otlp_json_request(
+    session_id="call-42", trace_hex=TRACE_HEX, root=True, name="invoke_agent booking", span_hex="00000000000000a1",
+    attributes=None,
+):
     span = {
         "traceId": trace_hex,
         "spanId": span_hex,
@@ -110,6 +116,7 @@ def otlp_json_request(session_id="call-42", trace_hex=TRACE_HEX, root=True, name
         "endTimeUnixNano": "1764453122000000000",
         "attributes": [{"key": "session.id", "value": {"stringValue": session_id}}] if session_id else [],
     }
+    span["attributes"] += [{"key": key, "value": {"stringValue": value}} for key, value in (attributes or {}).items()]
     if not root:
         span["parentSpanId"] = "00000000000000a0"
     return {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"scope": {"name": "hand"}, "spans": [span]}]}]}
@@ -186,7 +193,7 @@ def test_a_child_without_session_joins_when_its_root_names_one(collector, bundle
         (b"{oops", "application/json", {}, 400, "not JSON"),
         (b"not gzip", "application/json", {"Content-Encoding": "gzip"}, 400, "not valid gzip"),
         (b"{}", "text/plain", {}, 415, "use application/x-protobuf or application/json"),
-        (b"{}", "application/json", {"Content-Encoding": "br"}, 415, "use gzip or none"),
+        (b"{}", "application/json", {"Content-Encoding": "br"}, 415, "use gzip, deflate or none"),
     ],
 )
 def test_malformed_http_requests_get_clear_errors(collector, body, content_type, headers, status, message):
@@ -208,7 +215,8 @@ def test_oversized_and_misrouted_http_requests(collector):
     response = connection.getresponse()
     assert response.status == 413 and b"limit" in response.read()
     connection.close()
-    assert post(collector.http_port, b"{}", path="/v1/metrics")[0].status == 404
+    response, data = post(collector.http_port, b"{}", path="/v1/metrics")
+    assert response.status == 404 and "set OTEL_METRICS_EXPORTER=none" in orjson.loads(data)["message"]
     bomb = gzip.compress(b" " * (MAX_MESSAGE_BYTES + 10))
     assert post(collector.http_port, bomb, headers={"Content-Encoding": "gzip"})[0].status == 413
 
@@ -255,3 +263,227 @@ def test_shutdown_seals_runs_without_a_root_as_interrupted(make_collector, bundl
     assert bundle.status is BundleStatus.COMPLETE
     assert bundle.events[-1]["type"] == "run_finished" and bundle.events[-1]["payload"] == {
         "status": "interrupted", "reason": "collector_stopped"}
+
+
+# -- the HTTP server under load and against broken framing ----------------------------------------
+
+CLIENTS = 100
+REQUESTS_PER_CLIENT = 20
+
+
+def test_a_hundred_concurrent_clients_lose_no_connection_and_no_span(collector, bundle_root, caplog):
+    """Each client posts its run's 19 tool spans and then its root, each on a new connection, all at once."""
+    caplog.set_level(logging.WARNING)
+    start = threading.Barrier(CLIENTS)
+    failures: list[str] = []
+    statuses: list[int] = []
+
+    def client(number: int) -> None:
+        trace_hex = f"{number + 1:032x}"
+        start.wait()
+        for request in range(REQUESTS_PER_CLIENT):
+            root = request == REQUESTS_PER_CLIENT - 1
+            body = otlp_json_request(
+                session_id=f"load-{number}" if root else None, trace_hex=trace_hex, root=root,
+                name="invoke_agent load" if root else "execute_tool step", span_hex=f"{0xa0 + request + 1:016x}"
+                if not root else "00000000000000a0",
+                attributes=None if root else {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "step"},
+            )
+            try:
+                statuses.append(post(collector.http_port, orjson.dumps(body))[0].status)
+            except OSError as exc:  # ConnectionResetError, BrokenPipeError, RemoteDisconnected, timeouts
+                failures.append(f"client {number} request {request}: {exc!r}")
+
+    threads = [threading.Thread(target=client, args=(number,)) for number in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert failures == []
+    assert statuses == [200] * CLIENTS * REQUESTS_PER_CLIENT
+    found = sealed_bundles(bundle_root, count=CLIENTS, timeout=60)
+    assert len(found) == CLIENTS
+    tools = [sum(event["type"] == "tool_execution_started" for event in bundle.events) for bundle in found]
+    assert tools == [REQUESTS_PER_CLIENT - 1] * CLIENTS
+    assert collector.counters.snapshot()["bundled"] == CLIENTS * REQUESTS_PER_CLIENT
+    assert [record.getMessage() for record in caplog.records if record.name.startswith("waitress")] == []
+
+
+def raw_exchange(port, request: bytes, timeout=10, keep_alive=False):
+    """Send ``request`` bytes as they are; return the parsed answer and whether the server then closed."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(request)
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        body = response.read()
+        if keep_alive:
+            return response, body, False
+        try:
+            closed = sock.recv(1) == b""
+        except ConnectionResetError:
+            closed = True
+        return response, body, closed
+
+
+def head(content_type="application/x-protobuf", **headers):
+    lines = ["POST /v1/traces HTTP/1.1", "Host: 127.0.0.1", f"Content-Type: {content_type}"]
+    lines += [f"{name.replace('_', '-')}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def chunked(body: bytes, size=7) -> bytes:
+    parts = [body[i:i + size] for i in range(0, len(body), size)]
+    return b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in parts) + b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "code", "message"),
+    [
+        (head(Content_Length="-1") + b"x", 400, code_pb2.INVALID_ARGUMENT, "Content-Length is invalid"),
+        (head(Content_Length="12abc"), 400, code_pb2.INVALID_ARGUMENT, "Content-Length is invalid"),
+        (head(Content_Length=str(MAX_MESSAGE_BYTES + 1)), 413, code_pb2.RESOURCE_EXHAUSTED, "exceeds the limit"),
+        (head() + b"\x0a\x00", 411, code_pb2.INVALID_ARGUMENT, "Content-Length (or a chunked body) is required"),
+        (head(Transfer_Encoding="chunked") + b"zz\r\nnot hex\r\n", 400, code_pb2.INVALID_ARGUMENT, "Bad Request"),
+        (head(Transfer_Encoding="gzip"), 501, code_pb2.UNIMPLEMENTED, "Transfer-Encoding"),
+    ],
+    ids=["negative-length", "garbage-length", "oversized-length", "missing-length", "broken-chunks", "unknown-te"],
+)
+def test_malformed_framing_gets_an_otlp_error_and_a_closed_connection(collector, caplog, request_bytes, status, code, message):
+    with caplog.at_level(logging.DEBUG):
+        response, body, closed = raw_exchange(collector.http_port, request_bytes)
+    assert response.status == status and response.getheader("Content-Type") == "application/x-protobuf"
+    error = status_pb2.Status.FromString(body)
+    assert error.code == code and message in error.message
+    assert closed  # never a connection left hanging on a body it cannot frame
+    assert [record for record in caplog.records if record.exc_info or record.levelno >= logging.ERROR] == []
+
+
+def test_a_chunked_body_is_taken_and_an_oversized_one_refused(collector, bundle_root):
+    body = orjson.dumps(otlp_json_request())
+    response, data, _ = raw_exchange(
+        collector.http_port, head(_JSON, Transfer_Encoding="chunked") + chunked(body), keep_alive=True
+    )
+    assert response.status == 200 and orjson.loads(data) == {}
+    (bundle,) = sealed_bundles(bundle_root)
+    assert bundle.run_id == RUN_ID
+    huge = head(_JSON, Transfer_Encoding="chunked") + chunked(b" " * (MAX_MESSAGE_BYTES + 1), size=1 << 20)
+    response, data, closed = raw_exchange(collector.http_port, huge)
+    assert response.status == 413 and "exceeds the limit" in orjson.loads(data)["message"] and closed
+
+
+def test_a_stalled_client_holds_no_worker_and_hears_408(collector, bundle_root):
+    server = HttpReceiver(collector.receiver, "127.0.0.1:0", threads=1, client_timeout_s=1)
+    server.start()
+    try:
+        stalled = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(3)]
+        for sock in stalled:  # headers promise 100 bytes; 10 come, then nothing
+            sock.sendall(head(_JSON, Content_Length="100") + b"{" * 10)
+        for number in range(5):  # the one worker is free for everyone else
+            body = orjson.dumps(otlp_json_request(trace_hex=f"{number + 1:032x}", session_id=f"s-{number}"))
+            assert post(server.port, body)[0].status == 200
+        for sock in stalled:  # within client_timeout_s plus one cleanup interval: 408, then closed
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            error = orjson.loads(response.read())
+            assert response.status == 408 and error["code"] == code_pb2.DEADLINE_EXCEEDED
+            assert "no complete request within 1 s" in error["message"]
+            assert sock.recv(1) == b""
+            sock.close()
+    finally:
+        server.stop()
+    assert len(sealed_bundles(bundle_root, count=5)) == 5
+
+
+# -- answers never echo input values or server paths (issue 15 §7) -------------------------------
+
+PII_NAME = f"call {CANARY_EMAIL} card {CANARY_CARD}"
+
+
+def protobuf_span_request(name=PII_NAME, trace_id=b"\0" * 16, session_id=CANARY_EMAIL):
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.name, span.trace_id, span.span_id = name, trace_id, b"\0\0\0\0\0\0\0\xa1"
+    span.start_time_unix_nano = span.end_time_unix_nano = 1764453121000000000
+    attribute = span.attributes.add()
+    attribute.key, attribute.value.string_value = "session.id", session_id
+    return request.SerializeToString()
+
+
+def grpc_export(port, body: bytes) -> str:
+    """The details of a refused export, or the partial_success message of an accepted one."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            response_deserializer=ExportTraceServiceResponse.FromString,
+        )
+        try:
+            return export(body, timeout=5).partial_success.error_message
+        except grpc.RpcError as error:
+            return error.details()
+
+
+def test_no_answer_echoes_an_input_value_or_a_server_path(make_collector, tmp_path):
+    answers: list[str] = []
+
+    def answer_of(port, body, content_type=_JSON, headers=None, path="/v1/traces", expect=None):
+        response, data = post(port, body, content_type, headers, path)
+        assert expect is None or response.status == expect, (response.status, data)
+        answers.append(data.decode("latin-1"))
+
+    collector = make_collector(tmp_path / "bundles")
+    port = collector.http_port
+    invalid = otlp_json_request(session_id=CANARY_EMAIL, name=PII_NAME, trace_hex="0" * 32)
+    answer_of(port, orjson.dumps(invalid), expect=400)
+    answer_of(port, protobuf_span_request(), "application/x-protobuf", expect=400)
+    answers.append(grpc_export(collector.grpc_port, protobuf_span_request()))
+    answer_of(port, b"{}", path=f"/v1/{CANARY_EMAIL}", expect=404)
+    answer_of(port, b"{}", f"text/{CANARY_EMAIL}", expect=415)
+    answer_of(port, b"{}", headers={"Content-Encoding": CANARY_EMAIL}, expect=415)
+    answer_of(port, b"{}", headers={"Content-Length": CANARY_CARD.replace(" ", "")[:-1] + "x"}, expect=400)
+    answers.append(raw_exchange(port, head(_JSON, Transfer_Encoding=CANARY_EMAIL))[1].decode("latin-1"))
+    get = f"GET /v1/traces?{CANARY_EMAIL} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    answers.append(raw_exchange(port, get, keep_alive=True)[1].decode())
+    folded = f"POST /v1/traces HTTP/1.1\r\n {CANARY_EMAIL}\r\nHost: x\r\n\r\n".encode()  # waitress quotes the line
+    answers.append(raw_exchange(port, folded)[1].decode("latin-1"))
+    lowercase = f"{CANARY_EMAIL.split('@')[0]} /v1/traces HTTP/1.1\r\nHost: x\r\n\r\n".encode()  # and the method
+    answers.append(raw_exchange(port, lowercase)[1].decode("latin-1"))
+
+    # partial_success: a sealed run (known in memory, then only from disk), a locked one, an unwritable one
+    sealed = otlp_json_request(session_id=CANARY_EMAIL, name=PII_NAME)
+    answer_of(port, orjson.dumps(sealed), expect=200)
+    sealed_bundles(tmp_path / "bundles")
+    wait_for(lambda: collector.sink.open_run_count == 0)
+    late = otlp_json_request(session_id=CANARY_EMAIL, root=False, name=PII_NAME, span_hex="00000000000000a2")
+    answer_of(port, orjson.dumps(late), expect=200)
+    restarted = make_collector(tmp_path / "bundles")
+    answer_of(restarted.http_port, orjson.dumps(late), expect=200)
+    answer_of(restarted.http_port, protobuf_span_request(trace_id=bytes.fromhex(TRACE_HEX)), "application/x-protobuf")
+    answers.append(grpc_export(restarted.grpc_port, protobuf_span_request(trace_id=bytes.fromhex(TRACE_HEX))))
+    other = BundleWriter(tmp_path / "bundles")
+    held = other.open_run(session_id=CANARY_EMAIL, run_id="run-00000000-0000-0000-0000-0000000000b1")
+    try:
+        locked = otlp_json_request(session_id=CANARY_EMAIL, name=PII_NAME, trace_hex="000000000000000000000000000000b1")
+        answer_of(port, orjson.dumps(locked), expect=200)
+    finally:
+        held.close()
+        other.shutdown()
+    blocked_root = tmp_path / "blocked"
+    blocked_root.mkdir()
+    (blocked_root / "sessions").write_text("a file where the sessions directory goes")
+    answer_of(make_collector(blocked_root).http_port, orjson.dumps(sealed), expect=200)
+
+    rejections = [answer for answer in answers if "rejectedSpans" in answer or "run-" in answer]
+    assert len(rejections) >= 6, answers  # the partial_success answers above all say why
+    for answer in answers:
+        for canary in (CANARY_EMAIL.split("@")[0], CANARY_CARD, CANARY_CARD.replace(" ", "")[:-1], str(tmp_path), "/tmp/"):
+            assert canary not in answer, (canary, answer)
+
+
+def test_a_busy_http_port_is_named_with_its_flag(make_collector, bundle_root):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        with pytest.raises(OSError) as error:
+            make_collector(bundle_root, grpc_address=None, http_address=address)
+    assert str(error.value) == f"cannot listen for OTLP/HTTP on {address} (--http): Address already in use"

@@ -137,3 +137,13 @@ def test_a_busy_port_is_refused_with_a_clear_message(tmp_path):
     assert f"port {busy} on 127.0.0.1 (viewer) is already in use" in done.stderr
     assert "--viewer-port" in done.stderr
     assert not any(tmp_path.iterdir())  # nothing started, nothing written
+
+
+def test_the_command_it_prints_runs_as_printed(demo_run):
+    """In the shell that ran the demo (its PATH, its directory), with no virtualenv activated."""
+    root, done = demo_run
+    (hint,) = [line for line in done.stdout.splitlines() if "why did it ask twice?" in line]
+    command = hint.split("?", 1)[1].strip()
+    ran = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, (command, ran.stderr)
+    assert "date" in ran.stdout

@@ -1,6 +1,6 @@
 """The wall clock steps back (and forward) an hour in the middle of a run.
 
-The app's clock is stepped through the API's clock (``otel_session.instrument._api._time_ns``);
+The app's clock is stepped through the API's clock (``otel_session.instrument._clock.now_ns``);
 stepping the machine's clock would disturb every other process here. Order must stay ``seq``,
 the reducer must replay every position, and the viewer's replay clock (real Chromium) must play to
 the end without stalling.
@@ -18,7 +18,7 @@ from werkzeug.serving import make_server
 
 import otel_session
 from otel_session import facts, reduce
-from otel_session.instrument import _api
+from otel_session.instrument import _clock
 from otel_session.read import BundleStatus, read_bundle
 from otel_session.testing import capture_bundle
 from otel_session.viewer import create_app
@@ -49,7 +49,7 @@ def stepped_run(tmp_path_factory):
     clock = SteppedClock()
     root = tmp_path_factory.mktemp("clock") / "bundles"
     patch = pytest.MonkeyPatch()
-    patch.setattr(_api, "_time_ns", clock)
+    patch.setattr(_clock, "now_ns", clock)
     try:
         with capture_bundle(root) as captured:
             with otel_session.session("clock"), otel_session.run(agent="booking") as run:

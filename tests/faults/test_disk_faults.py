@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import signal
 import stat
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,6 @@ from otel_session.testing import capture_bundle
 
 from .conftest import (
     FailingAppends,
-    agent_command,
     agent_env,
     assert_finished_normally,
     bundle_of,
@@ -37,6 +38,7 @@ from .conftest import (
     run_agent,
     viewer_verdict,
 )
+from .unprivileged import UnprivilegedApp
 
 
 def assert_failed_capture(root: Path, session_id: str, run_id: str, code: str) -> None:
@@ -140,15 +142,29 @@ def test_append_error_mid_batch_fails_one_run_and_never_the_app(tmp_path, error,
     healthy = bundle_of(root, outcomes["healthy"])
     assert healthy.status is BundleStatus.COMPLETE and healthy.diagnostics == []
     deltas = [e["payload"]["delta"] for e in healthy.events if e["type"] == "assistant_delta"]
-    assert len(deltas) == 401  # one per delta, then the held-back "399 " released when the message ends
+    assert len(deltas) == 400  # one record per delta (the held-back text is no extra record)
     assert "".join(deltas) == "".join(f"fine {index} " for index in range(400))
     spans = {span.name for span in captured.spans}
     assert {"invoke_agent booking", "turn 0", "execute_tool lookup"} <= spans, "spans flow on"
 
 
+@pytest.fixture(scope="module")
+def nobody_app() -> Iterator[UnprivilegedApp]:
+    """The agent app runnable by ``nobody`` whatever the checkout's modes (a world-readable copy)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("running the app as nobody needs root and setpriv (util-linux)")
+    directory = Path(tempfile.mkdtemp(prefix="otel-session-nobody-"))
+    try:
+        yield UnprivilegedApp.build(directory, agent_env())
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 @pytest.fixture
 def unprivileged_root() -> Path:
     """A bundle root owned by ``nobody`` in a directory ``nobody`` can reach (root bypasses modes)."""
+    if os.geteuid() != 0:
+        pytest.skip("chown to nobody needs root")
     base = Path(tempfile.mkdtemp(prefix="otel-session-eacces-"))
     base.chmod(0o755)
     root = base / "bundles"
@@ -158,15 +174,11 @@ def unprivileged_root() -> Path:
     subprocess.run(["rm", "-rf", str(base)], check=False)
 
 
-def unprivileged(command: list[str]) -> list[str]:
-    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
-
-
-def test_real_permission_denied_at_open_records_nothing_and_the_app_goes_on(unprivileged_root):
+def test_real_permission_denied_at_open_records_nothing_and_the_app_goes_on(nobody_app, unprivileged_root):
     unprivileged_root.chmod(0o500)  # the app's user cannot create sessions/ under it
     os.chown(unprivileged_root, 0, 0)
     completed = subprocess.run(
-        unprivileged(agent_command(unprivileged_root, "--runs", "2")),
+        nobody_app.command(unprivileged_root, "--runs", "2"),
         capture_output=True, text=True, timeout=60, env=agent_env(),
     )
     result = parse_agent_output(completed.returncode, completed.stdout, completed.stderr)
@@ -175,10 +187,10 @@ def test_real_permission_denied_at_open_records_nothing_and_the_app_goes_on(unpr
     assert bundles(unprivileged_root) == []
 
 
-def test_real_permission_denied_at_seal_still_writes_the_terminal_capture(unprivileged_root):
+def test_real_permission_denied_at_seal_still_writes_the_terminal_capture(nobody_app, unprivileged_root):
     """The run directory turns read-only mid-run (EACCES for the capture's temporary file)."""
     process = subprocess.Popen(
-        unprivileged(agent_command(unprivileged_root, "--exit", "hang", "--handle-sigterm")),
+        nobody_app.command(unprivileged_root, "--exit", "hang", "--handle-sigterm"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=agent_env(),
     )
     try:

@@ -8,15 +8,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_session
-from otel_session.instrument import _runtime
+from otel_session.instrument._log import forget_warnings
 
 
 @pytest.fixture(autouse=True)
 def _reset_recording():
     """No recorder or once-only warning leaks from one test into the next."""
-    _runtime._warned.clear()
+    forget_warnings()
     yield
-    recorder = _runtime.current_recorder()
+    recorder = otel_session.current_recorder()
     if recorder is not None:
         recorder.shutdown()
 

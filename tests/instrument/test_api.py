@@ -87,10 +87,11 @@ def test_span_tree_and_attributes(recorder, exporter):
     assert tool.attributes["gen_ai.tool.call.result"] == '{"free":true}'
     assert [event.name for event in tool.events] == ["otel_session.tool_update"]
     assistant = spans["message assistant"]
-    # One event per delta; a word is released (redacted) once a later delta shows it is whole.
+    # One event per delta, each with its own (redacted) text, released once a later delta or the
+    # message's end shows the word is whole.
     assert [dict(event.attributes) for event in assistant.events] == [
-        {"otel_session.delta.index": 0, "otel_session.delta.kind": "text", "otel_session.delta.text": ""},
-        {"otel_session.delta.index": 0, "otel_session.delta.kind": "text", "otel_session.delta.text": "Hello!"},
+        {"otel_session.delta.index": 0, "otel_session.delta.kind": "text", "otel_session.delta.text": "Hel"},
+        {"otel_session.delta.index": 0, "otel_session.delta.kind": "text", "otel_session.delta.text": "lo!"},
     ]
     assert assistant.attributes["otel_session.message.content"] == '[{"index":0,"kind":"text","text":"Hello!"}]'
 

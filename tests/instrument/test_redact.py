@@ -143,31 +143,93 @@ _STREAM_TOKENS = st.sampled_from([
 _STREAM_SEPARATORS = st.sampled_from([" ", ", ", ". ", "\n", "! ", " (", ") "])
 
 
+def _split(text: str, cuts: list[int]) -> list[str]:
+    points = sorted(cut % (len(text) + 1) for cut in cuts)  # repeated points: empty deltas
+    return [text[start:end] for start, end in zip([0, *points], [*points, len(text)], strict=True)]
+
+
+def _stream(redactor: Redactor, chunks: list[str]) -> list[tuple[int, str]]:
+    stream = redactor.delta_stream()
+    released = []
+    for position, chunk in enumerate(chunks):
+        released += stream.feed(chunk, position)
+    return released + stream.flush()
+
+
+def _records_of_the_whole(redactor: Redactor, chunks: list[str]) -> list[str]:
+    """Each delta's expected text, from the whole text's detections: a character outside them
+    stays with its delta, a detection's token goes to the delta holding its first character."""
+    whole = "".join(chunks)
+    owner = [position for position, chunk in enumerate(chunks) for _ in chunk]
+    records = [""] * len(chunks)
+    cursor = 0
+    for start, end, replacement in [*redactor._scanner.edits(whole), (len(whole), len(whole), "")]:
+        for offset in range(cursor, start):
+            records[owner[offset]] += whole[offset]
+        if start < len(whole):
+            records[owner[start]] += replacement
+        cursor = end
+    return records
+
+
+def _assert_record_level(redactor: Redactor, chunks: list[str]) -> None:
+    released = _stream(redactor, chunks)
+    assert [item for item, _ in released] == list(range(len(chunks)))  # N in, N out, in order
+    assert "".join(text for _, text in released) == redactor.text("".join(chunks))
+    assert [text for _, text in released] == _records_of_the_whole(redactor, chunks)
+
+
 @settings(max_examples=400, deadline=None)
 @given(
     words=st.lists(st.tuples(_STREAM_TOKENS, _STREAM_SEPARATORS), min_size=1, max_size=12),
     cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=24),
 )
-def test_a_delta_stream_releases_exactly_the_redacted_whole_text(words, cuts):
-    """However a text is cut into deltas, what the stream releases is its whole-text redaction:
-    no part of a detection is released before the delta that completes it."""
-    redactor = Redactor(RedactionPolicy(), key=KEY)
+def test_a_delta_stream_gives_each_delta_its_own_redacted_text(words, cuts):
+    """However a text is cut into deltas: one record per delta, in order, each with its share of
+    the whole text's redaction (no part of a detection released before the delta completing it)."""
     text = "".join(word + separator for word, separator in words)
-    points = sorted({cut % (len(text) + 1) for cut in cuts})
-    chunks = [text[start:end] for start, end in zip([0, *points], [*points, len(text)], strict=True)]
-    stream = redactor.delta_stream()
-    released = [stream.feed(chunk) for chunk in chunks] + [stream.flush()]
-    assert "".join(released) == redactor.text(text)
+    _assert_record_level(Redactor(RedactionPolicy(), key=KEY), _split(text, cuts))
 
 
-def test_a_delta_stream_holds_back_only_what_could_still_be_a_detection(redactor):
+_ANY_TEXT = st.text(alphabet=st.sampled_from(list("ab Z9017+-.()@<>_=x\t\n\u00a0\u202f,é[]")), max_size=80)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_ANY_TEXT, cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=24))
+def test_a_delta_stream_of_any_text_matches_the_whole(text, cuts):
+    _assert_record_level(Redactor(RedactionPolicy(), key=KEY), _split(text, cuts))
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        ["a.", "b+", "1", " 415 555 0199-word+"],  # issue 15: released raw, the whole text masked
+        ["x" * 10_000],
+        list("x" * 10_000),  # one 10,000-character token, a character a delta
+        ["call +33 1", " 23 45 67 89", " now"],
+        ["<redacted str ", "len=5> ", "and 4111 1111 1111 111", "1 end"],
+    ],
+)
+def test_a_delta_stream_examples(redactor, chunks):
+    _assert_record_level(redactor, chunks)
+
+
+def test_a_delta_stream_holds_a_record_until_a_later_delta_shows_its_token_ended(redactor):
     stream = redactor.delta_stream()
-    assert stream.feed("Hi, call +33 1") == "Hi, call "  # the number and the word may go on
-    assert stream.feed(" 23 45 67 89 now") == "[phone] "
-    assert stream.feed(", thanks!") == "now, thanks!"
-    assert stream.flush() == ""
-    long_token = "x" * 300  # past 256 held characters the stream releases what it holds
-    assert stream.feed(long_token) == "x" * 44 and stream.flush() == "x" * 256
+    assert stream.feed("Hi, call +33 1", "a") == []  # the number and the word may go on
+    assert stream.feed(" 23 45 67 89 now", "b") == [("a", "Hi, call [phone]")]
+    assert stream.feed(", thanks!", "c") == [("b", " now")]
+    assert stream.feed(" Bye", "d") == [("c", ", thanks!")]
+    assert stream.flush() == [("d", " Bye")]
+
+
+@pytest.mark.parametrize("mode", [FieldMode.KEEP, FieldMode.MASK, FieldMode.HASH])
+def test_a_delta_stream_in_a_whole_value_mode(mode):
+    redactor = Redactor(RedactionPolicy(text=mode), key=KEY)
+    chunks = ["mail jane@exa", "mple.com", " now"]
+    released = _stream(redactor, chunks)
+    assert [item for item, _ in released] == [0, 1, 2]
+    assert "".join(text for _, text in released) == redactor.text("".join(chunks))
 
 
 def _delta(message_id, index, text) -> JournalEvent:
@@ -175,7 +237,7 @@ def _delta(message_id, index, text) -> JournalEvent:
                         message_id=message_id)
 
 
-def test_redact_events_streams_each_block_and_releases_the_rest_in_its_last_delta(redactor):
+def test_redact_events_streams_each_block_and_keeps_one_record_a_delta(redactor):
     events = [
         _delta("m1", 0, "mail jane@exa"),
         _delta("m1", 1, "call +33 1"),
@@ -187,16 +249,10 @@ def test_redact_events_streams_each_block_and_releases_the_rest_in_its_last_delt
     ]
     redacted = redactor.redact_events(events)
     assert [event.payload.get("delta") for event in redacted] == [
-        "mail ", "call ", None, "[email] now", "[phone]", "jane@exa", "[email]",
+        "mail [email]", "call [phone]", None, " now", "", "jane@exa", "[email]",
     ]
     assert redacted[2].payload["value"].startswith("hmac-sha256:")
     assert redacted is events  # redacted in place
-
-
-def test_split_email_across_deltas_is_masked_in_the_later_delta(redactor):
-    assert redactor.text_after("write to jane@exa", "mple.com please") == "[email] please"
-    assert redactor.text_after("call 555-12", "3-4567 now") == "[phone] now"
-    assert redactor.text_after("hello ", "world") == "world"
 
 
 @pytest.mark.parametrize(
@@ -325,32 +381,3 @@ def test_redact_event_copies_only_what_it_redacts(redactor, event_type, clean, d
     out = redactor.redact_event(event)
     assert out is not event and out.payload == expected and out.turn_index == 3
     assert event.payload == dirty_copy
-
-
-def _scan_after_with_the_whole_pattern(scanner, tail, value):
-    """``_Scanner.scan_after`` as first written: the whole pattern over the joined text."""
-    if not tail:
-        return scanner._pattern.sub(scanner._replacement, value)
-    join = len(tail)
-    for match in scanner._pattern.finditer(tail + value):
-        if match.start() >= join:
-            break
-        if match.end() > join:
-            replacement = scanner._replacement(match)
-            if replacement != match.group():
-                return replacement.strip() + scanner._pattern.sub(scanner._replacement, value[match.end() - join :])
-            break
-    return scanner._pattern.sub(scanner._replacement, value)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    tail=st.lists(_SCAN_ALPHABET, max_size=12).map("".join),
-    value=st.lists(_SCAN_ALPHABET, max_size=12).map("".join),
-    detectors=st.sets(st.sampled_from(DEFAULT_DETECTORS)),
-)
-def test_scan_after_shortcuts_change_no_result(tail, value, detectors):
-    """A streamed delta (digits in it are common: "at 7pm") skips the pattern, or its e-mail branch,
-    only where the whole pattern over the join would find nothing to mask either."""
-    scanner = _Scanner(detectors)
-    assert scanner.scan_after(tail, value) == _scan_after_with_the_whole_pattern(scanner, tail, value)

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from otel_session.cli import main
+from otel_session.journal import format_timestamp, parse_timestamp
 from otel_session.read import BundleStatus, JournalTail, Severity, find_bundles, read_bundle
 
 SAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
@@ -22,6 +23,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
         ("complete", "complete", [], 7),
         ("unknown-type-and-fields", "complete", [], 8),
         ("recording-torn-tail", "recording", [("torn_tail", "warning")], 5),
+        ("recording-without-counts", "recording", [("torn_tail", "warning")], 5),
         ("garbage-line", "invalid", [("garbage_line", "error")] * 3, 7),
         ("seq-gap", "invalid", [("seq_gap", "error")], 6),
         ("count-mismatch", "invalid", [("count_mismatch", "error")], 7),
@@ -37,6 +39,26 @@ def test_sample_bundles(name, status, codes, events):
     assert [(d.code.value, d.severity.value) for d in result.diagnostics] == codes
     assert len(result.events) == events
     assert result.session_id == "call-42"
+
+
+@pytest.mark.parametrize(
+    ("capture", "status"),
+    [
+        ({"status": "recording"}, "recording"),  # counts are written at terminal status (SPEC §5.3)
+        ({"status": "recording", "event_count": None}, "recording"),
+        ({"status": "recording", "event_count": "5"}, "invalid"),
+        ({"status": "complete"}, "invalid"),
+        ({"status": "failed", "failure": {"failed_at": "x", "code": "disk_full", "message": "m"}}, "invalid"),
+    ],
+)
+def test_only_a_recording_capture_may_have_no_counts_yet(tmp_path, capture, status):
+    shutil.copytree(SAMPLES / "complete", tmp_path / "run")
+    (tmp_path / "run" / "capture.json").write_text(json.dumps({"schema": "otel-session.capture.v1", **capture}))
+    result = read_bundle(tmp_path / "run")
+    assert result.status.value == status
+    codes = [d.code.value for d in result.diagnostics]
+    assert codes == ([] if status == "recording" else ["invalid_capture"])
+    assert len(result.events) == 7
 
 
 def test_unknown_types_and_fields_are_kept_in_place():
@@ -145,3 +167,20 @@ def test_sessions_lists_newest_first(tmp_path):
         (target / "run.json").write_text(json.dumps(manifest))
     out = CliRunner().invoke(main, ["sessions", "--dir", str(root), "--json"])
     assert [s["session_id"] for s in json.loads(out.output)] == ["new", "old"]
+
+
+@pytest.mark.parametrize("time_ns", [0, 1_796_000_000_123_456_000, 4_102_444_799_999_999_000])
+def test_parse_timestamp_inverts_format_timestamp(time_ns):
+    assert parse_timestamp(format_timestamp(time_ns)) == time_ns
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-11-29T22:52:01.123456+01:00", 1_795_989_121_123_456_000),
+        ("2026-11-29T22:52:01.123456", 1_795_992_721_123_456_000),  # no offset: UTC
+        ("yesterday", None), ("", None), (None, None), (1_795_992_721, None),
+    ],
+)
+def test_parse_timestamp_of_other_values(text, expected):
+    assert parse_timestamp(text) == expected

@@ -8,20 +8,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from otel_session.facts import (
-    GUARD_CAP,
-    NO_BOUNDARIES_NOTE,
-    InvalidId,
-    RunNotFound,
-    RunSessionMismatch,
-    SessionNotFound,
-    build_session_facts,
-    load_session_facts,
-    resolve_run,
-    run_events,
-)
+from otel_session.facts import NO_BOUNDARIES_NOTE, build_session_facts, load_session_facts, run_events
 from otel_session.read import read_bundle
 from otel_session.reduce import replay_state
+from otel_session.resolve import InvalidId, RunNotFound, RunSessionMismatch, SessionNotFound, resolve_run
+from otel_session.semconv import CAP_PER_TURN as GUARD_CAP
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -278,15 +269,26 @@ def test_facts_of_every_shared_fixture_journal_never_raise(tmp_path, journal):
     sorted(p for p in (REPO / "fixtures" / "replay").glob("*.ndjson") if not p.name.endswith(".expected.ndjson")),
     ids=lambda path: path.stem,
 )
-def test_skipping_settled_deltas_changes_no_message_or_tool(tmp_path, journal):
-    from otel_session.facts import _conversation_events
-
+def test_facts_messages_and_tools_are_the_replay_states(tmp_path, journal):
+    """Facts fold each turn's conversation with shortcuts (settled messages skip their deltas):
+    every message and tool of the run still reads as the reducer folds the whole journal."""
     (tmp_path / "events.ndjson").write_bytes(journal.read_bytes())
-    events = run_events(read_bundle(tmp_path))
-    settled = {e["message_id"] for e in events if e["type"] == "message_finished" and isinstance(e.get("payload"), dict)
-               and e["payload"].get("settled") is True and isinstance(e.get("message_id"), str)}
-    full, lean = replay_state(events), replay_state(_conversation_events(events, settled))
-    strip = lambda messages: [{k: v for k, v in m.items() if k != "turn_index"} for m in messages]
-    assert strip(lean["messages"]) == strip(full["messages"])
-    assert [{k: v for k, v in t.items() if k != "turn_index"} for t in lean["tools"]] == [
-        {k: v for k, v in t.items() if k != "turn_index"} for t in full["tools"]]
+    bundle = read_bundle(tmp_path)
+    events = run_events(bundle)
+    full = replay_state(events)
+    turns = build_session_facts(bundle)["turns"]
+    turn_of: dict = {}  # messages whose every record names the same turn are folded whole in it
+    for event in events:
+        if isinstance(event.get("message_id"), str):
+            turn_of.setdefault(event["message_id"], set()).add(event.get("turn_index"))
+    messages = {message["message_id"]: message for turn in turns for message in turn["messages"]}
+    tools = {tool["tool_call_id"]: tool for turn in turns for tool in turn["tools"]}
+    for message in full["messages"]:
+        if message["message_id"] in messages and len(turn_of[message["message_id"]]) == 1 and None not in turn_of[message["message_id"]]:
+            text = "".join(block["text"] for block in message["blocks"] if block["kind"] == "text")
+            assert messages[message["message_id"]] == {"message_id": message["message_id"], "role": message["role"],
+                                                       "settled": message["settled"], "text": text}
+    for tool in full["tools"]:
+        if tool["tool_call_id"] in tools:
+            assert (tools[tool["tool_call_id"]]["name"], tools[tool["tool_call_id"]]["status"]) == (tool["name"], tool["status"])
+    assert set(messages) <= {message["message_id"] for message in full["messages"]}

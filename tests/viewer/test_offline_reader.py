@@ -40,6 +40,10 @@ def _set_capture(run_dir: Path, **changes) -> None:
 DAMAGE = {
     "complete": lambda d: None,
     "torn_tail_while_recording": lambda d: (_set_capture(d, status="recording"), _write_lines(d, [*_lines(d), b'{"seq": 50, "at'])),
+    "recording_without_counts": lambda d: (
+        (d / "capture.json").write_text('{"schema": "otel-session.capture.v1", "status": "recording"}'),
+        _write_lines(d, [*_lines(d), b'{"seq": 50, "at']),
+    ),
     "torn_tail_after_complete": lambda d: _write_lines(d, [*_lines(d)[:-1], _lines(d)[-1][:-1]]),
     "garbage_line": lambda d: _write_lines(d, [*_lines(d)[:4], b"{not json\n", *_lines(d)[4:]]),
     "empty_line": lambda d: _write_lines(d, [*_lines(d)[:4], b"\n", *_lines(d)[4:]]),
@@ -50,6 +54,12 @@ DAMAGE = {
     "failed_capture": lambda d: _set_capture(d, status="failed", failure={"failed_at": "x", "code": "disk_full", "message": "m"}),
     "count_mismatch": lambda d: _set_capture(d, event_count=3),
     "invalid_manifest": lambda d: (d / "run.json").write_text("[]"),
+    "values_nested_too_deep": lambda d: (
+        _write_lines(d, [*_lines(d), (json.dumps({**json.loads(_lines(d)[-1]), "seq": len(_lines(d)) + 1, "type": "slot_write",
+                                                  "payload": {"slot": "deep", "value": "@@"}}).replace(
+            '"@@"', "[" * 5000 + '{"k": 1}' + "]" * 5000) + "\n").encode()]),
+        _set_capture(d, event_count=len(_lines(d))),
+    ),
     "upstream_drop": lambda d: (
         _write_lines(d, [*_lines(d), (json.dumps({**json.loads(_lines(d)[-1]), "seq": len(_lines(d)) + 1, "type": "upstream_drop",
                                                   "payload": {"dropped_events": 2, "dropped_attributes": 0}}) + "\n").encode()]),

@@ -1,6 +1,8 @@
 // Offline bundles: parse the `…/bundle` download (an uncompressed ustar archive) and judge its
 // integrity with the reader's rules (SPEC §5.5), all in the page: no server call is made.
 
+import { decodeRecord } from "./reducer.js";
+
 const decoder = new TextDecoder();
 const REQUIRED = ["seq", "at", "type", "session_id", "run_id"];
 const CAPTURE_STATUSES = new Set(["recording", "complete", "failed"]);
@@ -47,7 +49,7 @@ const strictDecoder = new TextDecoder("utf-8", { fatal: true });
 
 function parseRecord(bytes) {
   try {
-    const record = JSON.parse(strictDecoder.decode(bytes));
+    const record = decodeRecord(strictDecoder.decode(bytes));
     const valid = record && typeof record === "object" && !Array.isArray(record) &&
       REQUIRED.every((name) => name in record) && Number.isInteger(record.seq) &&
       typeof record.type === "string" && typeof record.at === "string";
@@ -88,7 +90,8 @@ export function readBundle(files) {
     capture = null;
     error("missing_capture", "capture.json is missing");
   } else if (!capture || capture.schema !== "otel-session.capture.v1" || !CAPTURE_STATUSES.has(capture.status) ||
-             !Number.isInteger(capture.event_count)) {
+             !(Number.isInteger(capture.event_count) ||
+               (capture.event_count == null && capture.status === "recording"))) {  // counts come at terminal status
     capture = null;
     error("invalid_capture", "capture.json is not a valid otel-session.capture.v1 document");
   }
@@ -101,6 +104,10 @@ export function readBundle(files) {
     }
     if (event.seq !== expected) error("seq_gap", `expected seq ${expected}, found ${event.seq}`, { seq: event.seq });
     expected = event.seq + 1;
+    if (event.truncated === "depth") {  // journal.py cut values nested past MAX_DEPTH
+      diagnostics.push({ code: "value_truncated", severity: "warning", seq: event.seq,
+        message: "values nested too deep were cut" });
+    }
     if (event.type === "upstream_drop") {
       diagnostics.push({ code: "upstream_drop", severity: "warning", seq: event.seq,
         message: `a span lost ${event.payload?.dropped_events ?? 0} events upstream` });

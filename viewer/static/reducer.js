@@ -4,6 +4,7 @@
 //   canonicalJson(value) -> string              the same bytes (as UTF-8) as Python's canonical_json
 //   new Replayer(events).stateAt(seq)           seeks through checkpoints every 256 events
 //   parseJournal(text) -> {events, garbage, torn}   the tolerant events.ndjson parser (offline bundles)
+//   decodeRecord(line) -> value                 one line, cut at MAX_DEPTH like Python's journal.decode_line
 //   runEvents(events, manifest) -> events       only the run's own records, like Python's run_events
 //
 // A dependency-free ES module: no build step. The rules, field names and diagnostics match the
@@ -12,6 +13,9 @@
 // States returned by a Replayer share message and tool objects with its cache: treat them as read-only.
 
 export const CHECKPOINT_INTERVAL = 256;
+/** Levels of objects and arrays a record holds (journal.MAX_DEPTH); deeper ones become DEPTH_MARKER. */
+export const MAX_DEPTH = 128;
+export const DEPTH_MARKER = `[truncated: nested deeper than ${MAX_DEPTH} levels]`;
 
 const BLOCK_KINDS = new Set(["text", "thinking", "tool_call"]);
 const TOOL_STATUSES = new Set(["ok", "error"]);
@@ -549,6 +553,35 @@ export function canonicalJson(value) {
   throw new TypeError(`${typeof value} is not a JSON value`);
 }
 
+function tooDeep(value, depth) {
+  if (value === null || typeof value !== "object") return false;
+  if (depth > MAX_DEPTH) return true;
+  return Object.values(value).some((item) => tooDeep(item, depth + 1));
+}
+
+function cutDeep(value, depth) {
+  if (value === null || typeof value !== "object") return value;
+  if (depth > MAX_DEPTH) return DEPTH_MARKER;
+  if (Array.isArray(value)) return value.map((item) => cutDeep(item, depth + 1));
+  const cut = {};
+  for (const [key, item] of Object.entries(value)) {
+    Object.defineProperty(cut, key, { value: cutDeep(item, depth + 1), enumerable: true, writable: true, configurable: true });
+  }
+  return cut;
+}
+
+/**
+ * JSON.parse of one journal line, with every object or array nested past MAX_DEPTH replaced by
+ * DEPTH_MARKER and `truncated: "depth"` set on the record (what Python's decode_line returns).
+ */
+export function decodeRecord(line) {
+  const value = JSON.parse(line);
+  if (line.length <= 2 * MAX_DEPTH + 1 || !isObject(value) || !tooDeep(value, 1)) return value;
+  const cut = cutDeep(value, 1);
+  cut.truncated = "depth";
+  return cut;
+}
+
 function isRecord(value) {
   return (
     isObject(value) &&
@@ -572,7 +605,7 @@ export function parseJournal(text) {
   lines.forEach((line, position) => {
     let value;
     try {
-      value = line.trim() === "" ? undefined : JSON.parse(line);
+      value = line.trim() === "" ? undefined : decodeRecord(line);
     } catch {
       value = undefined;
     }

@@ -1,0 +1,55 @@
+"""Bundles in a tar archive, as the viewer downloads them (``<run_id>/run.json``, ``events.ndjson``, ...).
+
+Contract::
+
+    is_bundle_archive(path) -> bool
+    results: list[BundleRead] = read_bundle_archive(path)   # one per bundle directory in it
+
+Each result's ``path`` is ``<archive>/<directory>``. Only regular files named like a bundle's, one
+directory deep, are read (never a link, a device or a path leaving the archive); the reader judges
+them as it judges a bundle on disk. A bundle directory's files are unpacked into a private
+temporary directory for that (they are the bundle's own, already redacted, bytes) and removed after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tarfile
+import tempfile
+from pathlib import Path, PurePosixPath
+
+from otel_session import layout
+from otel_session.read import BundleRead, read_bundle
+
+__all__ = ["is_bundle_archive", "read_bundle_archive"]
+
+_BUNDLE_FILES = {layout.RUN_FILE, layout.EVENTS_FILE, layout.CAPTURE_FILE, layout.FEEDBACK_FILE}
+
+
+def is_bundle_archive(path: str | os.PathLike[str]) -> bool:
+    """True for a regular file that is a tar archive (compressed or not)."""
+    path = Path(path)
+    return path.is_file() and tarfile.is_tarfile(path)
+
+
+def read_bundle_archive(path: str | os.PathLike[str]) -> list[BundleRead]:
+    """Read every bundle in the archive at ``path``, by directory name."""
+    path = Path(path)
+    with tempfile.TemporaryDirectory(prefix="otel-session-archive-") as scratch, tarfile.open(path) as archive:
+        directories: set[str] = set()
+        for member in archive:
+            parts = PurePosixPath(member.name).parts
+            parts = parts[1:] if parts[:1] == (".",) else parts
+            if not member.isfile() or len(parts) != 2 or parts[1] not in _BUNDLE_FILES or parts[0] in ("..", ""):
+                continue
+            source = archive.extractfile(member)
+            if source is None:
+                continue
+            target = Path(scratch) / parts[0]
+            target.mkdir(mode=0o700, exist_ok=True)
+            (target / parts[1]).write_bytes(source.read())
+            directories.add(parts[0])
+        return [
+            dataclasses.replace(read_bundle(Path(scratch) / name), path=path / name) for name in sorted(directories)
+        ]

@@ -1,0 +1,80 @@
+"""What the framework instrumentors (``agents_sdk``, ``langgraph``) share.
+
+* :class:`Opened`: an ``otel_session`` section (session, run, turn, message, tool execution)
+  entered in a ``contextvars.Context`` of its own, because a framework reports the start and the
+  end of a thing from different tasks or threads, where ``with`` cannot be used;
+* the form of a model call's output in the journal: :func:`tool_call_block` (the ``tool_call``
+  content block, as ``normalize/genai.py`` writes it for instrumented clients) and
+  :func:`model_call_attributes` (response model and token usage on the message span);
+* :func:`replace_methods`: an instrumentor's wrappers set on a framework class, and put back.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+__all__ = ["Opened", "json_value", "model_call_attributes", "replace_methods", "tool_call_block"]
+
+RESPONSE_MODEL = "gen_ai.response.model"
+USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+
+
+class Opened:
+    """``section`` entered in a copy of ``parent`` (else of the current context)."""
+
+    def __init__(self, parent: contextvars.Context | None, section: Any) -> None:
+        self.context = parent.copy() if parent is not None else contextvars.copy_context()
+        self.section = section
+        self.handle = self.context.run(section.__enter__)
+
+    def run(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call ``function`` inside this section (in a copy: what it opens stays independent)."""
+        return self.context.copy().run(function, *args, **kwargs)
+
+    def close(self, error: BaseException | None = None) -> None:
+        self.context.run(self.section.__exit__, type(error) if error is not None else None, error, None)
+
+
+def json_value(value: Any) -> Any:
+    """A JSON object or array in a string, decoded; anything else as it is."""
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def tool_call_block(call_id: Any, name: Any, arguments: Any) -> str:
+    """The text of a ``tool_call`` content block: ``{"id", "name", "arguments"}`` as JSON."""
+    value = {"id": call_id, "name": name, "arguments": json_value(arguments)}
+    return orjson.dumps({key: item for key, item in value.items() if item is not None}, default=str).decode()
+
+
+def model_call_attributes(model: Any, input_tokens: Any, output_tokens: Any) -> dict[str, Any]:
+    """``gen_ai.response.model`` and ``gen_ai.usage.*`` of a model call, the ones known."""
+    attributes: dict[str, Any] = {}
+    if model:
+        attributes[RESPONSE_MODEL] = str(model)
+    for name, value in ((USAGE_INPUT_TOKENS, input_tokens), (USAGE_OUTPUT_TOKENS, output_tokens)):
+        if isinstance(value, int) and not isinstance(value, bool):
+            attributes[name] = value
+    return attributes
+
+
+def replace_methods(owner: type, wrappers: Mapping[str, Callable[..., Any]]) -> Callable[[], None]:
+    """Set ``wrappers`` as methods of ``owner``; the function returned puts the originals back."""
+    originals = {name: owner.__dict__[name] for name in wrappers}
+    for name, wrapper in wrappers.items():
+        setattr(owner, name, wrapper)
+
+    def restore() -> None:
+        for name, original in originals.items():
+            setattr(owner, name, original)
+
+    return restore

@@ -1,0 +1,416 @@
+"""Where a third-party model-call span keeps its messages, in each convention (``genai``'s half).
+
+Contract::
+
+    inputs, outputs = messages_of(span)   # list[Message] each; the first convention found wins
+    new = new_inputs(inputs)               # what this call added to the conversation
+
+A ``Message`` is the neutral shape the journal takes: a role, content blocks ``{index, kind,
+text}`` and a stop reason. The conventions, in the order tried, are listed in
+``docs/conventions.md`` ("Where the messages of a model call are read from").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from otel_session.normalize import SpanData
+
+__all__ = [
+    "DETAILS_EVENT", "ROLE_EVENTS", "Message", "json_value", "messages_of", "new_inputs", "request_inputs", "tool_call_text",
+    "value_messages",
+]
+
+ROLE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_INDEXED = re.compile(r"(\d+)\.(.+)")
+
+
+@dataclass(slots=True)
+class Message:
+    """One message in a neutral shape: role, content blocks ``{index, kind, text}``, stop reason."""
+
+    role: str
+    content: list[dict[str, Any]] = field(default_factory=list)
+    stop_reason: str | None = None
+
+    def add(self, kind: str, text: Any) -> None:
+        if text is None or text == "":
+            return
+        if not isinstance(text, str):
+            text = orjson.dumps(text).decode()
+        self.content.append({"index": len(self.content), "kind": kind, "text": text})
+
+
+
+def new_inputs(inputs: list[Message]) -> list[Message]:
+    """The input messages after the last assistant message: what this call added to the history."""
+    for position in range(len(inputs) - 1, -1, -1):
+        if inputs[position].role == "assistant":
+            return inputs[position + 1 :]
+    return inputs
+
+
+def messages_of(span: SpanData) -> tuple[list[Message], list[Message]]:
+    """Input and output messages from whichever convention the span uses (first one found wins).
+
+    An output message without a finish reason of its own takes the span's: OpenInference's
+    ``llm.finish_reason``, else the positional ``gen_ai.response.finish_reasons``.
+    """
+    inputs, outputs = _messages_of(span)
+    if outputs:
+        attributes = span.attributes
+        reasons = attributes.get("llm.finish_reason") or attributes.get("gen_ai.response.finish_reasons")
+        if isinstance(reasons, str):
+            reasons = [reasons] * len(outputs)
+        if isinstance(reasons, (list, tuple)):
+            for message, reason in zip(outputs, reasons):
+                if message.stop_reason is None and isinstance(reason, str) and reason:
+                    message.stop_reason = reason
+    return inputs, outputs
+
+
+def _messages_of(span: SpanData) -> tuple[list[Message], list[Message]]:
+    attributes = span.attributes
+    details: Mapping[str, Any] = {}
+    for event in span.events:
+        if event.name == DETAILS_EVENT:
+            details = event.attributes
+            break
+    for source in (attributes, details):
+        if "gen_ai.input.messages" in source or "gen_ai.output.messages" in source:
+            # The system instructions come first, so only a call without an earlier assistant
+            # message journals them (what new_inputs keeps).
+            inputs, after_assistant = _new_structured_inputs(source.get("gen_ai.input.messages"))
+            instructions = source.get("gen_ai.system_instructions")
+            if instructions and not after_assistant:
+                system = Message("system")
+                for part in _json_list(instructions):
+                    _add_part(system, part)
+                inputs.insert(0, system)
+            return inputs, _structured_messages(source.get("gen_ai.output.messages"))
+    role_events = [event for event in span.events if event.name in ROLE_EVENTS or event.name == "gen_ai.choice"]
+    if role_events:
+        return _event_messages(role_events)
+    for event in span.events:  # gen_ai.content.prompt / gen_ai.content.completion (older spelling)
+        if event.name == "gen_ai.content.prompt":
+            inputs = _structured_messages(event.attributes.get("gen_ai.prompt"))
+            completion = next((e for e in span.events if e.name == "gen_ai.content.completion"), None)
+            outputs = _structured_messages(completion.attributes.get("gen_ai.completion")) if completion else []
+            return inputs, outputs
+    if any(key.startswith("llm.input_messages.") or key.startswith("llm.output_messages.") for key in attributes):
+        outputs = _openinference_messages(attributes, "llm.output_messages.")
+        if not outputs and "output.value" in attributes:  # the Agents SDK's streamed Chat Completions
+            outputs = value_messages(attributes["output.value"])
+        return _openinference_messages(attributes, "llm.input_messages."), outputs
+    if any(key.startswith("gen_ai.prompt.") or key.startswith("gen_ai.completion.") for key in attributes):
+        return _indexed_messages(attributes, "gen_ai.prompt.", "user"), _indexed_messages(
+            attributes, "gen_ai.completion.", "assistant"
+        )
+    inputs = [Message("user")] if "input.value" in attributes else []
+    if inputs:
+        inputs[0].add("text", attributes["input.value"])
+    return inputs, value_messages(attributes["output.value"]) if "output.value" in attributes else []
+
+
+def request_inputs(body: Mapping[str, Any]) -> list[Message]:
+    """The input messages of an OpenAI request body: Chat Completions ``messages``, or Responses
+    ``instructions`` and ``input`` (a string, or items: messages, ``function_call``,
+    ``function_call_output``), in the shapes the instrumentors' spans give them."""
+    if isinstance(body.get("messages"), list):
+        return _messages_of_items([_plain(item) for item in body["messages"]])
+    messages = []
+    if isinstance(body.get("instructions"), str) and body["instructions"]:
+        messages.append(Message("system", [{"index": 0, "kind": "text", "text": body["instructions"]}]))
+    items = body.get("input")
+    for item in [{"role": "user", "content": items}] if isinstance(items, str) else items or ():
+        item = _plain(item)
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "function_call":
+            message = Message("assistant")
+            message.add("tool_call", tool_call_text(item.get("call_id"), item.get("name"), item.get("arguments")))
+        elif kind == "function_call_output":
+            message = Message("tool")
+            message.add("text", item.get("output"))
+        elif "role" in item:
+            message = Message(str(item["role"]))
+            content = item.get("content")
+            for part in content if isinstance(content, list) else [content]:
+                message.add("text", part.get("text") if isinstance(part, dict) else part)
+        else:
+            continue
+        messages.append(message)
+    return messages
+
+
+def _plain(item: Any) -> Any:
+    """A request item as plain data (the client takes its own response models as input too)."""
+    dump = getattr(item, "model_dump", None)
+    return dump(exclude_none=True) if callable(dump) else item
+
+
+def value_messages(value: Any) -> list[Message]:
+    """The assistant messages in an OpenInference ``output.value``: a Responses API ``response``
+    document (or a list of them: one message each), a Chat Completions ``chat.completion``, a list
+    of chat messages, else the value itself as the text of one message."""
+    document = json_value(value)
+    documents = document if isinstance(document, list) else [document]
+    if documents and all(isinstance(item, dict) and isinstance(item.get("output"), list) for item in documents):
+        return [_response_message(item["output"]) for item in documents]
+    if isinstance(document, dict) and isinstance(document.get("choices"), list):
+        return _messages_of_items([choice for choice in document["choices"] if isinstance(choice, dict)])
+    if documents and all(isinstance(item, dict) and "role" in item for item in documents):
+        return _messages_of_items(documents)
+    message = Message("assistant")
+    message.add("text", value)
+    return [message]
+
+
+def _response_message(output: list[Any]) -> Message:
+    """One Responses API ``output`` list as one assistant message: ``message`` items' text,
+    ``function_call`` items as tool calls (id: their ``call_id``), ``reasoning`` as thinking."""
+    message = Message("assistant")
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            for part in item.get("content") or ():
+                if isinstance(part, dict):
+                    message.add("text", part.get("text", part.get("refusal")))
+        elif kind == "function_call":
+            message.add("tool_call", tool_call_text(item.get("call_id") or item.get("id"), item.get("name"),
+                                                    item.get("arguments")))
+        elif kind == "reasoning":
+            for part in [*(item.get("summary") or ()), *(item.get("content") or ())]:
+                if isinstance(part, dict):
+                    message.add("thinking", part.get("text"))
+    return message
+
+
+def _structured_messages(value: Any) -> list[Message]:
+    """``[{role, parts: [...]}]`` (current) or ``[{role, content, tool_calls}]`` (older/OpenAI)."""
+    return _messages_of_items(_json_list(value))
+
+
+def _new_structured_inputs(value: Any) -> tuple[list[Message], bool]:
+    """The structured input messages after the last assistant one, and whether there was one.
+
+    A model call's input repeats the whole conversation: only what follows the last assistant
+    message is new (see ``new_inputs``), so the history before it is not mapped at all.
+    """
+    items = _history_items(value)
+    for position in range(len(items) - 1, -1, -1):
+        if _structured_role(items[position]) == "assistant":
+            return _messages_of_items(items[position + 1 :]), True
+    return _messages_of_items(items), False
+
+
+def _history_items(value: Any) -> list[Any]:
+    """``_json_list(value)`` for a model call's input messages, reusing the previous call's parse.
+
+    An agent's model calls resend the history they were given plus what came since, and a run's
+    spans arrive together: when ``value`` is the last parsed (non-empty) array with elements
+    appended, only the appended elements are parsed. Items are shared read-only (mapping never
+    mutates them).
+    """
+    global _last_history
+    if type(value) is not str or value[:1] != "[":
+        return _json_list(value)
+    previous, previous_items = _last_history  # one tuple read: safe across threads
+    cut = len(previous) - 1  # ``previous`` ends with its array's "]"
+    if previous_items and value[cut : cut + 1] == "," and value.startswith(previous[:cut]):
+        try:
+            appended = orjson.loads("[" + value[cut + 1 :])
+        except orjson.JSONDecodeError:
+            appended = None
+        if isinstance(appended, list) and appended:
+            items = previous_items + [json_value(item) if isinstance(item, str) else item for item in appended]
+            _last_history = (value, items)
+            return items
+    try:
+        parsed = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return _json_list(value)
+    if not isinstance(parsed, list):
+        return _json_list(value)
+    items = [json_value(item) if isinstance(item, str) else item for item in parsed]
+    if value.endswith("]"):
+        _last_history = (value, items)
+    return items
+
+
+def _structured_role(item: Any) -> str | None:
+    """The role ``_messages_of_items`` gives ``item`` (None: not a message)."""
+    if not isinstance(item, dict):
+        return None
+    inner = item.get("message")
+    if isinstance(inner, dict):
+        return str(inner.get("role") or "assistant")
+    return str(item.get("role") or "assistant")
+
+
+def _messages_of_items(items: list[Any]) -> list[Message]:
+    messages = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        message = Message(str(item.get("role") or "assistant"), [], item.get("finish_reason"))
+        inner = item.get("message")
+        if isinstance(inner, dict):  # a gen_ai.choice body
+            message.role = str(inner.get("role") or "assistant")
+            item = inner
+        parts = item.get("parts")
+        if isinstance(parts, (list, tuple)):
+            for part in parts:
+                _add_part(message, part)
+        else:
+            _add_openai_message(message, item)
+        messages.append(message)
+    return messages
+
+
+def _add_part(message: Message, part: Any) -> None:
+    if isinstance(part, str):
+        message.add("text", part)
+        return
+    if not isinstance(part, dict):
+        return
+    kind = part.get("type")
+    if kind == "tool_call":
+        message.add("tool_call", tool_call_text(part.get("id"), part.get("name"), part.get("arguments")))
+    elif kind == "tool_call_response":
+        message.add("text", part.get("response", part.get("result")))
+    elif kind in ("reasoning", "thinking"):
+        message.add("thinking", part.get("content"))
+    else:
+        text = part.get("content", part.get("text"))
+        if text.__class__ is str and text:  # the common case, as add() would take it, one call fewer
+            content = message.content
+            content.append({"index": len(content), "kind": "text", "text": text})
+        else:
+            message.add("text", text)
+
+
+def _add_openai_message(message: Message, item: Mapping[str, Any]) -> None:
+    content = item.get("content")
+    if isinstance(content, (list, tuple)):
+        for part in content:
+            _add_part(message, part)
+    else:
+        message.add("text", content)
+    for call in item.get("tool_calls") or ():
+        if isinstance(call, dict):
+            function = call.get("function") if isinstance(call.get("function"), dict) else call
+            message.add("tool_call", tool_call_text(call.get("id"), function.get("name"), function.get("arguments")))
+
+
+def _event_messages(role_events: Iterable[Any]) -> tuple[list[Message], list[Message]]:
+    inputs: list[Message] = []
+    outputs: list[Message] = []
+    for event in role_events:
+        body = dict(event.attributes)
+        for key in ("message", "body"):
+            nested = json_value(body.get(key))
+            if isinstance(nested, dict):
+                body = {**body, **nested}
+        if event.name == "gen_ai.choice":
+            message = Message(str(body.get("role") or "assistant"), stop_reason=body.get("finish_reason"))
+            _add_openai_message(message, body)
+            outputs.append(message)
+        else:
+            message = Message(ROLE_EVENTS[event.name])
+            _add_openai_message(message, {**body, "tool_calls": json_value(body.get("tool_calls"))})
+            inputs.append(message)
+    return inputs, outputs
+
+
+def _openinference_messages(attributes: Mapping[str, Any], prefix: str) -> list[Message]:
+    messages = []
+    for _, fields in sorted(_indexed(attributes, prefix).items()):
+        message = Message(str(fields.get("message.role") or "assistant"))
+        parts = _indexed(fields, "message.contents.")
+        if parts:  # the same text as ``message.content`` when a producer writes both
+            for _, part in sorted(parts.items()):
+                message.add("text", part.get("message_content.text"))
+        else:
+            message.add("text", fields.get("message.content"))
+        for _, call in sorted(_indexed(fields, "message.tool_calls.").items()):
+            message.add(
+                "tool_call",
+                tool_call_text(
+                    call.get("tool_call.id"), call.get("tool_call.function.name"), call.get("tool_call.function.arguments")
+                ),
+            )
+        messages.append(message)
+    return messages
+
+
+def _indexed_messages(attributes: Mapping[str, Any], prefix: str, default_role: str) -> list[Message]:
+    messages = []
+    for _, fields in sorted(_indexed(attributes, prefix).items()):
+        message = Message(str(fields.get("role") or default_role), stop_reason=fields.get("finish_reason"))
+        message.add("text", fields.get("content"))
+        for _, call in sorted(_indexed(fields, "tool_calls.").items()):
+            message.add("tool_call", tool_call_text(call.get("id"), call.get("name"), call.get("arguments")))
+        messages.append(message)
+    return messages
+
+
+def _indexed(attributes: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
+    """``{prefix}{i}.{rest}`` keys grouped by ``i``: ``{i: {rest: value}}``."""
+    groups: dict[int, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        if key.startswith(prefix):
+            match = _INDEXED.fullmatch(key[len(prefix) :])
+            if match:
+                groups.setdefault(int(match.group(1)), {})[match.group(2)] = value
+    return groups
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def tool_call_text(call_id: Any, name: Any, arguments: Any) -> str:
+    value = {"id": call_id, "name": name, "arguments": json_value(arguments)}
+    return orjson.dumps({key: item for key, item in value.items() if item is not None}).decode()
+
+
+def json_value(value: Any) -> Any:
+    """A JSON document in a string, decoded when it is an object or array; anything else as is."""
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def _json_list(value: Any) -> list[Any]:
+    value = json_value(value)
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, str):
+                return [json_value(item) for item in value]
+        return value if isinstance(value, list) else list(value)  # callers only read it
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, str) and value:
+        return [value]
+    return []
+
+
+# The last model input parsed and its items (see _history_items).
+_last_history: tuple[str, list[Any]] = ("", [])

@@ -1,0 +1,213 @@
+"""Run resolution (SPEC §7.3): which run bundle a session id (and maybe a run id) names.
+
+Contract::
+
+    check_session_id(session_id)                        # -> session_id, or InvalidId (400)
+    check_run_id(run_id)                                # -> run_id, or InvalidId (400)
+    runs = session_runs(root, session_id)               # [RunInfo], latest first ([] when none)
+    raise session_not_found(root, session_id)           # SessionNotFound, naming the evals that hold it
+    resolved = resolve_run(root, session_id, run_id=None, include_evals=False)   # -> ResolvedRun
+
+Every ``RunResolutionError`` carries ``code`` and ``http_status``, so the CLI (exit codes) and the
+viewer (JSON errors) map the same failure the same way. Nothing here writes, and no path derived
+from an id leaves the root (``otel_session.layout``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from otel_session import layout
+from otel_session.read import RunInfo, find_run, iter_session_runs
+
+__all__ = [
+    "EvalRunNotServed",
+    "InvalidId",
+    "OutsideRoot",
+    "ResolvedRun",
+    "RunNotFound",
+    "RunResolutionError",
+    "RunSessionMismatch",
+    "SessionNotFound",
+    "check_run_id",
+    "check_session_id",
+    "latest_first",
+    "resolve_run",
+    "session_not_found",
+    "session_runs",
+]
+
+MAX_SESSION_ID_CHARS = 1024
+"""The longest session id any writer stores."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class RunResolutionError(Exception):
+    """A session or run could not be resolved. ``code`` and ``http_status`` map it onto the API."""
+
+    code = "resolution_error"
+    http_status = 404
+
+
+class InvalidId(RunResolutionError, ValueError):
+    """A session or run id is malformed (400); ``code`` says which."""
+
+    http_status = 400
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class SessionNotFound(RunResolutionError, LookupError):
+    """The session has no runs (404). ``eval_ids`` names the evals holding runs of it, if any."""
+
+    code = "session_not_found"
+
+    def __init__(self, session_id: str, eval_ids: Iterable[str] = ()) -> None:
+        self.session_id = session_id
+        self.eval_ids = sorted(set(eval_ids))
+        if self.eval_ids:
+            evals = ", ".join(repr(eval_id) for eval_id in self.eval_ids)
+            message = (f"session {session_id!r} has no live runs: it is an eval session (eval {evals}); "
+                       "ask for eval runs to see it (otel-session facts --evals)")
+        else:
+            message = f"session {session_id!r} has no runs"
+        super().__init__(message)
+
+
+class RunNotFound(RunResolutionError, LookupError):
+    """No run with this id exists (404)."""
+
+    code = "run_not_found"
+
+    def __init__(self, session_id: str, run_id: str) -> None:
+        super().__init__(f"run {run_id} not found in session {session_id!r}")
+        self.session_id = session_id
+        self.run_id = run_id
+
+
+class EvalRunNotServed(RunNotFound):
+    """The run is an eval run of this session, and eval runs were not asked for (404)."""
+
+    def __init__(self, session_id: str, run_id: str, eval_id: str | None) -> None:
+        super().__init__(session_id, run_id)
+        self.args = (f"run {run_id} of session {session_id!r} is an eval run (eval {eval_id!r}); "
+                     "ask for eval runs to see it (otel-session facts/replay --evals)",)
+        self.eval_id = eval_id
+
+
+class OutsideRoot(RunResolutionError, LookupError):
+    """The session's directory leads outside the bundle root (a planted symlink): treated as absent (404)."""
+
+    code = "run_not_found"
+
+    def __init__(self) -> None:
+        super().__init__("no such run inside the bundle root")
+
+
+class RunSessionMismatch(RunResolutionError):
+    """The run exists but belongs to another session (409)."""
+
+    code = "run_session_mismatch"
+    http_status = 409
+
+    def __init__(self, session_id: str, run_id: str, owner_session_id: str) -> None:
+        super().__init__(f"run {run_id} belongs to session {owner_session_id!r}, not to session {session_id!r}")
+        self.session_id = session_id
+        self.run_id = run_id
+        self.owner_session_id = owner_session_id
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """The run a request binds to, and whether it was chosen as the session's latest."""
+
+    session_id: str
+    run_id: str
+    path: Path
+    fallback_to_latest_run: bool
+    run: RunInfo
+
+
+def check_session_id(session_id: object) -> str:
+    """``session_id`` if a writer could have stored it: 1 to 1024 characters, no control characters."""
+    if not isinstance(session_id, str) or not session_id or len(session_id) > MAX_SESSION_ID_CHARS:
+        length = len(session_id) if isinstance(session_id, str) else type(session_id).__name__
+        raise InvalidId(f"malformed session id: expected 1 to {MAX_SESSION_ID_CHARS} characters, got {length}",
+                        code="malformed_session_id")
+    if _CONTROL.search(session_id):
+        raise InvalidId(f"malformed session id {session_id!r}: control characters are not allowed",
+                        code="malformed_session_id")
+    return session_id
+
+
+def check_run_id(run_id: object) -> str:
+    """``run_id`` if it is ``run-`` followed by a lower-case UUID (the only run ids written)."""
+    if not isinstance(run_id, str) or not layout.is_valid_run_id(run_id):
+        raise InvalidId(f"malformed run id {run_id!r}: expected 'run-' followed by a lower-case UUID",
+                        code="malformed_run_id")
+    return run_id
+
+
+def latest_first(runs: Iterable[RunInfo]) -> list[RunInfo]:
+    """Runs by ``created_at`` descending, then ``run_id`` descending (the resolution order)."""
+    return sorted(runs, key=lambda run: (run.created_at, run.run_id), reverse=True)
+
+
+def session_runs(root: str | os.PathLike[str], session_id: str, *, include_evals: bool = False) -> list[RunInfo]:
+    """The runs of one session, latest first; [] when it has none or its directory leads out of the root."""
+    check_session_id(session_id)
+    try:
+        return latest_first(iter_session_runs(root, session_id, include_evals=include_evals))
+    except layout.UnsafePathError:
+        return []
+
+
+def session_not_found(root: str | os.PathLike[str], session_id: str, *, include_evals: bool = False) -> SessionNotFound:
+    """The error for a session with no runs; without ``include_evals`` it names the evals that
+    hold runs of the session (an eval session is never part of the live index)."""
+    evals = [] if include_evals else [run.eval_id or "?" for run in session_runs(root, session_id, include_evals=True)]
+    return SessionNotFound(session_id, evals)
+
+
+def resolve_run(
+    root: str | os.PathLike[str], session_id: str, run_id: str | None = None, *, include_evals: bool = False
+) -> ResolvedRun:
+    """Bind ``session_id`` (and ``run_id`` if given) to one run bundle.
+
+    Without ``run_id`` the latest run is chosen (``created_at`` descending, then ``run_id``
+    descending) and ``fallback_to_latest_run`` is true. Raises ``InvalidId`` for malformed ids,
+    ``RunSessionMismatch`` when the run belongs to another session, ``SessionNotFound`` when the
+    session has no runs (naming the evals that hold it), ``EvalRunNotServed`` for
+    an eval run when evals were not asked for, ``RunNotFound`` for an unknown run and
+    ``OutsideRoot`` when the session's directory leads out of the root.
+    """
+    check_session_id(session_id)
+    if run_id is not None:
+        check_run_id(run_id)
+    try:
+        runs = latest_first(iter_session_runs(root, session_id, include_evals=include_evals))
+    except layout.UnsafePathError:
+        raise OutsideRoot() from None
+    if run_id is None:
+        if not runs:
+            raise session_not_found(root, session_id, include_evals=include_evals)
+        latest = runs[0]
+        return ResolvedRun(session_id, latest.run_id, latest.path, True, latest)
+    for run in runs:
+        if run.run_id == run_id:
+            return ResolvedRun(session_id, run_id, run.path, False, run)
+    elsewhere = find_run(root, run_id, include_evals=True)
+    if elsewhere is not None:
+        if elsewhere.session_id == session_id:  # found only among the eval runs
+            raise EvalRunNotServed(session_id, run_id, elsewhere.eval_id)
+        raise RunSessionMismatch(session_id, run_id, elsewhere.session_id)
+    if not runs:
+        raise session_not_found(root, session_id, include_evals=include_evals)
+    raise RunNotFound(session_id, run_id)

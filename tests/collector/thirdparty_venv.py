@@ -1,0 +1,57 @@
+"""A virtualenv of its own for the third-party GenAI instrumentations (built once, then cached).
+
+OpenInference's and Traceloop's packages register ``opentelemetry_instrumentor`` entry points
+(their openai instrumentors among them), which ``opentelemetry-instrument`` would load beside
+openai-v2 in every other test: they live in ``.venv-thirdparty`` (``$OTEL_SESSION_THIRDPARTY_VENV``),
+never in ``.venv``. otel_session is installed there from this tree (editable, so it runs the code
+under test). The venv is rebuilt when ``REQUIREMENTS`` change (its stamp holds them).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REQUIREMENTS = (
+    "openai==3.57.0",
+    "httpx>=0.27",
+    "opentelemetry-sdk==1.45.1",
+    "opentelemetry-exporter-otlp-proto-grpc==1.45.1",
+    "openinference-instrumentation-openai==0.1.66",
+    "openinference-instrumentation-openai-agents==2.6.0",
+    "openai-agents==0.24.0",
+    "openinference-instrumentation-langchain==0.1.80",
+    "langchain-core==1.8.3",
+    "langchain-openai==1.7.4",
+    "traceloop-sdk==0.62.4",
+    "opentelemetry-instrumentation-openai==0.62.4",
+    # otel_session itself (installed from this tree without its dependencies) needs these too:
+    "orjson>=3.9",
+    "flask>=3.0",
+    "click>=8.1",
+    "grpcio>=1.60",
+)
+
+
+def thirdparty_python() -> Path:
+    """The venv's python, installing it first if needed (skips the test when that fails)."""
+    root = Path(__file__).resolve().parents[2]
+    venv = Path(os.environ.get("OTEL_SESSION_THIRDPARTY_VENV") or root / ".venv-thirdparty")
+    python = venv / "bin" / "python"
+    stamp = venv / ".installed"
+    wanted = "\n".join([*REQUIREMENTS, f"-e {root}"]) + "\n"
+    if stamp.is_file() and stamp.read_text() == wanted and python.exists():
+        return python
+    steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
+             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *REQUIREMENTS],
+             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "-e", str(root)]]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            pytest.skip(f"could not build {venv} for the third-party instrumentations: {done.stderr[-2000:]}")
+    stamp.write_text(wanted)
+    return python

@@ -1,0 +1,111 @@
+"""The README's zero-code block, run as written: a real ``openai`` app under ``opentelemetry-instrument``.
+
+The block is read from README.md (so the doc cannot drift from what is tested) and run by bash in
+a directory holding ``app.py``, with this checkout's virtualenv on ``PATH`` (as after
+``. .venv/bin/activate``). Two things are adapted, each checked to be in the block: the collector
+listens on a free port instead of 4318 (tests never bind fixed ports; ``--grpc off`` likewise), and
+the app reaches a loopback mock LLM through the ``openai`` client's own ``OPENAI_BASE_URL``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from otel_session.demo.mock_llm import MockLLMServer
+from otel_session.read import BundleStatus, find_bundles, read_bundle
+
+pytestmark = pytest.mark.slow
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+MARKER = "<!-- zero-code:"
+HTTP_ADDRESS = "127.0.0.1:4318"
+APP = '''
+from openai import OpenAI
+
+client = OpenAI()  # OPENAI_BASE_URL and OPENAI_API_KEY from the environment
+reply = client.chat.completions.create(model="mock-gpt", messages=[{"role": "user", "content": "A table for two?"}])
+print(reply.choices[0].message.content)
+stream = client.chat.completions.create(
+    model="mock-gpt", messages=[{"role": "user", "content": "On Friday, please."}], stream=True
+)
+print("".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices))
+'''
+
+
+def zero_code_block() -> list[str]:
+    """The block's commands, continuation lines joined, comments and blank lines dropped."""
+    text = README.read_text()
+    start = text.index(MARKER)
+    body = re.search(r"```sh\n(.*?)```", text[start:], re.S)
+    assert body is not None, "the zero-code block follows its marker"
+    commands, current = [], ""
+    for line in body.group(1).splitlines():
+        line = re.sub(r"\s+#.*$", "", line).rstrip()
+        if line.endswith("\\"):
+            current += line[:-1] + " "
+            continue
+        current += line
+        if current.strip():
+            commands.append(current.strip())
+        current = ""
+    return commands
+
+
+def test_the_block_records_the_conversation(tmp_path):
+    commands = zero_code_block()
+    collect = [command for command in commands if command.startswith("otel-session collect")]
+    app = [command for command in commands if "opentelemetry-instrument" in command]
+    assert len(collect) == 1 and collect[0].endswith("&") and len(app) == 1 and HTTP_ADDRESS in app[0]
+    (tmp_path / "app.py").write_text(APP)
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for name in [name for name in env if name.startswith(("OTEL_", "OPENAI_"))]:
+        del env[name]  # the block sets what it needs; nothing of the test's own environment helps it
+
+    collector = subprocess.Popen(
+        ["bash", "-c", f"exec {collect[0].rstrip('&').strip()} --grpc off --http 127.0.0.1:0"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        banner = collector.stdout.readline()
+        port = re.search(r"http=127\.0\.0\.1:(\d+)", banner)
+        assert port, banner + collector.stderr.read()
+        with MockLLMServer(port=0) as llm:
+            ran = subprocess.run(
+                ["bash", "-c", app[0].replace(HTTP_ADDRESS, f"127.0.0.1:{port.group(1)}")],
+                cwd=tmp_path, env={**env, "OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "unused"},
+                capture_output=True, text=True, timeout=120,
+            )
+        assert ran.returncode == 0, ran.stderr
+        assert "You said: A table for two?" in ran.stdout
+        assert "Failed to export" not in ran.stderr, ran.stderr
+    finally:
+        collector.send_signal(signal.SIGTERM)  # seals every open run
+        _, collector_log = collector.communicate(timeout=60)
+    assert collector.returncode == 0, collector_log
+
+    found = [read_bundle(path) for path in find_bundles([tmp_path / "bundles"])]
+    assert len(found) == 2, collector_log  # one run per model call: each is a trace of its own
+    conversation = []
+    for bundle in sorted(found, key=lambda bundle: bundle.manifest["created_at"]):
+        assert bundle.status is BundleStatus.COMPLETE, bundle.diagnostics
+        assert bundle.session_id == "first-try"
+        roles = {event["message_id"]: event["payload"]["role"] for event in bundle.events if event["type"] == "message_started"}
+        conversation += [
+            (roles[event["message_id"]], "".join(block["text"] for block in event["payload"]["content"]))
+            for event in bundle.events
+            if event["type"] == "message_finished"
+        ]
+    assert conversation == [
+        ("user", "A table for two?"),
+        ("assistant", "You said: A table for two?"),
+        ("user", "On Friday, please."),
+        ("assistant", "You said: On Friday, please."),
+    ]
