@@ -11,9 +11,15 @@ werkzeug's threaded server on 127.0.0.1, and read by a plain HTTP client:
 (d) live lag: a writer appends 2,000 events at about 1,000/s while a client follows the stream;
     append → receipt latency p50/p95 (target p95 < 250 ms: writer flush 25 ms + tail poll 50 ms);
 (e) a crowded root: listing the run's session and seeking it, alone in the root vs among 2,000
-    other runs (target ≤ 2×), and the whole sessions list then.
+    other runs (target ≤ 2×), and the whole sessions list then;
+(f) the runs list at 10,000 runs (``GET /api/runs``): the first page once every bundle was read
+    (summaries are cached per sealed bundle), a filtered page (text + status + kind), and the
+    first listing that reads every bundle (target for the pages: < 250 ms);
+(g) the pages in Debian's Chromium on a 2,000-event run (``bench.viewer_pages``): time until each
+    page has rendered its data (target < 1 s), a seek on the replay page, the replay page's weight.
 
-Run: ``python -m bench.viewer`` → ``bench/results-viewer.json`` and a short summary.
+Run: ``python -m bench.viewer`` → ``bench/results-viewer.json`` and a short summary;
+``python -m bench.viewer --list-only`` / ``--pages-only`` runs (f) / (g) alone.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import http.client
 import json
 import logging
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -31,14 +38,16 @@ from pathlib import Path
 
 from werkzeug.serving import make_server
 
-from bench import Figure, write_results
+from bench import Figure, summary_line, write_results
 from bench.replay import record_run
+from bench.viewer_pages import page_figures
 from otel_session.read import JournalTail, read_bundle
 from otel_session.reduce import Replayer, canonical_json
 from otel_session.viewer import create_app
 from otel_session.write import BundleWriter
 
 SEEKS = (100, 99_999)
+LIST_RUNS = 10_000
 LIVE_EVENTS = 2_000
 CROWD_RUNS = 2_000
 LIVE_RATE_PER_S = 1_000
@@ -166,6 +175,58 @@ def _record_other_runs(root: Path, count: int) -> None:
     writer.shutdown()
 
 
+def _record_list_runs(root: Path, count: int) -> None:
+    """``count`` sealed runs of 2 turns each, one in ten with a failed tool, one in three an eval run."""
+    writer = BundleWriter(root)
+    for number in range(count):
+        evaluation = {"kind": "eval", "eval_id": f"nightly-{number % 3}"} if number % 3 == 0 else {}
+        run = writer.open_run(session_id=f"list-{number // 2}", run_id=f"run-{uuid.uuid4()}", agent=f"agent-{number % 4}", **evaluation)
+        run.append("run_started", {"kind": evaluation.get("kind", "live"), "agent": f"agent-{number % 4}"})
+        for turn in range(2):
+            run.append("turn_started", {"state": "ask", "required_slots": []}, turn_index=turn)
+            run.append("message_started", {"role": "user"}, turn_index=turn, message_id=f"u{turn}")
+            run.append("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": f"order {number} turn {turn}"}]},
+                       turn_index=turn, message_id=f"u{turn}")
+            run.append("message_started", {"role": "assistant"}, turn_index=turn, message_id=f"a{turn}")
+            run.append("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": "ok"}], "model": "m",
+                                            "usage": {"input_tokens": 12, "output_tokens": 3}}, turn_index=turn, message_id=f"a{turn}")
+            run.append("turn_finished", {"state": "ask", "required_slots": [], "missing_required_slots": []}, turn_index=turn)
+        if number % 10 == 0:
+            run.append("tool_execution_started", {"name": "lookup", "arguments": {}}, tool_call_id="t1")
+            run.append("tool_execution_finished", {"status": "error", "error": "timeout"}, tool_call_id="t1")
+        run.close(run_status="ok")
+    writer.shutdown()
+
+
+def list_figures() -> tuple[list[Figure], dict]:
+    """(f): the runs list at ``LIST_RUNS`` runs."""
+    with tempfile.TemporaryDirectory(prefix="otel-session-bench-list-") as tmp:
+        root = Path(tmp)
+        _record_list_runs(root, LIST_RUNS)
+        server = _Server(root)
+        try:
+            first_listing_ms = _timed(lambda: server.get("/api/runs?limit=50")) * 1000
+            time.sleep(2.5)  # session directories younger than 2 s are listed again on each request (store)
+            server.get("/api/runs?limit=50")
+            first_page = statistics.median(_timed(lambda: server.get("/api/runs?limit=50")) for _ in range(7)) * 1000
+            filtered_url = "/api/runs?limit=50&q=order%2012&status=error&kind=live&sort=tokens"
+            filtered = json.loads(server.get(filtered_url))
+            filtered_page = statistics.median(_timed(lambda: server.get(filtered_url)) for _ in range(7)) * 1000
+            total = json.loads(server.get("/api/runs?limit=1"))["total"]
+        finally:
+            server.close()
+    assert total == LIST_RUNS, total
+    figures = [
+        Figure(f"viewer.runs_list_first_page_ms_{LIST_RUNS}_runs", first_page, "ms", target="< 250 ms", ok=first_page < 250,
+               note="GET /api/runs?limit=50, summaries cached per sealed bundle"),
+        Figure(f"viewer.runs_list_filtered_page_ms_{LIST_RUNS}_runs", filtered_page, "ms", target="< 250 ms", ok=filtered_page < 250,
+               note=f"text + status + kind filter, sorted by tokens ({filtered['total']} matches)"),
+        Figure(f"viewer.runs_list_first_listing_ms_{LIST_RUNS}_runs", first_listing_ms, "ms",
+               note="the first listing after start reads and summarizes every bundle"),
+    ]
+    return figures, {"list_runs": LIST_RUNS, "filtered_matches": filtered["total"]}
+
+
 def main() -> dict:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log lines in the summary
     with tempfile.TemporaryDirectory(prefix="otel-session-bench-viewer-") as tmp:
@@ -222,6 +283,9 @@ def main() -> dict:
         Figure("viewer.live_lag_p50_ms", p50, "ms", note=f"{LIVE_EVENTS} events appended at ~{LIVE_RATE_PER_S}/s"),
         Figure("viewer.live_lag_p95_ms", p95, "ms", target="< 250 ms", ok=p95 < 250),
     ]
+    list_results, list_details = list_figures()
+    page_results, page_details = page_figures()
+    figures += list_results + page_results
     details = {
         "events": events,
         "read_bundle_s": read_s,
@@ -232,9 +296,18 @@ def main() -> dict:
         "sse_s": sse_s,
         "tail_s": tail_s,
         "live_lag_ms": {"p50": p50, "p95": p95, "max": lags[-1]},
+        **list_details,
+        **page_details,
     }
     return write_results("viewer", figures, details)
 
 
 if __name__ == "__main__":
-    main()
+    only = {"--list-only": list_figures, "--pages-only": page_figures}
+    chosen = [only[flag] for flag in sys.argv[1:] if flag in only]
+    if chosen:
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        for figure in (figure for part in chosen for figure in part()[0]):
+            print(summary_line(figure))
+    else:
+        main()

@@ -2,8 +2,8 @@
 
 Contract::
 
-    forwarder = Forwarder("http://127.0.0.1:4318/v1/traces", text_redactor=redactor.text, counters=c)
-    forwarder = Forwarder("http://tempo:4317", protocol=ForwardProtocol.GRPC, text_redactor=..., counters=c)
+    forwarder = Forwarder("http://127.0.0.1:4318/v1/traces", redactor=redactor, counters=c)
+    forwarder = Forwarder("http://tempo:4317", protocol=ForwardProtocol.GRPC, redactor=redactor, counters=c)
     forwarder.submit(request, item_count)   # traces or logs; never blocks the receiver; full queue → counted
     forwarder.shutdown(timeout_s=5)         # drains what is queued
 
@@ -12,9 +12,13 @@ path defaults to ``/v1/traces``, and logs go to the same URL with ``/v1/logs`` i
 ``grpc`` (``http://`` for plaintext, ``https://`` for TLS with the system's roots; the path is
 ignored; logs go to ``LogsService/Export`` on the same target).
 
-The payload is the OTLP protobuf request as received, after (by default) every string attribute
-value, event attribute, status message and log body went through the same redactor as the
-bundles, so no personal data reaches the next hop. ``text_redactor=None`` forwards the raw payload (opt-in).
+The payload is the OTLP protobuf request as received, after (by default) it went through one
+redaction step with the bundles' policy, field by field (``otel_session.redact.otlp.redact_otlp``:
+every value type and key of every field, slot values as the bundle hashes them), so it is never
+less redacted than the bundle. The step runs on the forwarder's thread, on a copy: the receiver
+only serializes. A request whose redaction fails is not forwarded (counted, logged).
+``redactor=None`` forwards the raw payload (opt-in); ``text_redactor=redactor.text`` is the older
+spelling of ``redactor=redactor``.
 Retryable answers (HTTP 429/502/503/504, gRPC UNAVAILABLE/RESOURCE_EXHAUSTED/DEADLINE_EXCEEDED/
 ABORTED, connection errors) are retried with backoff, honouring ``Retry-After``; what finally fails
 is counted as ``forward_failed`` and logged, never silent.
@@ -33,13 +37,13 @@ from collections.abc import Callable
 from enum import Enum
 
 import grpc
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from otel_session.collector.otlp import ExportRequest, Signal
 from otel_session.collector.sink import Counters
+from otel_session.redact import Redactor
+from otel_session.redact.otlp import redact_otlp
 
-__all__ = ["ForwardProtocol", "Forwarder", "forward_url", "grpc_target", "redact_request"]
+__all__ = ["ForwardProtocol", "Forwarder", "forward_url", "grpc_target"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,48 +105,6 @@ def forward_url(url: str, signal: Signal = Signal.TRACES) -> str | None:
     return urllib.parse.urlunsplit(parts._replace(path=path))
 
 
-def redact_request(request: ExportRequest, text: Callable[[str], str]) -> None:
-    """Redact, in place, every string value of resource, span, event, link and log record
-    attributes, status messages and log bodies."""
-    if isinstance(request, ExportLogsServiceRequest):
-        for resource_logs in request.resource_logs:
-            _redact_attributes(resource_logs.resource.attributes, text)
-            for scope_logs in resource_logs.scope_logs:
-                for record in scope_logs.log_records:
-                    _redact_attributes(record.attributes, text)
-                    _redact_value(record.body, text)
-        return
-    for resource_spans in request.resource_spans:
-        _redact_attributes(resource_spans.resource.attributes, text)
-        for scope_spans in resource_spans.scope_spans:
-            for span in scope_spans.spans:
-                _redact_attributes(span.attributes, text)
-                if span.status.message:
-                    span.status.message = text(span.status.message)
-                for event in span.events:
-                    _redact_attributes(event.attributes, text)
-                for link in span.links:
-                    _redact_attributes(link.attributes, text)
-
-
-def _redact_attributes(key_values, text: Callable[[str], str]) -> None:
-    for key_value in key_values:
-        _redact_value(key_value.value, text)
-
-
-def _redact_value(value: AnyValue, text: Callable[[str], str]) -> None:
-    which = value.WhichOneof("value")
-    if which == "string_value":
-        value.string_value = text(value.string_value)
-    elif which == "array_value":
-        for item in value.array_value.values:
-            _redact_value(item, text)
-    elif which == "kvlist_value":
-        _redact_attributes(value.kvlist_value.values, text)
-    elif which == "bytes_value":
-        value.bytes_value = text(value.bytes_value.decode("utf-8", "replace")).encode()
-
-
 class Forwarder:
     """Posts OTLP/HTTP protobuf requests to one endpoint from a background thread."""
 
@@ -150,7 +112,8 @@ class Forwarder:
         self,
         url: str,
         *,
-        text_redactor: Callable[[str], str] | None,
+        redactor: Redactor | None = None,
+        text_redactor: Callable[[str], str] | None = None,
         counters: Counters,
         protocol: ForwardProtocol | str = ForwardProtocol.HTTP_PROTOBUF,
         queue_requests: int = _QUEUE_REQUESTS,
@@ -174,23 +137,26 @@ class Forwarder:
             if self._urls[Signal.LOGS] is None:
                 logger.warning("logs are not forwarded: %s does not end in /v1/traces, so it has no /v1/logs", url)
             self._send = self._send_http
-        self.redacting = text_redactor is not None
-        self._text_redactor = text_redactor
+        if redactor is None and text_redactor is not None:
+            redactor = getattr(text_redactor, "__self__", None)
+            if not isinstance(redactor, Redactor):
+                raise TypeError("text_redactor must be a Redactor's text method; pass redactor=")
+        self.redacting = redactor is not None
+        self._redactor = redactor
         self._counters = counters
         self._queue: queue.Queue[tuple[Signal, bytes, int] | None] = queue.Queue(queue_requests)
         self._thread = threading.Thread(target=self._run, name="otel-session-forwarder", daemon=True)
         self._thread.start()
 
     def submit(self, request: ExportRequest, item_count: int) -> None:
-        """Queue ``request`` (redacted first unless raw forwarding was chosen). Mutates it.
-        ``item_count`` is its spans or log records, for the counters."""
+        """Queue ``request`` (redacted on the forwarder's thread unless raw forwarding was chosen;
+        ``request`` itself is left as it is). ``item_count`` is its spans or log records, for the
+        counters."""
         signal = Signal.of(request)
         failed = _COUNTERS[signal][1]
         if self.protocol is ForwardProtocol.HTTP_PROTOBUF and self._urls[signal] is None:
             self._counters.add(failed, item_count)
             return
-        if self._text_redactor is not None:
-            redact_request(request, self._text_redactor)
         try:
             self._queue.put_nowait((signal, request.SerializeToString(), item_count))
         except queue.Full:
@@ -213,7 +179,21 @@ class Forwarder:
         while (item := self._queue.get()) is not None:
             signal, body, item_count = item
             forwarded, failed = _COUNTERS[signal]
-            self._counters.add(forwarded if self._post(signal, body) else failed, item_count)
+            redacted = self._redacted(signal, body)
+            self._counters.add(forwarded if redacted is not None and self._post(signal, redacted) else failed, item_count)
+
+    def _redacted(self, signal: Signal, body: bytes) -> bytes | None:
+        """``body`` through the bundles' redaction (as it is when forwarding raw); None when the
+        redaction failed: such a request is never sent."""
+        if self._redactor is None:
+            return body
+        try:
+            request = signal.request_type.FromString(body)
+            redact_otlp(request, self._redactor)
+            return request.SerializeToString()
+        except Exception:  # noqa: BLE001 - a request that cannot be redacted is not forwarded
+            logger.exception("a %s request could not be redacted; it is not forwarded", signal.value)
+            return None
 
     def _post(self, signal: Signal, body: bytes) -> bool:
         """Send one request, retrying what the next hop says may be retried."""
@@ -238,7 +218,7 @@ class Forwarder:
             return _Sent.SENT, None
         except urllib.error.HTTPError as exc:
             if exc.code not in _RETRYABLE:
-                logger.error("forward to %s refused: HTTP %d %s", url, exc.code, exc.read()[:200])
+                logger.error("forward to %s refused: HTTP %d %s", url, exc.code, self._answer(exc.read()[:200]))
                 return _Sent.REFUSED, None
             retry_after = exc.headers.get("Retry-After")
             return _Sent.RETRY, float(retry_after) if retry_after and retry_after.isdigit() else None
@@ -253,7 +233,16 @@ class Forwarder:
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else None
             if code not in _RETRYABLE_GRPC:
-                logger.error("forward to %s refused: %s %s", self.url, code, exc.details() if isinstance(exc, grpc.Call) else exc)
+                details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+                logger.error("forward to %s refused: %s %s", self.url, code, self._answer(details or ""))
                 return _Sent.REFUSED, None
             logger.warning("forward to %s failed (attempt %d): %s", self.url, attempt, code)
             return _Sent.RETRY, None
+
+    def _answer(self, answer: bytes | str) -> str:
+        """The next hop's error text for a log line: it may echo what was sent, so it is redacted
+        (left out when forwarding raw, where there is no redactor)."""
+        text = answer.decode("utf-8", "replace") if isinstance(answer, bytes) else answer
+        if self._redactor is None:
+            return f"({len(text)} characters)"
+        return self._redactor.text(text)

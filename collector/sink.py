@@ -30,6 +30,7 @@ import time
 import uuid
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import Any
 
 from otel_session.collector.counters import Counters, Overloaded, RejectReason, SubmitResult, TooManyRequests
@@ -309,6 +310,9 @@ class BundleSink:
         self, run: OpenRun, spans: list[SpanData], log_events: dict[int, list[SpanEventData]], result: SubmitResult
     ) -> None:
         """Journal ``spans`` (one trace's, of one request), each with the log events that waited for it."""
+        # End order, as the app's SDK exported them: OTLP regroups a request's spans by scope, and a
+        # mapping may join a span to the children that ended before it.
+        spans.sort(key=attrgetter("end_time_ns"))
         with run.lock:
             tree = run.tree
             parents = tree.parents

@@ -6,7 +6,8 @@ Contract::
     results: list[BundleRead] = read_bundle_archive(path)   # one per bundle directory in it
 
 Each result's ``path`` is ``<archive>/<directory>``. Only regular files named like a bundle's, one
-directory deep, are read (never a link, a device or a path leaving the archive); the reader judges
+directory deep, in a directory named like a run id (``run-<uuid>``, as the viewer writes it), are
+read: never a link, a device, an absolute path or a path leaving the archive; the reader judges
 them as it judges a bundle on disk. A bundle directory's files are unpacked into a private
 temporary directory for that (they are the bundle's own, already redacted, bytes) and removed after.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -41,14 +43,15 @@ def read_bundle_archive(path: str | os.PathLike[str]) -> list[BundleRead]:
         for member in archive:
             parts = PurePosixPath(member.name).parts
             parts = parts[1:] if parts[:1] == (".",) else parts
-            if not member.isfile() or len(parts) != 2 or parts[1] not in _BUNDLE_FILES or parts[0] in ("..", ""):
+            if not member.isfile() or len(parts) != 2 or parts[1] not in _BUNDLE_FILES or not layout.is_valid_run_id(parts[0]):
                 continue
             source = archive.extractfile(member)
             if source is None:
                 continue
             target = Path(scratch) / parts[0]
             target.mkdir(mode=0o700, exist_ok=True)
-            (target / parts[1]).write_bytes(source.read())
+            with source, open(target / parts[1], "wb") as unpacked:
+                shutil.copyfileobj(source, unpacked)  # in blocks: a journal may be large
             directories.add(parts[0])
         return [
             dataclasses.replace(read_bundle(Path(scratch) / name), path=path / name) for name in sorted(directories)

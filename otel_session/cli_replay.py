@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -12,6 +11,7 @@ import orjson
 
 from otel_session import config
 from otel_session.facts import build_session_facts, build_session_wide_facts, run_events
+from otel_session.latency import DEFAULT_SLOW_TURN_MS, ENV_SLOW_TURN_MS
 from otel_session.read import read_bundle
 from otel_session.reduce import Replayer, canonical_json
 from otel_session.resolve import InvalidId, ResolvedRun, RunResolutionError, resolve_run
@@ -21,15 +21,11 @@ __all__ = ["facts", "replay"]
 
 def _root(bundle_root: Path | None) -> Path:
     """The bundle root, or exit 1 saying it does not exist (rather than "no runs")."""
-    root = config.bundle_dir(bundle_root)
-    if not root.is_dir():
-        if bundle_root is not None:
-            source = "--dir"
-        else:
-            source = f"${config.ENV_BUNDLE_DIR}" if os.environ.get(config.ENV_BUNDLE_DIR) else "the default"
-        click.echo(f"error: no bundle root at {root} (from {source}): nothing was recorded there", err=True)
+    missing = config.missing_bundle_dir(bundle_root)
+    if missing is not None:
+        click.echo(f"error: {missing}", err=True)
         sys.exit(1)
-    return root
+    return config.bundle_dir(bundle_root)
 
 
 def _exit_on_resolution_error(error: RunResolutionError) -> NoReturn:
@@ -55,8 +51,9 @@ def _slots_list(names: list[str] | None) -> str:
 
 def _turn_rows(turns: list[dict[str, Any]], run_numbers: dict[str, int] | None = None) -> list[str]:
     """The turn table; with ``run_numbers`` a first column names each turn's run."""
+    voice = any(turn["latency"] for turn in turns)
     rows = [(("run",) if run_numbers else ()) + ("turn", "state", "slots written", "missing", "verdict", "repeated asks",
-                                                  "model calls (tokens in/out)")]
+                                                  "model calls (tokens in/out)") + (("voice latency",) if voice else ())]
     for turn in turns:
         written = [write["slot"] for write in turn["slot_writes"]] + [f"{diff['slot']}*" for diff in turn["unattributed_diffs"]]
         verdict = turn["verdict"]
@@ -68,10 +65,37 @@ def _turn_rows(turns: list[dict[str, Any]], run_numbers: dict[str, int] | None =
             f"{verdict['to']} ({verdict['reason']})" if verdict else "-",
             ", ".join(turn["repeated_asks"]) or "-",
             ", ".join(map(_model_call, turn["model_calls"])) or "-",
-        ))
+        ) + ((_latency_cell(turn),) if voice else ()))
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     lines.append("* unattributed (found by diff); ? not recorded")
+    return lines
+
+
+def _latency_cell(turn: dict[str, Any]) -> str:
+    """``412 ms (llm 190, tts 60)``: user stopped speaking → agent started, and its parts; ``SLOW``
+    over the threshold; ``interrupted``."""
+    latency = turn["latency"] or {}
+    cell = f"{latency['user_to_agent_ms']:.0f} ms" if "user_to_agent_ms" in latency else "-"
+    parts = [f"{name.removesuffix('_ms').split('_')[0]} {value:.0f}" for name, value in latency.items()
+             if name != "user_to_agent_ms"]
+    if parts:
+        cell += f" ({', '.join(parts)})"
+    if turn["slow"]:
+        cell += " SLOW"
+    return cell + (" interrupted" if turn["interrupted"] else "")
+
+
+def _latency_lines(summary: dict[str, Any], run_numbers: dict[str, int] | None = None) -> list[str]:
+    """``voice latency: p50 …, p95 …`` and one line per slow turn, when any turn has a latency."""
+    stats = summary["user_to_agent_ms"]
+    if stats is None:
+        return []
+    lines = [f"voice latency (user stopped → agent started): p50 {stats['p50']:.0f} ms, p95 {stats['p95']:.0f} ms "
+             f"over {stats['count']} turn(s); slow over {summary['slow_threshold_ms']:.0f} ms: {len(summary['slow_turns'])}"]
+    for slow in summary["slow_turns"]:
+        where = f"run {run_numbers[slow['run_id']]} turn" if run_numbers else "turn"
+        lines.append(f"slow {where} {slow['turn_index']}: {slow['user_to_agent_ms']:.0f} ms")
     return lines
 
 
@@ -100,7 +124,7 @@ def _facts_table(facts: dict[str, Any]) -> list[str]:
     lines = [header, f"integrity: {integrity['status']}", *_diagnostic_lines(integrity, "  ")]
     lines += _usage_line(facts["usage_totals"])
     lines += [f"note: {note}" for note in facts["notes"]]
-    return lines + _turn_rows(facts["turns"])
+    return lines + _turn_rows(facts["turns"]) + _latency_lines(facts["latency"])
 
 
 def _session_table(facts: dict[str, Any]) -> list[str]:
@@ -114,7 +138,7 @@ def _session_table(facts: dict[str, Any]) -> list[str]:
         lines += [f"    note: {note}" for note in run["notes"]]
     lines += _usage_line(facts["usage_totals"])
     numbers = {run["run_id"]: number for number, run in enumerate(runs, start=1)}
-    lines += _turn_rows(facts["turns"], numbers)
+    lines += _turn_rows(facts["turns"], numbers) + _latency_lines(facts["latency"], numbers)
     for ask in facts["repeated_asks"]:
         before = ask["asked_before_in"]
         lines.append(f"asked again in run {numbers[ask['run_id']]} turn {ask['turn_index']}: {', '.join(ask['slots'])} "
@@ -133,10 +157,13 @@ _evals_option = click.option("--evals", "include_evals", is_flag=True,
               "with repeated asks across runs.")
 @_evals_option
 @config.bundle_dir_option
+@click.option("--slow-turn-ms", type=click.FloatRange(min=0), default=None, metavar="MS",
+              help=f"Flag turns whose voice latency is over MS (default: ${ENV_SLOW_TURN_MS}, else {DEFAULT_SLOW_TURN_MS:.0f}).")
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
 def facts(session_id: str, run_id: str | None, all_runs: bool, include_evals: bool, bundle_root: Path | None,
-          as_json: bool) -> None:
-    """Show per-turn session facts of a run: states, slot writes, missing slots, verdicts, repeated asks.
+          slow_turn_ms: float | None, as_json: bool) -> None:
+    """Show per-turn session facts of a run: states, slot writes, missing slots, verdicts, repeated asks,
+    voice latency (slow turns flagged).
 
     With --all-runs, the facts of the whole session: its runs' turns in run order, each naming its
     run, and the slots asked for again across runs. Exit 1 when the session or run is unknown (or
@@ -144,16 +171,21 @@ def facts(session_id: str, run_id: str | None, all_runs: bool, include_evals: bo
     """
     if all_runs and run_id is not None:
         raise click.UsageError("--all-runs and --run exclude each other")
-    if all_runs:
-        try:
-            result = build_session_wide_facts(_root(bundle_root), session_id, include_evals=include_evals)
-        except RunResolutionError as error:
-            _exit_on_resolution_error(error)
-        lines = _session_table
-    else:
-        resolved = _resolve(bundle_root, session_id, run_id, include_evals)
-        result = build_session_facts(read_bundle(resolved.path), fallback_to_latest_run=resolved.fallback_to_latest_run)
-        lines = _facts_table
+    try:
+        if all_runs:
+            try:
+                result = build_session_wide_facts(_root(bundle_root), session_id, include_evals=include_evals,
+                                                  slow_turn_ms=slow_turn_ms)
+            except RunResolutionError as error:
+                _exit_on_resolution_error(error)
+            lines = _session_table
+        else:
+            resolved = _resolve(bundle_root, session_id, run_id, include_evals)
+            result = build_session_facts(read_bundle(resolved.path), fallback_to_latest_run=resolved.fallback_to_latest_run,
+                                         slow_turn_ms=slow_turn_ms)
+            lines = _facts_table
+    except ValueError as error:  # a malformed $OTEL_SESSION_SLOW_TURN_MS
+        raise click.UsageError(str(error)) from None
     if as_json:
         click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     else:

@@ -24,6 +24,7 @@ from operator import itemgetter
 from typing import Any
 
 from otel_session.journal import parse_timestamp
+from otel_session.latency import is_slow, latency_summary, slow_turn_threshold_ms, turn_latency
 from otel_session.read import BundleRead, read_bundle
 from otel_session.reduce import replay_state
 from otel_session.resolve import resolve_run, session_not_found, session_runs
@@ -173,7 +174,7 @@ def usage_totals(turns: Iterable[dict[str, Any]]) -> dict[str, int | None]:
 
 
 def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, Any],
-                previous: dict[str, Any] | None) -> dict[str, Any]:
+                previous: dict[str, Any] | None, slow_turn_ms: float) -> dict[str, Any]:
     started = finished = verdict_event = None
     slot_writes, unattributed, guards, conversation = [], [], [], []
     settled: set[str] = set()
@@ -247,6 +248,7 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
         required = _str_list_or_none(started_payload.get("required_slots")) or []
     missing = _str_list_or_none(finished_payload.get("missing_required_slots")) if finished else None
 
+    latency = turn_latency(finished_payload)
     repeated: list[str] = []
     asked_again = any(message["role"] == "assistant" for message in messages)
     if missing and previous is not None and previous["missing_required_slots"] and asked_again:
@@ -258,6 +260,8 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
         "state": state,
         "finished": finished is not None,
         "interrupted": finished_payload.get("interrupted") is True,
+        "latency": latency,
+        "slow": is_slow(latency, slow_turn_ms),
         "first_seq": events[0]["seq"],
         "last_seq": events[-1]["seq"],
         "started_at": events[0].get("at"),
@@ -277,8 +281,8 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
     }
 
 
-def _run_turns(bundle: BundleRead, events: list[dict[str, Any]],
-               previous: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[str]]:
+def _run_turns(bundle: BundleRead, events: list[dict[str, Any]], previous: dict[str, Any] | None,
+               slow_turn_ms: float) -> tuple[list[dict[str, Any]], list[str]]:
     """The turn facts of one run's own ``events``; ``previous`` is the turn before its first (the
     last turn of the session's previous run, for session-wide facts), else None."""
     grouped, notes = _group_turns(events)
@@ -293,7 +297,7 @@ def _run_turns(bundle: BundleRead, events: list[dict[str, Any]],
             if isinstance(payload.get("slot"), str):
                 slots[payload["slot"]] = payload.get("value")
             applied += 1
-        turns.append(_turn_facts(turn_index, turn_events, dict(slots), turns[-1] if turns else previous))
+        turns.append(_turn_facts(turn_index, turn_events, dict(slots), turns[-1] if turns else previous, slow_turn_ms))
     foreign = len(bundle.events) - len(events)
     if foreign:
         notes.append(f"{foreign} record(s) of another session or run, or repeating a seq, were left out")
@@ -304,11 +308,17 @@ def _integrity(bundle: BundleRead) -> dict[str, Any]:
     return {"status": bundle.status.value, "diagnostics": [d.as_json() for d in bundle.diagnostics]}
 
 
-def build_session_facts(bundle: BundleRead, *, fallback_to_latest_run: bool = False) -> dict[str, Any]:
-    """Return the per-turn facts of one run bundle (SPEC §7.2), with its integrity verdict."""
+def build_session_facts(
+    bundle: BundleRead, *, fallback_to_latest_run: bool = False, slow_turn_ms: float | None = None
+) -> dict[str, Any]:
+    """Return the per-turn facts of one run bundle (SPEC §7.2), with its integrity verdict.
+
+    ``slow_turn_ms`` (default: ``latency.slow_turn_threshold_ms()``) flags turns whose voice
+    latency (user stopped speaking → agent started) is over it."""
     session_id, run_id = _bundle_ids(bundle)
     events = run_events(bundle)
-    turns, notes = _run_turns(bundle, events, None)
+    threshold = slow_turn_threshold_ms(slow_turn_ms)
+    turns, notes = _run_turns(bundle, events, None, threshold)
     return {
         "session_id": session_id,
         "run_id": run_id,
@@ -318,16 +328,21 @@ def build_session_facts(bundle: BundleRead, *, fallback_to_latest_run: bool = Fa
         "integrity": _integrity(bundle),
         "event_count": len(events),
         "usage_totals": usage_totals(turns),
+        "latency": latency_summary(turns, threshold),
         "notes": notes,
         "turns": turns,
     }
 
 
-def session_wide_facts(session_id: str, bundles: Iterable[BundleRead]) -> dict[str, Any]:
+def session_wide_facts(
+    session_id: str, bundles: Iterable[BundleRead], *, slow_turn_ms: float | None = None
+) -> dict[str, Any]:
     """Facts of a whole session from its runs' bundles (SPEC §7.2): the runs in run order
     (``created_at``, then ``run_id``, ascending), their turns in that order, each naming its run,
     and ``repeated_asks`` detected across run boundaries (a run's first turn follows the previous
-    run's last). Each run's facts still hold only its own records; a turn's ``slots`` are its run's."""
+    run's last). Each run's facts still hold only its own records; a turn's ``slots`` are its run's.
+    ``latency`` (per run and over the session) summarizes voice latency, with the slow turns."""
+    threshold = slow_turn_threshold_ms(slow_turn_ms)
     ordered = sorted(bundles, key=lambda bundle: (str((bundle.manifest or {}).get("created_at", "")), _bundle_ids(bundle)[1] or ""))
     runs: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
@@ -336,10 +351,11 @@ def session_wide_facts(session_id: str, bundles: Iterable[BundleRead]) -> dict[s
         manifest = bundle.manifest or {}
         run_id = _bundle_ids(bundle)[1]
         events = run_events(bundle)
-        run_turns, notes = _run_turns(bundle, events, previous)
+        run_turns, notes = _run_turns(bundle, events, previous, threshold)
         runs.append({"run_id": run_id, "created_at": manifest.get("created_at"), "kind": manifest.get("kind"),
                      "agent": manifest.get("agent"), "integrity": _integrity(bundle), "event_count": len(events),
-                     "usage_totals": usage_totals(run_turns), "notes": notes})
+                     "usage_totals": usage_totals(run_turns), "latency": latency_summary(run_turns, threshold),
+                     "notes": notes})
         turns += [{**turn, "run_id": run_id} for turn in run_turns]
         if run_turns:
             previous = run_turns[-1]
@@ -350,24 +366,35 @@ def session_wide_facts(session_id: str, bundles: Iterable[BundleRead]) -> dict[s
             repeated.append({"run_id": turn["run_id"], "turn_index": turn["turn_index"], "slots": turn["repeated_asks"],
                              "asked_before_in": {"run_id": asked["run_id"], "turn_index": asked["turn_index"]}})
     return {"session_id": session_id, "scope": "session", "runs": runs, "usage_totals": usage_totals(turns),
-            "turns": turns, "repeated_asks": repeated}
+            "latency": latency_summary(turns, threshold), "turns": turns, "repeated_asks": repeated}
 
 
 def build_session_wide_facts(
-    root: str | os.PathLike[str], session_id: str, *, include_evals: bool = False
+    root: str | os.PathLike[str], session_id: str, *, include_evals: bool = False, slow_turn_ms: float | None = None
 ) -> dict[str, Any]:
     """Read every run of ``session_id`` under ``root`` and build its session-wide facts.
 
-    Raises ``resolve.SessionNotFound`` when the session has no runs (or ``InvalidId``)."""
+    Live runs only, or with ``include_evals`` the session's eval runs only: one eval's episodes are
+    never read as the turns that followed a live conversation (nor another eval's). Raises
+    ``resolve.SessionNotFound`` when the session has no such runs (or ``InvalidId``), ``ValueError``
+    when its eval runs belong to several evals."""
     runs = session_runs(root, session_id, include_evals=include_evals)
+    if include_evals:
+        runs = [run for run in runs if run.kind == "eval"]
+        evals = sorted({run.eval_id or "?" for run in runs})
+        if len(evals) > 1:
+            raise ValueError(f"session {session_id!r} has eval runs of {len(evals)} evals ({', '.join(evals)}): "
+                             "ask for one run with --run")
     if not runs:
         raise session_not_found(root, session_id, include_evals=include_evals)
-    return session_wide_facts(session_id, (read_bundle(run.path) for run in runs))
+    return session_wide_facts(session_id, (read_bundle(run.path) for run in runs), slow_turn_ms=slow_turn_ms)
 
 
 def load_session_facts(
-    root: str | os.PathLike[str], session_id: str, run_id: str | None = None, *, include_evals: bool = False
+    root: str | os.PathLike[str], session_id: str, run_id: str | None = None, *, include_evals: bool = False,
+    slow_turn_ms: float | None = None,
 ) -> dict[str, Any]:
     """Resolve the run (SPEC §7.3), read its bundle and build its facts."""
     resolved = resolve_run(root, session_id, run_id, include_evals=include_evals)
-    return build_session_facts(read_bundle(resolved.path), fallback_to_latest_run=resolved.fallback_to_latest_run)
+    return build_session_facts(read_bundle(resolved.path), fallback_to_latest_run=resolved.fallback_to_latest_run,
+                               slow_turn_ms=slow_turn_ms)

@@ -108,6 +108,9 @@ def test_verify_judges_an_archived_bundle_like_one_on_disk(tmp_path):
     assert invoke("verify", str(archive)).exit_code == 1
 
 
+ABSOLUTE_CANARY = Path("/feedback.ndjson")
+
+
 def test_verify_reads_only_bundle_files_from_an_archive(tmp_path):
     """Links and paths leaving the archive are never followed or written."""
     buffer = io.BytesIO()
@@ -120,12 +123,22 @@ def test_verify_reads_only_bundle_files_from_an_archive(tmp_path):
         escape = tarfile.TarInfo("../escaped.ndjson")
         escape.size = 1
         archive.addfile(escape, io.BytesIO(b"x"))
+        for name in (f"/{ABSOLUTE_CANARY.name}", f"../{ABSOLUTE_CANARY.name}", f"not-a-run/{ABSOLUTE_CANARY.name}"):
+            absolute = tarfile.TarInfo(name)  # one directory deep, a bundle file's name: only the directory is wrong
+            absolute.size = 1
+            archive.addfile(absolute, io.BytesIO(b"x"))
         link = tarfile.TarInfo(f"{RUN_ID}/feedback.ndjson")
         link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
         archive.addfile(link)
     path = tmp_path / "crafted" / "bundle.tar"
     path.parent.mkdir()
     path.write_bytes(buffer.getvalue())
-    result = invoke("verify", str(path))
-    assert result.exit_code == 0, result.output
-    assert not (tmp_path / "escaped.ndjson").exists()
+    existed = ABSOLUTE_CANARY.exists()
+    try:
+        result = invoke("verify", str(path))
+        assert result.exit_code == 0, result.output
+        assert not (tmp_path / "escaped.ndjson").exists()
+        assert ABSOLUTE_CANARY.exists() == existed  # "/feedback.ndjson" is no bundle directory
+    finally:
+        if not existed:
+            ABSOLUTE_CANARY.unlink(missing_ok=True)

@@ -62,7 +62,9 @@ def test_the_block_records_the_conversation(tmp_path):
     commands = zero_code_block()
     collect = [command for command in commands if command.startswith("otel-session collect")]
     app = [command for command in commands if "opentelemetry-instrument" in command]
+    listing = [command for command in commands if command.startswith("otel-session sessions")]
     assert len(collect) == 1 and collect[0].endswith("&") and len(app) == 1 and HTTP_ADDRESS in app[0]
+    assert len(listing) == 1 and len(commands) == 3, commands  # every command of the block is run here
     (tmp_path / "app.py").write_text(APP)
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -90,6 +92,9 @@ def test_the_block_records_the_conversation(tmp_path):
         collector.send_signal(signal.SIGTERM)  # seals every open run
         _, collector_log = collector.communicate(timeout=60)
     assert collector.returncode == 0, collector_log
+    listed = subprocess.run(["bash", "-c", listing[0]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert "first-try" in listed.stdout, listed.stdout
 
     found = [read_bundle(path) for path in find_bundles([tmp_path / "bundles"])]
     assert len(found) == 2, collector_log  # one run per model call: each is a trace of its own

@@ -21,6 +21,7 @@ from flask import Flask
 from otel_session import config
 
 from . import api, errors, pages, security, stream
+from .feedback import FeedbackIndex
 from .store import BundleStore
 
 __all__ = ["ENV_VIEWER_TOKEN", "create_app"]
@@ -43,6 +44,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.json.sort_keys = False
     app.url_map.merge_slashes = False  # "//etc" is a hostile id, never redirected to "/etc"
     app.extensions["otel_session_store"] = BundleStore(app.config["BUNDLE_DIR"])
+    app.extensions["otel_session_feedback"] = FeedbackIndex()
 
     errors.init_app(app)
     security.init_app(app)

@@ -7,13 +7,15 @@ from typing import Any
 import orjson
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from otel_session import facts, reduce
+from otel_session import facts, layout, reduce
 from otel_session.layout import safe_dir_name
 
 from .errors import ApiError
+from .feedback import FeedbackIndex
+from .listing import RunQuery, select_runs
 from .store import BundleStore, ResolvedRun
 
-__all__ = ["bp", "store"]
+__all__ = ["bp", "feedback_index", "public_run", "store"]
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -24,6 +26,22 @@ _RATINGS = range(1, 6)
 
 def store() -> BundleStore:
     return current_app.extensions["otel_session_store"]
+
+
+def feedback_index() -> FeedbackIndex:
+    return current_app.extensions["otel_session_feedback"]
+
+
+def _feedback_score(summary: dict[str, Any]) -> dict[str, Any] | None:
+    path = layout.run_path(store().root, summary["session_id"], summary["run_id"], eval_id=summary.get("eval_id"))
+    return feedback_index().score(path)
+
+
+def public_run(summary: dict[str, Any]) -> dict[str, Any]:
+    """A run's listing entry as answered: its feedback score added, the search text left out."""
+    entry = {key: value for key, value in summary.items() if key != "search_text"}
+    entry["feedback"] = _feedback_score(summary)
+    return entry
 
 
 def _int_arg(name: str, default: int | None, *, minimum: int, maximum: int | None = None) -> int | None:
@@ -46,13 +64,35 @@ def _run_ids(run: ResolvedRun) -> dict[str, Any]:
 @bp.get("/sessions")
 def sessions() -> Response:
     """List live sessions, each with its runs, newest first."""
-    return jsonify(sessions=store().sessions())
+    listed = [{**session, "runs": list(map(public_run, session["runs"]))} for session in store().sessions()]
+    return jsonify(sessions=listed)
+
+
+@bp.get("/runs")
+def all_runs() -> Response:
+    """Every run, live and eval, filtered, sorted and paged (``viewer.listing``)."""
+    page = select_runs(store().run_summaries(), RunQuery.from_args(request.args), score=_feedback_score)
+    return jsonify({**page, "runs": list(map(public_run, page["runs"]))})
 
 
 @bp.get("/sessions/<path:session_id>/runs")
 def runs(session_id: str) -> Response:
-    """List the runs of one session, newest first."""
-    return jsonify(session_id=session_id, runs=store().runs(session_id))
+    """List the runs of one session (eval runs too, with their ``eval_id``), newest first."""
+    return jsonify(session_id=session_id, runs=list(map(public_run, store().runs(session_id))))
+
+
+@bp.get("/sessions/<path:session_id>/feedback")
+def past_feedback(session_id: str) -> Response:
+    """Every feedback record on the session's runs, newest first."""
+    records = [
+        record
+        for summary in store().runs(session_id)
+        for record in feedback_index().records(
+            layout.run_path(store().root, session_id, summary["run_id"], eval_id=summary.get("eval_id"))
+        )
+    ]
+    records.sort(key=lambda record: str(record.get("at", "")), reverse=True)
+    return jsonify(session_id=session_id, feedback=records)
 
 
 @bp.get("/sessions/<path:session_id>/facts")
@@ -124,7 +164,7 @@ def bundle(session_id: str, run_id: str) -> Response:
 
 
 @bp.post("/sessions/<path:session_id>/feedback")
-def feedback(session_id: str) -> tuple[Response, int]:
+def add_feedback(session_id: str) -> tuple[Response, int]:
     """Record a rating and comment on a run (the latest when no ``run_id`` is given)."""
     try:
         body = request.get_json(silent=True)

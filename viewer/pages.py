@@ -1,14 +1,16 @@
 """HTML pages: plain templates that load ES modules from ``static/``; all data comes from the API.
 
 Ids reach the page only as ``data-*`` attributes (autoescaped), and the scripts render every
-journal string with ``textContent``.
+journal string with ``textContent``. A session or run that does not exist answers with its status
+(404, or 409 for a run of another session) and a page that says so at the top.
 """
 
 from __future__ import annotations
 
-from flask import Blueprint, render_template
+from flask import Blueprint, render_template, request
 
-from .store import check_session_id
+from .api import store
+from .errors import ApiError
 
 __all__ = ["bp"]
 
@@ -17,22 +19,35 @@ bp = Blueprint("pages", __name__)
 
 @bp.get("/")
 def sessions() -> str:
-    """Show all sessions, newest first."""
+    """Show every run, live and eval, filtered, sorted and paged."""
     return render_template("sessions.html")
 
 
 @bp.get("/sessions/<path:session_id>")
 def session(session_id: str) -> str:
-    """Show one session: its runs and the per-turn facts of the chosen run."""
-    check_session_id(session_id)
+    """Show one session: its runs (eval runs too), what went wrong, facts of the chosen run, feedback."""
+    store().runs(session_id)  # 404 when the session has no runs
     return render_template("session.html", session_id=session_id)
 
 
 @bp.get("/sessions/<path:session_id>/runs/<run_id>")
 def replay(session_id: str, run_id: str) -> str:
     """Replay one run at a cursor, live while it records."""
-    check_session_id(session_id)
-    return render_template("replay.html", session_id=session_id, run_id=run_id, offline=False)
+    run = store().resolve(session_id, run_id)
+    return render_template("replay.html", session_id=run.session_id, run_id=run.run_id, offline=False)
+
+
+@bp.get("/compare")
+def compare() -> str:
+    """Two runs side by side, turn by turn: ``?left=<session_id>/<run_id>&right=<session_id>/<run_id>``."""
+    sides = []
+    for name in ("left", "right"):
+        session_id, _, run_id = request.args.get(name, "").rpartition("/")
+        if not session_id or not run_id:
+            raise ApiError(400, "bad_parameter", f"{name} must be <session_id>/<run_id>")
+        run = store().resolve(session_id, run_id)
+        sides.append((run.session_id, run.run_id))
+    return render_template("compare.html", sides=sides)
 
 
 @bp.get("/open")

@@ -4,7 +4,8 @@ Contract::
 
     store = BundleStore(root)
     store.sessions()                          # [{session_id, runs: [...]}], newest first
-    store.runs(session_id)                    # runs of one session, newest first (404 if none)
+    store.run_summaries()                     # every run, live and eval, unordered (viewer.summary)
+    store.runs(session_id)                    # runs of one session, eval runs included, newest first (404 if none)
     store.session_facts(session_id)           # facts of all its runs, in run order (404 if none)
     run = store.resolve(session_id, run_id)   # resolve.ResolvedRun(session_id, run_id, path, fallback_to_latest_run, run)
     store.read(run)                           # BundleRead (tolerant: a bad bundle reads as invalid)
@@ -15,7 +16,8 @@ Contract::
 Every id from a URL is validated and resolved through ``otel_session.resolve`` (its errors become
 ``ApiError`` 400/404/409 with the same codes) and ``otel_session.layout`` strictly inside the root: traversal
 (raw or encoded), absolute paths and symlinks that lead outside are never followed. Eval runs are
-never part of the live index. Nothing here writes except :meth:`BundleStore.append_feedback`.
+never part of the live index (``sessions()``); they are listed by ``run_summaries()`` and resolve
+when named by run id, or as the latest run of a session that has only eval runs. Nothing here writes except :meth:`BundleStore.append_feedback`.
 """
 
 from __future__ import annotations
@@ -34,11 +36,12 @@ import orjson
 from otel_session import facts, layout, resolve
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.reduce import Replayer
-from otel_session.journal import EventType, format_timestamp
+from otel_session.journal import format_timestamp
 from otel_session.read import BundleRead, RunInfo, read_bundle, run_dir_names, run_info
 from otel_session.resolve import ResolvedRun
 
 from .errors import ApiError
+from .summary import summarize_run
 
 __all__ = ["BUNDLE_FILES", "BundleStore", "ResolvedRun", "check_session_id"]
 
@@ -72,7 +75,7 @@ class BundleStore:
         self._cache: OrderedDict[Path, _CachedBundle] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._summaries: dict[Path, tuple[tuple[Any, ...], dict[str, Any]]] = {}
-        self._session_dirs: dict[str, tuple[tuple[int, int], list[str]]] = {}
+        self._session_dirs: dict[str, tuple[tuple[int, int], list[Path]]] = {}
         """Per session directory: its (mtime, inode) when listed and the run directories in it."""
         # Feedback comments are free text typed by a person: scanned like message text (SPEC §6).
         self._redactor = Redactor(RedactionPolicy.from_env())
@@ -82,7 +85,7 @@ class BundleStore:
     def sessions(self) -> list[dict[str, Any]]:
         """Every live session with its runs; sessions by their newest run, newest first."""
         by_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for run_path in self._live_run_dirs():
+        for run_path in self._run_dirs(self.root / "sessions"):
             summary = self._summary(run_path)
             if summary is not None:
                 by_session[summary["session_id"]].append(summary)
@@ -90,24 +93,35 @@ class BundleStore:
         listed.sort(key=lambda session: (session["runs"][0]["created_at"], session["session_id"]), reverse=True)
         return listed
 
+    def run_summaries(self) -> list[dict[str, Any]]:
+        """Every run under the root, live runs and eval runs (``evals/<eval_id>/sessions/…``)."""
+        try:
+            evals = sorted(entry.path for entry in os.scandir(self.root / "evals") if entry.is_dir(follow_symlinks=False))
+        except OSError:
+            evals = []
+        run_dirs = self._run_dirs(self.root / "sessions")
+        for eval_path in evals:
+            run_dirs += self._run_dirs(Path(eval_path, "sessions"))
+        return [summary for summary in map(self._summary, run_dirs) if summary is not None]
+
     def runs(self, session_id: str) -> list[dict[str, Any]]:
-        """The runs of one session, newest first; 404 when the session has none."""
+        """The runs of one session (its eval runs too), newest first; 404 when the session has none."""
         check_session_id(session_id)
-        found = resolve.session_runs(self.root, session_id)
+        found = resolve.session_runs(self.root, session_id, include_evals=True)
         runs = [summary for summary in (self._summary(info.path, info) for info in found) if summary is not None]
         if not runs:
             raise _api_error(resolve.SessionNotFound(session_id))
         return runs
 
-    def _live_run_dirs(self) -> list[Path]:
-        """Every live run directory (``read.iter_run_dirs`` without evals), listing a session
-        directory again only when it changed since: adding or removing a run moves its mtime.
+    def _run_dirs(self, sessions_root: Path) -> list[Path]:
+        """Every run directory under one ``sessions`` directory (``read.iter_run_dirs``), listing a
+        session directory again only when it changed since: adding or removing a run moves its mtime.
 
         A listing is kept only once its directory is older than ``_SETTLED_DIR_S``, so a file
         system with coarse timestamps cannot hide a run added in the same tick.
         """
         try:
-            sessions = sorted(os.scandir(self.root / "sessions"), key=lambda entry: entry.name)
+            sessions = sorted(os.scandir(sessions_root), key=lambda entry: entry.name)
         except OSError:
             return []
         now_ns = time.time_ns()
@@ -123,15 +137,15 @@ class BundleStore:
             with self._cache_lock:
                 known = self._session_dirs.get(session.path)
             if known is not None and known[0] == key:
-                names = known[1]
+                paths = known[1]
             else:
-                names = run_dir_names(session.path)
+                paths = [Path(session.path, name) for name in run_dir_names(session.path)]
                 if now_ns - stat.st_mtime_ns > _SETTLED_DIR_S * 1e9:
                     with self._cache_lock:
                         if len(self._session_dirs) >= _SUMMARY_CACHE_SIZE:
                             self._session_dirs.clear()
-                        self._session_dirs[session.path] = (key, names)
-            run_dirs.extend(Path(session.path, name) for name in names)
+                        self._session_dirs[session.path] = (key, paths)
+            run_dirs.extend(paths)
         return run_dirs
 
     def _summary(self, run_path: Path, info: RunInfo | None = None) -> dict[str, Any] | None:
@@ -154,7 +168,7 @@ class BundleStore:
         bundle = read_bundle(run_path)
         summary = {
             **info.as_json(),
-            "turns": sum(1 for event in bundle.events if event["type"] == EventType.TURN_STARTED.value),
+            **summarize_run(bundle),
             "event_count": len(bundle.events),
             "integrity": bundle.status.value,
         }
@@ -169,10 +183,16 @@ class BundleStore:
     def resolve(self, session_id: str, run_id: str | None = None) -> ResolvedRun:
         """Bind a run to a session (``resolve.resolve_run``, SPEC §7.3); its errors as ApiError 400/404/409.
 
-        Eval runs are not served: asking for one is a 404 that says it is an eval run.
+        A named run is found among live and eval runs; without one, the latest live run is bound,
+        else (a session with only eval runs) the latest eval run.
         """
         try:
-            resolved = resolve.resolve_run(self.root, session_id, run_id)
+            try:
+                resolved = resolve.resolve_run(self.root, session_id, run_id, include_evals=run_id is not None)
+            except resolve.SessionNotFound:
+                if run_id is not None:
+                    raise
+                resolved = resolve.resolve_run(self.root, session_id, None, include_evals=True)
         except resolve.RunResolutionError as exc:
             raise _api_error(exc) from None
         self._contained(resolved.path)

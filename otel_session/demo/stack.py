@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -384,7 +385,7 @@ class DemoStack:
                       + ("" if ok else f", {len(checks) - complete} NOT complete")]
         asked_twice = next((c["session_id"] for c in conversations if c["name"] == "unparseable-date"), None)
         if asked_twice:
-            lines.append(f"  why did it ask twice?  {shell_command()} facts {asked_twice} --dir {self.bundle_dir}")
+            lines.append(f"  why did it ask twice?  {shell_command()} facts {shlex.quote(asked_twice)} --dir {shlex.quote(str(self.bundle_dir))}")
         return StackSummary([line.rstrip() for line in lines], ok)
 
     def verify_all(self) -> list[str]:
@@ -420,6 +421,6 @@ def shell_command() -> str:
     if found and os.path.samefile(found, script):
         return "otel-session"
     try:
-        return str(script.absolute().relative_to(Path.cwd()))
+        return shlex.quote(str(script.absolute().relative_to(Path.cwd())))
     except ValueError:
-        return str(script.absolute())
+        return shlex.quote(str(script.absolute()))

@@ -4,8 +4,7 @@
   entered in a ``contextvars.Context`` of its own, because a framework reports the start and the
   end of a thing from different tasks or threads, where ``with`` cannot be used;
 * the form of a model call's output in the journal: :func:`tool_call_block` (the ``tool_call``
-  content block, as ``normalize/genai.py`` writes it for instrumented clients) and
-  :func:`model_call_attributes` (response model and token usage on the message span);
+  content block, as ``normalize/genai.py`` writes it for instrumented clients);
 * :func:`replace_methods`: an instrumentor's wrappers set on a framework class, and put back.
 """
 
@@ -17,11 +16,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Opened", "json_value", "model_call_attributes", "replace_methods", "tool_call_block"]
-
-RESPONSE_MODEL = "gen_ai.response.model"
-USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
-USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+__all__ = ["Opened", "json_value", "replace_methods", "tool_call_block"]
 
 
 class Opened:
@@ -55,16 +50,6 @@ def tool_call_block(call_id: Any, name: Any, arguments: Any) -> str:
     value = {"id": call_id, "name": name, "arguments": json_value(arguments)}
     return orjson.dumps({key: item for key, item in value.items() if item is not None}, default=str).decode()
 
-
-def model_call_attributes(model: Any, input_tokens: Any, output_tokens: Any) -> dict[str, Any]:
-    """``gen_ai.response.model`` and ``gen_ai.usage.*`` of a model call, the ones known."""
-    attributes: dict[str, Any] = {}
-    if model:
-        attributes[RESPONSE_MODEL] = str(model)
-    for name, value in ((USAGE_INPUT_TOKENS, input_tokens), (USAGE_OUTPUT_TOKENS, output_tokens)):
-        if isinstance(value, int) and not isinstance(value, bool):
-            attributes[name] = value
-    return attributes
 
 
 def replace_methods(owner: type, wrappers: Mapping[str, Callable[..., Any]]) -> Callable[[], None]:

@@ -5,6 +5,7 @@ Contract::
     with message("assistant") as handle:       # a Section; message_started … message_finished
         handle.delta(chunk, kind="text", index=0)   # one streamed chunk of a content block
         handle.text(whole, index=0)                 # or a block's whole text
+        handle.model_call("gpt-x", input_tokens=12, output_tokens=40)  # a model's reply: model, usage
         handle.finish(stop_reason="stop")           # final content, redacted (the section does it too)
 
 Deltas are the hot path: each passes through its block's redacting ``DeltaStream`` (its one
@@ -45,6 +46,8 @@ class MessageHandle:
         self.span_id_hex = f"{span.get_span_context().span_id:016x}"
         self.finished = False
         self.delta_count = 0
+        self._model_call: dict[str, Any] = {}
+        """``model`` and ``usage`` of the model call this message is the reply of (its finish has them)."""
         self._blocks: dict[int, tuple[str, list[str]]] = {}
         self._streams: dict[int, DeltaStream[int]] = {}
         """Per content block: the redacting stream its deltas pass through (PII split across
@@ -64,6 +67,21 @@ class MessageHandle:
             warn_once("message-finished", "otel_session: text()/delta() on a finished message is ignored")
             return
         self._blocks[index] = (kind, [str(text)])
+
+    def model_call(self, model: str | None, *, input_tokens: int | None = None, output_tokens: int | None = None) -> None:
+        """Say this message is a model's reply: the model that answered and the call's token usage
+        (each only when known). ``message_finished`` carries them (``model``, ``usage``) and the span
+        the official ``gen_ai.response.model`` / ``gen_ai.usage.*`` attributes."""
+        usage = {
+            key: value
+            for key, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens))
+            if isinstance(value, int) and not isinstance(value, bool)
+        }
+        if model:
+            self._model_call["model"] = str(model)
+        if usage:
+            self._model_call["usage"] = usage
+            self.span.set_attributes({f"gen_ai.usage.{key}": value for key, value in usage.items()})
 
     def delta(self, chunk: str, *, kind: str = "text", index: int = 0) -> None:
         """Record one streamed chunk of content block ``index`` (``text``, ``thinking``, ``tool_call``)."""
@@ -121,6 +139,7 @@ class MessageHandle:
             payload: dict[str, Any] = {"settled": settled, "content": content}
             if stop_reason is not None:
                 payload["stop_reason"] = stop_reason
+            payload.update(self._model_call)
             event = self.event(_E[EventType.MESSAGE_FINISHED], payload)
             self.span.set_attributes({**encode(event.type, event.payload), sc.DELTA_COUNT: self.delta_count})
             self.run.append(event)
@@ -135,7 +154,7 @@ _DELTA_EVENT = EVENT_NAMES[_DELTA]
 _encode_delta = encoder(_DELTA)
 
 
-_NO_MESSAGE = Nothing(("text", "delta", "finish"), message_id=None)
+_NO_MESSAGE = Nothing(("text", "delta", "model_call", "finish"), message_id=None)
 
 
 class message(ChildSection):  # noqa: N801

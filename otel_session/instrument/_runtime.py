@@ -23,7 +23,7 @@ from otel_session import __version__, config
 from otel_session.instrument._log import logger, warn_once
 from otel_session.instrument.processor import SessionLogProcessor, SessionSpanProcessor
 from otel_session.normalize import DetachedEvent, SpanEventData
-from otel_session.redact import RedactionPolicy, Redactor, load_or_create_key
+from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.semconv import SCOPE_NAME, SESSION_ID
 from otel_session.write import BundleWriter, WriterLimits
 
@@ -213,8 +213,7 @@ def configure(
                 )
             return _recorder
         root = config.bundle_dir(bundle_dir)
-        policy = redaction if redaction is not None else RedactionPolicy.from_env()
-        redactor = Redactor(policy, key=load_or_create_key(root))
+        redactor = Redactor.from_env(root, redaction)
         provider = _sdk_provider(tracer_provider)
         writer = BundleWriter(root, limits=writer_limits)
         _recorder = Recorder(

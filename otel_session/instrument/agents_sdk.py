@@ -63,7 +63,6 @@ from otel_session.instrument._log import warn_once
 from otel_session.instrument._frameworks import (
     Opened,
     json_value,
-    model_call_attributes,
     replace_methods,
     tool_call_block,
 )
@@ -87,6 +86,8 @@ class _Request:
     session_id: str | None
     agent: str | None
     user_input: Any
+    handling: BaseException | None = None
+    """The exception the caller was handling when it called (not the run's: see ``_run_error``)."""
 
 
 _request: contextvars.ContextVar[_Request | None] = contextvars.ContextVar("otel_session_agents_request", default=None)
@@ -115,6 +116,8 @@ class _Run:
     tool_calls: list[tuple[str | None, str | None, Any]] = field(default_factory=list)
     """The model's tool calls not yet executed: (call id, name, arguments)."""
     failure: AgentsRunError | None = None
+    caller_handling: BaseException | None = None
+    """The exception the app was handling when it called ``Runner.run*`` (never the run's error)."""
     """Why the run fails when a tripped guardrail said so: the SDK raises out of ``Runner.run*``
     (``run_streamed``: out of ``stream_events()``) after the run's task span ended."""
 
@@ -160,14 +163,14 @@ def _response_items(items: Any) -> Iterator[tuple[str, Any, tuple[Any, Any, Any]
                 yield "thinking", _field(part, "text"), None
 
 
-def _model_and_usage(data: Any) -> dict[str, Any]:
-    """``gen_ai.*`` attributes of a model call: response model and token usage, when known."""
+def _record_model_call(handle: Any, data: Any) -> None:
+    """The model call's response model and token usage, when known, on its reply ``handle``."""
     response = getattr(data, "response", None)
     usage = getattr(data, "usage", None) or getattr(response, "usage", None)
-    return model_call_attributes(
+    handle.model_call(
         getattr(response, "model", None) or getattr(data, "model", None),
-        _field(usage, "input_tokens") if usage is not None else None,
-        _field(usage, "output_tokens") if usage is not None else None,
+        input_tokens=_field(usage, "input_tokens") if usage is not None else None,
+        output_tokens=_field(usage, "output_tokens") if usage is not None else None,
     )
 
 
@@ -254,12 +257,15 @@ class SessionTraceProcessor:
     def _start(self, span: Any, data: Any) -> None:
         kind = data.type
         if kind == "task":
-            self._spans[span.span_id] = self._open_run(span)
+            opened = self._open_run(span)
+            with self._lock:
+                self._spans[span.span_id] = opened
             return
-        run = self._spans.get(span.parent_id)
-        if run is None:
-            return
-        self._spans[span.span_id] = run
+        with self._lock:  # other threads' runs end (and iterate over _spans) meanwhile
+            run = self._spans.get(span.parent_id)
+            if run is None:
+                return
+            self._spans[span.span_id] = run
         if kind == "agent":
             run.agents[span.span_id] = data
         elif kind == "turn":
@@ -283,8 +289,7 @@ class SessionTraceProcessor:
             with self._lock:  # spans of the run that never ended (the SDK failed mid-span)
                 for span_id in [key for key, owner in self._spans.items() if owner is run]:
                     del self._spans[span_id]
-            # The SDK ends the task span in an ``except`` block when the run fails: that is the error.
-            self._close_run(run, error or sys.exc_info()[1] or run.failure)
+            self._close_run(run, error or _run_error(run) or run.failure)
         elif kind == "agent":
             run.agents.pop(span.span_id, None)
         elif kind in ("generation", "response"):
@@ -316,7 +321,8 @@ class SessionTraceProcessor:
         )
         agent = request.agent if request else None
         session = Opened(None, otel_session.session(session_id))
-        return _Run(session, Opened(session.context, otel_session.run(agent=agent)), request)
+        return _Run(session, Opened(session.context, otel_session.run(agent=agent)), request,
+                    caller_handling=request.handling if request else None)
 
     def _open_turn(self, run: _Run, data: Any) -> None:
         run.close_turn()
@@ -354,10 +360,7 @@ class SessionTraceProcessor:
             elif text and not streamed:
                 handle.text(str(text), index=index, kind=kind)
                 index += 1
-        attributes = _model_and_usage(data)
-        span = getattr(handle, "span", None)
-        if attributes and span is not None:
-            span.set_attributes(attributes)
+        _record_model_call(handle, data)
         opened.close(error)
 
     @staticmethod
@@ -404,9 +407,18 @@ def _session_hint(kwargs: dict[str, Any]) -> str | None:
     return session_id.strip() if isinstance(session_id, str) and session_id.strip() else None
 
 
+def _run_error(run: _Run) -> BaseException | None:
+    """The exception the SDK is handling as it ends a run's task span: it ends the span in an
+    ``except`` block when the run fails. One the app was already handling when it called
+    ``Runner.run*`` (a retry in an ``except`` block) is not the run's."""
+    handling = sys.exc_info()[1]
+    return None if handling is run.caller_handling else handling
+
+
 def _request_of(starting_agent: Any, user_input: Any, kwargs: dict[str, Any]) -> _Request:
     resumed = not isinstance(user_input, (str, list))  # a RunState: its input was recorded before
-    return _Request(_session_hint(kwargs), getattr(starting_agent, "name", None), None if resumed else user_input)
+    return _Request(_session_hint(kwargs), getattr(starting_agent, "name", None), None if resumed else user_input,
+                    sys.exc_info()[1])
 
 
 class AgentsSdkInstrumentor(BaseInstrumentor):

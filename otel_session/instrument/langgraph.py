@@ -74,7 +74,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 import otel_session
 from otel_session.instrument._log import warn_once
-from otel_session.instrument._frameworks import Opened, model_call_attributes, replace_methods, tool_call_block
+from otel_session.instrument._frameworks import Opened, replace_methods, tool_call_block
 
 __all__ = ["ENV_REQUIRED_SLOTS", "LangGraphInstrumentor"]
 
@@ -421,11 +421,8 @@ def _handler_class() -> type:
                                     index=position, kind="tool_call")
                     usage = getattr(message, "usage_metadata", None) or {}
                     metadata = getattr(message, "response_metadata", None) or {}
-                    attributes = model_call_attributes(metadata.get("model_name") or metadata.get("model"),
-                                                       usage.get("input_tokens"), usage.get("output_tokens"))
-                    span = getattr(handle, "span", None)
-                    if attributes and span is not None:
-                        span.set_attributes(attributes)
+                    handle.model_call(metadata.get("model_name") or metadata.get("model"),
+                                      input_tokens=usage.get("input_tokens"), output_tokens=usage.get("output_tokens"))
             finally:
                 opened.close()
 

@@ -39,6 +39,7 @@ SESSION_ID_KEYS = (
     "gen_ai.conversation.id",
     "traceloop.association.properties.session_id",
     "traceloop.association.properties.session.id",
+    "conversation.id",  # Pipecat's conversation span (normalize.voice)
 )
 
 
@@ -225,11 +226,11 @@ def upstream_drop_event(span: SpanData) -> JournalEvent | None:
 
 def normalize_span(span: SpanData) -> list[JournalEvent]:
     """Journal events of one finished span, in event-time order (start, span events, end)."""
-    events = own.map_span(span) if own.is_own_span(span) else genai.map_span(span)
+    events = own.map_span(span) if own.is_own_span(span) else voice.map_span(span) if voice.is_voice_span(span) else genai.map_span(span)
     if span.dropped_events or span.dropped_attributes:
         events.append(upstream_drop_event(span))
     return events
 
 
 # The mappings import this module's types, so they are imported once those exist.
-from otel_session.normalize import genai, own  # noqa: E402
+from otel_session.normalize import genai, own, voice  # noqa: E402

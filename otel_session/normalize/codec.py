@@ -147,6 +147,8 @@ _SPELLINGS: dict[EventType, _Spelling] = {
         Field("settled", sc.MESSAGE_SETTLED, "bool"),
         Field("content", sc.MESSAGE_CONTENT, "json_list", default="[]"),
         Field("stop_reason", sc.MESSAGE_STOP_REASON, when="present"),
+        Field("model", sc.RESPONSE_MODEL, when="present"),
+        Field("usage", sc.MESSAGE_USAGE, "json", when="present"),
     )),
     _E.TOOL_EXECUTION_STARTED: _Spelling(None, (
         Field("name", sc.TOOL_NAME),

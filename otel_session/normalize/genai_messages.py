@@ -22,8 +22,8 @@ import orjson
 from otel_session.normalize import SpanData
 
 __all__ = [
-    "DETAILS_EVENT", "ROLE_EVENTS", "Message", "json_value", "messages_of", "new_inputs", "request_inputs", "tool_call_text",
-    "value_messages",
+    "DETAILS_EVENT", "ROLE_EVENTS", "Message", "add_openai_message", "json_list", "json_value", "messages_of", "new_inputs",
+    "request_inputs", "tool_call_text", "value_messages",
 ]
 
 ROLE_EVENTS = {
@@ -95,7 +95,7 @@ def _messages_of(span: SpanData) -> tuple[list[Message], list[Message]]:
             instructions = source.get("gen_ai.system_instructions")
             if instructions and not after_assistant:
                 system = Message("system")
-                for part in _json_list(instructions):
+                for part in json_list(instructions):
                     _add_part(system, part)
                 inputs.insert(0, system)
             return inputs, _structured_messages(source.get("gen_ai.output.messages"))
@@ -202,7 +202,7 @@ def _response_message(output: list[Any]) -> Message:
 
 def _structured_messages(value: Any) -> list[Message]:
     """``[{role, parts: [...]}]`` (current) or ``[{role, content, tool_calls}]`` (older/OpenAI)."""
-    return _messages_of_items(_json_list(value))
+    return _messages_of_items(json_list(value))
 
 
 def _new_structured_inputs(value: Any) -> tuple[list[Message], bool]:
@@ -219,7 +219,7 @@ def _new_structured_inputs(value: Any) -> tuple[list[Message], bool]:
 
 
 def _history_items(value: Any) -> list[Any]:
-    """``_json_list(value)`` for a model call's input messages, reusing the previous call's parse.
+    """``json_list(value)`` for a model call's input messages, reusing the previous call's parse.
 
     An agent's model calls resend the history they were given plus what came since, and a run's
     spans arrive together: when ``value`` is the last parsed (non-empty) array with elements
@@ -228,7 +228,7 @@ def _history_items(value: Any) -> list[Any]:
     """
     global _last_history
     if type(value) is not str or value[:1] != "[":
-        return _json_list(value)
+        return json_list(value)
     previous, previous_items = _last_history  # one tuple read: safe across threads
     cut = len(previous) - 1  # ``previous`` ends with its array's "]"
     if previous_items and value[cut : cut + 1] == "," and value.startswith(previous[:cut]):
@@ -243,9 +243,9 @@ def _history_items(value: Any) -> list[Any]:
     try:
         parsed = orjson.loads(value)
     except orjson.JSONDecodeError:
-        return _json_list(value)
+        return json_list(value)
     if not isinstance(parsed, list):
-        return _json_list(value)
+        return json_list(value)
     items = [json_value(item) if isinstance(item, str) else item for item in parsed]
     if value.endswith("]"):
         _last_history = (value, items)
@@ -277,7 +277,7 @@ def _messages_of_items(items: list[Any]) -> list[Message]:
             for part in parts:
                 _add_part(message, part)
         else:
-            _add_openai_message(message, item)
+            add_openai_message(message, item)
         messages.append(message)
     return messages
 
@@ -304,7 +304,7 @@ def _add_part(message: Message, part: Any) -> None:
             message.add("text", text)
 
 
-def _add_openai_message(message: Message, item: Mapping[str, Any]) -> None:
+def add_openai_message(message: Message, item: Mapping[str, Any]) -> None:
     content = item.get("content")
     if isinstance(content, (list, tuple)):
         for part in content:
@@ -328,11 +328,11 @@ def _event_messages(role_events: Iterable[Any]) -> tuple[list[Message], list[Mes
                 body = {**body, **nested}
         if event.name == "gen_ai.choice":
             message = Message(str(body.get("role") or "assistant"), stop_reason=body.get("finish_reason"))
-            _add_openai_message(message, body)
+            add_openai_message(message, body)
             outputs.append(message)
         else:
             message = Message(ROLE_EVENTS[event.name])
-            _add_openai_message(message, {**body, "tool_calls": json_value(body.get("tool_calls"))})
+            add_openai_message(message, {**body, "tool_calls": json_value(body.get("tool_calls"))})
             inputs.append(message)
     return inputs, outputs
 
@@ -398,7 +398,7 @@ def json_value(value: Any) -> Any:
     return value
 
 
-def _json_list(value: Any) -> list[Any]:
+def json_list(value: Any) -> list[Any]:
     value = json_value(value)
     if isinstance(value, (list, tuple)):
         for item in value:

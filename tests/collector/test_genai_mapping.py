@@ -244,7 +244,7 @@ def test_a_growing_history_parses_as_a_fresh_parse_would(items, separators, suff
     values = [json.dumps(items[:end], separators=separators) for end in range(len(items) + 1)]
     values += [values[-1][:-1] + suffix for suffix in suffixes]  # broken continuations
     for value in values:
-        assert genai_messages._history_items(value) == genai_messages._json_list(value), value
+        assert genai_messages._history_items(value) == genai_messages.json_list(value), value
 
 
 # -- what real third-party spans carry (issue 16 §3; tests/collector/test_thirdparty_spans.py runs them) --

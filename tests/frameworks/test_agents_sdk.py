@@ -83,6 +83,9 @@ def test_a_run_is_recorded_with_its_handoff_guards_tool_and_messages(triage):
     model_spans = [s for s in captured.spans if s.name == "message assistant"]
     assert [s.attributes.get("gen_ai.response.model") for s in model_spans] == [MODEL] * 3
     assert [s.attributes.get("gen_ai.usage.input_tokens") for s in model_spans][:2] == [9, 12]
+    model_calls = [call for turn in turns_of(captured.bundle) for call in turn["model_calls"]]
+    assert [call["model"] for call in model_calls] == [MODEL] * 3  # in the journal, so facts show them
+    assert [call["usage"]["input_tokens"] for call in model_calls][:2] == [9, 12]
 
 
 def test_streamed_deltas_are_recorded_one_record_each(triage):
@@ -152,6 +155,18 @@ def test_a_run_the_sdk_stops_is_a_failed_run(triage):
     assert bundle.events[-1]["payload"] == {"status": "error"}
     run_span = next(span for span in captured.spans if span.name == "invoke_agent triage")
     assert run_span.attributes["error.type"] == "MaxTurnsExceeded"
+
+
+def test_a_run_made_while_the_app_handles_an_exception_is_not_failed_by_it(triage):
+    """A retry or a fallback agent run in the app's ``except`` block: the exception being handled
+    is the app's, not the run's."""
+    with capture_bundle() as captured:
+        try:
+            raise ValueError("the app's own, handled")
+        except ValueError:
+            result = agents.Runner.run_sync(triage, "a table for two on friday")
+    assert result.final_output == f"check_availability says: {TOOL_RESULT}"
+    assert captured.bundle.events[-1]["payload"] == {"status": "ok"}
 
 
 def test_without_an_sdk_session_a_run_joins_the_session_the_app_is_in(triage):

@@ -35,7 +35,7 @@ from otel_session.collector.server import Collector
 from otel_session.instrument.flask import FlaskOtelSession
 from otel_session.read import BundleStatus, find_bundles, read_bundle
 from otel_session.redact import RedactionPolicy, Redactor
-from otel_session.testing import capture_bundle
+from otel_session.testing import bundles, capture_bundle, wait_for
 from otel_session.write import WriterLimits
 
 
@@ -129,6 +129,61 @@ def test_flask_integration(all_logs, tmp_path):
     assert [e["type"] for e in captured.bundles[0].events].count("slot_write") == 1
     assert_tree_clean(tmp_path)
     assert_logs_clean(all_logs, apps_own=app.logger.name)  # Flask logs the view's own exception
+
+
+def _keyed_by_pii() -> dict:
+    """A structure whose keys (not values) are personal data: an address, a phone, a card, a number."""
+    return {canary.EMAIL: "contact", "by phone": {canary.PHONE: True, int(canary.CARD.replace(" ", "")): "card"},
+            "rows": [{canary.CARD: 1}], "other": {"zz.canary.7319@other.example": "same token, kept apart"}}
+
+
+def test_map_keys_are_redacted_like_values_in_the_api(all_logs):
+    """Keys of tool arguments and results, slot values, verdict candidates and free structures:
+    on disk and in the exported spans, none holds a canary; keys that redact alike stay apart."""
+    with capture_bundle(redaction=otel_session.RedactionPolicy(slot_values="scan")) as captured:
+        with otel_session.session("keys"), otel_session.run(agent="keys"):
+            with otel_session.turn(0, state="collect", slots={"contact": _keyed_by_pii()}):
+                otel_session.slot_write("contact", _keyed_by_pii())
+                with otel_session.tool_execution("lookup", call_id="c1", arguments=_keyed_by_pii()) as tool:
+                    tool.finish(result=_keyed_by_pii())
+                otel_session.transition("collect", "done", candidates=[_keyed_by_pii()])
+    assert_tree_clean(captured.root)
+    for span in captured.spans:
+        assert_clean(repr(dict(span.attributes or {})) + repr([dict(e.attributes or {}) for e in span.events]),
+                     f"span {span.name}")
+    started = next(e for e in captured.bundle.events if e["type"] == "tool_execution_started")
+    assert sorted(started["payload"]["arguments"]) == ["[email]", "by phone", "other", "rows"]
+    assert started["payload"]["arguments"]["other"] == {"[email]": "same token, kept apart"}
+    assert sorted(started["payload"]["arguments"]["by phone"]) == ["[card]", "[phone]"]
+    assert_logs_clean(all_logs)
+
+
+def test_map_keys_are_redacted_through_the_collector(collector_root_and_port, all_logs):
+    root, port = collector_root_and_port
+    provider = TracerProvider(resource=Resource.create({"service.name": "keys"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True)))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("invoke_agent keys", attributes={"session.id": "keys"}):
+        with tracer.start_as_current_span("execute_tool lookup", attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+            "gen_ai.tool.call.arguments": orjson.dumps(_keyed_by_pii(), option=orjson.OPT_NON_STR_KEYS).decode(),
+            "gen_ai.tool.call.result": orjson.dumps(_keyed_by_pii(), option=orjson.OPT_NON_STR_KEYS).decode(),
+        }):
+            pass
+    provider.shutdown()
+    sealed = wait_for(lambda: [b for b in bundles(root) if b.status is BundleStatus.COMPLETE])
+    assert any(e["type"] == "tool_execution_started" for e in sealed[0].events)
+    assert_tree_clean(root)
+    assert_logs_clean(all_logs)
+
+
+@pytest.fixture
+def collector_root_and_port(tmp_path):
+    collector = Collector(tmp_path / "collector", grpc_address="127.0.0.1:0", http_address=None, seal_after_s=0.2,
+                          redactor=Redactor(RedactionPolicy(), key=b"canary"))
+    collector.start()
+    yield tmp_path / "collector", collector.grpc_port
+    collector.stop()
 
 
 class CapturingNextHop:

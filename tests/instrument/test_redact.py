@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from otel_session.journal import EventType
 from otel_session.normalize import JournalEvent
+from otel_session.redact.detectors import Scanner, _apply
 from otel_session.redact import (
     DEFAULT_DETECTORS,
     KEY_FILE,
@@ -19,7 +20,6 @@ from otel_session.redact import (
     FieldMode,
     RedactionPolicy,
     Redactor,
-    _Scanner,
     load_or_create_key,
 )
 
@@ -49,6 +49,104 @@ def redactor():
 )
 def test_text_detectors(redactor, text, expected):
     assert redactor.text(text) == expected
+
+
+NBSP, NNBSP = "\u00a0", "\u202f"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # issue 15 §3: separators and glued cards
+        (f"card 4111{NBSP}1111{NBSP}1111{NBSP}1111", "card [card]"),
+        (f"card 4111{NNBSP}1111{NNBSP}1111{NNBSP}1111", "card [card]"),
+        ("card 4111\t1111\t1111\t1111", "card [card]"),
+        ("card\n4111\n1111\n1111\n1111\nend", "card\n[card]\nend"),
+        ("ref4111111111111111", "ref[card]"),
+        ("cc_4111111111111111 ok", "cc_[card] ok"),
+        ("cc_4111 1111 1111 1111", "cc_[card]"),
+        ("4111111111111111ref", "[card]ref"),
+        (f"tel 06{NBSP}12{NBSP}34{NBSP}56{NBSP}78", "tel [phone]"),
+        (f"tel 06{NNBSP}12{NNBSP}34{NNBSP}56{NNBSP}78", "tel [phone]"),
+        ("order ORD1234567, ref B12T3", "order ORD1234567, ref B12T3"),  # glued: only a card is taken
+        ("ids 12\n\n\n\n34 56", "ids 12\n\n\n\n34 56"),  # four separators end a number
+        ("jane_doe@example.com", "[email]"),
+        # issue 15 §4: new types
+        ("iban GB82 WEST 1234 5698 7654 32.", "iban [iban]."),
+        ("iban GB82WEST12345698765432", "iban [iban]"),
+        ("IBAN DE89 3704 0044 0532 0130 00 ok", "IBAN [iban] ok"),
+        ("not GB83WEST12345698765432", "not GB83WEST12345698765432"),  # mod-97 fails
+        ("from 192.168.1.10.", "from [ipv4]."),
+        ("v 1.2.3, 1.2.3.4.5, 256.1.1.1", "v 1.2.3, 1.2.3.4.5, 256.1.1.1"),
+        ("at 2001:db8::8a2e:370:7334 and fe80::1%eth0", "at [ipv6] and [ipv6]"),
+        ("mapped ::ffff:192.0.2.1", "mapped [ipv6]"),
+        ("at 12:30:45, MAC 00:1A:2B:3C:4D:5E", "at 12:30:45, MAC 00:1A:2B:3C:4D:5E"),
+        ("jürgen@müller.de, user@пример.рф", "[email], [email]"),
+        ("mailto:jane.doe%40example.co.uk?x=1", "mailto:[email]?x=1"),
+        ("q=jane%40example.com&y", "q=[email]&y"),
+        ("a@b.xn--p1ai", "[email]"),
+    ],
+)
+def test_detectors_catch_the_shapes_of_their_types(redactor, text, expected):
+    assert redactor.text(text) == expected
+    assert redactor.text(expected) == expected
+
+
+def test_a_rejected_candidate_hides_no_other_detection(redactor):
+    """A candidate a check rejects (a bad IBAN, a time) is scanned again without that detector."""
+    assert redactor.text("GB00 WEST 0612 3456 78 x") == "GB00 WEST [phone] x"
+    assert redactor.text("at 12:30:45") == "at 12:30:45"
+
+
+@pytest.mark.parametrize(
+    ("detectors", "text", "expected"),
+    [
+        (("email",), "4111 1111 1111 1111 a@b.co", "4111 1111 1111 1111 [email]"),
+        (("card",), "call 555-123-4567, ref4111111111111111", "call 555-123-4567, ref[card]"),
+        (("ipv4",), "192.168.1.10 GB82WEST12345698765432", "[ipv4] GB82WEST12345698765432"),
+    ],
+)
+def test_only_enabled_detectors_mask(detectors, text, expected):
+    assert Redactor(RedactionPolicy(detectors=detectors), key=KEY).text(text) == expected
+
+
+def test_user_detectors_mask_by_label_within_words():
+    policy = RedactionPolicy(patterns={"employee_id": r"EMP-\d{6}", "project": r"(?i)falcon"})
+    redactor = Redactor(policy, key=KEY)
+    assert redactor.text("EMP-123456 on Falcon, mail a@b.co") == "[employee_id] on [project], mail [email]"
+    assert redactor.text("[employee_id] [project]") == "[employee_id] [project]"  # idempotent
+    assert Redactor(RedactionPolicy(patterns={"s": "str|len"}), key=KEY).text("<redacted str len=5>") == "<redacted str len=5>"
+    # within a word: a pattern never spans whitespace, and never takes a built-in detection's text
+    assert Redactor(RedactionPolicy(patterns={"pair": r"ab cd"}), key=KEY).text("ab cd") == "ab cd"
+    assert Redactor(RedactionPolicy(patterns={"dom": r"example"}), key=KEY).text("a@example.com") == "[email]"
+    # a user pattern's own groups stay its own
+    grouped = Redactor(RedactionPolicy(patterns={"x": r"(?P<inner>X)(\d+)"}), key=KEY)
+    assert grouped.text("X12 Y") == "[x] Y"
+
+
+@pytest.mark.parametrize(
+    ("patterns", "message"),
+    [
+        ({"Bad Label": "x"}, "label"),
+        ({"email": "x"}, "label"),
+        ({"ok": "("}, "not a regular expression"),
+        ({"ok": "x*"}, "empty text"),
+    ],
+)
+def test_a_bad_user_detector_is_a_clear_error(patterns, message):
+    with pytest.raises(ValueError, match=message):
+        RedactionPolicy(patterns=patterns)
+
+
+def test_user_detectors_from_the_environment(monkeypatch, caplog):
+    monkeypatch.setenv("OTEL_SESSION_REDACT_PATTERNS", '{"ticket": "TCK-\\\\d+", "bad": "(", "Nope": "x"}')
+    policy = RedactionPolicy.from_env(RedactionPolicy(patterns={"employee_id": r"EMP-\d{6}"}))
+    assert policy.patterns == {"employee_id": r"EMP-\d{6}", "ticket": r"TCK-\d+"}
+    assert "bad" in caplog.text and "Nope" in caplog.text  # each refused one is said
+    assert Redactor(policy, key=KEY).text("TCK-42 EMP-123456") == "[ticket] [employee_id]"
+    monkeypatch.setenv("OTEL_SESSION_REDACT_PATTERNS", "not json")
+    assert RedactionPolicy.from_env().patterns == {}
+    assert "not JSON" in caplog.text
 
 
 @pytest.mark.parametrize(
@@ -191,13 +289,21 @@ def test_a_delta_stream_gives_each_delta_its_own_redacted_text(words, cuts):
     _assert_record_level(Redactor(RedactionPolicy(), key=KEY), _split(text, cuts))
 
 
-_ANY_TEXT = st.text(alphabet=st.sampled_from(list("ab Z9017+-.()@<>_=x\t\n\u00a0\u202f,é[]")), max_size=80)
+_ANY_TEXT = st.lists(
+    st.sampled_from([*"ab Z9017+-.()@<>_=x\t\n\u00a0\u202f,é[]:fGB%", "4111 1111 1111 1111", "GB82 WEST 1234 ",
+                     "5698 7654 32", "%40", "::", "192.168.", "<redacted str len=5>"]),
+    max_size=40,
+).map("".join)
+
+
+_WITH_USER_DETECTORS = Redactor(RedactionPolicy(patterns={"zed": r"Z9+", "after_space": r"(?<=\s)x_\w"}), key=KEY)
 
 
 @settings(max_examples=400, deadline=None)
 @given(text=_ANY_TEXT, cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=24))
-def test_a_delta_stream_of_any_text_matches_the_whole(text, cuts):
-    _assert_record_level(Redactor(RedactionPolicy(), key=KEY), _split(text, cuts))
+@pytest.mark.parametrize("redactor", [Redactor(RedactionPolicy(), key=KEY), _WITH_USER_DETECTORS])
+def test_a_delta_stream_of_any_text_matches_the_whole(redactor, text, cuts):
+    _assert_record_level(redactor, _split(text, cuts))
 
 
 @pytest.mark.parametrize(
@@ -219,8 +325,8 @@ def test_a_delta_stream_holds_a_record_until_a_later_delta_shows_its_token_ended
     assert stream.feed("Hi, call +33 1", "a") == []  # the number and the word may go on
     assert stream.feed(" 23 45 67 89 now", "b") == [("a", "Hi, call [phone]")]
     assert stream.feed(", thanks!", "c") == [("b", " now")]
-    assert stream.feed(" Bye", "d") == [("c", ", thanks!")]
-    assert stream.flush() == [("d", " Bye")]
+    assert stream.feed(" bye", "d") == [("c", ", thanks!")]  # (a capital may go on an IBAN)
+    assert stream.flush() == [("d", " bye")]
 
 
 @pytest.mark.parametrize("mode", [FieldMode.KEEP, FieldMode.MASK, FieldMode.HASH])
@@ -322,9 +428,9 @@ def test_unknown_detector_is_a_clear_error():
 def test_scan_cache_gives_the_same_answer_and_stays_bounded(monkeypatch):
     """Scanned texts are cached; a hit, a text after the cache starts over, and a str subclass
     (never cached) all redact exactly as a fresh scan does."""
-    import otel_session.redact as redact
+    import otel_session.redact.detectors as detectors
 
-    monkeypatch.setattr(redact, "_SCAN_CACHE_SIZE", 3)
+    monkeypatch.setattr(detectors, "_CACHE_SIZE", 3)
     redactor = Redactor(key=KEY)
     texts = [f"guest {n} mail g{n}@example.com card 4111 1111 1111 1111" for n in range(10)]
     expected = [f"guest {n} mail [email] card [card]" for n in range(10)]
@@ -341,7 +447,10 @@ def test_scan_cache_gives_the_same_answer_and_stays_bounded(monkeypatch):
 
 
 _SCAN_ALPHABET = st.sampled_from(
-    list("0123456789 ().-+@_%:/abzABCEZ٣") + ["jane@example.com", "4111 1111 1111 1111", "AB123456C", "[email]"]
+    list("0123456789 ().-+@_%:/abfzABCEGZ٣\u00a0\t\n") + [
+        "jane@example.com", "4111 1111 1111 1111", "AB123456C", "[email]", "%40", "::", "fe80", "GB82 WEST",
+        "192.168.", "<redacted str len=5>",
+    ]
 )
 
 
@@ -351,10 +460,12 @@ _SCAN_ALPHABET = st.sampled_from(
     detectors=st.sets(st.sampled_from(DEFAULT_DETECTORS)),
 )
 def test_scan_shortcuts_change_no_result(text, detectors):
-    """The scanner's shortcuts (texts that cannot hold a detection, the pattern without its e-mail
-    branch, the cache) give exactly what the whole pattern gives."""
-    scanner = _Scanner(detectors)
-    whole = scanner._pattern.sub(scanner._replacement, text)
+    """The scanner's shortcuts (patterns left out of texts that cannot hold their detections, the
+    cache) give exactly what every pattern gives."""
+    scanner = Scanner(detectors)
+    edits: list = []
+    scanner._find(text, 0, len(text), frozenset(), edits)
+    whole = _apply(text, edits)
     assert scanner.scan(text) == whole
     assert scanner.scan(text) == whole  # from the cache when it needed the pattern
 
@@ -381,3 +492,90 @@ def test_redact_event_copies_only_what_it_redacts(redactor, event_type, clean, d
     out = redactor.redact_event(event)
     assert out is not event and out.payload == expected and out.turn_index == 3
     assert event.payload == dirty_copy
+
+
+def test_from_env_builds_the_redactor_of_a_bundle_root(tmp_path, monkeypatch):
+    """One factory for the environment's redactor: its policy, its key kept under the root."""
+    monkeypatch.delenv("OTEL_SESSION_REDACTION_KEY", raising=False)
+    monkeypatch.setenv("OTEL_SESSION_REDACT_PATTERNS", '{"ticket": "TCK-\\\\d+"}')
+    first, second = Redactor.from_env(tmp_path), Redactor.from_env(tmp_path)
+    assert first.text("TCK-42") == "[ticket]"
+    assert first.slot_value("s", "x") == second.slot_value("s", "x")  # the same key file
+    assert (tmp_path / KEY_FILE).exists()
+    assert Redactor.from_env(tmp_path, RedactionPolicy(text=FieldMode.KEEP)).text("TCK-42") == "TCK-42"
+
+
+@pytest.mark.parametrize("mode", [FieldMode.SCAN, FieldMode.MASK, FieldMode.HASH])
+def test_map_keys_are_scanned_whatever_the_mode_and_never_merged(mode):
+    redactor = Redactor(RedactionPolicy(tool_arguments=mode, tool_results=mode), key=KEY)
+    value = {"a@b.co": 1, "c@d.co": {4111111111111111: 2, "4111 1111 1111 1111": 3}, "plain": 4}
+    for out in (redactor.tool_arguments(value), redactor.tool_result(value), redactor.free_leaves(value)):
+        assert list(out) == ["[email]", "[email]#2", "plain"]
+        assert list(out["[email]#2"]) == ["[card]", "[card]#2"]
+        assert redactor.tool_arguments(out) == redactor.tool_arguments(out)  # idempotent
+    assert list(redactor.tool_arguments(redactor.tool_arguments(value))) == ["[email]", "[email]#2", "plain"]
+    kept = Redactor(RedactionPolicy(tool_arguments=FieldMode.KEEP), key=KEY)
+    assert kept.tool_arguments(value) == value
+
+
+def test_identifiers_hash_the_pii_they_hold_stably():
+    redactor = Redactor(RedactionPolicy(), key=KEY)
+    caller = redactor.identifier("call-+1 415 555 0199")
+    assert caller.startswith("call-hmac-sha256:") and "555" not in caller
+    assert redactor.identifier("call-+1 415 555 0199") == caller  # the same caller, the same id
+    assert Redactor(RedactionPolicy(), key=KEY).identifier("call-+1 415 555 0199") == caller  # same key
+    assert Redactor(RedactionPolicy(), key=b"other").identifier("call-+1 415 555 0199") != caller
+    assert redactor.identifier(caller) == caller  # idempotent
+    assert redactor.identifier("booking-2026-12-04") == "booking-2026-12-04"  # no PII: as given
+    assert redactor.identifier("jane@example.com").startswith("hmac-sha256:")
+    kept = Redactor(RedactionPolicy(identifiers=FieldMode.KEEP), key=KEY)
+    assert kept.identifier("call-+1 415 555 0199") == "call-+1 415 555 0199"
+    with pytest.raises(ValueError, match="merge sessions"):
+        RedactionPolicy(identifiers=FieldMode.MASK)
+
+
+def test_stored_session_id_finds_a_session_by_its_original_id(tmp_path, monkeypatch):
+    """The CLI and the viewer take the original id (a caller's phone number) and find the session
+    stored under its keyed hash; a session stored as given (no PII, or recorded before) is found
+    as it is."""
+    import otel_session
+    from otel_session.redact import stored_session_id
+    from otel_session.testing import capture_bundle
+
+    monkeypatch.delenv("OTEL_SESSION_REDACTION_KEY", raising=False)
+    caller = "call-+1 415 555 0199"
+    assert stored_session_id(tmp_path, caller) is None and not (tmp_path / KEY_FILE).exists()  # reads only
+    with capture_bundle(tmp_path):
+        hashed = Redactor.from_env(tmp_path).identifier(caller)
+        for session_id in (hashed, "plain-session"):
+            with otel_session.session(session_id), otel_session.run(agent="a"):
+                pass
+    assert hashed != caller
+    assert stored_session_id(tmp_path, caller) == hashed
+    assert stored_session_id(tmp_path, hashed) == hashed
+    assert stored_session_id(tmp_path, "plain-session") == "plain-session"
+    assert stored_session_id(tmp_path, "call-+1 415 555 0100") is None
+
+
+def test_redact_events_hashes_tool_call_ids_that_hold_pii_alike_in_every_record(redactor):
+    started = JournalEvent(EventType.TOOL_EXECUTION_STARTED.value, 1, {"name": "t", "arguments": {}},
+                           tool_call_id="call:jane@example.com")
+    finished = JournalEvent(EventType.TOOL_EXECUTION_FINISHED.value, 2, {"status": "ok"}, tool_call_id="call:jane@example.com")
+    plain = JournalEvent(EventType.TOOL_EXECUTION_FINISHED.value, 3, {"status": "ok"}, tool_call_id="call_1")
+    redactor.redact_events([started, finished, plain])
+    assert started.tool_call_id == finished.tool_call_id and started.tool_call_id.startswith("call:hmac-sha256:")
+    assert plain.tool_call_id == "call_1"
+    single = redactor.redact_event(JournalEvent(EventType.TOOL_EXECUTION_FINISHED.value, 1, {"status": "ok"},
+                                                tool_call_id="+1 415 555 0199"))
+    assert single.tool_call_id.startswith("hmac-sha256:")
+    span_id = redactor.redact_event(JournalEvent(EventType.TOOL_EXECUTION_FINISHED.value, 1, {"status": "ok"},
+                                                 tool_call_id="0000004155550199"))
+    assert span_id.tool_call_id == "0000004155550199"  # the normalizer's fallback: a span id, random hex
+
+
+def test_a_tool_name_holding_pii_is_hashed_like_an_id(redactor):
+    event = redactor.redact_event(JournalEvent(EventType.TOOL_EXECUTION_STARTED.value, 1,
+                                               {"name": "lookup +1 415 555 0199", "arguments": {}}))
+    assert event.payload["name"].startswith("lookup hmac-sha256:")
+    assert redactor.redact_event(JournalEvent(EventType.TOOL_EXECUTION_STARTED.value, 1,
+                                              {"name": "lookup", "arguments": {}})).payload["name"] == "lookup"

@@ -124,6 +124,20 @@ def test_facts_on_an_eval_session_say_it_is_one_and_how_to_ask(tmp_path, eval_se
     assert (facts["runs"][0] if extra else facts)["kind"] == "eval"
 
 
+def test_session_wide_facts_never_mix_live_and_eval_runs(tmp_path, chat, writer):
+    """An eval episode of a live session's id is no turn that followed the live conversation."""
+    run = writer.open_run(session_id="chat-1", run_id=_run_id(6), kind="eval", eval_id="nightly", created_at_ns=T0)
+    for event_type, payload, ids in one_turn("x", "Which day?", state="ask", missing=["date"]):
+        run.append(event_type, payload, at_ns=T0, **ids)
+    run.close()
+    writer.force_flush()
+    live = build_session_wide_facts(tmp_path, "chat-1")
+    evals = build_session_wide_facts(tmp_path, "chat-1", include_evals=True)
+    assert [entry["run_id"] for entry in live["runs"]] == [_run_id(1), _run_id(2), _run_id(3)]
+    assert [(entry["run_id"], entry["kind"]) for entry in evals["runs"]] == [(_run_id(6), "eval")]
+    assert evals["repeated_asks"] == []
+
+
 def test_an_eval_run_asked_for_by_id_says_how_to_ask(tmp_path, eval_session):
     result = _invoke("replay", "ev-1", _run_id(5), "--dir", str(tmp_path))
     assert result.exit_code == 1 and "is an eval run (eval 'nightly')" in result.output and "--evals" in result.output
@@ -135,7 +149,7 @@ def test_a_dir_pointing_nowhere_says_so(tmp_path, command):
     missing = tmp_path / "no-such-root"
     result = _invoke(*command, "--dir", str(missing))
     assert result.exit_code == 1
-    assert f"no bundle root at {missing} (from --dir)" in result.output and "no runs" not in result.output
+    assert f"no bundle root at {missing} (--dir)" in result.output and "no runs" not in result.output
 
 
 def test_api_session_scope(tmp_path, chat):

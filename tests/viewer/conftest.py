@@ -4,6 +4,7 @@ and a real threaded WSGI server on 127.0.0.1 for SSE and browser tests."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import threading
 import types
@@ -112,9 +113,11 @@ def write_booking_run(
     writer: BundleWriter, session_id: str, run_id: str, created_ns: int, *, close: bool = True, **kwargs: Any
 ) -> RunRecorder:
     run = writer.open_run(session_id=session_id, run_id=run_id, agent="booking", service="tests", created_at_ns=created_ns)
-    record_booking(Script(run, created_ns), **kwargs)
+    script = Script(run, created_ns)
+    record_booking(script, **kwargs)
     if close:
-        run.close(run_status="ok")
+        script("run_finished", {"status": "ok"})  # on the script's clock, like every other record
+        run.close()
     return run
 
 
@@ -131,8 +134,10 @@ def sample_template(tmp_path_factory: pytest.TempPathFactory) -> Sample:
         write_booking_run(writer, "broken", ids["broken"], BASE_NS + 10 * 10**9)
         write_booking_run(writer, "xss", ids["xss"], BASE_NS + 20 * 10**9, user_texts=(XSS_TEXT, XSS_TEXT, XSS_TEXT))
         evaluation = writer.open_run(session_id="call-42", run_id=ids["eval"], kind="eval", eval_id="nightly", created_at_ns=BASE_NS + 90 * 10**9)
-        record_booking(Script(evaluation, BASE_NS))
-        evaluation.close(run_status="ok")
+        script = Script(evaluation, BASE_NS + 90 * 10**9)
+        record_booking(script)
+        script("run_finished", {"status": "ok"})
+        evaluation.close()
         assert writer.force_flush()
     finally:
         writer.shutdown()
@@ -198,3 +203,60 @@ def live_writer(tmp_path: Path) -> Iterator[BundleWriter]:
     writer = BundleWriter(tmp_path / "live")
     yield writer
     writer.shutdown()
+
+
+# -- the browser: Debian's Chromium through Playwright (never a downloaded browser) ----------------
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    playwright_sync = pytest.importorskip("playwright.sync_api")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"{CHROMIUM} is missing (make browser installs Debian's chromium)")
+    with playwright_sync.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def ui(tmp_path: Path) -> types.SimpleNamespace:
+    """Page helpers: ``screenshot(page, name)`` (into docs/screenshots with
+    OTEL_SESSION_UPDATE_SCREENSHOTS=1), ``cursor(page)`` (the replay cursor's seq), ``seek_to(page, seq)``."""
+
+    def screenshot(page, name: str) -> None:
+        target = SCREENSHOTS if os.environ.get("OTEL_SESSION_UPDATE_SCREENSHOTS") == "1" else tmp_path
+        target.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(target / f"{name}.png"), full_page=False)
+
+    def cursor(page) -> int:
+        return int(page.get_attribute("#cursor-label", "data-seq"))
+
+    def seek_to(page, seq: int) -> None:
+        page.eval_on_selector("#cursor", "(el, v) => { el.value = v; el.dispatchEvent(new Event('input')); }", seq)
+        page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{seq}'")
+
+    return types.SimpleNamespace(screenshot=screenshot, cursor=cursor, seek_to=seek_to)

@@ -32,10 +32,11 @@ def test_sessions_newest_first_with_runs_and_no_eval_runs(client, sample):
     assert broken["integrity"] == "invalid"
 
 
-def test_runs_of_a_session_newest_first(client, sample):
+def test_runs_of_a_session_newest_first_eval_runs_included(client, sample):
     answer = client.get("/api/sessions/call-42/runs").get_json()
     assert answer["session_id"] == "call-42"
-    assert [r["run_id"] for r in answer["runs"]] == [sample.latest_run, sample.older_run]
+    assert [r["run_id"] for r in answer["runs"]] == [sample.eval_run, sample.latest_run, sample.older_run]
+    assert [(r["kind"], r["eval_id"]) for r in answer["runs"]] == [("eval", "nightly"), ("live", None), ("live", None)]
 
 
 def test_facts_default_to_latest_run_and_say_so(client, sample):
@@ -205,11 +206,15 @@ def test_facts_and_feedback_with_a_run_of_another_session_conflict(client, sampl
     assert not (sample.root / "sessions" / "call-7" / sample.other_run / "feedback.ndjson").exists()
 
 
-def test_eval_runs_are_not_served_as_live_runs(client, sample):
-    for tail in ("/events", "/state", "/bundle", "/stream"):
+def test_eval_runs_open_like_any_run(client, sample):
+    for tail in ("/events", "/state", "/bundle", "/integrity"):
         response = client.get(run_url("call-42", sample.eval_run, tail))
-        assert response.status_code == 404 and response.get_json()["error"] == "run_not_found", tail
-    assert client.get(f"/api/sessions/call-42/facts?run_id={sample.eval_run}").status_code == 404
+        assert response.status_code == 200, tail
+    assert client.get(run_url("call-42", sample.eval_run, "/events")).get_json()["events"][0]["type"] == "run_started"
+    facts = client.get(f"/api/sessions/call-42/facts?run_id={sample.eval_run}").get_json()
+    assert facts["run_id"] == sample.eval_run and len(facts["turns"]) == 3
+    # Without a run id the latest LIVE run is still the one bound (eval runs never displace it).
+    assert client.get("/api/sessions/call-42/facts").get_json()["run_id"] == sample.latest_run
 
 
 def test_every_response_carries_the_security_headers(client, sample):

@@ -1,82 +1,89 @@
 """The viewer in Debian's Chromium (Playwright for Python, sync API; never a downloaded browser).
 
-Set ``OTEL_SESSION_UPDATE_SCREENSHOTS=1`` to refresh ``docs/screenshots/*.png`` from these tests.
+Set ``OTEL_SESSION_UPDATE_SCREENSHOTS=1`` to refresh ``docs/screenshots/*.png`` from these tests
+(and ``test_browser_replay.py``'s). Fixtures ``browser``, ``page`` and ``ui`` are in conftest.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-playwright_sync = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} is missing (make browser installs Debian's chromium)")
-    with playwright_sync.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
-    yield page
-    context.close()
-
-
-def screenshot(page, name: str, tmp_path: Path) -> None:
-    target = SCREENSHOTS if os.environ.get("OTEL_SESSION_UPDATE_SCREENSHOTS") == "1" else tmp_path
-    target.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(target / f"{name}.png"), full_page=False)
-
-
-def cursor(page) -> int:
-    return int(page.get_attribute("#cursor-label", "data-seq"))
-
-
-def test_sessions_page_lists_and_searches(page, serve, sample, tmp_path):
+def test_sessions_page_lists_filters_sorts_and_pages(page, serve, sample, ui):
     server = serve(sample.root)
     page.goto(f"{server.url}/")
     page.wait_for_selector("body[data-ready=true]")
     rows = page.locator("#sessions tbody tr")
-    assert rows.count() == 5  # call-42 has two runs; eval runs are not listed
-    assert page.locator("#sessions tbody tr").first.get_attribute("data-session-id") == "call-42"
-    screenshot(page, "sessions", tmp_path)
+    assert rows.count() == 6  # five live runs and the eval run
+    assert rows.first.get_attribute("data-run-id") == sample.eval_run
+    assert "eval · nightly" in rows.first.inner_text()
+    ui.screenshot(page, "sessions")
+
+    def wait_total(count: int) -> None:
+        page.wait_for_function(f"() => document.body.dataset.total === '{count}'")
+
     page.fill("#search", "call-7")
-    assert page.locator("#sessions tbody tr").count() == 1
-    page.fill("#search", sample.older_run[:14])
-    assert page.locator("#sessions tbody tr").count() >= 1
+    wait_total(1)
+    assert rows.count() == 1 and rows.first.get_attribute("data-session-id") == "call-7"
+    assert "q=call-7" in page.url  # the query is in the URL, to share
+    page.fill("#search", "sometime soon")  # message text
+    wait_total(5)
+    page.fill("#search", "")
+    page.select_option("select[name=kind]", "eval")
+    wait_total(1)
+    page.select_option("select[name=kind]", "")
+    page.select_option("select[name=status]", "capture_failed")
+    wait_total(1)
+    assert rows.first.get_attribute("data-session-id") == "broken"
+    page.click("#clear-filters")
+    wait_total(6)
+    # Sort by session, ascending then descending.
+    page.click("th[data-sort=session_id]")
+    page.wait_for_function("() => document.querySelector('th[data-sort=session_id]').dataset.active === 'true'")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('order') === 'desc'")
+    page.click("th[data-sort=session_id]")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('order') === 'asc'")
+    page.wait_for_function("() => document.querySelector('#sessions tbody tr').dataset.sessionId === 'broken'")
+    # A shared URL opens the same view.
+    shared = page.context.new_page()
+    shared.goto(f"{server.url}/?kind=live&sort=session_id&order=asc")
+    shared.wait_for_selector("body[data-ready=true]")
+    assert shared.get_attribute("body", "data-total") == "5"
+    assert shared.input_value("select[name=kind]") == "live"
     assert not page.errors
 
 
-def test_session_page_shows_facts_of_the_latest_run(page, serve, sample, tmp_path):
+def test_sessions_page_pages_through_many_runs(page, serve, live_writer):
+    for number in range(120):
+        run = live_writer.open_run(session_id=f"many-{number:03d}", run_id=f"run-00000000-0000-4000-8000-{number:012d}",
+                                   created_at_ns=1_796_000_000_000_000_000 + number * 10**9)
+        run.append("run_started", {"kind": "live", "agent": "bulk"})
+        run.close(run_status="ok")
+    assert live_writer.force_flush()
+    server = serve(live_writer.root)
+    page.goto(f"{server.url}/")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.locator("#sessions tbody tr").count() == 50
+    assert page.inner_text("#count") == "1–50 of 120 runs"
+    assert page.is_disabled("#prev-page")
+    page.click("#next-page")
+    page.wait_for_function("() => document.getElementById('count').textContent === '51–100 of 120 runs'")
+    page.click("#next-page")
+    page.wait_for_function("() => document.getElementById('count').textContent === '101–120 of 120 runs'")
+    assert page.is_disabled("#next-page")
+    assert page.locator("#sessions tbody tr").last.get_attribute("data-session-id") == "many-000"
+    assert not page.errors
+
+
+def test_session_page_shows_facts_of_the_latest_run(page, serve, sample, ui):
     server = serve(sample.root)
     page.goto(f"{server.url}/sessions/call-42")
     page.wait_for_selector("body[data-ready=true]")
@@ -97,14 +104,43 @@ def test_session_page_shows_facts_of_the_latest_run(page, serve, sample, tmp_pat
     assert "✓ date_present" in last.inner_text()
     assert page.get_attribute("#integrity", "data-status") == "complete"
     assert page.locator("#runs tbody tr.selected").get_attribute("data-run-id") == sample.latest_run
-    screenshot(page, "session", tmp_path)
+    ui.screenshot(page, "session")
+    # What went wrong in ANY run is flagged first: the older run's failed tool too, with a link to it.
+    problems = page.locator("#problem-list li")
+    assert {problems.nth(i).get_attribute("data-run-id") for i in range(problems.count())} == {
+        sample.latest_run, sample.older_run, sample.eval_run}
+    assert "tool check_availability failed: timeout" in problems.first.inner_text()
+    assert re.search(r"/runs/run-[0-9a-f-]+#seq=\d+$", problems.first.locator("a").get_attribute("href"))
+    assert page.locator("#runs tbody tr", has_text="eval · nightly").count() == 1
+    assert page.locator("#no-feedback").is_visible()
     page.fill("#feedback textarea", "asked for the date twice")
     page.select_option("#feedback select", "2")
     page.click("#feedback button")
     page.wait_for_function("() => document.getElementById('feedback-result').textContent.startsWith('Saved')")
     assert "(the latest run)" in page.inner_text("#feedback-result")
+    # Saved: the form is cleared, the record is listed, and a second click sends nothing.
+    assert page.input_value("#feedback textarea") == "" and page.input_value("#feedback select") == "3"
+    page.wait_for_selector("#past-feedback tbody tr")
+    assert "asked for the date twice" in page.inner_text("#past-feedback")
+    page.click("#feedback button", force=True)
+    page.dblclick("#feedback button", force=True)
+    page.wait_for_timeout(300)
     feedback = sample.root / "sessions" / "call-42" / sample.latest_run / "feedback.ndjson"
-    assert "asked for the date twice" in feedback.read_text()
+    assert feedback.read_text().count("\n") == 1 and "asked for the date twice" in feedback.read_text()
+    assert page.locator("#past-feedback tbody tr").count() == 1
+    assert not page.errors
+
+
+def test_a_double_click_on_send_saves_one_record(page, serve, sample):
+    server = serve(sample.root)
+    page.goto(f"{server.url}/sessions/call-42")
+    page.wait_for_selector("body[data-ready=true]")
+    page.fill("#feedback textarea", "once")
+    page.dblclick("#feedback button")
+    page.wait_for_function("() => document.getElementById('feedback-result').textContent.startsWith('Saved')")
+    page.wait_for_selector("#past-feedback tbody tr")
+    feedback = sample.root / "sessions" / "call-42" / sample.latest_run / "feedback.ndjson"
+    assert feedback.read_text().count("\n") == 1
     assert not page.errors
 
 
@@ -116,16 +152,16 @@ def test_session_page_with_a_chosen_run(page, serve, sample):
     assert page.locator("#runs tbody tr.selected").get_attribute("data-run-id") == sample.older_run
 
 
-def test_replay_seek_step_jump_and_play_at_10x(page, serve, sample, tmp_path):
+def test_replay_seek_step_jump_and_play_at_10x(page, serve, sample, ui):
     server = serve(sample.root)
     page.goto(f"{server.url}/sessions/call-42/runs/{sample.latest_run}")
     page.wait_for_selector("body[data-ready=true]")
     last = int(page.get_attribute("#cursor", "max"))
-    assert cursor(page) == last
+    assert ui.cursor(page) == last
     assert page.locator(".tool").count() == 2
     assert page.locator(".tool .status-error").count() == 1 and page.locator(".tool .status-ok").count() == 1
     assert "Friday is free." in page.inner_text("#conversation")
-    screenshot(page, "replay", tmp_path)
+    ui.screenshot(page, "replay")
     # Seek into the middle of the first streamed reply: partial text, marked as streaming.
     first_delta = 8  # run_started, turn_started, user message (2), slot_write, guard, message_started, delta
     page.eval_on_selector("#cursor", "(el, v) => { el.value = v; el.dispatchEvent(new Event('input')); }", first_delta + 1)
@@ -151,7 +187,7 @@ def test_replay_seek_step_jump_and_play_at_10x(page, serve, sample, tmp_path):
     seen = []
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        seen.append(cursor(page))
+        seen.append(ui.cursor(page))
         if page.get_attribute("body", "data-playing") == "false" and seen[-1] == last:
             break
         time.sleep(0.05)
@@ -161,7 +197,7 @@ def test_replay_seek_step_jump_and_play_at_10x(page, serve, sample, tmp_path):
     assert not page.errors
 
 
-def test_follow_a_recording_run_while_a_writer_appends(page, serve, live_writer, journal, tmp_path):
+def test_follow_a_recording_run_while_a_writer_appends(page, serve, live_writer, journal, ui):
     run = live_writer.open_run(session_id="live-2", run_id="run-00000000-0000-4000-8000-000000000002", created_at_ns=journal.BASE_NS)
     script = journal.Script(run, journal.BASE_NS)
     script("run_started", {"kind": "live", "agent": "booking"})
@@ -189,16 +225,16 @@ def test_follow_a_recording_run_while_a_writer_appends(page, serve, live_writer,
     assert page.locator("#panel").bounding_box() == panel_box  # fixed-size panel: no reflow while streaming
     page.wait_for_function("() => document.getElementById('conversation').textContent.includes('word39 ')")
     producer.join(10)
-    assert cursor(page) == 43
+    assert ui.cursor(page) == 43
     # The user scrolls the conversation: follow mode detaches; new events do not move the cursor.
     page.mouse.move(300, 500)
     page.locator("#conversation").dispatch_event("wheel")
     page.wait_for_selector("body[data-following=false]")
-    screenshot(page, "replay-follow", tmp_path)
+    ui.screenshot(page, "replay-follow")
     script("assistant_delta", {"index": 0, "kind": "text", "delta": "late "}, turn_index=0, message_id="m1")
     live_writer.force_flush()
     page.wait_for_function("() => Number(document.getElementById('cursor').max) === 44")
-    assert cursor(page) == 43
+    assert ui.cursor(page) == 43
     page.click("#follow")
     page.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '44'")
     assert page.get_attribute("body", "data-following") == "true"
@@ -212,13 +248,12 @@ def test_follow_a_recording_run_while_a_writer_appends(page, serve, live_writer,
     assert not page.errors
 
 
-def test_open_a_downloaded_bundle_offline(page, serve, sample, tmp_path):
+def test_open_a_downloaded_bundle_offline(page, serve, sample, tmp_path, ui):
     server = serve(sample.root)
     page.goto(f"{server.url}/sessions/call-42/runs/{sample.latest_run}")
     page.wait_for_selector("body[data-ready=true]")
     with page.expect_download() as download_info:
-        page.evaluate("(url) => { const a = document.createElement('a'); a.href = url; a.download = ''; document.body.append(a); a.click(); }",
-                      f"/api/sessions/call-42/runs/{sample.latest_run}/bundle")
+        page.click("#download")  # the page's own link: nobody needs to know the API's URL
     bundle_file = tmp_path / "bundle.tar"
     download_info.value.save_as(bundle_file)
     # A fresh page with the server's API blocked: the replay must come from the file alone.
@@ -226,16 +261,29 @@ def test_open_a_downloaded_bundle_offline(page, serve, sample, tmp_path):
     api_calls = []
     offline.route("**/api/**", lambda route: (api_calls.append(route.request.url), route.abort()))
     offline.goto(f"{server.url}/open")
+    # Empty, the page says what it is for; the replay controls wait for a file.
+    assert offline.locator("#offline-help").is_visible()
+    assert "Download bundle" in offline.inner_text("#offline-help")
+    assert not offline.locator("#controls").is_visible() and not offline.locator("#timeline").is_visible()
+    ui.screenshot(offline, "offline-empty")
+    # A file that is not a bundle is reported; a good one then clears that error.
+    not_a_bundle = tmp_path / "notes.tar"
+    not_a_bundle.write_bytes(b"hello" * 200)
+    offline.set_input_files("#bundle-file", str(not_a_bundle))
+    offline.wait_for_selector("#error:not([hidden])")
+    assert "not a bundle download" in offline.inner_text("#error")
     offline.set_input_files("#bundle-file", str(bundle_file))
     offline.wait_for_selector("body[data-ready=true]")
     assert offline.get_attribute("body", "data-mode") == "offline"
+    assert offline.locator("#error").is_hidden() and offline.inner_text("#error") == ""
+    assert not offline.locator("#offline-help").is_visible()
     assert "Friday is free." in offline.inner_text("#conversation")
     assert offline.get_attribute("#integrity", "data-status") == "complete"
     assert int(offline.get_attribute("#cursor", "max")) == int(page.get_attribute("#cursor", "max"))
     offline.eval_on_selector("#cursor", "(el) => { el.value = 9; el.dispatchEvent(new Event('input')); }")
     offline.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '9'")
     assert offline.locator("article.msg.partial").inner_text().endswith("Which da")
-    screenshot(offline, "offline", tmp_path)
+    ui.screenshot(offline, "offline")
     assert api_calls == []
 
 
@@ -284,7 +332,7 @@ def test_journal_markup_is_shown_as_text_and_never_runs(page, serve, sample, jou
         page.wait_for_selector("body[data-ready=true]")
         page.wait_for_timeout(200)
         assert page.evaluate("window.__xss === undefined"), url
-        assert page.locator("#conversation img, #facts img, main script").count() == 0
+        assert page.locator("#conversation img, #facts img, #sessions img, main script").count() == 0
     page.goto(f"{server.url}/sessions/xss/runs/{sample.xss_run}")
     page.wait_for_selector("body[data-ready=true]")
     assert XSS_TEXT in page.inner_text("#conversation")
@@ -294,7 +342,7 @@ def test_journal_markup_is_shown_as_text_and_never_runs(page, serve, sample, jou
     assert page.evaluate("window.__xss === undefined")
 
 
-def test_a_seq_gap_in_the_live_stream_reloads_the_snapshot(page, serve, tmp_path):
+def test_a_seq_gap_in_the_live_stream_reloads_the_snapshot(page, serve, tmp_path, ui):
     """Partial recovery is forbidden: on a gap the page drops its state and reloads `…/events`."""
     import json
 
@@ -326,4 +374,115 @@ def test_a_seq_gap_in_the_live_stream_reloads_the_snapshot(page, serve, tmp_path
         handle.write(line(5, "five "))
     page.wait_for_function("() => document.getElementById('conversation').textContent.includes('five')")
     assert len(snapshots) == 2  # the next record continues the stream: no further reload
-    assert cursor(page) == 5
+    assert ui.cursor(page) == 5
+
+
+def test_session_wide_facts_show_repeated_asks_across_runs(page, serve, sample):
+    server = serve(sample.root)
+    page.goto(f"{server.url}/sessions/call-42")
+    page.wait_for_selector("body[data-ready=true]")
+    section = page.locator("#session-wide")
+    assert section.is_visible()
+    rows = page.locator("#session-facts tbody tr")
+    assert rows.count() == 6  # two live runs of three turns (the eval run is not part of it)
+    assert page.locator("#session-facts tbody tr.repeated").count() == 2
+    repeats = page.inner_text("#session-repeats")
+    assert f"date asked again in {sample.latest_run[:12]} turn 1, asked before in {sample.latest_run[:12]} turn 0" in repeats
+    assert not page.errors
+
+
+def test_session_wide_facts_stay_hidden_where_the_server_has_none(page, serve, sample):
+    """A viewer whose API answers one run's facts for ?scope=session leaves the section out."""
+    server = serve(sample.root)
+    page.route("**/facts?scope=session", lambda route: route.fulfill(status=400, content_type="application/json",
+                                                                     body='{"error": "bad_parameter", "message": "no scope"}'))
+    page.goto(f"{server.url}/sessions/call-42")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.locator("#session-wide").is_hidden()
+    assert page.locator("#error").is_hidden()
+    assert not [error for error in page.errors if "Failed to load resource" not in error]  # the browser logs the 400
+
+
+def test_markup_in_every_new_view_is_text_and_never_runs(page, serve, live_writer, journal, tmp_path):
+    """Hostile strings in every field the new views show: agent, service, eval id, state names,
+    verdict reasons, tool names, arguments and errors, model names, message text, feedback."""
+    xss = journal.XSS_TEXT
+    run = live_writer.open_run(session_id="hostile", run_id="run-00000000-0000-4000-8000-0000000000e5", kind="eval", eval_id=xss,
+                               agent=xss, service=xss, created_at_ns=journal.BASE_NS)
+    script = journal.Script(run, journal.BASE_NS)
+    script("run_started", {"kind": "eval", "agent": xss, "eval_id": xss})
+    script("turn_started", {"state": xss, "required_slots": []}, turn_index=0)
+    script("message_started", {"role": "system"}, turn_index=0, message_id="s")
+    script("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": xss}]}, turn_index=0, message_id="s")
+    script("message_started", {"role": "assistant"}, turn_index=0, message_id="a")
+    script("assistant_delta", {"index": 0, "kind": "text", "delta": xss}, turn_index=0, message_id="a")
+    script("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": xss}], "model": xss,
+                                "usage": {"input_tokens": 1, "output_tokens": 1}}, turn_index=0, message_id="a")
+    script("tool_execution_started", {"name": xss, "arguments": {xss: xss}}, turn_index=0, tool_call_id="t")
+    script("tool_execution_finished", {"status": "error", "error": xss}, turn_index=0, tool_call_id="t")
+    script("transition_verdict", {"from": xss, "to": "done", "reason": xss, "candidates": ["done"]}, turn_index=0)
+    script("turn_finished", {"state": "done", "required_slots": [], "missing_required_slots": []}, turn_index=0)
+    run.close(run_status="error")
+    assert live_writer.force_flush()
+    server = serve(live_writer.root)
+    page.request.post(f"{server.url}/api/sessions/hostile/feedback", data={"rating": 1, "comment": xss})
+
+    def clean(where: str) -> None:
+        page.wait_for_timeout(100)
+        assert page.evaluate("window.__xss === undefined"), where
+        assert page.locator("main img, main script, svg img, svg script, svg foreignObject").count() == 0, where
+
+    page.goto(f"{server.url}/")
+    page.wait_for_selector("body[data-ready=true]")
+    assert xss in page.inner_text("#sessions") and page.locator(f"select[name=eval_id] option[value='{xss}']").count() == 1
+    clean("sessions")
+    page.goto(f"{server.url}/sessions/hostile")
+    page.wait_for_selector("body[data-ready=true]")
+    assert xss in page.inner_text("#problem-list") and xss in page.inner_text("#past-feedback")
+    clean("session")
+    page.goto(f"{server.url}/sessions/hostile/runs/{run.run_id}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert xss in page.locator("#timeline").text_content() and xss in page.locator("#graph").text_content()
+    spans = page.locator("#timeline g.span")
+    for index in range(spans.count()):
+        spans.nth(index).locator(".label").click()
+        page.locator("#details details.raw summary").click()
+        clean(f"details {index}")
+    assert xss in page.inner_text("#details")
+    clean("replay")
+    with page.expect_download() as download:
+        page.click("#download")
+    bundle_file = tmp_path / "hostile.tar"
+    download.value.save_as(bundle_file)
+    page.goto(f"{server.url}/open")
+    page.set_input_files("#bundle-file", str(bundle_file))
+    page.wait_for_selector("body[data-ready=true]")
+    assert xss in page.locator("#graph").text_content()
+    clean("offline")
+    page.goto(f"{server.url}/compare?left=hostile/{run.run_id}&right=hostile/{run.run_id}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert xss in page.inner_text("#compare")
+    clean("compare")
+    assert not page.errors
+
+
+def test_the_session_page_refreshes_while_a_run_records(page, serve, live_writer, journal):
+    run = live_writer.open_run(session_id="recording", run_id="run-00000000-0000-4000-8000-0000000000a7", created_at_ns=journal.BASE_NS)
+    script = journal.Script(run, journal.BASE_NS)
+    script("run_started", {"kind": "live", "agent": "booking"})
+    script("turn_started", {"state": "ask_date", "required_slots": ["date"]}, turn_index=0)
+    assert live_writer.force_flush()
+    server = serve(live_writer.root)
+    page.goto(f"{server.url}/sessions/recording")
+    page.wait_for_selector("body[data-ready=true]")
+    row = page.locator(f"#runs tbody tr[data-run-id='{run.run_id}']")
+    assert row.get_attribute("data-status") == "running" and "recording" in row.inner_text()
+    script("tool_execution_started", {"name": "lookup", "arguments": {}}, turn_index=0, tool_call_id="t1")
+    script("tool_execution_finished", {"status": "error", "error": "down"}, turn_index=0, tool_call_id="t1")
+    script("run_finished", {"status": "ok"})
+    run.close()
+    assert live_writer.force_flush()
+    page.wait_for_function(f"() => document.querySelector(\"#runs tbody tr[data-run-id='{run.run_id}']\").dataset.status === 'error'",
+                           timeout=15_000)
+    assert "tool lookup failed: down" in page.inner_text("#problem-list")
+    assert not page.errors

@@ -3,11 +3,20 @@
 
 /** Build an element: h("td", {class: "x", title: "y"}, "text", childNode, [more]). */
 export function h(tag, attrs = {}, ...children) {
-  const element = document.createElement(tag);
+  return build(document.createElement(tag), attrs, children);
+}
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+/** Build an SVG element the same way: svg("rect", {x: 1, class: "bar"}). */
+export function svg(tag, attrs = {}, ...children) {
+  return build(document.createElementNS(SVG_NS, tag), attrs, children);
+}
+
+function build(element, attrs, children) {
   for (const [name, value] of Object.entries(attrs)) {
     if (value === undefined || value === null || value === false) continue;
-    if (name === "class") element.className = value;
-    else if (name === "dataset") Object.assign(element.dataset, value);
+    if (name === "dataset") Object.assign(element.dataset, value);
     else if (name.startsWith("on")) element.addEventListener(name.slice(2), value);
     else element.setAttribute(name, value === true ? "" : String(value));
   }
@@ -65,6 +74,21 @@ export function showError(error) {
   if (!target) return;
   target.hidden = false;
   target.textContent = error instanceof ApiError ? `${error.code}: ${error.message}` : String(error?.message ?? error);
+}
+
+export const READY_MARK = "otel-session:ready";
+
+/** The page has rendered its data: `body[data-ready]` for tests, a performance mark for bench/viewer.py. */
+export function markReady() {
+  if (document.body.dataset.ready !== "true") performance.mark(READY_MARK);
+  document.body.dataset.ready = "true";
+}
+
+export function clearError() {
+  const target = document.getElementById("error");
+  if (!target) return;
+  target.hidden = true;
+  target.textContent = "";
 }
 
 export function badge(text, kind = text) {

@@ -2,19 +2,26 @@
 // play/pause paced by `at` and ordered by `seq`, step ±1, jump to turn, follow mode over SSE for a
 // recording run, and offline replay of a downloaded bundle with no server calls.
 import { Replayer, runEvents } from "./reducer.js";
-import { api, fill, h, runPath, shortTime, showError } from "./dom.js";
+import { api, clearError, fill, h, markReady, runPath, shortTime, showError } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
 import { parseTar, readBundle } from "./bundle.js";
+import { buildTimeline } from "./timeline.js";
+import { TimelineView } from "./timeline-view.js";
+import { renderDetails } from "./details.js";
+import { buildGraph } from "./graph.js";
+import { GraphView } from "./graph-view.js";
 
 const MAX_IDLE_MS = 2000; // a long quiet stretch in the journal plays as at most 2 s
 const TICK_MS = 16;
 const PAGE = 10000;
+const TIMELINE_REBUILD_MS = 250; // a live run's timeline is rebuilt at most this often
+const SHARE_WHILE_PLAYING_MS = 500;
 
 const $ = (id) => document.getElementById(id);
 const ui = {
   conversation: $("conversation"), cursor: $("cursor"), cursorLabel: $("cursor-label"), play: $("play"),
   speed: $("speed"), turnJump: $("turn-jump"), follow: $("follow"), followState: $("follow-state"),
-  integrity: $("integrity"),
+  integrity: $("integrity"), details: $("details"),
 };
 
 const view = {
@@ -30,7 +37,16 @@ const view = {
   source: null,
   playTimer: null,
   renderQueued: false,
+  revealCursor: false,
+  sharedAt: -Infinity,
+  timeline: null,
+  timelineBuiltAt: -Infinity,
+  timelinePending: false,
+  selected: null,
 };
+
+const timelineView = new TimelineView($("timeline"), { onPick: pick });
+const graphView = new GraphView($("graph"));
 
 // -- model: the reducer's Replayer owns the seq-ordered journal --------------------------------
 
@@ -65,11 +81,49 @@ function setEvents(records) {
   view.firstSeen = new Map();
   fill(ui.turnJump, h("option", { value: "" }, "jump to…"));
   noteEvents(events());
+  view.timeline = null;
 }
 
 function appendEvents(records) {
   view.replayer.extend(records);
   noteEvents(records);
+  view.timeline = null;
+}
+
+// -- timeline and details ----------------------------------------------------------------------
+
+/** Rebuild the timeline and the state graph when the journal changed (a live run's at most every
+ * TIMELINE_REBUILD_MS); both are laid out from the whole journal, so seeking never moves them. */
+function refreshTimeline({ now = false } = {}) {
+  if (view.timeline) return;
+  const wait = view.timelineBuiltAt + TIMELINE_REBUILD_MS - performance.now();
+  if (!now && view.live && wait > 0) {
+    if (!view.timelinePending) {
+      view.timelinePending = true;
+      setTimeout(() => { view.timelinePending = false; scheduleRender(); }, wait);
+    }
+    return;
+  }
+  view.timeline = buildTimeline(events());
+  view.timelineBuiltAt = performance.now();
+  timelineView.setTimeline(view.timeline);
+  graphView.setGraph(buildGraph(events()));
+}
+
+function spanByKey(key) {
+  refreshTimeline({ now: true });
+  return view.timeline.spans.find((span) => span.key === key) ?? null;
+}
+
+/** Select a span for details; a click on the timeline also seeks to its first record. */
+function pick(span, { seekTo = true } = {}) {
+  view.selected = span.key;
+  timelineView.select(span.key);
+  renderDetails(ui.details, span);
+  if (seekTo) {
+    stop();
+    seek(span.startSeq);
+  }
 }
 
 function noteEvents(records) {
@@ -131,16 +185,58 @@ function render() {
   ].sort((a, b) => a[0] - b[0]);
   fill(ui.conversation, items.map(([, node]) => node));
   const index = indexAt(view.cursor);
-  renderPanel(state, index >= 0 ? events()[index] : null);
+  const event = index >= 0 ? events()[index] : null;
+  renderPanel(state, event);
   ui.cursor.max = String(lastSeq());
   ui.cursor.value = String(view.cursor);
   ui.cursorLabel.textContent = `seq ${view.cursor} / ${lastSeq()}`;
   ui.cursorLabel.dataset.seq = String(view.cursor);
+  refreshTimeline();
+  timelineView.setCursor(view.cursor);
+  graphView.setCursor(view.cursor);
   if (view.following) ui.conversation.scrollTop = ui.conversation.scrollHeight;
+  else if (view.revealCursor) reveal(cursorItem(event));
+  view.revealCursor = false;
+  shareCursor();
   ui.follow.hidden = !view.live || view.following;
   ui.followState.hidden = !view.live;
   ui.followState.textContent = view.following ? "following live" : "detached";
   document.body.dataset.following = String(view.following);
+}
+
+/** The conversation item the record at the cursor belongs to, else the newest item shown. */
+function cursorItem(event) {
+  const children = [...ui.conversation.children];
+  const own = event && children.find((node) =>
+    (event.message_id && node.dataset.messageId === event.message_id) ||
+    (event.tool_call_id && node.dataset.toolCallId === event.tool_call_id));
+  return own ?? children[children.length - 1] ?? null;
+}
+
+/** Scroll the conversation (only it, never the page) so that `node`'s end is in view. */
+function reveal(node) {
+  if (!node) return;
+  const pane = ui.conversation;
+  const top = node.offsetTop - pane.offsetTop;
+  const bottom = top + node.offsetHeight;
+  if (bottom > pane.scrollTop + pane.clientHeight) pane.scrollTop = bottom - pane.clientHeight + 8;
+  else if (top < pane.scrollTop) pane.scrollTop = Math.max(0, top - 8);
+}
+
+/** Keep the cursor in the URL (#seq=N), so a position can be shared; while playing at most every
+ * SHARE_WHILE_PLAYING_MS (browsers throttle a page that replaces its URL every frame). */
+function shareCursor() {
+  if (view.offline || view.following || !events().length) return;
+  const hash = `#seq=${view.cursor}`;
+  const now = performance.now();
+  if (location.hash === hash || (view.playTimer && now - view.sharedAt < SHARE_WHILE_PLAYING_MS)) return;
+  history.replaceState(null, "", hash);
+  view.sharedAt = now;
+}
+
+function sharedSeq() {
+  const match = /^#seq=(\d{1,12})$/.exec(location.hash);
+  return match ? Number(match[1]) : null;
 }
 
 function scheduleRender() {
@@ -155,6 +251,7 @@ function scheduleRender() {
 function seek(seq, { byUser = true } = {}) {
   if (byUser) detach();
   view.cursor = Math.max(0, Math.min(seq, lastSeq()));
+  view.revealCursor = true;
   scheduleRender();
 }
 
@@ -192,6 +289,7 @@ function play() {
       index += 1;
     }
     view.cursor = index < 0 ? 0 : list[index].seq;
+    view.revealCursor = true;
     scheduleRender();
     if (index >= list.length - 1) stop();
     else view.playTimer = setTimeout(tick, TICK_MS);
@@ -202,6 +300,7 @@ function play() {
 function stop() {
   clearTimeout(view.playTimer);
   view.playTimer = null;
+  scheduleRender(); // shares the position it stopped at
   ui.play.textContent = "Play";
   document.body.dataset.playing = "false";
 }
@@ -244,6 +343,7 @@ async function loadFromServer() {
   view.captureStatus = snapshot.captureStatus;
   view.live = snapshot.captureStatus === "recording";
   await loadIntegrity();
+  const shared = sharedSeq();
   if (view.live) {
     attach();
     subscribe();
@@ -251,6 +351,7 @@ async function loadFromServer() {
     view.cursor = lastSeq();
     scheduleRender();
   }
+  if (shared !== null) seek(shared); // a shared position wins, and detaches a live view
 }
 
 function closeStream() {
@@ -308,11 +409,14 @@ async function openBundleFile(file) {
   const link = $("session-link");
   link.removeAttribute("href");
   link.textContent = view.sessionId;
+  $("download")?.remove(); // the page now shows the file, not the server's run
   renderIntegrity(ui.integrity, bundle);
   setEvents(runEvents(bundle.events, bundle.manifest));
   view.cursor = lastSeq();
+  clearError(); // a good file replaces whatever a previous bad file reported
+  document.body.dataset.empty = "false";
   scheduleRender();
-  document.body.dataset.ready = "true";
+  requestAnimationFrame(markReady); // after the render queued above
 }
 
 // -- wiring ------------------------------------------------------------------------------------
@@ -328,6 +432,43 @@ ui.turnJump.addEventListener("change", () => {
   }
 });
 ui.follow.addEventListener("click", attach);
+ui.conversation.addEventListener("click", (event) => {
+  const item = event.target.closest("[data-message-id], [data-tool-call-id]");
+  if (!item) return;
+  const span = spanByKey(item.dataset.messageId ? `m:${item.dataset.messageId}` : `t:${item.dataset.toolCallId}`);
+  if (span) pick(span, { seekTo: false });
+});
+$("p-event").addEventListener("click", () => {
+  const index = indexAt(view.cursor);
+  if (index < 0) return;
+  const record = events()[index];
+  renderDetails(ui.details, { key: `r:${record.seq}`, kind: "record", label: `record #${record.seq} · ${record.type}`, records: [record] });
+});
+window.addEventListener("hashchange", () => {
+  const shared = sharedSeq();
+  if (shared !== null && shared !== view.cursor) {
+    stop();
+    seek(shared);
+  }
+});
+
+// Keyboard: space play/pause, ← → one record, Home/End first/last; form controls keep their keys.
+const KEYS = {
+  " ": () => (view.playTimer ? stop() : play()),
+  ArrowLeft: () => { stop(); step(-1); },
+  ArrowRight: () => { stop(); step(+1); },
+  Home: () => { stop(); seek(0); },
+  End: () => { stop(); seek(lastSeq()); },
+};
+document.addEventListener("keydown", (event) => {
+  const action = KEYS[event.key];
+  if (!action || event.altKey || event.ctrlKey || event.metaKey) return;
+  const onScrubber = event.target === ui.cursor && event.key === " "; // the range input has no use for space
+  if (!onScrubber && event.target.closest?.("input, select, textarea, button, [contenteditable], summary, [role=listitem]")) return;
+  event.preventDefault();
+  action();
+});
+window.addEventListener("resize", () => { if (view.timeline) timelineView.setTimeline(view.timeline); });
 for (const type of ["wheel", "touchmove", "keydown"]) ui.conversation.addEventListener(type, detach, { passive: true });
 $("bundle-file").addEventListener("change", (event) => {
   const [file] = event.target.files;
@@ -339,5 +480,5 @@ if (view.offline) {
   render();
 } else {
   document.body.dataset.mode = "server";
-  loadFromServer().then(() => { document.body.dataset.ready = "true"; }, showError);
+  loadFromServer().then(() => requestAnimationFrame(markReady), showError); // after the first render
 }

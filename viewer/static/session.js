@@ -1,25 +1,62 @@
-// Session page: runs, per-turn facts of the chosen run (latest by default, and it says so), feedback.
-import { api, badge, enc, fill, h, shortTime, showError } from "./dom.js";
+// Session page: what went wrong in any of its runs, the runs (eval runs too), per-turn facts of the
+// chosen run (latest by default, and it says so), past feedback and the feedback form.
+import { api, badge, enc, fill, h, markReady, shortTime, showError } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
 import { clip, slotTriad, verdictText } from "./facts-view.js";
+import { feedbackText, kindText } from "./runs-view.js";
+
+const REFRESH_MS = 2000; // while a run records, the runs and problems are fetched again this often
 
 const sessionId = document.body.dataset.sessionId;
 const chosenRun = new URLSearchParams(location.search).get("run_id");
+const here = `/sessions/${enc(sessionId)}`;
 let boundRun = null;
+let refreshTimer = null;
+
+function replayHref(runId, seq) {
+  return `${here}/runs/${enc(runId)}${seq != null ? `#seq=${seq}` : ""}`;
+}
 
 function runRow(run) {
-  const here = `/sessions/${enc(sessionId)}`;
-  return h("tr", { class: run.run_id === boundRun ? "selected" : "", dataset: { runId: run.run_id } },
+  return h("tr", { class: run.run_id === boundRun ? "selected" : "", dataset: { runId: run.run_id, status: run.status } },
     h("td", {}, h("code", {}, run.run_id)),
-    h("td", {}, run.kind),
+    h("td", {}, kindText(run)),
     h("td", {}, shortTime(run.created_at)),
+    h("td", {}, badge(run.status, run.status)),
     h("td", {}, run.turns),
+    h("td", {}, run.model_calls),
+    h("td", { class: run.problems.length ? "problem-count has-problems" : "problem-count" }, run.problems.length || "–"),
+    h("td", {}, feedbackText(run.feedback)),
     h("td", {}, badge(run.capture_status ?? "missing", run.capture_status ?? "invalid")),
     h("td", {}, badge(run.integrity, run.integrity)),
     h("td", {},
       h("a", { href: `${here}?run_id=${enc(run.run_id)}` }, "facts"), " · ",
-      h("a", { href: `${here}/runs/${enc(run.run_id)}` }, "replay")),
+      h("a", { href: replayHref(run.run_id) }, "replay"), " · ",
+      h("a", { href: `/api/sessions/${enc(sessionId)}/runs/${enc(run.run_id)}/bundle`, download: "" }, "download")),
   );
+}
+
+function renderProblems(runs) {
+  const items = runs.flatMap((run) => run.problems.map((problem) =>
+    h("li", { class: `problem kind-${problem.kind}`, dataset: { runId: run.run_id, kind: problem.kind } },
+      h("a", { href: replayHref(run.run_id, problem.seq) }, h("code", {}, run.run_id.slice(0, 12))),
+      ` ${shortTime(run.created_at)} · `, problem.message)));
+  fill(document.getElementById("problem-list"), items);
+  document.getElementById("problems").hidden = items.length === 0;
+}
+
+function feedbackRow(record) {
+  return h("tr", { dataset: { runId: record.run_id } },
+    h("td", {}, shortTime(record.at)),
+    h("td", {}, h("code", {}, String(record.run_id ?? "").slice(0, 12))),
+    h("td", {}, record.rating),
+    h("td", { class: "comment" }, record.comment ?? ""));
+}
+
+async function loadFeedback() {
+  const answer = await api(`/api/sessions/${enc(sessionId)}/feedback`);
+  fill(document.querySelector("#past-feedback tbody"), answer.feedback.map(feedbackRow));
+  document.getElementById("no-feedback").hidden = answer.feedback.length > 0;
 }
 
 function triadCell(turn) {
@@ -77,28 +114,84 @@ async function loadFacts() {
   document.getElementById("facts-note").textContent = (facts.notes ?? []).join(" ");
 }
 
+// Session-wide facts (every run, repeated asks across run boundaries) come from
+// `…/facts?scope=session` where the server has it; an older server answers one run's facts, and the
+// section then stays hidden.
+function where(place) {
+  return place && typeof place === "object" ? `${String(place.run_id ?? "").slice(0, 12)} turn ${place.turn_index ?? "?"}` : "";
+}
+
+/** One repeated ask of interfaces §3: {run_id, turn_index, slots, asked_before_in: {run_id, turn_index}}. */
+function repeatedText(ask) {
+  if (typeof ask !== "object" || ask === null) return String(ask);
+  const slots = Array.isArray(ask.slots) ? ask.slots.join(", ") : clip(ask, 60);
+  const before = ask.asked_before_in ? `, asked before in ${where(ask.asked_before_in)}` : "";
+  return `${slots} asked again in ${where(ask)}${before}`;
+}
+
+async function loadSessionFacts() {
+  let answer;
+  try {
+    answer = await api(`/api/sessions/${enc(sessionId)}/facts?scope=session`);
+  } catch {
+    return; // not offered here
+  }
+  if (answer?.scope !== "session" || !Array.isArray(answer.turns)) return;
+  const runOrder = new Map((answer.runs ?? []).map((run, index) => [run.run_id, index + 1]));
+  fill(document.querySelector("#session-facts tbody"), answer.turns.map((turn) =>
+    h("tr", { class: (turn.repeated_asks ?? []).length ? "repeated" : "", dataset: { runId: turn.run_id } },
+      h("td", {}, `${runOrder.get(turn.run_id) ?? "?"} · `, h("code", {}, String(turn.run_id ?? "").slice(0, 12))),
+      h("td", {}, turn.turn_index),
+      h("td", { class: "state" }, `${turn.state_before ?? "∅"} → ${turn.state ?? "∅"}`),
+      h("td", { class: "verdict" }, verdictText(turn.verdict)),
+      h("td", { class: "repeat" }, (turn.repeated_asks ?? []).length
+        ? `asked again: ${turn.repeated_asks.map((ask) => (typeof ask === "string" ? ask : (ask.slots ?? []).join(", "))).join(", ")}` : ""))));
+  fill(document.getElementById("session-repeats"), (answer.repeated_asks ?? []).map((ask) => h("li", {}, repeatedText(ask))));
+  document.getElementById("session-wide").hidden = false;
+}
+
 async function loadRuns() {
   const answer = await api(`/api/sessions/${enc(sessionId)}/runs`);
   fill(document.querySelector("#runs tbody"), answer.runs.map(runRow));
+  renderProblems(answer.runs);
+  const recording = answer.runs.some((run) => run.capture_status === "recording");
+  clearTimeout(refreshTimer);
+  if (recording) refreshTimer = setTimeout(() => loadRuns().catch(showError), REFRESH_MS);
+  return answer.runs;
 }
 
-document.getElementById("feedback").addEventListener("submit", async (event) => {
+// One record per deliberate submit: the button is off while a request is in flight and after a
+// save, until the form is edited again; a saved form is cleared.
+const form = document.getElementById("feedback");
+const submit = form.querySelector("button[type=submit]");
+form.addEventListener("input", () => { submit.disabled = false; });
+form.addEventListener("submit", async (event) => {
   event.preventDefault();
-  const form = new FormData(event.target);
-  const body = { rating: Number(form.get("rating")), comment: String(form.get("comment") ?? "") };
+  if (submit.disabled) return;
+  submit.disabled = true;
+  const fields = new FormData(form);
+  const body = { rating: Number(fields.get("rating")), comment: String(fields.get("comment") ?? "") };
   if (chosenRun) body.run_id = chosenRun;
   const output = document.getElementById("feedback-result");
   try {
     const answer = await api(`/api/sessions/${enc(sessionId)}/feedback`, {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
     });
+    form.reset();
     output.textContent = `Saved for ${answer.run_id}${answer.fallback_to_latest_run ? " (the latest run)" : ""}.`;
+    await Promise.all([loadFeedback(), loadRuns()]);
   } catch (error) {
+    submit.disabled = false;
     output.textContent = `Not saved: ${error.message}`;
   }
 });
 
-loadFacts()
-  .then(loadRuns)
-  .then(() => { document.body.dataset.ready = "true"; })
-  .catch((error) => { showError(error); return loadRuns().catch(() => {}); });
+const facts = loadFacts();
+const runs = facts.catch(() => {}).then(loadRuns); // the bound run is known first, to mark its row
+// Session-wide facts cover live runs: an eval-only session has none to ask for.
+const sessionWide = runs.then((listed) => (listed ?? []).some((run) => run.kind === "live") && loadSessionFacts());
+Promise.allSettled([facts, runs, loadFeedback(), sessionWide]).then((results) => {
+  const failed = results.find((result) => result.status === "rejected");
+  if (failed) showError(failed.reason);
+  else markReady();
+});

@@ -1,38 +1,149 @@
-// Sessions page: every live session, newest first, with its runs; filter by session or run id.
-import { api, badge, enc, fill, h, shortTime, showError } from "./dom.js";
+// Sessions list: every run, live and eval (under its eval id), as the server filters, sorts and
+// pages it (GET /api/runs). The query lives in the URL, so a filtered view can be shared.
+import { api, badge, enc, fill, h, markReady, shortTime, showError } from "./dom.js";
+import { durationText, feedbackText, kindText, tokensText } from "./runs-view.js";
 
+const PAGE = 50;
+const TYPING_MS = 200;
+const FILTERS = ["q", "status", "kind", "eval_id", "agent", "service", "since", "until"];
+const FACETS = { agent: "agent", service: "service", eval_id: "eval_id" };
+
+const form = document.getElementById("filters");
 const body = document.querySelector("#sessions tbody");
-const search = document.getElementById("search");
-let sessions = [];
+const query = new URLSearchParams(location.search);
+let typing = null;
+let request = 0;
+const picked = []; // up to two "<session_id>/<run_id>" to compare
 
-function rows(session) {
-  return session.runs.map((run, index) =>
-    h("tr", { class: index === 0 ? "session-first" : "", dataset: { sessionId: session.session_id, runId: run.run_id } },
-      h("td", {}, index === 0 ? h("a", { href: `/sessions/${enc(session.session_id)}` }, session.session_id) : ""),
-      h("td", {}, h("a", { href: `/sessions/${enc(session.session_id)}/runs/${enc(run.run_id)}` }, h("code", {}, run.run_id))),
-      h("td", {}, run.kind),
-      h("td", {}, shortTime(run.created_at)),
-      h("td", { class: "turns" }, run.turns),
-      h("td", {}, run.event_count),
-      h("td", {}, badge(run.capture_status ?? "missing", run.capture_status ?? "invalid")),
-      h("td", {}, badge(run.integrity, run.integrity)),
-    ));
+function renderPicks() {
+  const link = document.getElementById("compare-link");
+  link.hidden = picked.length !== 2;
+  if (picked.length === 2) link.href = `/compare?left=${enc(picked[0])}&right=${enc(picked[1])}`;
+  document.getElementById("compare-hint").hidden = picked.length === 2;
+  for (const box of body.querySelectorAll("input.pick")) box.checked = picked.includes(box.value);
 }
 
-function render() {
-  const needle = search.value.trim().toLowerCase();
-  const shown = sessions.filter((session) =>
-    !needle || session.session_id.toLowerCase().includes(needle) ||
-    session.runs.some((run) => run.run_id.includes(needle)));
-  fill(body, shown.map(rows));
-  document.getElementById("count").textContent = `${shown.length} of ${sessions.length} sessions`;
-  document.getElementById("empty").hidden = sessions.length > 0;
+function togglePick(value) {
+  const at = picked.indexOf(value);
+  if (at >= 0) picked.splice(at, 1);
+  else {
+    picked.push(value);
+    if (picked.length > 2) picked.shift();
+  }
+  renderPicks();
 }
 
-search.addEventListener("input", render);
-search.value = new URLSearchParams(location.search).get("q") ?? "";
-api("/api/sessions").then((answer) => {
-  sessions = answer.sessions;
-  render();
-  document.body.dataset.ready = "true";
-}, showError);
+function row(run) {
+  const session = `/sessions/${enc(run.session_id)}`;
+  const pick = `${run.session_id}/${run.run_id}`;
+  return h("tr", { class: `status-row-${run.status}`, dataset: { sessionId: run.session_id, runId: run.run_id, status: run.status } },
+    h("td", {}, h("input", { type: "checkbox", class: "pick", value: pick, "aria-label": `compare ${run.run_id}`,
+      onchange: () => togglePick(pick) })),
+    h("td", {}, h("a", { href: session }, run.session_id)),
+    h("td", {}, h("a", { href: `${session}/runs/${enc(run.run_id)}` }, h("code", {}, run.run_id.slice(0, 12)))),
+    h("td", {}, kindText(run)),
+    h("td", {}, run.agent ?? "–"),
+    h("td", {}, run.service ?? "–"),
+    h("td", { title: run.problems.map((problem) => problem.message).join("\n") }, badge(run.status, run.status),
+      run.problems.length ? h("span", { class: "has-problems" }, ` ${run.problems.length}`) : ""),
+    h("td", {}, shortTime(run.created_at)),
+    h("td", { class: "num" }, durationText(run.duration_ms)),
+    h("td", { class: "num turns" }, run.turns),
+    h("td", { class: "num" }, run.model_calls),
+    h("td", { class: "num" }, tokensText(run)),
+    h("td", { class: "num" }, feedbackText(run.feedback)),
+    h("td", {}, badge(run.capture_status ?? "missing", run.capture_status ?? "invalid")),
+    h("td", {}, badge(run.integrity, run.integrity)),
+  );
+}
+
+function fillFacets(facets) {
+  for (const [name, facet] of Object.entries(FACETS)) {
+    const select = form.elements[name];
+    const chosen = query.get(name) ?? "";
+    const values = new Set(facets[facet] ?? []);
+    if (chosen) values.add(chosen);
+    fill(select, h("option", { value: "" }, "any"), [...values].sort().map((value) => h("option", { value }, value)));
+    select.value = chosen;
+  }
+}
+
+function renderSortMarks() {
+  const sort = query.get("sort") ?? "created_at";
+  const order = query.get("order") ?? "desc";
+  for (const header of document.querySelectorAll("th[data-sort]")) {
+    header.dataset.active = String(header.dataset.sort === sort);
+    header.setAttribute("aria-sort", header.dataset.sort === sort ? (order === "asc" ? "ascending" : "descending") : "none");
+  }
+}
+
+async function load() {
+  const mine = ++request;
+  const params = new URLSearchParams(query);
+  params.set("limit", String(PAGE));
+  const answer = await api(`/api/runs?${params}`);
+  if (mine !== request) return; // a newer query was sent meanwhile
+  fill(body, answer.runs.map(row));
+  renderPicks();
+  fillFacets(answer.facets);
+  renderSortMarks();
+  const offset = answer.offset;
+  const shownTo = offset + answer.runs.length;
+  document.getElementById("count").textContent = answer.total
+    ? `${offset + 1}–${shownTo} of ${answer.total} runs` : "0 runs";
+  document.getElementById("prev-page").disabled = offset === 0;
+  document.getElementById("next-page").disabled = shownTo >= answer.total;
+  document.getElementById("empty").hidden = answer.total > 0;
+  markReady();
+  document.body.dataset.total = String(answer.total);
+}
+
+function update(changes) {
+  for (const [name, value] of Object.entries(changes)) {
+    if (value === "" || value == null) query.delete(name);
+    else query.set(name, value);
+  }
+  const search = query.toString();
+  history.replaceState(null, "", search ? `?${search}` : location.pathname);
+  load().catch(showError);
+}
+
+function fromForm(name) {
+  const value = form.elements[name].value;
+  return (name === "since" || name === "until") && value ? `${value.length === 16 ? `${value}:00` : value}` : value;
+}
+
+for (const name of FILTERS) {
+  const field = form.elements[name];
+  const value = query.get(name) ?? "";
+  field.value = (name === "since" || name === "until") ? value.replace(/Z$/, "") : value;
+}
+form.addEventListener("input", (event) => {
+  const name = event.target.name;
+  if (!FILTERS.includes(name)) return;
+  clearTimeout(typing);
+  const apply = () => update({ [name]: fromForm(name), offset: "" });
+  if (name === "q") typing = setTimeout(apply, TYPING_MS);
+  else apply();
+});
+form.addEventListener("submit", (event) => event.preventDefault());
+form.addEventListener("reset", () => {
+  clearTimeout(typing);
+  update(Object.fromEntries([...FILTERS, "offset"].map((name) => [name, ""])));
+});
+for (const header of document.querySelectorAll("th[data-sort]")) {
+  header.tabIndex = 0;
+  const sortBy = () => {
+    const same = (query.get("sort") ?? "created_at") === header.dataset.sort;
+    const order = same && (query.get("order") ?? "desc") === "desc" ? "asc" : "desc";
+    update({ sort: header.dataset.sort, order, offset: "" });
+  };
+  header.addEventListener("click", sortBy);
+  header.addEventListener("keydown", (event) => { if (event.key === "Enter") sortBy(); });
+}
+document.getElementById("prev-page").addEventListener("click", () =>
+  update({ offset: String(Math.max(0, Number(query.get("offset") ?? 0) - PAGE)) || "" }));
+document.getElementById("next-page").addEventListener("click", () =>
+  update({ offset: String(Number(query.get("offset") ?? 0) + PAGE) }));
+
+load().catch(showError);

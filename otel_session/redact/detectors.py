@@ -1,0 +1,265 @@
+"""Detectors: where free text holds personal data, and what replaces it (SPEC §6).
+
+Contract::
+
+    scanner = Scanner(DEFAULT_DETECTORS, patterns={"employee_id": r"EMP-\\d{6}"})
+    scanner.scan("mail jane@example.com, EMP-123456")  # -> "mail [email], [employee_id]"
+    scanner.edits("mail jane@example.com")             # -> [(5, 21, "[email]")]
+
+Built-in detectors (each masks as ``[name]``): ``email`` (international domains, ``%40``-encoded),
+``phone``, ``card`` (Luhn-checked, also glued to letters or ``_``), ``national_id`` (SSN, UK NI and
+long digit runs), ``iban`` (mod-97 checked, spaced or not), ``ipv4``, ``ipv6`` (checked by
+``ipaddress``). A number's digits may be separated by up to three of space, tab, newline, NBSP,
+U+2007, U+2009, U+202F, ``(``, ``)``, ``.``, ``-``. User patterns (label -> regex) are matched
+within each word (a run without whitespace) and mask as ``[label]``; they never override a
+built-in detection. Tokens this package emits are matched first and left as they are, so scanning
+twice changes nothing.
+
+Streaming (``stream.py``) relies on one property: a detection holds whitespace only before one of
+``CONTINUES_AFTER_SPACE`` (a number's digits and separators, an IBAN's next group), so a text
+cut right after whitespace, before any other character, scans the same whole or in parts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable, Mapping
+
+__all__ = ["BUILTIN_DETECTORS", "CONTINUES_AFTER_SPACE", "DEFAULT_DETECTORS", "IS_MASK", "Scanner"]
+
+BUILTIN_DETECTORS = ("email", "phone", "card", "national_id", "iban", "ipv4", "ipv6")
+DEFAULT_DETECTORS = BUILTIN_DETECTORS
+CONTINUES_AFTER_SPACE = "0-9A-Z().\\-"
+"""A regex class body: the characters a detection may hold right after whitespace."""
+LABEL = re.compile(r"[a-z][a-z0-9_]{0,31}")
+"""What a detector's name (its token ``[name]``) may look like."""
+
+# The mask a ``mask`` field mode writes (see ``Redactor``) and the error token, whole.
+_MASK = r"<redacted (?:error|[A-Za-z_]\w{0,39} len=\d{1,19})>"
+IS_MASK = re.compile(_MASK).fullmatch
+_HASH = r"hmac-sha256:[0-9a-f]{16}"
+_SEPARATOR = "[ \\t\\n\\r\\u00a0\\u2007\\u2009\\u202f().\\-]"
+_DIGITS = f"\\d(?:{_SEPARATOR}{{0,3}}\\d)"  # + a count: a run of digits, each after <= 3 separators
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+
+# Each detector's pattern, in the order they are tried at a position (the first that matches wins).
+_PATTERNS: dict[str, str] = {
+    "email": r"[\w.%+\-]+(?:@|%40)[\w\-]+(?:\.[\w\-]+)*\.(?:xn--[\w\-]+|[^\W\d_]{2,})",
+    "iban": r"\b[A-Z]{2}\d{2}(?:[A-Z0-9]{11,30}|(?: [A-Z0-9]{4}){2,7}(?: [A-Z0-9]{1,4})?)\b",
+    "ipv4": rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?!\w|\.\d)",
+    "ipv6": r"(?<![\w:.])(?:[0-9A-Fa-f]{1,4}:|:)(?:[0-9A-Fa-f]{0,4}:){1,7}"
+            r"(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{1,4})?(?:%[\w\-]+)?(?![\w:]|\.\d)",
+    "national_letters": r"\b[A-CEGHJ-PR-TW-Z]{2}\d{6}[A-D]\b",  # UK NI number shape
+    # A run of digits with separators, not glued to a word: a phone, card or national id.
+    "number": rf"(?<![\w+])\+?\(?{_DIGITS}{{5,}}(?!\w)",
+    # Digits glued to letters or "_" ("ref4111…", "cc_4111…"): only a card number is taken there.
+    "glued": rf"(?<![\d+]){_DIGITS}{{12,18}}(?!\d)",
+}
+# Which detector needs which pattern.
+_NEEDS = {
+    "email": ("email",), "iban": ("iban",), "ipv4": ("ipv4",), "ipv6": ("ipv6",),
+    "national_id": ("national_letters", "number"), "phone": ("number",), "card": ("number", "glued"),
+}
+# Shortcuts: a pattern is left out of a text that cannot hold its detections. Every detection but
+# an e-mail or IPv6 address holds four digits, each after at most three separators (an IPv4
+# address's four numbers; a number, national id or card; the account number of every IBAN format);
+# an e-mail holds "@" or "%40"; an IPv6 address "::" or six colons. A search for the digits and a
+# few substring tests are much cheaper than the whole pattern on text without them.
+_FOUR_DIGITS = re.compile(f"{_DIGITS}{{3}}")
+_NEED_DIGITS = frozenset({"iban", "ipv4", "national_letters", "number", "glued"})
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{2}[./-]\d{2}[./-]\d{4}|\d{4}[./]\d{2}[./]\d{2}")
+_SSN = re.compile(r"\d{3}-\d{2}-\d{4}")
+_WORD = re.compile(r"\S+")
+# Scanned texts are remembered (GenAI traffic repeats system prompts and whole histories): at most
+# this many entries and this many characters in all, then the cache starts over.
+_CACHE_SIZE = 4096
+_CACHE_CHARS = 1 << 21
+_CACHE_MAX_TEXT = 1 << 16
+
+Edit = tuple[int, int, str]
+_SAME = object()  # in the cache: the text holds no detection
+
+
+def _luhn_valid(digits: str) -> bool:
+    total = 0
+    for position, char in enumerate(reversed(digits)):
+        value = ord(char) - 48
+        if position % 2:
+            value *= 2
+            if value > 9:
+                value -= 9
+        total += value
+    return total % 10 == 0
+
+
+def _iban_valid(candidate: str) -> bool:
+    compact = candidate.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
+        return False
+    moved = compact[4:] + compact[:4]
+    return int("".join(str(int(char, 36)) for char in moved)) % 97 == 1
+
+
+def _ipv6_valid(candidate: str) -> bool:
+    address = candidate.split("%", 1)[0]
+    if not any(char.isalnum() for char in address):
+        return False  # "::" alone names no one
+    try:
+        ipaddress.IPv6Address(address)
+    except ValueError:
+        return False
+    return True
+
+
+class Scanner:
+    """The enabled detectors, compiled once; ``scan`` and ``edits`` are pure functions of a text.
+
+    A candidate a checksum or shape check rejects (a date, a non-Luhn number, a bad IBAN) is
+    scanned again without its detector, so it never hides another detection. Results of ``scan``
+    are kept in a bounded cache (raw text in memory only, like the values the caller holds).
+    """
+
+    def __init__(self, detectors: Iterable[str], patterns: Mapping[str, str] | None = None) -> None:
+        self._enabled = frozenset(detectors)
+        self._kinds = tuple(kind for kind in _PATTERNS if any(kind in _NEEDS[name] for name in self._enabled))
+        self._kind_set = frozenset(self._kinds)
+        labels = sorted({*BUILTIN_DETECTORS, *(patterns or {})})
+        self._token = re.compile(f"{_HASH}|{_MASK}|\\[(?:{'|'.join(labels)})\\]")
+        self._user = [(f"[{label}]", re.compile(pattern)) for label, pattern in (patterns or {}).items()]
+        self._patterns: dict[frozenset[str], re.Pattern[str]] = {}
+        self._cache: dict[str, object] = {}
+        self._cached_chars = 0
+
+    def _pattern(self, without: frozenset[str]) -> re.Pattern[str]:
+        pattern = self._patterns.get(without)
+        if pattern is None:
+            parts = [f"(?P<redacted>{self._token.pattern})"]
+            parts += [f"(?P<{kind}>{_PATTERNS[kind]})" for kind in self._kinds if kind not in without]
+            pattern = self._patterns[without] = re.compile("|".join(parts))
+        return pattern
+
+    def scan(self, text: str) -> str:
+        """``text`` with its detections replaced; ``text`` itself (the same object) when it holds
+        none, so callers may test ``scan(value) is value``."""
+        if type(text) is not str:  # a subclass may compare, hash or search unlike its text
+            text = str.__str__(text)
+        cache = self._cache
+        scanned = cache.get(text)
+        if scanned is None:
+            edits = self.edits(text)
+            scanned = _apply(text, edits) if edits else _SAME
+            size = len(text)
+            if size <= _CACHE_MAX_TEXT:
+                if len(cache) >= _CACHE_SIZE or self._cached_chars + size > _CACHE_CHARS:
+                    cache.clear()
+                    self._cached_chars = 0
+                cache[text] = scanned
+                self._cached_chars += size  # approximate under threads; it only bounds the cache
+        return text if scanned is _SAME else scanned  # type: ignore[return-value]
+
+    def edits(self, text: str, start: int = 0) -> list[Edit]:
+        """The detections in ``text[start:]`` (``text[:start]`` is context a pattern may look
+        back at) as sorted, disjoint ``(start, end, replacement)`` in ``text``'s offsets."""
+        if type(text) is not str:
+            text = str.__str__(text)
+        without = _left_out(text, start)
+        edits: list[Edit] = []
+        if not self._kind_set <= without:
+            self._find(text, start, len(text), without, edits)
+        if self._user:
+            edits = self._with_user_matches(text, start, edits)
+        return edits
+
+    def _find(self, text: str, start: int, end: int, without: frozenset[str], edits: list[Edit]) -> None:
+        for match in self._pattern(without).finditer(text, start, end):
+            kind = match.lastgroup
+            if kind == "redacted":
+                continue
+            label = self._label(kind or "", match.group())
+            if label is not None:
+                edits.append((match.start(), match.end(), f"[{label}]"))
+            else:  # rejected: what else it may hold, found without this detector
+                self._find(text, match.start(), match.end(), without | {kind}, edits)
+
+    def _label(self, kind: str, candidate: str) -> str | None:
+        """The detection a candidate of pattern ``kind`` is, or None to leave it."""
+        if kind == "number":
+            return self._number(candidate)
+        if kind == "glued":
+            digits = "".join(char for char in candidate if char.isdigit())
+            return "card" if "card" in self._enabled and _luhn_valid(digits) else None
+        if kind == "national_letters":
+            return "national_id"
+        if kind == "iban":
+            return "iban" if _iban_valid(candidate) else None
+        if kind == "ipv6":
+            return "ipv6" if _ipv6_valid(candidate) else None
+        return kind
+
+    def _number(self, candidate: str) -> str | None:
+        enabled = self._enabled
+        digits = "".join(char for char in candidate if char.isdigit())
+        if "card" in enabled and 13 <= len(digits) <= 19 and _luhn_valid(digits):
+            return "card"
+        if "national_id" in enabled and _SSN.fullmatch(candidate):
+            return "national_id"
+        if _ISO_DATE.fullmatch(candidate):
+            return None
+        if "phone" in enabled and 7 <= len(digits) <= 15:
+            return "phone"
+        if "national_id" in enabled and len(digits) >= 9:
+            return "national_id"
+        return None
+
+    def _with_user_matches(self, text: str, start: int, edits: list[Edit]) -> list[Edit]:
+        """``edits`` and the user patterns' matches within each word that overlap none of them nor
+        a token this package wrote
+        (of overlapping user matches, the first to start wins, then the longest, then the first pattern)."""
+        found = [
+            (match.start(), -match.end(), order, token)
+            for word in _WORD.finditer(text, start)
+            for order, (token, pattern) in enumerate(self._user)
+            for match in pattern.finditer(text, word.start(), word.end())
+            if match.end() > match.start()
+        ]
+        if not found:
+            return edits
+        taken = sorted([*((begin, end) for begin, end, _ in edits),
+                        *(match.span() for match in self._token.finditer(text, start))])
+        added: list[Edit] = []
+        index = 0
+        for begin, negative_end, _, token in sorted(found):
+            end = -negative_end
+            if added and begin < added[-1][1]:
+                continue  # overlaps the user match before it
+            while index < len(taken) and taken[index][1] <= begin:
+                index += 1
+            if index < len(taken) and taken[index][0] < end:
+                continue  # overlaps a built-in detection or a token
+            added.append((begin, end, token))
+        return sorted(edits + added) if added else edits
+
+
+def _left_out(text: str, start: int) -> frozenset[str]:
+    """The patterns that can find nothing in ``text[start:]`` (see ``_FOUR_DIGITS``)."""
+    rest = text[start:] if start else text
+    left_out: set[str] = set()
+    if "@" not in rest and "%40" not in rest:
+        left_out.add("email")
+    if "::" not in rest and rest.count(":") < 6:
+        left_out.add("ipv6")
+    if _FOUR_DIGITS.search(rest) is None:
+        left_out |= _NEED_DIGITS
+    return frozenset(left_out)
+
+
+def _apply(text: str, edits: list[Edit]) -> str:
+    parts = []
+    cursor = 0
+    for start, end, replacement in edits:
+        parts.append(text[cursor:start])
+        parts.append(replacement)
+        cursor = end
+    parts.append(text[cursor:])
+    return "".join(parts)

@@ -1,0 +1,74 @@
+"""Past feedback of a run (``feedback.ndjson``, appended by ``BundleStore.append_feedback``).
+
+Contract::
+
+    index = FeedbackIndex()
+    index.records(run_dir)   # [{at, session_id, run_id, rating, comment, ...}] in file order
+    index.score(run_dir)     # {"count", "mean"} or None without feedback
+
+The file is read without following a symlink planted in its place; lines that are not feedback
+records are skipped. Answers are cached while the file keeps its size, mtime and inode.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from otel_session import layout
+
+__all__ = ["FeedbackIndex"]
+
+_CACHE_SIZE = 100_000
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(value, dict) or type(value.get("rating")) is not int:
+        return None
+    return value
+
+
+class FeedbackIndex:
+    """Feedback records per run directory, read again only when the file changes."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Path, tuple[tuple[int, int, int], list[dict[str, Any]]]] = {}
+        self._lock = threading.Lock()
+
+    def records(self, run_dir: Path) -> list[dict[str, Any]]:
+        path = run_dir / layout.FEEDBACK_FILE
+        try:
+            stat = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return []
+        key = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        with self._lock:
+            known = self._cache.get(path)
+        if known is not None and known[0] == key:
+            return known[1]
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+            with os.fdopen(fd, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return []
+        records = [record for record in map(_record, data.splitlines()) if record is not None]
+        with self._lock:
+            if len(self._cache) >= _CACHE_SIZE:
+                self._cache.clear()
+            self._cache[path] = (key, records)
+        return records
+
+    def score(self, run_dir: Path) -> dict[str, Any] | None:
+        records = self.records(run_dir)
+        if not records:
+            return None
+        return {"count": len(records), "mean": round(sum(record["rating"] for record in records) / len(records), 2)}

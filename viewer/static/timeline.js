@@ -1,0 +1,115 @@
+// The run's waterfall, as data: turns, messages, model calls and tool executions as spans on one
+// time axis (ms since the run's first record), built from the journal in seq order.
+//
+//   const timeline = buildTimeline(events)
+//   timeline.spans: [{key, kind, label, depth, startMs, endMs, startSeq, endSeq, open, error,
+//                     ttfdMs, turnIndex, records: [journal records of this span]}]
+//   timeline.startMs, timeline.endMs; timeline.atMs(seq) -> ms of the last record with seq <= seq
+//
+// kind: "turn" | "message" | "model" (an assistant message whose message_finished names a model or
+// usage) | "tool". A span without its closing record is `open` and ends at the latest record of any
+// span; the axis ends there too (a run_finished written much later does not squash the bars).
+// ttfdMs: a streamed message's time from message_started to its first delta (latency to first token).
+
+export function atMs(at) {
+  const value = Date.parse(at);
+  return Number.isFinite(value) ? value : null;
+}
+
+function spanFor(spans, byKey, key, kind, event, base, depth) {
+  let span = byKey.get(key);
+  if (!span) {
+    const ms = (atMs(event.at) ?? base) - base;
+    span = { key, kind, label: "", depth, startMs: ms, endMs: ms, startSeq: event.seq, endSeq: event.seq, open: true,
+      error: false, ttfdMs: null, turnIndex: event.turn_index ?? null, records: [] };
+    byKey.set(key, span);
+    spans.push(span);
+  }
+  return span;
+}
+
+function close(span, event, base) {
+  span.open = false;
+  span.endSeq = event.seq;
+  span.endMs = Math.max(span.startMs, (atMs(event.at) ?? base) - base);
+}
+
+export function buildTimeline(events) {
+  const spans = [];
+  const byKey = new Map();
+  const seqs = [];
+  const times = [];
+  const base = events.length ? atMs(events[0].at) ?? 0 : 0;
+  let lastMs = 0;
+  let lastSpanMs = 0;
+  for (const event of events) {
+    const ms = Math.max(lastMs, (atMs(event.at) ?? base) - base); // backward clocks never run the axis back
+    lastMs = ms;
+    seqs.push(event.seq);
+    times.push(ms);
+    const payload = event.payload && typeof event.payload === "object" ? event.payload : {};
+    let span = null;
+    if (event.type === "turn_started" || event.type === "turn_finished") {
+      span = spanFor(spans, byKey, `turn:${event.turn_index}`, "turn", event, base, 0);
+      span.records.push(event);
+      span.label = `turn ${event.turn_index ?? "?"} · ${payload.state ?? ""}`;
+      if (event.type === "turn_finished") {
+        close(span, event, base);
+        if (payload.interrupted === true) span.error = true;
+      }
+    } else if (event.message_id && ["message_started", "assistant_delta", "message_finished"].includes(event.type)) {
+      span = spanFor(spans, byKey, `m:${event.message_id}`, "message", event, base, 1);
+      span.records.push(event);
+      if (event.type === "message_started") span.role = payload.role ?? span.role;
+      if (event.type === "assistant_delta") {
+        span.role = span.role ?? "assistant";
+        if (span.ttfdMs === null) span.ttfdMs = ms - span.startMs;
+      }
+      if (event.type === "message_finished") {
+        close(span, event, base);
+        if (typeof payload.model === "string" || (payload.usage && typeof payload.usage === "object")) {
+          span.kind = "model";
+          span.model = typeof payload.model === "string" ? payload.model : null;
+          span.usage = payload.usage && typeof payload.usage === "object" ? payload.usage : null;
+        }
+      }
+      span.label = span.kind === "model" ? `model call${span.model ? ` · ${span.model}` : ""}` : `${span.role ?? "message"}`;
+    } else if (event.tool_call_id && event.type.startsWith("tool_execution_")) {
+      span = spanFor(spans, byKey, `t:${event.tool_call_id}`, "tool", event, base, 1);
+      span.records.push(event);
+      if (event.type === "tool_execution_started") span.label = `tool · ${payload.name ?? "?"}`;
+      if (event.type === "tool_execution_finished") {
+        close(span, event, base);
+        span.error = payload.status === "error";
+      }
+    }
+    if (span) span.endMs = Math.max(span.endMs, ms);
+  }
+  for (const span of spans) lastSpanMs = Math.max(lastSpanMs, span.endMs);
+  for (const span of spans) {
+    if (span.open) span.endMs = lastSpanMs;
+    if (!span.label) span.label = span.kind;
+  }
+  const endMs = spans.length ? lastSpanMs : lastMs;
+  return {
+    spans,
+    startMs: 0,
+    endMs,
+    /** The axis time of the last record with seq <= `seq` (0 before the first). */
+    atMs(seq) {
+      let low = 0;
+      let high = seqs.length - 1;
+      let found = -1;
+      while (low <= high) {
+        const middle = (low + high) >> 1;
+        if (seqs[middle] <= seq) {
+          found = middle;
+          low = middle + 1;
+        } else {
+          high = middle - 1;
+        }
+      }
+      return found < 0 ? 0 : Math.min(times[found], endMs);
+    },
+  };
+}
