@@ -50,8 +50,10 @@ def serve(mode: str, root: str) -> None:
         http_address=None,
         seal_after_s=1.0,
         redactor=Redactor(RedactionPolicy(), key=b"bench"),
-        bundle=mode == "write",
+        bundle=mode != "receive",
     )
+    if mode == "write-ack-early":  # the acknowledgement before the journal write (the previous figure)
+        collector.sink.ack_after_write = False
     collector.start()
     stop = StopSignal().install()
     ready = os.times()
@@ -276,7 +278,7 @@ def main(argv: list[str] | None = None) -> dict:
                         "on a shared VM drifts by ±25 %% from minute to minute)")
     parser.add_argument("--no-tmpfs", dest="tmpfs", action="store_false",
                         help="skip the second measurement with bundles on /dev/shm (the collector's CPU without disk)")
-    parser.add_argument("--serve", choices=["write", "receive"], help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=["write", "write-ack-early", "receive"], help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv or [])
     if args.serve:

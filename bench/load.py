@@ -1,6 +1,6 @@
 """Load: zero loss below the bounds and bounded memory, in process and in the collector (issue 8).
 
-    python -m bench.load [--deltas 100000] [--runs 1000] [--exporters 50] [--spans 2000]
+    python -m bench.load [--deltas 100000] [--runs 1000] [--exporters 50] [--spans 2000] [--kills 20]
 
 Three workloads, each in a fresh child process so its memory is its own:
 
@@ -12,7 +12,11 @@ Three workloads, each in a fresh child process so its memory is its own:
 * ``collector``: N official OTLP/gRPC exporters at once, M spans each, against one collector
   process (``python -m bench.collector --serve write``); every span bundled, rejected explicitly
   (``partial_success`` / the ``rejected`` counter) or failed at the exporter, and every GenAI span's
-  records on disk.
+  records on disk. It runs twice: answered once the spans are in the journal files (the
+  collector's behaviour) and answered before (``write-ack-early``, the previous behaviour), so
+  the cost of acknowledging after the write is a same-run ratio.
+* ``kill9``: the collector SIGKILLed N times at random moments under official gRPC and HTTP
+  exporters, restarted on the same directory: acknowledged spans lost must be 0.
 
 Memory is the child's peak RSS (``VmHWM``, reset through ``/proc/self/clear_refs`` once the
 process is warm) above its RSS at that point; the bound is the writer's queue bound
@@ -206,8 +210,11 @@ def _genai_span_keys(batch: list) -> set[tuple[str, str]]:
     }
 
 
-def collector_load(exporters: int, spans_per_exporter: int, batch: int = 400, per_trace: int = 8) -> dict[str, Any]:
-    """``exporters`` official gRPC exporters × ``spans_per_exporter`` spans against one collector."""
+def collector_load(
+    exporters: int, spans_per_exporter: int, batch: int = 400, per_trace: int = 8, *, mode: str = "write"
+) -> dict[str, Any]:
+    """``exporters`` official gRPC exporters × ``spans_per_exporter`` spans against one collector
+    (``mode`` ``write-ack-early``: acknowledged before the journal write, the previous behaviour)."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
@@ -226,7 +233,7 @@ def collector_load(exporters: int, spans_per_exporter: int, batch: int = 400, pe
     failed_keys: set[tuple[str, str]] = set()
     with tempfile.TemporaryDirectory(prefix="otel-session-load-") as root:
         child = subprocess.Popen(
-            [sys.executable, "-m", "bench.collector", "--serve", "write", "--dir", root],
+            [sys.executable, "-m", "bench.collector", "--serve", mode, "--dir", root],
             stdout=subprocess.PIPE, text=True, cwd=BENCH_DIR.parent,
         )
         try:
@@ -273,6 +280,129 @@ def collector_load(exporters: int, spans_per_exporter: int, batch: int = 400, pe
     }
 
 
+# -- kill -9 (the collector side's durability) -------------------------------------------------
+
+KILL9_SESSION = "kill9"
+
+
+def _start_collector(root: Path, log: Any) -> tuple[subprocess.Popen, int, int]:
+    """``otel-session collect`` on ``root`` (free ports); its process and gRPC and HTTP ports."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "otel_session.cli", "collect", "--dir", str(root), "--grpc", "127.0.0.1:0",
+         "--http", "127.0.0.1:0", "--seal-after", "0.5"],
+        stdout=subprocess.PIPE, stderr=log, text=True, cwd=BENCH_DIR.parent,
+        env={**os.environ, "OTEL_SESSION_REDACTION_KEY": "kill9"},
+    )
+    banner = process.stdout.readline()
+    if "otel-session collector:" not in banner:
+        raise RuntimeError(f"the collector did not start: {banner!r}")
+    ports = [int(banner.split(f"{name}=")[1].split()[0].rsplit(":", 1)[1]) for name in ("grpc", "http")]
+    return process, ports[0], ports[1]
+
+
+def _whole_trace(rng: Any, resource: Any, tools: int = 3) -> list:
+    """One run as an exporter sends it: ``tools`` tool calls and the root that names the session."""
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    trace_id = rng.getrandbits(128) | 1
+    root = SpanContext(trace_id, rng.getrandbits(64) | 1, False, TraceFlags(1))
+    start = 1_764_453_121_000_000_000 + rng.getrandbits(30)
+    tool = {"session.id": KILL9_SESSION, "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}
+    spans = [
+        ReadableSpan("execute_tool lookup", SpanContext(trace_id, rng.getrandbits(64) | 1, False, TraceFlags(1)),
+                     parent=root, resource=resource, start_time=start + n * 1000, end_time=start + n * 1000 + 500,
+                     attributes=tool)
+        for n in range(tools)
+    ]
+    spans.append(ReadableSpan("invoke_agent kill9", root, resource=resource, start_time=start - 1,
+                              end_time=start + 10_000, attributes={"session.id": KILL9_SESSION}))
+    return spans
+
+
+def _journaled_span_ids(root: Path) -> set[str]:
+    from otel_session.read import iter_runs, read_bundle
+
+    return {event["span_id"] for info in iter_runs(root) for event in read_bundle(info.path).events if "span_id" in event}
+
+
+def kill9(kills: int, *, seed: int = 9, clients: int = 4) -> dict[str, Any]:
+    """SIGKILL a collector ``kills`` times at random moments while ``clients`` official exporters
+    (half gRPC, half HTTP) export whole traces into it, restarting it on the same directory.
+
+    After each kill: the acknowledged spans missing from the journals (must be 0) and the bundles
+    left ``recording`` that read ``complete`` (must be 0); after a last restart and SIGTERM, the
+    statuses of all bundles (all ``complete``).
+    """
+    import random
+    import threading
+
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from otel_session.read import BundleStatus, iter_runs, read_bundle
+
+    resource = Resource.create({"service.name": "kill9"})
+    rng = random.Random(seed)
+    acked: set[str] = set()
+    lock = threading.Lock()
+    lost_by_kill: list[int] = []
+    open_yet_complete = 0
+    with tempfile.TemporaryDirectory(prefix="otel-session-kill9-") as tmp:
+        root = Path(tmp) / "root"
+        with open(Path(tmp) / "collector.log", "w") as log:
+            for kill in range(kills):
+                process, grpc_port, http_port = _start_collector(root, log)
+                exporters = [
+                    GrpcExporter(endpoint=f"http://127.0.0.1:{grpc_port}", insecure=True, timeout=1) if n % 2 == 0
+                    else HttpExporter(endpoint=f"http://127.0.0.1:{http_port}/v1/traces", timeout=1)
+                    for n in range(clients)
+                ]
+                stop = threading.Event()
+
+                def client(exporter: Any, client_seed: int) -> None:
+                    spans_rng = random.Random(client_seed)
+                    while not stop.is_set():
+                        spans = _whole_trace(spans_rng, resource)
+                        if exporter.export(spans) is SpanExportResult.SUCCESS:
+                            with lock:
+                                acked.update(f"{span.context.span_id:016x}" for span in spans)
+
+                threads = [threading.Thread(target=client, args=(exporter, seed * 1000 + kill * clients + n))
+                           for n, exporter in enumerate(exporters)]
+                for thread in threads:
+                    thread.start()
+                time.sleep(rng.uniform(0.2, 0.8))  # a random moment under load
+                process.send_signal(signal.SIGKILL)
+                process.wait(CHILD_TIMEOUT_S)
+                stop.set()
+                for thread in threads:
+                    thread.join(CHILD_TIMEOUT_S)
+                for exporter in exporters:
+                    exporter.shutdown()
+                lost_by_kill.append(len(acked - _journaled_span_ids(root)))
+                open_yet_complete += sum(
+                    1 for info in iter_runs(root)
+                    if info.capture_status == "recording" and read_bundle(info.path).status is BundleStatus.COMPLETE
+                )
+            process, _, _ = _start_collector(root, log)  # resumes every run left recording and seals it
+            process.send_signal(signal.SIGTERM)
+            exit_code = process.wait(CHILD_TIMEOUT_S)
+        statuses = Counter(read_bundle(info.path).status.value for info in iter_runs(root))
+        lost_at_end = len(acked - _journaled_span_ids(root))
+    return {
+        "kills": kills,
+        "spans_acked": len(acked),
+        "acked_spans_lost_by_kill": lost_by_kill,
+        "acked_spans_lost": max([lost_at_end, *lost_by_kill]),
+        "recording_bundles_read_complete": open_yet_complete,
+        "final_statuses": dict(statuses),
+        "final_exit_code": exit_code,
+    }
+
+
 # -- running and reporting ---------------------------------------------------------------------
 
 WORKLOADS = {"single_message": single_message, "concurrent_runs": concurrent_runs}
@@ -295,6 +425,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--runs", type=int, default=1_000)
     parser.add_argument("--exporters", type=int, default=50)
     parser.add_argument("--spans", type=int, default=2_000, help="spans per exporter")
+    parser.add_argument("--kills", type=int, default=20, help="SIGKILLs of the kill -9 round")
     parser.add_argument("--child", choices=sorted(WORKLOADS), help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -305,6 +436,8 @@ def main(argv: list[str] | None = None) -> dict:
     message = measure("single_message", args.deltas)
     runs = measure("concurrent_runs", args.runs)
     collector = collector_load(args.exporters, args.spans)
+    ack_early = collector_load(args.exporters, args.spans, mode="write-ack-early")
+    killed = kill9(args.kills)
     mib = 1 << 20
     figures = [
         Figure("load.message_deltas_lost", message["lost"], "deltas", target="0", ok=message["lost"] == 0 and message["in_order"],
@@ -327,7 +460,15 @@ def main(argv: list[str] | None = None) -> dict:
                note="refused retryably while the writer was behind; the exporter gave up after its retries"),
         Figure("load.collector_spans_bundled_yet_failed_at_exporter", collector["bundled_yet_failed_at_exporter"],
                "spans", note="the exporter's 60 s deadline passed while the collector was still taking the request"),
-        Figure("load.collector_spans_per_s_wall", collector["spans_per_s_wall"], "spans/s"),
+        Figure("load.collector_spans_per_s_wall", collector["spans_per_s_wall"], "spans/s",
+               note="answered once the spans are in the journal files (ack after write)"),
+        Figure("load.collector_spans_per_s_wall_ack_early", ack_early["spans_per_s_wall"], "spans/s",
+               note="the same load answered before the journal write (the previous behaviour)"),
+        Figure("load.kill9_acked_spans_lost", killed["acked_spans_lost"], "spans", target="0",
+               ok=killed["acked_spans_lost"] == 0 and killed["recording_bundles_read_complete"] == 0
+               and set(killed["final_statuses"]) == {"complete"},
+               note=f"{killed['kills']} SIGKILLs under {killed['spans_acked']:,} acknowledged spans "
+                    f"(official gRPC + HTTP exporters); final bundles {killed['final_statuses']}"),
         Figure("load.collector_spans_per_core_s", collector["spans_per_core_s"], "spans/s"),
         Figure("load.collector_peak_rss_growth", collector["collector_peak_rss_growth_bytes"] / mib, "MiB",
                target=f"<= {COLLECTOR_MEMORY_BOUND_BYTES // mib} MiB",
@@ -337,6 +478,8 @@ def main(argv: list[str] | None = None) -> dict:
         "single_message": message,
         "concurrent_runs": runs,
         "collector": collector,
+        "collector_ack_early": ack_early,
+        "kill9": killed,
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
     }

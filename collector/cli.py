@@ -2,86 +2,83 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from otel_session import config
+from otel_session.collector.options import SETTINGS, CollectorOptions, parse_address
 from otel_session.stop_signal import StopSignal
 
 __all__ = ["collect", "import_command"]
 
 
+def _option(flag: str, name: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A ``collect`` option for the setting ``name``: its help, default and variable from ``SETTINGS``."""
+    setting = SETTINGS[name]
+    default = "off" if setting.default is None else setting.default
+    return click.option(flag, name, default=None, help=f"{setting.help} [default: {default}; ${setting.env}]", **kwargs)
 
-def _address(value: str) -> str | None:
-    return None if value.lower() in ("", "off", "none") else value
+
+_SECONDS = {"type": click.FloatRange(min=0), "metavar": "SECONDS"}
 
 
 @click.command()
 @config.bundle_dir_option
-@click.option("--grpc", "grpc_address", default="127.0.0.1:4317", show_default=True,
-              help="OTLP/gRPC listen address (HOST:PORT; port 0 picks one; 'off' disables).")
-@click.option("--http", "http_address", default="127.0.0.1:4318", show_default=True,
-              help="OTLP/HTTP listen address for POST /v1/traces and /v1/logs ('off' disables).")
-@click.option("--forward", metavar="URL", default=None,
-              help="Also send everything received to this OTLP endpoint (e.g. http://127.0.0.1:6006; see --forward-protocol).")
-@click.option("--forward-protocol", type=click.Choice(["http/protobuf", "grpc"]), default="http/protobuf",
-              show_default=True, help="OTLP protocol of --forward (grpc: http://HOST:4317, or https:// for TLS).")
-@click.option("--forward-raw", is_flag=True,
-              help="Forward payloads unredacted (default: redacted with the bundle redaction policy).")
-@click.option("--seal-after", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="SECONDS",
-              help="Seal a run this long after its root span arrived and nothing else did.")
-@click.option("--seal-rootless-after", type=click.FloatRange(min=0), default=3600.0, show_default=True,
-              metavar="SECONDS", help="Seal a run whose root span never arrived (as interrupted) after this long quiet.")
-@click.option("--hold-logs", type=click.FloatRange(min=0), default=300.0, show_default=True, metavar="SECONDS",
-              help="How long GenAI log events wait for their span before they are counted unmatched.")
-@click.option("--status-interval", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
-              metavar="SECONDS", help="How often the counters status line is logged.")
-def collect(
-    bundle_root: Path | None,
-    grpc_address: str,
-    http_address: str,
-    forward: str | None,
-    forward_protocol: str,
-    forward_raw: bool,
-    seal_after: float,
-    seal_rootless_after: float,
-    hold_logs: float,
-    status_interval: float,
-) -> None:
+@_option("--grpc", "grpc_address", metavar="HOST:PORT")
+@_option("--http", "http_address", metavar="HOST:PORT")
+@_option("--forward", "forward", metavar="URL")
+@_option("--forward-protocol", "forward_protocol", type=click.Choice(["http/protobuf", "grpc"]))
+@click.option("--forward-raw", is_flag=True, default=None,
+              help=f"{SETTINGS['forward_redacted'].help} [${SETTINGS['forward_redacted'].env}]")
+@_option("--seal-after", "seal_after_s", **_SECONDS)
+@_option("--seal-rootless-after", "seal_rootless_after_s", **_SECONDS)
+@_option("--hold-unrouted", "hold_unrouted_s", **_SECONDS)
+@_option("--hold-logs", "hold_logs_s", **_SECONDS)
+@_option("--status-interval", "status_interval_s", type=click.FloatRange(min=0.1), metavar="SECONDS")
+def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) -> None:
     """Receive OTLP traces from any service and record them as redacted run bundles.
 
-    One trace is one run. GenAI message events sent as OTLP logs join the spans they belong to. Stops cleanly on SIGTERM/SIGINT: in-flight requests finish, open runs
-    are sealed (as interrupted when their root span never arrived).
+    One trace is one run. GenAI message log events sent as OTLP logs join the spans they belong to.
+    Every option also reads an OTEL_SESSION_* environment variable (docs/collector.md); the flag
+    wins. Stops cleanly on SIGTERM/SIGINT: in-flight requests finish, open runs are sealed (as
+    interrupted when their root span never arrived).
     """
-    from otel_session.collector.server import Collector
+    from otel_session.collector.server import Collector, ListenError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     root = config.bundle_dir(bundle_root)
+    values = {name: value for name, value in given.items() if value is not None}
+    for name in ("grpc_address", "http_address"):
+        if name in values:
+            values[name] = parse_address(values[name])
+    if forward_raw:
+        values["forward_redacted"] = False
     try:
-        collector = Collector(
-            root,
-            grpc_address=_address(grpc_address),
-            http_address=_address(http_address),
-            forward=forward,
-            forward_redacted=not forward_raw,
-            forward_protocol=forward_protocol,
-            seal_after_s=seal_after,
-            seal_rootless_after_s=seal_rootless_after,
-            hold_logs_s=hold_logs,
-            status_interval_s=status_interval,
-        )
+        options = CollectorOptions().with_values(**values)
+        collector = Collector(root, options)
         collector.start()
+    except ListenError as exc:
+        busy = " (is another collector running?)" if exc.errno == errno.EADDRINUSE else ""
+        raise click.ClickException(
+            f"{exc}{busy}; choose another with {exc.flag} HOST:PORT (or ${SETTINGS[exc.setting].env}), "
+            f"or {exc.flag} off"
+        ) from None
     except (OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     stop = StopSignal().install()  # for the rest of the process: SIGTERM/SIGINT stop the collector
-    forwarding = (f", forwarding to {collector.forwarder.url} over {forward_protocol} ({'redacted' if not forward_raw else 'raw'})"
-                  if forward else "")
+    forwarding = (
+        f", forwarding to {collector.forwarder.url} over {options.forward_protocol} "
+        f"({'redacted' if options.forward_redacted else 'raw'})" if collector.forwarder is not None else ""
+    )
     click.echo(
-        f"otel-session collector: grpc={_shown(grpc_address, collector.grpc_port)} "
-        f"http={_shown(http_address, collector.http_port)} dir={root}{forwarding}"
+        f"otel-session collector: grpc={_shown(options.grpc_address, collector.grpc_port)} "
+        f"http={_shown(options.http_address, collector.http_port)} dir={root}{forwarding}"
     )
     sys.stdout.flush()
     stop.wait()
@@ -89,8 +86,8 @@ def collect(
     click.echo(f"otel-session collector stopped: {collector.counters.status_line()}")
 
 
-def _shown(address: str, port: int | None) -> str:
-    return "off" if port is None else f"{address.rpartition(':')[0]}:{port}"
+def _shown(address: str | None, port: int | None) -> str:
+    return "off" if address is None or port is None else f"{address.rpartition(':')[0]}:{port}"
 
 
 @click.command("import")
@@ -111,7 +108,10 @@ def import_command(files: tuple[Path, ...], bundle_root: Path | None) -> None:
         report = import_files(files, root, redactor=default_redactor(root), progress=bar.update)
     click.echo(
         f"{report.spans} spans: {len(report.runs_written)} run(s) written, "
-        f"{len(report.runs_already_imported)} already imported, {report.no_session_spans} span(s) without a session"
+        f"{len(report.runs_already_imported)} already imported"
+        + (" (left unchanged: importing a file again changes nothing)" if report.runs_already_imported else "")
+        + (f" ({report.runs_session_derived} named no session: each recorded as a session of its own)"
+           if report.runs_session_derived else "")
     )
     if report.log_events:
         click.echo(f"{report.log_events} GenAI log event(s), {report.log_events_unmatched} without their span")

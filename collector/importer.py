@@ -9,8 +9,9 @@ Each line is one ``ExportTraceServiceRequest`` (or ``ExportLogsServiceRequest``:
 events join their spans, wherever their lines are) in OTLP JSON. Lines go through the collector's own
 decode → normalize → redact → write path; at the end every run is sealed in event-time order.
 Importing the same file again changes nothing: its runs are sealed, so they are reported as
-already imported. A malformed line is reported with its file and line number and skipped; the
-rest of the file is still imported.
+already imported (an idempotent step, not an error). A malformed line, or a JSON line that is not
+an OTLP export request (``{"foo": 1}``), is reported with its file and line number and skipped;
+the rest of the file is still imported.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from otel_session.collector.otlp import OtlpDecodeError, log_events_of, parse_json, spans_of
@@ -38,7 +40,8 @@ class ImportReport:
     spans_already_imported: int = 0
     runs_written: list[str] = field(default_factory=list)
     runs_already_imported: set[str] = field(default_factory=set)
-    no_session_spans: int = 0
+    runs_session_derived: int = 0
+    """Runs of traces that named no session, recorded as sessions of their own."""
     log_events: int = 0
     log_events_unmatched: int = 0
     rejected: list[str] = field(default_factory=list)
@@ -59,7 +62,8 @@ def import_files(
     """Import every line of every file in ``paths``; ``progress`` gets the bytes read so far."""
     report = ImportReport()
     writer = BundleWriter(root)
-    sink = BundleSink(writer, redactor, seal_after_s=float("inf"), hold_logs_s=float("inf"))
+    sink = BundleSink(writer, redactor, seal_after_s=float("inf"), hold_logs_s=float("inf"), ack_after_write=False,
+                      repeats_expected=True)
     try:
         for path in map(Path, paths):
             with open(path, "rb") as handle:
@@ -72,7 +76,7 @@ def import_files(
         writer.shutdown()
     report.runs_written = sorted(recorder.run_id for recorder in sealed)
     counters = sink.counters.snapshot()
-    report.no_session_spans = counters["no_session"]
+    report.runs_session_derived = counters["runs_session_derived"]
     report.log_events_unmatched = counters["log_events_unmatched"]
     return report
 
@@ -82,6 +86,9 @@ def _import_line(sink: BundleSink, writer: BundleWriter, line: bytes, where: str
         request = parse_json(line, signal=None)
     except OtlpDecodeError as exc:
         report.errors.append(f"{where}: {exc}")
+        return
+    if not request.ListFields() and not _names_otlp(line):
+        report.errors.append(f"{where}: not an OTLP export request (no resourceSpans or resourceLogs)")
         return
     if isinstance(request, ExportLogsServiceRequest):
         events, _ = log_events_of(request)  # other log records have no place in a bundle
@@ -104,3 +111,13 @@ def _import_line(sink: BundleSink, writer: BundleWriter, line: bytes, where: str
             report.runs_already_imported.update({span.run_id for span in spans})
     if result.rejected_by:
         report.rejected.append(f"{where}: {result.error_message}")
+
+
+_OTLP_KEYS = frozenset({"resourceSpans", "resource_spans", "resourceLogs", "resource_logs"})
+
+
+def _names_otlp(line: bytes) -> bool:
+    """Whether a line that decoded to an empty request says it is one (``{"resourceSpans": []}``)
+    rather than being some other JSON object (``{"foo": 1}``, whose unknown fields OTLP ignores)."""
+    value = orjson.loads(line)
+    return isinstance(value, dict) and not _OTLP_KEYS.isdisjoint(value)

@@ -31,12 +31,15 @@ module has the full table, framing errors included).
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import socket
 import threading
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
+from typing import Any
 
 import grpc
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
@@ -53,7 +56,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from otel_session.collector.forward import Forwarder
-from otel_session.collector.http_receiver import MAX_MESSAGE_BYTES, HttpReceiver
+from otel_session.collector.http_receiver import MAX_MESSAGE_BYTES, HttpReceiver, _split_address
+from otel_session.collector.options import CollectorOptions
 from otel_session.collector.otlp import (
     ExportRequest,
     OtlpDecodeError,
@@ -67,9 +71,8 @@ from otel_session.read import iter_runs
 from otel_session.write import BundleWriter, WriterLimits
 
 __all__ = [
-    "DEFAULT_GRPC_ADDRESS",
-    "DEFAULT_HTTP_ADDRESS",
     "Collector",
+    "ListenError",
     "Receiver",
     "TooManyRequests",
     "default_redactor",
@@ -77,8 +80,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_GRPC_ADDRESS = "127.0.0.1:4317"
-DEFAULT_HTTP_ADDRESS = "127.0.0.1:4318"
 _MAX_CONCURRENT_EXPORTS = 64
 _GRPC_WORKERS = 16
 _DRAIN_TIMEOUT_MS = 600_000
@@ -179,58 +180,72 @@ def _grpc_handler(receiver: Receiver, signal: Signal) -> grpc.GenericRpcHandler:
 # -- the collector ---------------------------------------------------------------------------
 
 
+class ListenError(OSError):
+    """A listener could not bind its address (in use, not local, not allowed)."""
+
+    def __init__(self, transport: str, address: str, setting: str, flag: str, error: OSError) -> None:
+        self.transport, self.address, self.setting, self.flag = transport, address, setting, flag
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        super().__init__(error.errno, f"cannot listen for {transport} on {address} ({flag}): {reason}")
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def _check_can_listen(transport: str, address: str, setting: str, flag: str) -> None:
+    """Raise ``ListenError`` if ``address`` cannot be bound now (before any listener touches it,
+    so a busy port is one clear error, not a transport's own log lines and traceback)."""
+    host, port = _split_address(address)
+    if port == 0:
+        return
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is fine
+            probe.bind(sockaddr)
+    except OSError as exc:
+        raise ListenError(transport, address, setting, flag, exc) from None
+
+
 class Collector:
     """OTLP receivers + bundle sink + optional forwarder + the sealing timer.
 
-    ``redactor`` defaults to the in-process default (:func:`default_redactor`); ``bundle=False``
-    only decodes and counts (the benchmark's receiver-only baseline).
+    Settings are ``options`` (default: ``CollectorOptions()``, from the ``OTEL_SESSION_*``
+    environment) with ``settings`` (``grpc_address=``, ``seal_after_s=``, … any of its fields)
+    applied. ``redactor`` defaults to the in-process default (:func:`default_redactor`);
+    ``bundle=False`` only decodes and counts (the benchmark's receiver-only baseline).
     """
 
     def __init__(
         self,
         root: str | os.PathLike[str],
+        options: CollectorOptions | None = None,
         *,
-        grpc_address: str | None = DEFAULT_GRPC_ADDRESS,
-        http_address: str | None = DEFAULT_HTTP_ADDRESS,
-        forward: str | None = None,
-        forward_redacted: bool = True,
-        forward_protocol: str = "http/protobuf",
-        seal_after_s: float = 10.0,
-        seal_rootless_after_s: float = 3600.0,
-        hold_unrouted_s: float = 30.0,
-        hold_logs_s: float = 300.0,
         redactor: EventRedactor | None = None,
         writer_limits: WriterLimits | None = None,
-        status_interval_s: float = 30.0,
         bundle: bool = True,
+        **settings: Any,
     ) -> None:
+        self.options = options = (options or CollectorOptions()).with_values(**settings)
         self.root = Path(root)
         self.redactor = redactor if redactor is not None else default_redactor(self.root)
         self.counters = Counters()
         self.writer = BundleWriter(self.root, limits=writer_limits)
-        self.sink = BundleSink(
-            self.writer,
-            self.redactor,
-            seal_after_s=seal_after_s,
-            seal_rootless_after_s=seal_rootless_after_s,
-            hold_unrouted_s=hold_unrouted_s,
-            hold_logs_s=hold_logs_s,
-            counters=self.counters,
-        )
+        self.sink = BundleSink(self.writer, self.redactor, options, counters=self.counters)
         self.forwarder = (
             Forwarder(
-                forward,
-                text_redactor=self.redactor.text if forward_redacted else None,
+                options.forward,
+                text_redactor=self.redactor.text if options.forward_redacted else None,
                 counters=self.counters,
-                protocol=forward_protocol,
+                protocol=options.forward_protocol,
             )
-            if forward
+            if options.forward
             else None
         )
         self.receiver = Receiver(self.sink, forwarder=self.forwarder) if bundle else _ReceiveOnly(self.counters)
-        self._grpc_address = grpc_address
-        self._http_address = http_address
-        self._status_interval_s = status_interval_s
+        self._grpc_address = options.grpc_address
+        self._http_address = options.http_address
+        self._status_interval_s = options.status_interval_s
         self._grpc_server: grpc.Server | None = None
         self._http_server: HttpReceiver | None = None
         self._stop = threading.Event()
@@ -241,6 +256,12 @@ class Collector:
         self.http_port: int | None = None
 
     def start(self) -> None:
+        """Bind the listeners (``ListenError`` before anything else is touched), resume the runs a
+        crashed collector left open, and start serving."""
+        if self._grpc_address:
+            _check_can_listen("OTLP/gRPC", self._grpc_address, "grpc_address", "--grpc")
+        if self._http_address:
+            _check_can_listen("OTLP/HTTP", self._http_address, "http_address", "--http")
         if isinstance(self.receiver, Receiver):  # runs a crashed collector left open continue, or end interrupted
             self.writer.remove_abandoned_builds()
             self.sink.resume_orphans(iter_runs(self.root, include_evals=True))

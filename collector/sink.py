@@ -1,38 +1,24 @@
-"""Spans → runs → bundles: routing, redaction, ordering and sealing (the collector's record stage).
+"""Spans → runs → bundles: the collector's assembly (intake, routing, log join, ordering, sealing).
 
 Contract::
 
     sink = BundleSink(writer, redactor, seal_after_s=10.0)
-    result = sink.submit(spans)     # -> SubmitResult(rejected, messages); raises Overloaded
+    result = sink.submit(spans)     # -> SubmitResult(rejected, messages) once journaled; raises Overloaded
     result = sink.submit_log_events(detached)   # GenAI log events, joined to their spans
     sink.seal_quiet_runs()          # called periodically: root seen + quiet for seal_after_s → seal
     sink.seal_all()                 # at shutdown: finished runs seal, the rest as interrupted
     sink.counters.snapshot()
 
-One run is one trace (``run_id`` from the trace id). The session comes from ``session.id``, else
-``gen_ai.conversation.id``, else the OpenInference / OpenLLMetry equivalents, on the span or its
-resource. A span of a trace already bound to a run joins it even without a session attribute (one
-run, many services). Spans of a trace with no session yet wait up to ``hold_unrouted_s`` (default
-30 s, beyond the SDK batch processor's 5 s export delay) for a span that names it; then they are
-counted as ``no_session`` (never bundled, never silent).
-
-Every span goes normalize → redact → ``RunRecorder.append``; events of one request are redacted
-together (``Redactor.redact_events``: a message's deltas as one stream) and appended in event-time
-order. Sealing rewrites the journal in event-time order (``event_order_key``) and records
-``"order": "event_time"`` in ``capture.json``.
-
-GenAI message log events (OTLP logs, see ``otlp.log_events_of``) join the span they name:
-
-* Arriving before it (the usual case: the SDK exports logs every second, spans every five), they
-  wait, up to ``hold_logs_s`` (default 300 s), and become that span's events when it comes.
-* Arriving after it, they join a model call that had no messages of its own or was already joined
-  by log events: once they have been quiet for a moment (``_LOG_SETTLE_S``) or the run seals, the
-  span is normalized again with them, and the message records not journaled yet are appended.
-  A span that carries its messages itself (``SPAN_AND_EVENT`` content capture) keeps them; log
-  events for it add nothing, before or after it. Model calls wait for late log events
-  ``_LOG_JOIN_RETENTION_S`` (the SDK exports logs every second); other spans take none late.
-* For a sealed run they are rejected (``partial_success``); never joined, they are counted as
-  ``log_events_unmatched``. Log records that are not GenAI message events are ignored, counted.
+Settings (seal and hold times, bounds) come from ``options.CollectorOptions``. The stages, one
+module each: ``routing`` (which run a trace's spans belong to; spans of a trace with no session
+yet wait up to ``hold_unrouted_s``, default 30 s, beyond the SDK batch processor's 5 s export
+delay, for a span that names it, then become a run of a session of their own: ``session_id`` =
+``run_id``, ``"session_derived": true`` in ``run.json``), ``logjoin`` (GenAI log events joined to their spans, up to ``hold_logs_s`` early, a
+moment late), ``ordering`` (event-time order), ``sealing`` (the run being assembled, its seal) and
+``counters``. Every span is normalized once (with the log events that waited for it) → redacted
+(``Redactor.redact_events``: a message's deltas as one stream) → appended in event-time order.
+For a sealed run, spans and log events are rejected (``partial_success``); log events never
+joined are counted as ``log_events_unmatched``.
 """
 
 from __future__ import annotations
@@ -44,28 +30,38 @@ import time
 import uuid
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from enum import Enum
-from operator import attrgetter, itemgetter
-from typing import Any, Protocol
+from operator import attrgetter
+from typing import Any
 
-from otel_session.journal import CaptureStatus, EventType, RunKind, format_timestamp, run_id_from_trace_id
-from otel_session.layout import UnsafePathError
-from otel_session.normalize import (
-    DetachedEvent,
-    JournalEvent,
-    SpanData,
-    SpanEventData,
-    genai,
-    normalize_span,
-    session_id_of,
+from otel_session.collector.counters import Counters, Overloaded, RejectReason, SubmitResult, TooManyRequests
+from otel_session.collector.logjoin import LOG_SETTLE_S, LateJoin, WaitingLogs
+from otel_session.collector.options import CollectorOptions
+from otel_session.collector.ordering import event_order_key
+from otel_session.collector.routing import HeldSpans, run_identity, session_of
+from otel_session.collector.sealing import (
+    COLLECTOR_STOPPED,
+    ROOT_SPAN_MISSING,
+    EventRedactor,
+    OpenRun,
+    latest_at_ns,
 )
-from otel_session.normalize.toollink import ToolCallLinker
-from otel_session.read import RunInfo, read_bundle
-from otel_session.write import BundleWriter, RunLockedError, RunRecorder, RunSealedError, WriterClosedError
+from otel_session.journal import CaptureStatus, format_timestamp, run_id_from_trace_id
+from otel_session.layout import UnsafePathError
+from otel_session.normalize import DetachedEvent, SpanData, SpanEventData
+from otel_session.read import RunInfo, find_run, read_bundle
+from otel_session.write import (
+    BundleWriter,
+    RunLockedError,
+    RunRecorder,
+    RunSealedError,
+    WaitStatus,
+    WriterClosedError,
+)
 
 __all__ = [
+    "COLLECTOR_STOPPED",
+    "RECORDED_BY",
+    "ROOT_SPAN_MISSING",
     "BundleSink",
     "Counters",
     "EventRedactor",
@@ -78,181 +74,12 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_DEFAULT_SEAL_AFTER_S = 10.0
-_DEFAULT_MAX_PENDING_SPANS = 10_000
-_DEFAULT_SEAL_ROOTLESS_AFTER_S = 3600.0
-_DEFAULT_HOLD_UNROUTED_S = 30.0
-_DEFAULT_HOLD_LOGS_S = 300.0
-_DEFAULT_MAX_PENDING_LOG_EVENTS = 10_000
-_MAX_LOG_JOINS_PER_RUN = 1_024
-_LOG_SETTLE_S = 0.5
-_LOG_JOIN_RETENTION_S = 30.0
 _SEALED_MEMORY = 65_536
+_ACK_TIMEOUT_S = 30.0
+_Planned = tuple[OpenRun, list[SpanData], dict[int, list[SpanEventData]]]
+"""A run and the spans (with the log events that waited for them) to journal into it."""
 _MAX_RUNS_AWAITING_SEAL = 256
 RECORDED_BY = "otel-session collector"  # run.json `recorded_by`: runs this collector may resume
-# `run_finished` `reason` of a run the collector ends as interrupted (its root span never came):
-ROOT_SPAN_MISSING = "root_span_missing"  # quiet for --seal-rootless-after (or --seal-after once resumed)
-COLLECTOR_STOPPED = "collector_stopped"  # still open at shutdown
-
-# Records that open / close their span (message records are not: one span can hold several messages).
-_OPENING = frozenset(
-    {EventType.RUN_STARTED.value, EventType.TURN_STARTED.value, EventType.TOOL_EXECUTION_STARTED.value}
-)
-_RUN_FINISHED = EventType.RUN_FINISHED.value
-_CLOSING = frozenset(
-    {EventType.TOOL_EXECUTION_FINISHED.value, EventType.TURN_FINISHED.value, EventType.RUN_FINISHED.value}
-)
-
-
-class EventRedactor(Protocol):
-    """What the collector needs from ``otel_session.redact.Redactor``."""
-
-    def redact_events(self, events: list[JournalEvent]) -> list[JournalEvent]: ...
-
-    def text(self, value: str) -> str: ...
-
-
-class Overloaded(RuntimeError):
-    """The writer is behind; the client should retry later (HTTP 429/503, RESOURCE_EXHAUSTED)."""
-
-
-class TooManyRequests(Overloaded):
-    """More concurrent export requests than the collector serves at once."""
-
-
-class RejectReason(str, Enum):
-    SEALED = "sealed"
-    LOCKED = "locked"
-    CAPTURE_STOPPED = "capture_stopped"
-    INVALID_ID = "invalid_id"
-    IO_ERROR = "io_error"
-
-
-@dataclass
-class SubmitResult:
-    accepted: int = 0
-    rejected: int = 0
-    messages: list[str] = field(default_factory=list)
-    rejected_by: dict[RejectReason, int] = field(default_factory=dict)
-
-    @property
-    def error_message(self) -> str:
-        return "; ".join(self.messages)
-
-
-class Counters:
-    """Span and log record counters (received, bundled, forwarded, rejected, no_session, …); thread-safe.
-
-    ``received`` counts spans the receivers decoded (a retried request counts again; a request
-    refused for the sealing backlog before decoding does not count); ``log_records_*`` count log
-    records, ``log_events_*`` the GenAI message events among them.
-    """
-
-    NAMES = (
-        "received", "bundled", "forwarded", "forward_failed", "rejected", "no_session", "runs_sealed",
-        "log_records_received", "log_records_ignored", "log_events_bundled", "log_events_unmatched",
-        "log_records_rejected", "log_records_forwarded", "log_records_forward_failed",
-    )
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._values = dict.fromkeys(self.NAMES, 0)
-
-    def add(self, name: str, amount: int = 1) -> None:
-        with self._lock:
-            self._values[name] += amount
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._values)
-
-    def status_line(self) -> str:
-        return " ".join(f"{name}={value}" for name, value in self.snapshot().items())
-
-
-def event_order_key(depth_of: Callable[[str | None], int]) -> Callable[[dict[str, Any]], tuple]:
-    """Sort key for journal records in event-time order with deterministic tie-breaks.
-
-    Records order by ``at``; at equal times a run/turn/tool opening comes before its children's
-    (shallower first), a closing after its children's (deeper first), everything else between
-    them, by span id, then by ``seq`` (a span's own records keep the normalizer's order).
-    """
-
-    def key(record: dict[str, Any]) -> tuple:
-        span_id = record.get("span_id") or ""
-        phase, rank = _phase_rank(record.get("type"), span_id, depth_of)
-        return (record.get("at", ""), phase, rank, span_id, record.get("seq", 0))
-
-    return key
-
-
-def _has_messages(events: list[JournalEvent]) -> bool:
-    for event in events:
-        if event.message_id is not None:
-            return True
-    return False
-
-
-def _phase_rank(event_type: str | None, span_id: str, depth_of: Callable[[str | None], int]) -> tuple[int, int]:
-    if event_type in _OPENING:
-        return 0, depth_of(span_id)
-    if event_type in _CLOSING:
-        return 2, -depth_of(span_id)
-    return 1, 0
-
-
-class _LogJoin:
-    """A model call whose messages come, or may still come, as log events after it."""
-
-    __slots__ = ("last_arrival", "late", "span", "written")
-
-    def __init__(self, span: SpanData, written: set[str], now: float) -> None:
-        self.span = span
-        """The span with the log events joined so far."""
-        self.written = written
-        """Message ids already journaled for it."""
-        self.late: list[SpanEventData] = []
-        self.last_arrival = now
-
-
-class _Run:
-    __slots__ = (
-        "batches", "closed", "finished", "last_activity", "late_logs", "latest_ns", "lock", "log_joins", "own_messages",
-        "parents", "recorder", "resumed", "root_seen", "root_status", "tool_links",
-    )
-
-    def __init__(self, recorder: RunRecorder) -> None:
-        self.recorder = recorder
-        self.lock = threading.Lock()
-        self.closed = False
-        """Sealed (under ``lock``): nothing more joins it."""
-        self.log_joins: dict[str, _LogJoin] = {}
-        """Span id → journaled span that log events may still name (see the module docstring)."""
-        self.late_logs: set[str] = set()
-        """Span ids of ``log_joins`` holding late log events not journaled yet."""
-        self.own_messages: set[str] = set()
-        """Span ids of spans journaled with messages of their own (log events for them add nothing)."""
-        self.parents: dict[str, str | None] = {}
-        self.root_seen = False
-        self.root_status = "ok"
-        self.finished = False
-        self.batches = 0
-        """Requests appended; a run written by one request is already in event-time order."""
-        self.last_activity = time.monotonic()
-        self.latest_ns = 0
-        """The latest event time journaled: a run finished here is never stamped before it."""
-        self.resumed = False
-        """Left ``recording`` by a previous process: sealed (as interrupted) when quiet, like a rooted run."""
-        self.tool_links = ToolCallLinker()
-
-    def depth_of(self, span_id: str | None) -> int:
-        depth = 0
-        seen = set()
-        while span_id and span_id in self.parents and span_id not in seen:
-            seen.add(span_id)
-            span_id = self.parents[span_id]
-            depth += 1
-        return depth
 
 
 class BundleSink:
@@ -262,34 +89,41 @@ class BundleSink:
         self,
         writer: BundleWriter,
         redactor: EventRedactor,
+        options: CollectorOptions | None = None,
         *,
-        seal_after_s: float = _DEFAULT_SEAL_AFTER_S,
-        seal_rootless_after_s: float = _DEFAULT_SEAL_ROOTLESS_AFTER_S,
-        hold_unrouted_s: float = _DEFAULT_HOLD_UNROUTED_S,
-        hold_logs_s: float = _DEFAULT_HOLD_LOGS_S,
-        max_pending_spans: int = _DEFAULT_MAX_PENDING_SPANS,
-        max_pending_log_events: int = _DEFAULT_MAX_PENDING_LOG_EVENTS,
         counters: Counters | None = None,
         clock: Callable[[], float] = time.monotonic,
+        recorded_by: str = RECORDED_BY,
+        ack_after_write: bool = True,
+        derive_sessions: bool = True,
+        repeats_expected: bool = False,
+        **settings: Any,
     ) -> None:
+        """``options`` (default: ``CollectorOptions()``, from the environment) with ``settings``
+        (``seal_after_s=``, ``hold_logs_s=``, … any of its fields) applied. ``ack_after_write``:
+        :meth:`submit` returns once its records are in the journal files (off for ``import``,
+        which seals everything before it reports). ``derive_sessions``: a trace that named no
+        session within ``hold_unrouted_s`` is recorded as a session of its own (off: counted
+        ``no_session``, the span exporter's way). ``repeats_expected``: spans of a sealed run are
+        an expected repeat (``import`` of a file again), logged at debug, not as warnings."""
+        options = (options or CollectorOptions()).with_values(**settings)
         self.writer = writer
         self.redactor = redactor
-        self.seal_after_s = seal_after_s
-        self.seal_rootless_after_s = max(seal_after_s, seal_rootless_after_s)
-        self.hold_unrouted_s = hold_unrouted_s
-        self.hold_logs_s = hold_logs_s
-        self.max_pending_spans = max_pending_spans
-        self.max_pending_log_events = max_pending_log_events
+        self.seal_after_s = options.seal_after_s
+        self.seal_rootless_after_s = max(options.seal_after_s, options.seal_rootless_after_s)
+        self.hold_unrouted_s = options.hold_unrouted_s
+        self.hold_logs_s = options.hold_logs_s
         self.counters = counters or Counters()
+        self.recorded_by = recorded_by
+        self.ack_after_write = ack_after_write
+        self.derive_sessions = derive_sessions
+        self._sealed_level = logging.DEBUG if repeats_expected else logging.WARNING
         self._clock = clock
         self._lock = threading.Lock()
-        self._runs: dict[int, _Run] = {}
+        self._runs: dict[int, OpenRun] = {}
         self._sealed: OrderedDict[int, None] = OrderedDict()
-        self._pending: dict[int, tuple[float, list[SpanData]]] = {}
-        self._pending_count = 0
-        self._pending_logs: dict[int, tuple[float, dict[int, list[SpanEventData]]]] = {}
-        """Log events waiting for their spans: trace id → (first seen, span id → events)."""
-        self._pending_log_count = 0
+        self._held = HeldSpans(options.max_held_spans)
+        self._waiting_logs = WaitingLogs(options.max_held_log_events)
         self._sealing: list[RunRecorder] = []
         self._queue_high_water = writer.limits.max_queue_records // 2
 
@@ -301,24 +135,40 @@ class BundleSink:
         for span in spans:
             by_trace[span.trace_id].append(span)
         result = SubmitResult()
-        planned: list[tuple[_Run, list[SpanData], dict[int, list[SpanEventData]]]] = []
+        planned: list[_Planned] = []
         with self._lock:
             self._check_sealing_backlog()
             for run in (self._runs.get(trace_id) for trace_id in by_trace):
                 if run is not None and run.recorder.queued_records > self._queue_high_water:
                     raise Overloaded(f"the bundle writer is behind on {run.recorder.run_id}; retry later")
+            now = self._clock()
             for trace_id, trace_spans in by_trace.items():
-                run = self._run_for(trace_id, trace_spans, result)
+                run = self._run_for(trace_id, trace_spans, result, now)
                 if run is not None:
-                    trace_spans = self._take_pending(trace_id) + trace_spans
-                    # End order, as the app's SDK exported them: OTLP regroups a request's spans by
-                    # scope, and a mapping may join a span to the children that ended before it.
-                    trace_spans.sort(key=attrgetter("end_time_ns"))
-                    joined = self._join_pending_logs(trace_id, trace_spans) if self._pending_logs else {}
+                    trace_spans = self._held.take(trace_id) + trace_spans
+                    joined = self._waiting_logs.take(trace_id, trace_spans) if self._waiting_logs else {}
                     planned.append((run, trace_spans, joined))
         for run, trace_spans, log_events in planned:
             self._append(run, trace_spans, log_events, result)
+        if self.ack_after_write and result.appended:
+            self._wait_journaled(result)
         return result
+
+    def _wait_journaled(self, result: SubmitResult) -> None:
+        """Return once ``result``'s records are in their journal files (written to the OS: a kill -9
+        keeps them; fsync is the seal's). Spans of a capture that stopped first are rejected; a
+        writer too slow raises ``Overloaded`` (the client's retry may then journal them twice:
+        at least once, never lost)."""
+        waited = self.writer.wait_written([(recorder, seq) for recorder, seq, _ in result.appended], _ACK_TIMEOUT_S)
+        if waited.status is WaitStatus.TIMED_OUT:
+            raise Overloaded(f"the bundle writer did not write the request within {_ACK_TIMEOUT_S:.0f} s; retry later")
+        for recorder in waited.lost:
+            count = sum(spans for appended, _, spans in result.appended if appended is recorder)
+            failure = recorder.failure
+            why = f"{failure.code.value}: {failure.message}" if failure is not None else "the capture is closed"
+            result.accepted -= count
+            self.counters.add("bundled", -count)
+            self._reject(result, count, RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {why}")
 
     def submit_log_events(self, detached: Iterable[DetachedEvent]) -> SubmitResult:
         """Join GenAI log events to their spans (one export request); ``accepted`` counts events
@@ -327,42 +177,33 @@ class BundleSink:
         for item in detached:
             by_span[(item.trace_id, item.span_id)].append(item.event)
         result = SubmitResult()
-        late: list[tuple[_Run, int, int, str, list[SpanEventData]]] = []
+        late: list[tuple[OpenRun, int, int, str, list[SpanEventData]]] = []
         now = self._clock()
         with self._lock:
             for (trace_id, span_id), events in by_span.items():
                 run = self._runs.get(trace_id)
                 span_hex = f"{span_id:016x}"
-                if run is not None and span_hex in run.parents:  # its span came first
-                    if span_hex in run.log_joins:
+                if run is not None and span_hex in run.tree:  # its span came first
+                    joins = run.joins.accepts_late(span_hex)
+                    if joins is LateJoin.JOINS:
                         late.append((run, trace_id, span_id, span_hex, events))
-                    elif span_hex in run.own_messages:  # SPAN_AND_EVENT: the span has them
+                        continue
+                    if joins is LateJoin.HAS_OWN:  # SPAN_AND_EVENT: the span has them
                         self.counters.add("log_events_bundled", len(events))
-                        result.accepted += len(events)
-                    else:  # no model call: nothing joins it after it came
+                    else:
                         self._unmatched(len(events), f"they came after their span in run {run.recorder.run_id}, "
                                                      "which is not a model call")
-                        result.accepted += len(events)
-                elif trace_id in self._sealed:
-                    self._reject_log_events(result, trace_id, len(events))
-                else:
-                    self._hold_log_events(trace_id, span_id, events, now)
                     result.accepted += len(events)
+                else:
+                    self._hold_log_events(result, trace_id, span_id, events, now)
         for run, trace_id, span_id, span_hex, events in late:
             with run.lock:
-                join = None if run.closed else run.log_joins.get(span_hex)
-                if join is not None:
-                    join.late.extend(events)
-                    run.late_logs.add(span_hex)
-                    join.last_arrival = run.last_activity = now
+                if not run.closed and run.joins.add_late(span_hex, events, now):
+                    run.last_activity = now
                     result.accepted += len(events)
                     continue
             with self._lock:  # sealed, or the join expired, in between
-                if trace_id in self._sealed:
-                    self._reject_log_events(result, trace_id, len(events))
-                else:
-                    self._hold_log_events(trace_id, span_id, events, now)
-                    result.accepted += len(events)
+                self._hold_log_events(result, trace_id, span_id, events, now)
         return result
 
     def check_capacity(self) -> None:
@@ -384,46 +225,66 @@ class BundleSink:
         if len(self._sealing) > _MAX_RUNS_AWAITING_SEAL:
             raise Overloaded(f"the bundle writer is behind ({len(self._sealing)} runs awaiting their seal); retry later")
 
-    def _run_for(self, trace_id: int, spans: list[SpanData], result: SubmitResult) -> _Run | None:
+    # -- routing (``_lock`` held) -----------------------------------------------------------
+
+    def _run_for(self, trace_id: int, spans: list[SpanData], result: SubmitResult, now: float) -> OpenRun | None:
         run = self._runs.get(trace_id)
         if run is not None:
             return run
         if trace_id in self._sealed:
             self._reject(result, len(spans), RejectReason.SEALED, f"run {spans[0].run_id} is already sealed")
-            self._reject_pending_logs(trace_id)
+            self._reject_waiting(trace_id)
             return None
-        session_id = next(
-            (sid for span in spans if (sid := session_id_of(span.attributes, span.resource_attributes))), None
-        )
-        if session_id is None:
-            self._hold(trace_id, spans)
+        session_id = session_of(spans)
+        if session_id is not None:
+            return self._open(trace_id, session_id, spans, result, now)
+        if self._held.hold(trace_id, spans, now):
             return None
-        return self._open(trace_id, session_id, spans, result)
+        if not self.derive_sessions:  # over the bound
+            self.counters.add("no_session", len(spans))
+            return None
+        return self._derive(trace_id, spans, result, now)
 
-    def _open(self, trace_id: int, session_id: str, spans: list[SpanData], result: SubmitResult) -> _Run | None:
-        first = min(spans, key=lambda span: span.start_time_ns)
-        attributes = next((span.attributes for span in spans if span.parent_span_id is None), first.attributes)
-        eval_id = attributes.get("otel_session.eval.id")
-        kind = RunKind.EVAL if attributes.get("otel_session.run.kind") == RunKind.EVAL.value and eval_id else RunKind.LIVE
-        run_id = first.run_id
+    def _derive(self, trace_id: int, spans: list[SpanData], result: SubmitResult, now: float) -> OpenRun | None:
+        """Open the run of a trace that named no session as a session of its own (its run id),
+        unless the run exists already under another session (a process before this one, or an
+        earlier import, bound the trace while its other spans named one): then they are rejected."""
+        run_id = spans[0].run_id
+        existing = find_run(self.writer.root, run_id, include_evals=True)
+        if existing is not None and existing.session_id != run_id:
+            if existing.capture_status != CaptureStatus.RECORDING.value:
+                self._remember_sealed(trace_id)
+            self._reject(result, len(spans), RejectReason.SEALED,
+                         f"run {run_id} is already recorded under the session another span of it named; "
+                         "these spans of it named none", detail=RuntimeError(f"in {existing.path}"))
+            return None
+        return self._open(trace_id, run_id, spans, result, now, session_derived=True)
+
+    def _open(
+        self, trace_id: int, session_id: str, spans: list[SpanData], result: SubmitResult, now: float, *,
+        session_derived: bool = False,
+    ) -> OpenRun | None:
+        identity = run_identity(session_id, spans)
+        run_id = identity.run_id
+        # What the client is told names the run and the reason, never a server path or an input
+        # value (the session id may be personal data): the exception goes to the log only.
         try:
             recorder = self.writer.open_run(
                 session_id=session_id,
-                run_id=run_id,
-                kind=kind,
-                eval_id=str(eval_id) if kind is RunKind.EVAL else None,
-                agent=genai.run_agent(spans),
-                service=first.service_name,
-                created_at_ns=first.start_time_ns,
-                recorded_by=RECORDED_BY,
+                run_id=identity.run_id,
+                kind=identity.kind,
+                eval_id=identity.eval_id,
+                agent=identity.agent,
+                service=identity.service,
+                created_at_ns=identity.created_at_ns,
+                recorded_by=self.recorded_by,
+                session_derived=session_derived,
             )
-        # What the client is told names the run and the reason, never a server path or an input
-        # value (the session id may be personal data): the exception goes to the log only.
         except RunSealedError as exc:
             self._remember_sealed(trace_id)
             message = f"run {run_id} is already sealed; a sealed bundle never changes"
             self._reject(result, len(spans), RejectReason.SEALED, message, detail=exc)
-            self._reject_pending_logs(trace_id)
+            self._reject_waiting(trace_id)
             return None
         except RunLockedError as exc:
             message = f"run {run_id} is held by another writer (one writer per run); route each trace to one collector"
@@ -440,177 +301,59 @@ class BundleSink:
             message = f"cannot open the bundle of run {run_id}: {reason}"
             self._reject(result, len(spans), RejectReason.IO_ERROR, message, detail=exc)
             return None
-        self.writer.set_capture_extras(run_id, {"order": "event_time"})
-        run = _Run(recorder)
-        self._runs[trace_id] = run
+        run = self._runs[trace_id] = OpenRun(recorder, now)
         return run
 
+    # -- journaling (``run.lock`` held) -----------------------------------------------------
+
     def _append(
-        self, run: _Run, spans: list[SpanData], log_events: dict[int, list[SpanEventData]], result: SubmitResult
+        self, run: OpenRun, spans: list[SpanData], log_events: dict[int, list[SpanEventData]], result: SubmitResult
     ) -> None:
         """Journal ``spans`` (one trace's, of one request), each with the log events that waited for it."""
-        keyed: list[tuple[tuple, JournalEvent]] = []
+        # End order, as the app's SDK exported them: OTLP regroups a request's spans by scope, and a
+        # mapping may join a span to the children that ended before it.
+        spans.sort(key=attrgetter("end_time_ns"))
         with run.lock:
+            tree = run.tree
+            parents = tree.parents
             span_ids = [span.span_id_hex for span in spans]
             for span, span_hex in zip(spans, span_ids):
-                run.parents[span_hex] = f"{span.parent_span_id:016x}" if span.parent_span_id is not None else None
-                if span.parent_span_id is None:
+                parent = span.parent_span_id
+                parents[span_hex] = f"{parent:016x}" if parent is not None else None
+                if parent is None:
                     run.root_seen = True
                     run.root_status = "error" if span.status_code == "error" else "ok"
-            normalized = []
-            for span, span_hex in zip(spans, span_ids):
-                events = normalize_span(span)
-                if _has_messages(events):  # its own messages stand: log events for it add nothing
-                    run.own_messages.add(span_hex)
-                else:
-                    events = self._join_log_events(run, span, span_hex, log_events.get(span.span_id), events)
-                normalized.append((span_hex, events))
-            self._key_events(run, normalized, keyed)
-            failure = self._journal(run, keyed)
+            now = self._clock()
+            normalize = run.joins.normalize
+            normalized = [
+                (span_hex, normalize(span, span_hex, log_events.get(span.span_id) if log_events else None, now))
+                for span, span_hex in zip(spans, span_ids)
+            ]
+            failure = run.journal(tree.order(normalized), self.redactor)
             if failure is not None:
                 self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {run.recorder.run_id}: {failure}")
                 return
-            run.last_activity = self._clock()
+            run.last_activity = now
+            result.appended.append((run.recorder, run.recorder.enqueued_seq, len(spans)))
         result.accepted += len(spans)
         self.counters.add("bundled", len(spans))
         if log_events:
             self.counters.add("log_events_bundled", sum(len(events) for events in log_events.values()))
 
-    def _join_log_events(
-        self, run: _Run, span: SpanData, span_hex: str, waiting: list[SpanEventData] | None, events: list[JournalEvent]
-    ) -> list[JournalEvent]:
-        """The journal events of ``span`` (normalized as ``events``, no messages of its own) with
-        the log events that waited for it; remembers it for later ones if it is a model call or
-        was joined (``run.lock`` held)."""
-        if waiting:
-            span = span.with_events(waiting)
-            events = normalize_span(span)
-        elif not genai.is_model_call(span.attributes):
-            return events
-        written = {event.message_id for event in events if event.message_id is not None}
-        self._remember_log_join(run, span_hex, _LogJoin(span, written, self._clock()))
-        return events
-
-    @staticmethod
-    def _key_events(
-        run: _Run, normalized: list[tuple[str, list[JournalEvent]]], keyed: list[tuple[tuple, JournalEvent]]
-    ) -> None:
-        """Add each span's events (``(span id, events in its order)``) to ``keyed`` under their
-        event-time order key."""
-        depth_of = run.depth_of
-        for span_hex, events in normalized:
-            for index, event in enumerate(events):
-                span_id = event.span_id or span_hex
-                # The same order as event_order_key, on nanosecond-exact µs and the span's own order.
-                phase, rank = _phase_rank(event.type, span_id, depth_of)
-                keyed.append(((event.at_ns // 1000, phase, rank, span_id, index), event))
-
-    def _journal(self, run: _Run, keyed: list[tuple[tuple, JournalEvent]]) -> str | None:
-        """Redact and append ``keyed`` in key order (``run.lock`` held); why the capture refused them, if it did."""
-        keyed.sort(key=itemgetter(0))
-        events = [event for _, event in keyed]
-        run.tool_links.link(events)  # tool spans without a call id answer the model's call
-        redacted = self.redactor.redact_events(events)  # fresh events: in place
-        recorder = run.recorder
-        accepted = recorder.append_events(redacted)
-        if accepted:
-            run.latest_ns = max(run.latest_ns, max(event.at_ns for event in redacted[:accepted]))
-            run.finished = run.finished or any(event.type == _RUN_FINISHED for event in redacted[:accepted])
-        if accepted < len(redacted):
-            failure = recorder.failure
-            return f"{failure.code.value}: {failure.message}" if failure is not None else "the capture is closed"
-        run.batches += 1
-        return None
-
-    @staticmethod
-    def _remember_log_join(run: _Run, span_hex: str, join: _LogJoin) -> None:
-        """Add ``join``; the oldest go when there are too many or nothing named them for a while."""
-        joins = run.log_joins
-        while joins:
-            oldest_hex = next(iter(joins))
-            oldest = joins[oldest_hex]
-            if oldest_hex in run.late_logs or (
-                len(joins) < _MAX_LOG_JOINS_PER_RUN and join.last_arrival - oldest.last_arrival < _LOG_JOIN_RETENTION_S
-            ):
-                break
-            del joins[oldest_hex]
-        joins[span_hex] = join
-
-    def _join_pending_logs(self, trace_id: int, spans: list[SpanData]) -> dict[int, list[SpanEventData]]:
-        """The log events waiting for each of ``spans``, by span id (taken; ``_lock`` held)."""
-        entry = self._pending_logs.get(trace_id)
-        if entry is None:
-            return {}
-        waiting = entry[1]
-        joined: dict[int, list[SpanEventData]] = {}
-        for span in spans:
-            events = waiting.pop(span.span_id, None)
-            if events is not None:
-                self._pending_log_count -= len(events)
-                joined[span.span_id] = events
-        if not waiting:
-            del self._pending_logs[trace_id]
-        return joined
-
-    def _hold_log_events(self, trace_id: int, span_id: int, events: list[SpanEventData], now: float) -> None:
-        """Keep log events until their span comes (``_lock`` held); over the bound, count them unmatched."""
-        if self._pending_log_count + len(events) > self.max_pending_log_events:
-            self._unmatched(len(events), f"{self._pending_log_count} already wait for their spans")
+    def _journal_late_logs(self, run: OpenRun, *, settled_before: float) -> None:
+        """Journal the messages of log events that came after their span and were quiet since
+        ``settled_before`` (``run.lock`` held)."""
+        fresh_by_span, count = run.joins.settled(settled_before)
+        if not count:
             return
-        self._pending_logs.setdefault(trace_id, (now, {}))[1].setdefault(span_id, []).extend(events)
-        self._pending_log_count += len(events)
-
-    def _take_pending_logs(self, trace_id: int) -> int:
-        """Drop the log events waiting in ``trace_id`` (``_lock`` held); how many there were."""
-        entry = self._pending_logs.pop(trace_id, None)
-        count = sum(len(events) for events in entry[1].values()) if entry is not None else 0
-        self._pending_log_count -= count
-        return count
-
-    def _flush_late_logs(self, run: _Run, *, settled_before: float) -> None:
-        """Journal the messages of log events that came after their span (``run.lock`` held):
-        those of joins quiet since ``settled_before``."""
-        fresh_by_span: list[tuple[str, list[JournalEvent]]] = []
-        counts = 0
-        for span_hex in list(run.late_logs):
-            join = run.log_joins[span_hex]
-            if join.last_arrival > settled_before:
-                continue
-            run.late_logs.discard(span_hex)
-            counts += len(join.late)
-            join.span = join.span.with_events(join.late)
-            join.late = []
-            fresh = [
-                event for event in normalize_span(join.span)
-                if event.message_id is not None and event.message_id not in join.written
-            ]
-            join.written.update(event.message_id for event in fresh)
-            fresh_by_span.append((span_hex, fresh))
-        if not counts:
-            return
-        keyed: list[tuple[tuple, JournalEvent]] = []
-        self._key_events(run, fresh_by_span, keyed)
-        failure = self._journal(run, keyed) if keyed else None
+        events = run.tree.order(fresh_by_span)
+        failure = run.journal(events, self.redactor) if events else None
         if failure is not None:
-            self._unmatched(counts, f"run {run.recorder.run_id}: {failure}")
+            self._unmatched(count, f"run {run.recorder.run_id}: {failure}")
         else:
-            self.counters.add("log_events_bundled", counts)
+            self.counters.add("log_events_bundled", count)
 
-    def _hold(self, trace_id: int, spans: list[SpanData]) -> None:
-        if self._pending_count + len(spans) > self.max_pending_spans:
-            self.counters.add("no_session", len(spans))
-            return
-        first_seen, held = self._pending.get(trace_id, (self._clock(), []))
-        held.extend(spans)
-        self._pending[trace_id] = (first_seen, held)
-        self._pending_count += len(spans)
-
-    def _take_pending(self, trace_id: int) -> list[SpanData]:
-        entry = self._pending.pop(trace_id, None)
-        if entry is None:
-            return []
-        self._pending_count -= len(entry[1])
-        return entry[1]
+    # -- rejecting and counting ------------------------------------------------------------
 
     def _reject(
         self,
@@ -623,30 +366,82 @@ class BundleSink:
         detail: Exception | None = None,
     ) -> None:
         """Count and report a rejection: ``message`` goes to the client, ``detail`` to the log only."""
-        result.rejected += count
-        result.rejected_by[reason] = result.rejected_by.get(reason, 0) + count
-        if message not in result.messages:
-            result.messages.append(message)
+        result.reject(count, reason, message)
         self.counters.add("rejected" if what == "span" else "log_records_rejected", count)
-        logger.warning("rejected %d %s(s) (%s): %s%s", count, what, reason.value, message, f" ({detail})" if detail else "")
+        level = self._sealed_level if reason is RejectReason.SEALED else logging.WARNING
+        logger.log(level, "rejected %d %s(s) (%s): %s%s", count, what, reason.value, message,
+                   f" ({detail})" if detail else "")
 
-    def _reject_pending_logs(self, trace_id: int) -> None:
-        """Log events that waited for spans of a run found sealed (after a restart, or a file
-        imported again) are rejected too: counted, never reported as unmatched."""
-        count = self._take_pending_logs(trace_id)
+    def _hold_log_events(
+        self, result: SubmitResult, trace_id: int, span_id: int, events: list[SpanEventData], now: float
+    ) -> None:
+        """Keep log events until their span comes, or reject them with their sealed run (``_lock`` held)."""
+        if trace_id in self._sealed:
+            message = f"run {run_id_from_trace_id(trace_id)} is already sealed"
+            self._reject(result, len(events), RejectReason.SEALED, message, what="log record")
+            return
+        result.accepted += len(events)
+        if not self._waiting_logs.hold(trace_id, span_id, events, now):
+            self._unmatched(len(events), f"{self._waiting_logs.count} already wait for their spans")
+
+    def _reject_waiting(self, trace_id: int) -> None:
+        """Spans and log events that waited for a run found sealed (after a restart, or a file
+        imported again) are rejected too: counted, never reported as unmatched or derived."""
+        spans = len(self._held.take(trace_id))
+        if spans:
+            self.counters.add("rejected", spans)
+            logger.log(self._sealed_level, "rejected %d held span(s) (sealed): run %s is already sealed", spans,
+                       run_id_from_trace_id(trace_id))
+        count = self._waiting_logs.drop(trace_id)
         if count:
             self.counters.add("log_records_rejected", count)
-            logger.warning("rejected %d log record(s) (sealed): run %s is already sealed", count,
-                           run_id_from_trace_id(trace_id))
+            logger.log(self._sealed_level, "rejected %d log record(s) (sealed): run %s is already sealed", count,
+                       run_id_from_trace_id(trace_id))
 
-    def _reject_log_events(self, result: SubmitResult, trace_id: int, count: int) -> None:
-        message = f"run {run_id_from_trace_id(trace_id)} is already sealed"
-        self._reject(result, count, RejectReason.SEALED, message, what="log record")
+    def _unmatched(self, count: int, why: str) -> None:
+        self.counters.add("log_events_unmatched", count)
+        logger.warning("%d GenAI log event(s) not bundled: %s", count, why)
+
+    def _expire_waiting(
+        self, is_expired: Callable[[float], bool], logs_expired: Callable[[float], bool], now: float
+    ) -> list[_Planned]:
+        """End the wait of held spans and waiting log events whose time is up (``_lock`` held).
+
+        A trace that named no session becomes a run of a session of its own (its run id, and
+        ``session_derived`` in ``run.json``; or, with ``derive_sessions`` off, is counted
+        ``no_session``): returned to be journaled outside the lock. Log events that never met
+        their span are counted unmatched.
+        """
+        planned: list[_Planned] = []
+        for trace_id, spans in self._held.expire(is_expired):
+            run = None
+            if self.derive_sessions:
+                run = self._derive(trace_id, spans, SubmitResult(), now)
+            else:
+                self.counters.add("no_session", len(spans))
+            if run is not None:
+                joined = self._waiting_logs.take(trace_id, spans) if self._waiting_logs else {}
+                planned.append((run, spans, joined))
+        count = self._waiting_logs.expire(logs_expired)
+        if count:
+            self._unmatched(count, "they never met their span (not exported, or sent to another collector: "
+                                   "route a trace's logs with its spans)")
+        return planned
+
+    def _journal_derived(self, planned: list[_Planned]) -> None:
+        for run, spans, joined in planned:
+            result = SubmitResult()
+            self._append(run, spans, joined, result)
+            self.counters.add("runs_session_derived")
+            logger.info("trace %s named no session within the hold: recorded as session %s", run.recorder.run_id,
+                        run.recorder.session_id)
 
     def _remember_sealed(self, trace_id: int) -> None:
         self._sealed[trace_id] = None
         while len(self._sealed) > _SEALED_MEMORY:
             self._sealed.popitem(last=False)
+
+    # -- resuming and sealing --------------------------------------------------------------
 
     def resume_orphans(self, runs: Iterable[RunInfo]) -> int:
         """Reopen runs a previous collector left ``recording`` (crashed; their lock is free).
@@ -657,7 +452,7 @@ class BundleSink:
         """
         resumed = 0
         for info in runs:
-            if info.capture_status != CaptureStatus.RECORDING.value or info.recorded_by != RECORDED_BY:
+            if info.capture_status != CaptureStatus.RECORDING.value or info.recorded_by != self.recorded_by:
                 continue  # sealed, or another recorder's (an in-process journal keeps its own seq order)
             try:
                 recorder = self.writer.open_run(session_id=info.session_id, run_id=info.run_id, kind=info.kind,
@@ -665,18 +460,13 @@ class BundleSink:
             except (RunLockedError, RunSealedError, UnsafePathError, ValueError, OSError) as exc:
                 logger.info("left %s as it is: %s", info.path, exc)
                 continue
-            run = _Run(recorder)
-            run.resumed = True
-            run.latest_ns = max((_at_ns(event) for event in read_bundle(info.path).events), default=0)
-            self.writer.set_capture_extras(info.run_id, {"order": "event_time"})
+            run = OpenRun(recorder, self._clock(), resumed=True, latest_ns=latest_at_ns(read_bundle(info.path).events))
             with self._lock:
                 self._runs[uuid.UUID(info.run_id.removeprefix("run-")).int] = run
             resumed += 1
             logger.warning("resumed %s, left recording by a previous process (%d bytes of a torn line cut)",
                            info.path, recorder.recovered_torn_bytes)
         return resumed
-
-    # -- sealing ---------------------------------------------------------------------------
 
     def seal_quiet_runs(self) -> int:
         """Seal runs whose root span arrived and that were quiet for ``seal_after_s``; expire held spans.
@@ -689,98 +479,51 @@ class BundleSink:
         now = self._clock()
         with self._lock:
             quiet = [
-                trace_id
-                for trace_id, run in self._runs.items()
-                if now - run.last_activity
-                >= (self.seal_after_s if run.root_seen or run.resumed else self.seal_rootless_after_s)
+                trace_id for trace_id, run in self._runs.items()
+                if run.quiet(now, self.seal_after_s, self.seal_rootless_after_s)
             ]
-            runs = [self._runs.pop(trace_id) for trace_id in quiet]
-            self._sealing.extend(run.recorder for run in runs)
-            for trace_id in quiet:
-                self._remember_sealed(trace_id)
-            expired = [trace_id for trace_id, (first_seen, _) in self._pending.items() if now - first_seen >= self.hold_unrouted_s]
-            for trace_id in expired:
-                self.counters.add("no_session", len(self._take_pending(trace_id)))
-            self._expire_pending_logs(lambda first_seen: now - first_seen >= self.hold_logs_s)
-            joining = [run for run in self._runs.values() if run.late_logs]
-        settled_before = now - min(_LOG_SETTLE_S, self.seal_after_s / 2)
+            runs = [self._take_for_seal(trace_id) for trace_id in quiet]
+            derived = self._expire_waiting(lambda first_seen: now - first_seen >= self.hold_unrouted_s,
+                                           lambda first_seen: now - first_seen >= self.hold_logs_s, now)
+            joining = [run for run in self._runs.values() if run.joins.has_late]
+        self._journal_derived(derived)
+        settled_before = now - min(LOG_SETTLE_S, self.seal_after_s / 2)
         for run in joining:
             with run.lock:
                 if not run.closed:
-                    self._flush_late_logs(run, settled_before=settled_before)
+                    self._journal_late_logs(run, settled_before=settled_before)
         for run in runs:
-            self._seal(run, interrupted=not run.root_seen, reason=ROOT_SPAN_MISSING)
+            self._seal(run, reason=ROOT_SPAN_MISSING)
         return len(runs)
-
-    def _expire_pending_logs(self, expired: Callable[[float], bool]) -> None:
-        """Count as unmatched the waiting log events whose span never came (``_lock`` held)."""
-        gone = [trace_id for trace_id, (first_seen, _) in self._pending_logs.items() if expired(first_seen)]
-        count = sum(self._take_pending_logs(trace_id) for trace_id in gone)
-        if count:
-            self._unmatched(count, "they never met their span (not exported, or sent to another collector: "
-                                   "route a trace's logs with its spans)")
-
-    def _unmatched(self, count: int, why: str) -> None:
-        self.counters.add("log_events_unmatched", count)
-        logger.warning("%d GenAI log event(s) not bundled: %s", count, why)
 
     def seal_all(self) -> list[RunRecorder]:
         """Seal every open run now: runs whose root arrived as finished, the others as interrupted."""
         with self._lock:
-            runs = list(self._runs.items())
-            self._runs.clear()
-            for trace_id, _ in runs:
-                self._remember_sealed(trace_id)
-            for trace_id in list(self._pending):
-                self.counters.add("no_session", len(self._take_pending(trace_id)))
-            self._expire_pending_logs(lambda first_seen: True)
-        for _, run in runs:
-            self._seal(run, interrupted=not run.root_seen, reason=COLLECTOR_STOPPED)
-        return [run.recorder for _, run in runs]
+            derived = self._expire_waiting(lambda first_seen: True, lambda first_seen: True, self._clock())
+        self._journal_derived(derived)
+        with self._lock:
+            runs = [self._take_for_seal(trace_id) for trace_id in list(self._runs)]
+        for run in runs:
+            self._seal(run, reason=COLLECTOR_STOPPED)
+        return [run.recorder for run in runs]
 
-    def _seal(self, run: _Run, *, interrupted: bool, reason: str) -> None:
-        """Seal ``run``; one not finished by its own root span gets a ``run_finished`` here, with
-        ``reason`` when ``interrupted`` (the root never arrived)."""
+    def _take_for_seal(self, trace_id: int) -> OpenRun:
+        """Unbind ``trace_id``'s run for its seal (``_lock`` held): later spans of it are rejected."""
+        run = self._runs.pop(trace_id)
+        self._sealing.append(run.recorder)
+        self._remember_sealed(trace_id)
+        return run
+
+    def _seal(self, run: OpenRun, *, reason: str) -> None:
         with run.lock:
             run.closed = True
-            if run.late_logs:
-                self._flush_late_logs(run, settled_before=float("inf"))
-            if run.finished:
-                status = None
-            else:
-                status = "interrupted" if interrupted else run.root_status
-                payload = {"status": status, "reason": reason} if interrupted else {"status": status}
-                # Stamped after the run's last event (journal times are µs), so the event-time order
-                # keeps it last even when the services' clocks run ahead of this one.
-                at_ns = max(time.time_ns(), run.latest_ns + 1000)
-                run.recorder.append(EventType.RUN_FINISHED, payload, at_ns=at_ns)
-                if interrupted and reason == ROOT_SPAN_MISSING:
-                    logger.warning(
-                        "run %s sealed without its root span: its service never exported it, or it went to "
-                        "another collector (route every span of a trace to one collector)", run.recorder.run_id,
-                    )
-            # Appended by one request, root included, in the same key's order (and not resumed from an
-            # earlier process): already in event-time order, nothing to rewrite.
-            in_order = run.finished and run.batches == 1 and not run.resumed
-            run.recorder.close(reorder=None if in_order else event_order_key(run.depth_of))
+            if run.joins.has_late:
+                self._journal_late_logs(run, settled_before=float("inf"))
+            status = run.seal(interrupted=not run.root_seen, reason=reason)
         self.counters.add("runs_sealed")
-        logger.info(
-            "sealed %s (%s) at %s", run.recorder.run_id, status or "finished", format_timestamp(time.time_ns())
-        )
+        logger.info("sealed %s (%s) at %s", run.recorder.run_id, status, format_timestamp(time.time_ns()))
 
     @property
     def open_run_count(self) -> int:
         with self._lock:
             return len(self._runs)
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def _at_ns(record: dict[str, Any]) -> int:
-    """A record's ``at`` in nanoseconds since the epoch (0 when it is not a timestamp)."""
-    try:
-        moment = datetime.fromisoformat(str(record["at"]).replace("Z", "+00:00"))
-    except (KeyError, ValueError):
-        return 0
-    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000

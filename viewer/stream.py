@@ -8,7 +8,9 @@ Protocol (one HTTP response, ``text/event-stream``):
   (the first one right away);
 * ``event: diagnostic`` reports a garbage line found while tailing;
 * ``event: end`` follows the last record once the capture is terminal (complete or failed),
-  then the response ends;
+  then the response ends; just before it, ``event: resequenced`` says the seal rewrote the
+  journal in event-time order (``capture.json`` ``"resequenced": true``, a collector run fed by
+  several requests): the records sent had other ``seq``s, so the client reloads the snapshot;
 * a comment line every ``STREAM_HEARTBEAT_SECONDS`` keeps idle connections alive.
 
 A client resumes with ``Last-Event-ID`` (the browser sends it on reconnect) or ``?after_seq=``;
@@ -79,6 +81,8 @@ def _tail(path: Path, after_seq: int, poll_seconds: float, heartbeat_seconds: fl
             chunk.append(_message({"status": status, "capture": capture}, event="capture"))
             last_status = status
         if status in _TERMINAL and not progressed:
+            if capture.get("resequenced"):  # the seal renumbered the journal: what was sent is stale
+                chunk.append(_message({"status": status}, event="resequenced"))
             chunk.append(_message({"status": status}, event="end"))
             yield b"".join(chunk)
             return

@@ -52,7 +52,7 @@ def exported_file(tmp_path):
                 "gen_ai.input.messages": f'[{{"role":"user","parts":[{{"type":"text","content":"I am {CANARY_EMAIL}"}}]}}]',
             }):
                 pass
-    with tracer.start_as_current_span("GET /health"):  # no session: counted, not bundled
+    with tracer.start_as_current_span("GET /health"):  # no session: a session of its own
         pass
     provider.shutdown()
     return path
@@ -63,13 +63,17 @@ def test_import_is_idempotent_and_redacted(exported_file, tmp_path):
     runner = CliRunner()
     first = runner.invoke(main, ["import", str(exported_file), "--dir", str(root)], env={"OTEL_SESSION_REDACTION_KEY": "k"})
     assert first.exit_code == 0, first.output
-    assert "5 spans: 2 run(s) written, 0 already imported, 1 span(s) without a session" in first.output
+    assert ("5 spans: 3 run(s) written, 0 already imported (1 named no session: each recorded as a session "
+            "of its own)") in first.output
     found = bundles(root)
-    assert sorted(bundle.session_id for bundle in found) == ["call-1", "call-2"]
+    derived = [bundle for bundle in found if bundle.manifest.get("session_derived")]
+    assert [bundle.session_id for bundle in derived] == [bundle.run_id for bundle in derived] and len(derived) == 1
+    assert sorted(bundle.session_id for bundle in found if bundle not in derived) == ["call-1", "call-2"]
     for bundle in found:
         assert bundle.status is BundleStatus.COMPLETE, bundle.diagnostics
-        assert [event["type"] for event in bundle.events] == [
-            "run_started", "message_started", "message_finished", "run_finished"]
+        assert [event["type"] for event in bundle.events] == (
+            ["run_started", "run_finished"] if bundle in derived
+            else ["run_started", "message_started", "message_finished", "run_finished"])
     snapshot = all_bytes(root)
     assert CANARY_EMAIL.encode() not in snapshot
 
@@ -86,4 +90,4 @@ def test_a_malformed_line_is_reported_and_the_rest_imported(exported_file, tmp_p
                                 env={"OTEL_SESSION_REDACTION_KEY": "k"})
     assert result.exit_code == 1
     assert f"{exported_file}:2: span traceId is not hex" in result.output
-    assert len(bundles(tmp_path / "b")) == 2
+    assert len(bundles(tmp_path / "b")) == 3

@@ -169,12 +169,13 @@ def test_a_run_locked_by_another_collector_is_rejected_explicitly(collector, bun
         other.shutdown()
 
 
-def test_spans_without_a_session_are_counted_not_bundled(make_collector, bundle_root):
+def test_spans_without_a_session_become_a_run_of_a_session_of_their_own(make_collector, bundle_root):
     collector = make_collector(bundle_root, seal_after_s=0.1, hold_unrouted_s=0.1)
     response, _ = post(collector.http_port, orjson.dumps(otlp_json_request(session_id=None)))
     assert response.status == 200
-    wait_for(lambda: collector.counters.snapshot()["no_session"] == 1)
-    assert bundles(bundle_root) == []
+    (bundle,) = sealed_bundles(bundle_root)
+    assert bundle.manifest["session_id"] == bundle.manifest["run_id"] and bundle.manifest["session_derived"] is True
+    assert collector.counters.snapshot()["no_session"] == 0
 
 
 def test_a_child_without_session_joins_when_its_root_names_one(collector, bundle_root):

@@ -20,8 +20,7 @@ def test_close_with_reorder_rewrites_in_key_order_and_renumbers(tmp_path):
     run = _open(tmp_path, writer)
     for at_ns, name in [(3_000_000, "c"), (1_000_000, "a"), (2_000_000, "b"), (1_000_000, "a2")]:
         assert run.append("turn_started", {"state": name, "required_slots": []}, at_ns=at_ns) is AppendResult.ACCEPTED
-    writer.set_capture_extras(run.run_id, {"order": "event_time"})
-    run.close(run_status="ok", reorder=lambda record: (record["at"], record["seq"]))
+    run.close(run_status="ok", reorder=lambda record: (record["at"], record["seq"]), capture_extras={"order": "event_time"})
     assert run.wait_sealed(5)
     writer.shutdown()
 
@@ -31,9 +30,25 @@ def test_close_with_reorder_rewrites_in_key_order_and_renumbers(tmp_path):
     assert [event.get("payload", {}).get("state") for event in result.events] == ["a", "a2", "b", "c", None]
     assert result.events[0]["at"] == format_timestamp(1_000_000)
     capture = orjson.loads((run.path / "capture.json").read_bytes())
-    assert capture["event_count"] == 5 and capture["order"] == "event_time"
+    assert capture["event_count"] == 5 and capture["order"] == "event_time" and capture["resequenced"] is True
     assert not list(run.path.glob(".*.tmp"))
     assert run.append("turn_started", {}) is AppendResult.CAPTURE_STOPPED
+
+
+def test_a_journal_already_in_order_is_not_rewritten_nor_renumbered(tmp_path):
+    """A live follower's seq numbers stay true: only a seal that moves records says "resequenced"."""
+    writer = BundleWriter(tmp_path)
+    run = _open(tmp_path, writer)
+    for at_ns in (1_000_000, 2_000_000):
+        run.append("turn_started", {"state": str(at_ns), "required_slots": []}, at_ns=at_ns)
+    writer.force_flush()
+    inode = (run.path / "events.ndjson").stat().st_ino
+    run.close(reorder=lambda record: (record["at"], record["seq"]), capture_extras={"order": "event_time"})
+    assert run.wait_sealed(5)
+    writer.shutdown()
+    capture = orjson.loads((run.path / "capture.json").read_bytes())
+    assert capture["order"] == "event_time" and "resequenced" not in capture
+    assert (run.path / "events.ndjson").stat().st_ino == inode
 
 
 def test_a_failing_key_keeps_the_appended_journal(tmp_path, caplog):
@@ -62,7 +77,7 @@ def test_reorder_after_reopen_continues_the_same_journal(tmp_path):
     first.force_flush()
     # A crash: the lock goes with the process; the bundle stays "recording" with a torn tail.
     events = run.path / "events.ndjson"
-    run._writer._forget(run)
+    run._writer.forget(run)
     import os
 
     os.close(run._events_fd)

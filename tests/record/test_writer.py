@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -296,21 +297,23 @@ def test_second_writer_in_another_process_is_refused(writer, root, run_id):
 
 
 def test_reopening_a_recording_run_continues_after_a_torn_tail(root, run_id):
-    crashed = BundleWriter(root)
-    run = crashed.open_run(session_id="s", run_id=run_id)
-    for i in range(3):
-        _delta(run, i)
-    crashed.force_flush()
-    events = run.path / layout.EVENTS_FILE
-    with open(events, "ab") as handle:
-        handle.write(b'{"seq":4,"at":"2026-')  # a crash mid-line
-    # Simulate the crash: the process dies holding its lock and files; the kernel releases them.
-    os.close(run._events_fd)
-    crashed._closed = True
-    with crashed._cond:
-        crashed._stopping = True
-        crashed._cond.notify_all()
-    crashed._thread.join()
+    # A real crash: the process dies (SIGKILL) mid-line, holding its lock and files.
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from otel_session.write import BundleWriter
+        writer = BundleWriter({str(root)!r})
+        run = writer.open_run(session_id="s", run_id={run_id!r})
+        for i in range(3):
+            run.append("assistant_delta", {{"index": i, "kind": "text", "delta": "x"}}, message_id="m1")
+        writer.force_flush()
+        with open(run.path / "events.ndjson", "ab") as handle:
+            handle.write(b'{{"seq":4,"at":"2026-')
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == -signal.SIGKILL, out.stderr
 
     writer = BundleWriter(root)
     try:
@@ -501,3 +504,37 @@ def test_bundles_a_dead_process_left_half_made_are_removed(writer, root):
         (building / layout.RUN_FILE).write_text("{}")
     assert writer.remove_abandoned_builds() == 1
     assert not dead.exists() and live.exists()
+
+
+@pytest.mark.parametrize("linked, eval_id", [("sessions", None), ("evals", "e1"), ("evals/e1/sessions", "e1")])
+def test_a_symlinked_sessions_or_evals_directory_is_refused_not_followed(tmp_path, root, writer, run_id, linked, eval_id):
+    """Whole bundles must not land outside the root through ``<root>/sessions`` (or ``evals``) linked elsewhere."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = root / linked
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside, target_is_directory=True)
+    kind = "eval" if eval_id else "live"
+    with pytest.raises(layout.UnsafePathError, match="symlink"):
+        writer.open_run(session_id="s", run_id=run_id, kind=kind, eval_id=eval_id)
+    assert list(outside.iterdir()) == []
+
+
+def test_the_collector_rejects_spans_for_a_symlinked_sessions_directory(tmp_path, root):
+    from otel_session.collector.counters import RejectReason
+    from otel_session.collector.sink import BundleSink
+    from otel_session.normalize import SpanData
+    from otel_session.redact import RedactionPolicy, Redactor
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root.mkdir()
+    (root / "sessions").symlink_to(outside, target_is_directory=True)
+    writer = BundleWriter(root)
+    sink = BundleSink(writer, Redactor(RedactionPolicy(), key=b"k"))
+    span = SpanData(trace_id=7, span_id=1, parent_span_id=None, name="root", start_time_ns=1, end_time_ns=2,
+                    attributes={"session.id": "s"})
+    result = sink.submit([span])
+    writer.shutdown()
+    assert result.rejected_by == {RejectReason.INVALID_ID: 1} and "not a plain directory" in result.error_message
+    assert list(outside.iterdir()) == []

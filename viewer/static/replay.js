@@ -381,6 +381,10 @@ function subscribe() {
     view.captureStatus = JSON.parse(message.data).status;
     loadIntegrity().catch(showError);
   });
+  source.addEventListener("resequenced", () => {
+    if (view.source !== source) return;
+    loadFromServer().catch(showError); // the seal renumbered the journal: the sealed snapshot replaces it
+  });
   source.addEventListener("end", () => {
     if (view.source !== source) return;
     closeStream();

@@ -1,0 +1,86 @@
+"""What became of the spans and log records handed to the assembly: per request and in total.
+
+Contract::
+
+    result = SubmitResult()                 # one export request's outcome
+    result.reject(count, RejectReason.SEALED, "run … is already sealed")
+    result.error_message                    # -> the ``partial_success`` message
+    counters = Counters(); counters.add("bundled", 3); counters.snapshot(); counters.status_line()
+
+``Overloaded`` is raised before anything of a request is taken (the client retries it).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+__all__ = ["Counters", "Overloaded", "RejectReason", "SubmitResult", "TooManyRequests"]
+
+
+class Overloaded(RuntimeError):
+    """The writer is behind; the client should retry later (HTTP 429/503, RESOURCE_EXHAUSTED)."""
+
+
+class TooManyRequests(Overloaded):
+    """More concurrent export requests than the collector serves at once."""
+
+
+class RejectReason(str, Enum):
+    SEALED = "sealed"
+    LOCKED = "locked"
+    CAPTURE_STOPPED = "capture_stopped"
+    INVALID_ID = "invalid_id"
+    IO_ERROR = "io_error"
+
+
+@dataclass
+class SubmitResult:
+    accepted: int = 0
+    rejected: int = 0
+    messages: list[str] = field(default_factory=list)
+    rejected_by: dict[RejectReason, int] = field(default_factory=dict)
+    appended: list[tuple[Any, int, int]] = field(default_factory=list)
+    """``(RunRecorder, seq, spans)`` per run appended to: what must be in the journal before the answer."""
+
+    @property
+    def error_message(self) -> str:
+        return "; ".join(self.messages)
+
+    def reject(self, count: int, reason: RejectReason, message: str) -> None:
+        self.rejected += count
+        self.rejected_by[reason] = self.rejected_by.get(reason, 0) + count
+        if message not in self.messages:
+            self.messages.append(message)
+
+
+class Counters:
+    """Span and log record counters (received, bundled, forwarded, rejected, no_session, …); thread-safe.
+
+    ``received`` counts spans the receivers decoded (a retried request counts again; a request
+    refused for the sealing backlog before decoding does not count); ``log_records_*`` count log
+    records, ``log_events_*`` the GenAI message events among them.
+    """
+
+    NAMES = (
+        "received", "bundled", "forwarded", "forward_failed", "rejected", "no_session", "runs_sealed",
+        "log_records_received", "log_records_ignored", "log_events_bundled", "log_events_unmatched",
+        "log_records_rejected", "log_records_forwarded", "log_records_forward_failed", "runs_session_derived",
+    )
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values = dict.fromkeys(self.NAMES, 0)
+
+    def add(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            self._values[name] += amount
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._values)
+
+    def status_line(self) -> str:
+        return " ".join(f"{name}={value}" for name, value in self.snapshot().items())

@@ -1,0 +1,131 @@
+"""The collector's settings, with their defaults and environment variables, in one place.
+
+Contract::
+
+    options = CollectorOptions()                 # each field: $OTEL_SESSION_<NAME>, else its default
+    options = CollectorOptions(seal_after_s=2)   # explicit values win over the environment
+    options = options.with_values(hold_logs_s=60, grpc_address=None)   # a copy; None disables a listener
+    SETTINGS["seal_after_s"].env, .default, .help   # what the CLI and docs/collector.md show
+
+Like the OpenTelemetry SDK's ``_default_*()`` helpers, a field left out is read from its
+environment variable when the options are made; an unset or empty variable means the default.
+A value that does not parse raises ``ValueError`` naming the variable (the CLI prints it).
+``otel-session collect``, ``Collector`` and ``BundleSink`` all take their defaults from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["SETTINGS", "CollectorOptions", "Setting", "parse_address"]
+
+_OFF = ("", "off", "none")
+
+
+def parse_address(value: str) -> str | None:
+    """``HOST:PORT``, or None for ``off`` / ``none`` / empty (the listener is disabled)."""
+    return None if value.strip().lower() in _OFF else value.strip()
+
+
+def _seconds(value: str) -> float:
+    seconds = float(value)
+    if not seconds >= 0:  # also refuses nan
+        raise ValueError("must be a number of seconds >= 0")
+    return seconds
+
+
+def _count(value: str) -> int:
+    count = int(value)
+    if count < 0:
+        raise ValueError("must be an integer >= 0")
+    return count
+
+
+def _protocol(value: str) -> str:
+    if value not in ("http/protobuf", "grpc"):
+        raise ValueError("must be http/protobuf or grpc")
+    return value
+
+
+def _not_flag(value: str) -> bool:
+    return value.strip().lower() not in {"true", "1", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One collector setting: its environment variable, default and what it does."""
+
+    env: str
+    default: Any
+    parse: Callable[[str], Any]
+    help: str
+
+    def from_env(self) -> Any:
+        raw = os.environ.get(self.env)
+        if raw is None or raw == "":
+            return self.default
+        try:
+            return self.parse(raw)
+        except ValueError as exc:
+            raise ValueError(f"{self.env}={raw!r}: {exc}") from None
+
+
+SETTINGS: dict[str, Setting] = {
+    "grpc_address": Setting("OTEL_SESSION_GRPC_ADDRESS", "127.0.0.1:4317", parse_address,
+                            "OTLP/gRPC listen address (HOST:PORT; port 0 picks one; 'off' disables)."),
+    "http_address": Setting("OTEL_SESSION_HTTP_ADDRESS", "127.0.0.1:4318", parse_address,
+                            "OTLP/HTTP listen address for POST /v1/traces and /v1/logs ('off' disables)."),
+    "forward": Setting("OTEL_SESSION_FORWARD", None, str,
+                       "Also send everything received to this OTLP endpoint (e.g. http://127.0.0.1:6006)."),
+    "forward_protocol": Setting("OTEL_SESSION_FORWARD_PROTOCOL", "http/protobuf", _protocol,
+                                "OTLP protocol of the forward endpoint (grpc: http://HOST:4317, or https:// for TLS)."),
+    "forward_redacted": Setting("OTEL_SESSION_FORWARD_RAW", True, _not_flag,
+                                "Forward payloads unredacted when true (default: redacted with the bundle policy)."),
+    "seal_after_s": Setting("OTEL_SESSION_SEAL_AFTER", 10.0, _seconds,
+                            "Seal a run this long after its root span arrived and nothing else did."),
+    "seal_rootless_after_s": Setting("OTEL_SESSION_SEAL_ROOTLESS_AFTER", 3600.0, _seconds,
+                                     "Seal a run whose root span never arrived (as interrupted) after this long quiet."),
+    "hold_unrouted_s": Setting("OTEL_SESSION_HOLD_UNROUTED", 30.0, _seconds,
+                               "How long spans of a trace that named no session wait for a span that does."),
+    "hold_logs_s": Setting("OTEL_SESSION_HOLD_LOGS", 300.0, _seconds,
+                           "How long GenAI log events wait for their span before they are counted unmatched."),
+    "max_held_spans": Setting("OTEL_SESSION_MAX_HELD_SPANS", 10_000, _count,
+                              "Spans waiting for their trace's session, at most (more are counted no_session)."),
+    "max_held_log_events": Setting("OTEL_SESSION_MAX_HELD_LOG_EVENTS", 10_000, _count,
+                                   "Log events waiting for their spans, at most (more are counted unmatched)."),
+    "status_interval_s": Setting("OTEL_SESSION_STATUS_INTERVAL", 10.0, _seconds,
+                                 "How often the counters status line is logged (when it changed)."),
+}
+
+
+def _from_env(name: str) -> Callable[[], Any]:
+    return SETTINGS[name].from_env
+
+
+@dataclass(frozen=True)
+class CollectorOptions:
+    """Every collector setting (see ``SETTINGS`` for each one's variable and meaning)."""
+
+    grpc_address: str | None = field(default_factory=_from_env("grpc_address"))
+    http_address: str | None = field(default_factory=_from_env("http_address"))
+    forward: str | None = field(default_factory=_from_env("forward"))
+    forward_protocol: str = field(default_factory=_from_env("forward_protocol"))
+    forward_redacted: bool = field(default_factory=_from_env("forward_redacted"))
+    seal_after_s: float = field(default_factory=_from_env("seal_after_s"))
+    seal_rootless_after_s: float = field(default_factory=_from_env("seal_rootless_after_s"))
+    hold_unrouted_s: float = field(default_factory=_from_env("hold_unrouted_s"))
+    hold_logs_s: float = field(default_factory=_from_env("hold_logs_s"))
+    max_held_spans: int = field(default_factory=_from_env("max_held_spans"))
+    max_held_log_events: int = field(default_factory=_from_env("max_held_log_events"))
+    status_interval_s: float = field(default_factory=_from_env("status_interval_s"))
+
+    def with_values(self, **values: Any) -> CollectorOptions:
+        """A copy with ``values`` set (names of ``SETTINGS``)."""
+        unknown = set(values) - set(SETTINGS)
+        if unknown:
+            raise TypeError(f"unknown collector option(s): {', '.join(sorted(unknown))}")
+        return dataclasses.replace(self, **values)

@@ -1,0 +1,95 @@
+"""Which run a trace's spans belong to, and the spans that wait to be routed (the assembly's routing).
+
+Contract::
+
+    session_of(spans) -> str | None             # the session a trace's spans name, if any
+    identity = run_identity(session_id, spans)  # -> RunIdentity: what ``BundleWriter.open_run`` takes
+    held = HeldSpans(max_spans)                 # spans of traces that named no session yet
+    held.hold(trace_id, spans, now) -> bool     # False: over the bound
+    held.take(trace_id) -> spans; held.expire(is_expired) -> [(trace_id, spans)]
+
+One run is one trace (``run_id`` from the trace id). The session comes from ``session.id``, else
+``gen_ai.conversation.id``, else the OpenInference / OpenLLMetry equivalents, on the span or its
+resource (``normalize.session_id_of``). A span of a trace already bound to a run joins it even
+without a session attribute (one run, many services); the sink keeps that binding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from otel_session import semconv as sc
+from otel_session.journal import RunKind
+from otel_session.normalize import SpanData, genai, session_id_of
+
+__all__ = ["HeldSpans", "RunIdentity", "run_identity", "session_of"]
+
+
+def session_of(spans: list[SpanData]) -> str | None:
+    """The first session id any of ``spans`` (or its resource) names."""
+    for span in spans:
+        session_id = session_id_of(span.attributes, span.resource_attributes)
+        if session_id:
+            return session_id
+    return None
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """The manifest fields of a run, from the first of its spans to arrive."""
+
+    session_id: str
+    run_id: str
+    kind: RunKind
+    eval_id: str | None
+    agent: str | None
+    service: str | None
+    created_at_ns: int
+
+
+def run_identity(session_id: str, spans: list[SpanData]) -> RunIdentity:
+    """The run of ``spans`` (one trace's): kind and eval from its root span when among them, the
+    agent as ``genai.run_agent`` finds it."""
+    first = min(spans, key=lambda span: span.start_time_ns)
+    attributes = next((span.attributes for span in spans if span.parent_span_id is None), first.attributes)
+    eval_id = attributes.get(sc.EVAL_ID)
+    is_eval = attributes.get(sc.RUN_KIND) == RunKind.EVAL.value and bool(eval_id)
+    return RunIdentity(
+        session_id=session_id,
+        run_id=first.run_id,
+        kind=RunKind.EVAL if is_eval else RunKind.LIVE,
+        eval_id=str(eval_id) if is_eval else None,
+        agent=genai.run_agent(spans),
+        service=first.service_name,
+        created_at_ns=first.start_time_ns,
+    )
+
+
+class HeldSpans:
+    """Spans of traces that named no session yet: trace id → (first seen, spans); bounded."""
+
+    def __init__(self, max_spans: int) -> None:
+        self.max_spans = max_spans
+        self.count = 0
+        self._by_trace: dict[int, tuple[float, list[SpanData]]] = {}
+
+    def hold(self, trace_id: int, spans: list[SpanData], now: float) -> bool:
+        """Keep ``spans`` until their trace names a session; False (nothing kept) over the bound."""
+        if self.count + len(spans) > self.max_spans:
+            return False
+        self._by_trace.setdefault(trace_id, (now, []))[1].extend(spans)
+        self.count += len(spans)
+        return True
+
+    def take(self, trace_id: int) -> list[SpanData]:
+        entry = self._by_trace.pop(trace_id, None)
+        if entry is None:
+            return []
+        self.count -= len(entry[1])
+        return entry[1]
+
+    def expire(self, is_expired: Callable[[float], bool]) -> list[tuple[int, list[SpanData]]]:
+        """Take the traces first held at a time ``is_expired``."""
+        gone = [trace_id for trace_id, (first_seen, _) in self._by_trace.items() if is_expired(first_seen)]
+        return [(trace_id, self.take(trace_id)) for trace_id in gone]

@@ -1,0 +1,189 @@
+"""File-system primitives of the bundle writer: private directories, atomic JSON, whole writes.
+
+Contract::
+
+    write_json_atomic(path, value, sync_dir=True)   # temporary file, fsync, rename, fsync dir
+    write_terminal_capture(path, capture)           # atomic, else in place (a full disk still reports)
+    write_new_file(path, data); write_fully(fd, data); fsync_file(path); count_complete_lines(fd)
+    make_private_dirs(root, directory); require_real_dir(path)   # 0700 directories; a symlink is refused
+
+Nothing here knows runs, queues or threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from otel_session import layout
+
+__all__ = [
+    "DIR_MODE",
+    "FILE_MODE",
+    "count_complete_lines",
+    "fsync_file",
+    "json_document",
+    "make_private_dirs",
+    "require_real_dir",
+    "unlink_quietly",
+    "write_fully",
+    "write_json_atomic",
+    "write_new_file",
+    "write_terminal_capture",
+]
+
+logger = logging.getLogger(__name__)
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def write_json_atomic(path: Path, value: dict[str, Any], *, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``value`` as JSON: write a temporary file, fsync, rename, fsync dir.
+
+    ``sync_dir=False`` leaves the directory fsync to a later atomic write in the same directory.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        try:
+            os.fchmod(fd, FILE_MODE)
+            write_fully(fd, json_document(value))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        unlink_quietly(tmp)  # a full disk must not also collect temporary files
+        raise
+    if not sync_dir:
+        return
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def overwrite_json_in_place(path: Path, value: dict[str, Any]) -> None:
+    """Rewrite ``path`` with ``value`` in its own blocks (write at offset 0, truncate, fsync).
+
+    The fallback when :func:`write_json_atomic` cannot create its temporary file (disk full, a
+    directory made read-only): a document under one block reuses the space it already holds. Not
+    atomic — a crash in the middle can leave it unreadable — so it is used only when the atomic
+    replace already failed.
+    """
+    data = json_document(value)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        written = 0
+        while written < len(data):
+            written += os.pwrite(fd, data[written:], written)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def json_document(value: dict[str, Any]) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def write_fully(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def write_terminal_capture(path: Path, capture: dict[str, Any]) -> None:
+    """Replace the capture atomically; on a full disk or read-only directory, in place instead.
+
+    Without the fallback a disk-full failure would leave ``recording`` on disk: the failure the
+    capture exists to report could not be reported.
+    """
+    try:
+        write_json_atomic(path, capture)
+    except OSError as exc:
+        logger.warning("atomic replace of %s failed (%s); rewriting it in place", path, exc)
+        overwrite_json_in_place(path, capture)
+
+
+
+def make_private_dirs(root: Path, directory: Path) -> None:
+    """Make ``directory`` and every missing directory between it and ``root`` (0700; ``root`` and
+    its own parents too, if missing). A directory on the way under ``root`` that is a symlink or a
+    file raises ``UnsafePathError``: ``<root>/sessions`` linked elsewhere would put whole bundles
+    outside the root. ``root`` itself may be a symlink (the user chose it)."""
+    missing = []
+    current = root
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for path in reversed(missing):
+        _mkdir_private(path)
+    current = root
+    for part in directory.relative_to(root).parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            _mkdir_private(current)
+            continue
+        if not stat.S_ISDIR(mode):
+            raise layout.UnsafePathError(f"{current} is not a directory (a symlink or a file in its place)")
+
+
+def _mkdir_private(path: Path) -> None:
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        require_real_dir(path)  # made since by another writer: it must still be a directory itself
+        return
+    os.chmod(path, DIR_MODE)
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_new_file(path: Path, data: bytes) -> None:
+    """Create ``path`` (it must not exist) holding ``data``; not synced."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        write_fully(fd, data)
+    finally:
+        os.close(fd)
+
+
+def count_complete_lines(fd: int) -> int:
+    count = 0
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        count += chunk.count(b"\n")
+        offset += len(chunk)
+    return count
+
+
+
+def require_real_dir(path: Path) -> None:
+    """Raise ``UnsafePathError`` unless ``path`` is a directory itself (not a symlink to one)."""
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
+        raise layout.UnsafePathError(f"{path} is not a directory (a symlink or a file in its place)")
+

@@ -1,0 +1,568 @@
+"""The recording of one run: stamp, number and queue records; the writer thread appends and seals.
+
+Contract::
+
+    run = writer.open_run(...)                      # -> RunRecorder (see otel_session.write)
+    run.append(type, payload, at_ns=...)            # -> AppendResult; never raises, never blocks on disk
+    run.append_events(events) -> int                # a batch under one lock: how many were accepted
+    run.close(run_status=None, reorder=None, capture_extras=None)   # drain, (rewrite,) seal
+    run.failure, run.sealed, run.wait_sealed(timeout)
+    run.written(run.enqueued_seq) -> Written        # in the journal file yet? (BundleWriter.wait_written)
+
+``seq`` is assigned at enqueue. Reaching a queue bound, an oversized event or an append error marks
+the capture ``failed`` with a ``FailureCode``, stops the recording and is logged. ``reorder`` is a
+mechanism, not a policy: the recorder rewrites the journal sorted by the caller's key (the
+collector's assembly decides when, and which ``capture_extras`` say so); when that moved any
+record, ``capture.json`` says ``"resequenced": true`` so a live follower knows its ``seq``s changed.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from otel_session import layout
+from otel_session.files import (
+    FILE_MODE,
+    count_complete_lines,
+    fsync_file,
+    unlink_quietly,
+    write_fully,
+    write_terminal_capture,
+)
+from otel_session.journal import CAPTURE_SCHEMA, CaptureStatus, EventType, decode_line, encode_record, format_timestamp
+
+if TYPE_CHECKING:
+    from otel_session.normalize import JournalEvent
+
+__all__ = [
+    "AppendResult",
+    "CaptureFailure",
+    "FailureCode",
+    "Reorder",
+    "RunLockedError",
+    "RunRecorder",
+    "RunSealedError",
+    "WriterClosedError",
+    "WriterLimits",
+    "Written",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class AppendResult(Enum):
+    """What became of one record handed to :meth:`RunRecorder.append`."""
+
+    ACCEPTED = "accepted"
+    """Queued; the writer thread will append it."""
+    CAPTURE_STOPPED = "capture_stopped"
+    """Refused: the run's capture is closed or failed (see ``RunRecorder.failure``)."""
+
+
+class FailureCode(str, Enum):
+    """``capture.json`` failure codes; each names the bound or error that stopped a capture."""
+
+    QUEUE_RECORDS_EXCEEDED = "queue_records_exceeded"
+    QUEUE_BYTES_EXCEEDED = "queue_bytes_exceeded"
+    EVENT_TOO_LARGE = "event_too_large"
+    DISK_FULL = "disk_full"
+    PERMISSION_DENIED = "permission_denied"
+    IO_ERROR = "io_error"
+    WRITER_SHUTDOWN = "writer_shutdown"
+
+
+class WriterClosedError(RuntimeError):
+    """The writer was shut down; no run can be opened."""
+
+
+class RunLockedError(RuntimeError):
+    """Another writer (this or another process) holds the run directory."""
+
+
+class RunSealedError(RuntimeError):
+    """The run's capture is already terminal; its bundle never changes again."""
+
+
+@dataclass(frozen=True)
+class WriterLimits:
+    """Batching and bounds. The defaults are the ones SPEC §5.4 gives."""
+
+    flush_interval_s: float = 0.025
+    batch_records: int = 256
+    batch_bytes: int = 256 * 1024
+    max_queue_records: int = 8192
+    max_queue_bytes: int = 16 * 1024 * 1024
+    max_event_bytes: int = 1024 * 1024
+    seal_threads: int = 8
+    """Runs sealed at once when several close together (each seal waits on a few fsyncs)."""
+
+
+@dataclass(frozen=True)
+class CaptureFailure:
+    failed_at: str
+    code: FailureCode
+    message: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"failed_at": self.failed_at, "code": self.code.value, "message": self.message}
+
+
+
+
+class Reorder(Enum):
+    """What became of a seal's ``reorder`` request."""
+
+    NOT_ASKED = "not_asked"
+    ALREADY_IN_ORDER = "already_in_order"
+    """Nothing to move: the journal stays as appended (no rewrite, no renumbering)."""
+    RESEQUENCED = "resequenced"
+    """Rewritten in the key's order, ``seq`` renumbered; the capture says so."""
+    FAILED = "failed"
+    """The rewrite failed (logged): the journal stays as appended."""
+
+
+class Written(Enum):
+    """Where records handed to a recorder are (:meth:`RunRecorder.written`)."""
+
+    WRITTEN = "written"
+    """In the journal file: written to the OS, so a kill -9 of this process keeps them."""
+    QUEUED = "queued"
+    """Still in memory, waiting for the writer thread."""
+    LOST = "lost"
+    """The capture stopped (I/O error, bound) before they were written: they never will be."""
+
+
+class WriterLoop(Protocol):
+    """What a recorder needs from its ``BundleWriter``."""
+
+    limits: WriterLimits
+
+    def schedule(self, recorder: RunRecorder, *, urgent: bool) -> None: ...
+
+    def forget(self, recorder: RunRecorder) -> None: ...
+
+    def _write(self, fd: int, data: memoryview) -> int: ...
+
+
+def failure_code_for(error: OSError) -> FailureCode:
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return FailureCode.DISK_FULL
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return FailureCode.PERMISSION_DENIED
+    return FailureCode.IO_ERROR
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+
+class RunRecorder:
+    """The recording of one run. ``append`` is safe from any thread and never waits for disk."""
+
+    def __init__(
+        self,
+        writer: WriterLoop,
+        path: Path,
+        manifest: dict[str, Any],
+        events_fd: int,
+        next_seq: int,
+        recovered_torn_bytes: int,
+        *,
+        created: bool,
+    ) -> None:
+        self.path = path
+        self.session_id: str = manifest["session_id"]
+        self.run_id: str = manifest["run_id"]
+        self.manifest = manifest
+        self.recovered_torn_bytes = recovered_torn_bytes
+        """Bytes of a torn final line cut when this run was reopened after a crash (0 if none)."""
+        self._writer = writer
+        self._limits = writer.limits
+        self._events_fd = events_fd
+        """The journal, appended to; its ``flock`` is the run's one-writer lock."""
+        self._lines_on_disk: int | None = 0 if created else None
+        """Lines the journal holds when this process made it (None: count them at seal)."""
+        self._lock = threading.Lock()
+        self._next_seq = next_seq
+        self._written_seq = next_seq - 1
+        """The last ``seq`` handed to the OS (``write`` returned): it survives a kill of this process."""
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._scheduled = False
+        self._full_signalled = False
+        self._accepting = True
+        self._close_requested = False
+        self._seal_claimed = False
+        self._discard_pending = False
+        self._sealed = threading.Event()
+        self._failure: CaptureFailure | None = None
+        self._reorder: Callable[[dict[str, Any]], Any] | None = None
+        self._capture_extras: dict[str, Any] = {}
+        self.peak_queued_records = 0
+        self.peak_queued_bytes = 0
+        self.batches_written = 0
+
+    # -- producer side ---------------------------------------------------------------------
+
+    def append(
+        self,
+        event_type: str | EventType,
+        payload: dict[str, Any] | None = None,
+        *,
+        at_ns: int | None = None,
+        turn_index: int | None = None,
+        message_id: str | None = None,
+        tool_call_id: str | None = None,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+    ) -> AppendResult:
+        """Stamp and enqueue one journal record. Never raises, never blocks on disk."""
+        record = self._record(event_type.value if isinstance(event_type, EventType) else event_type,
+                              now_ns() if at_ns is None else at_ns, turn_index, message_id, tool_call_id, trace_id,
+                              span_id, payload)
+        return AppendResult.ACCEPTED if self._enqueue([record]) else AppendResult.CAPTURE_STOPPED
+
+    def append_events(self, events: Iterable[JournalEvent]) -> int:
+        """Stamp and enqueue normalized (and redacted) events in order, under one lock.
+
+        Returns how many were accepted: all of them, or those before the first refusal (the
+        capture stopped there, see :attr:`failure`). Never raises, never blocks on disk.
+        """
+        record = self._record
+        return self._enqueue([
+            record(event.type, event.at_ns, event.turn_index, event.message_id, event.tool_call_id, event.trace_id,
+                   event.span_id, event.payload)
+            for event in events
+        ])
+
+    def _record(
+        self,
+        event_type: str,
+        at_ns: int,
+        turn_index: int | None,
+        message_id: str | None,
+        tool_call_id: str | None,
+        trace_id: str | None,
+        span_id: str | None,
+        payload: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "seq": 0,
+            "at": format_timestamp(at_ns),
+            "type": event_type,
+            "session_id": self.session_id,
+            "run_id": self.run_id,
+        }
+        if turn_index is not None:
+            record["turn_index"] = turn_index
+        if message_id is not None:
+            record["message_id"] = message_id
+        if tool_call_id is not None:
+            record["tool_call_id"] = tool_call_id
+        if trace_id is not None:
+            record["trace_id"] = trace_id
+        if span_id is not None:
+            record["span_id"] = span_id
+        if payload is not None:
+            record["payload"] = payload
+        return record
+
+    def _enqueue(self, records: list[dict[str, Any]]) -> int:
+        """Number, encode and queue ``records`` in order; stop the capture at the first that
+        would pass a bound. Returns how many were queued."""
+        limits = self._limits
+        with self._lock:
+            if not self._accepting:
+                return 0
+            pending = self._pending
+            seq = self._next_seq
+            queued_bytes = self._pending_bytes
+            queued = 0
+            for record in records:
+                record["seq"] = seq
+                line = encode_record(record)
+                size = len(line)
+                if (size > limits.max_event_bytes or len(pending) >= limits.max_queue_records
+                        or queued_bytes + size > limits.max_queue_bytes):
+                    self._fail_bound_locked(record, size, len(pending), queued_bytes)
+                    break
+                pending.append(line)
+                queued_bytes += size
+                seq += 1
+                queued += 1
+            self._next_seq = seq
+            self._pending_bytes = queued_bytes
+            if len(pending) > self.peak_queued_records:
+                self.peak_queued_records = len(pending)
+            if queued_bytes > self.peak_queued_bytes:
+                self.peak_queued_bytes = queued_bytes
+            wake = self._wake_locked() if queued else None
+        if wake is not None:
+            self._writer.schedule(self, urgent=wake)
+        return queued
+
+    def _fail_bound_locked(self, record: dict[str, Any], size: int, queued: int, queued_bytes: int) -> None:
+        limits = self._limits
+        if size > limits.max_event_bytes:
+            self._fail_locked(
+                FailureCode.EVENT_TOO_LARGE,
+                f"event seq {record['seq']} ({record['type']}) is {size} bytes; the limit is {limits.max_event_bytes}",
+            )
+        elif queued >= limits.max_queue_records:
+            self._fail_locked(
+                FailureCode.QUEUE_RECORDS_EXCEEDED, f"{limits.max_queue_records} records already queued at seq {record['seq']}"
+            )
+        else:
+            self._fail_locked(
+                FailureCode.QUEUE_BYTES_EXCEEDED,
+                f"{queued_bytes} bytes already queued at seq {record['seq']}; the limit is {limits.max_queue_bytes}",
+            )
+
+    def _wake_locked(self) -> bool | None:
+        """Whether to wake the writer: None (no need), False (start the flush timer), True (flush now).
+
+        The writer is woken once when records first queue, and again once the queue reaches a
+        batch threshold.
+        """
+        limits = self._limits
+        full = len(self._pending) >= limits.batch_records or self._pending_bytes >= limits.batch_bytes
+        if full and not self._full_signalled:
+            self._full_signalled = True
+            self._scheduled = True
+            return True
+        if not self._scheduled:
+            self._scheduled = True
+            return False
+        return None
+
+    def close(
+        self,
+        *,
+        run_status: str | None = None,
+        reorder: Callable[[dict[str, Any]], Any] | None = None,
+        capture_extras: dict[str, Any] | None = None,
+    ) -> None:
+        """Stop accepting records; the writer drains, counts lines and writes terminal capture.
+
+        With ``run_status`` a final ``run_finished`` record with that status is appended first.
+        With ``reorder`` (a sort key over decoded records) the writer thread rewrites the journal
+        sorted by that key, stably, with ``seq`` renumbered 1…N, before the terminal capture
+        (temporary file, fsync, rename) — unless it is in that order already; when records moved,
+        the capture says ``"resequenced": true``. A journal that cannot be rewritten stays as
+        appended. ``capture_extras`` are added to the terminal ``capture.json``.
+        Idempotent; returns at once (use :meth:`wait_sealed` or ``BundleWriter.force_flush``).
+        """
+        if run_status is not None:
+            self.append(EventType.RUN_FINISHED, {"status": run_status})
+        with self._lock:
+            if capture_extras and not self._seal_claimed:  # also for a capture that failed first
+                self._capture_extras.update(capture_extras)
+            if self._close_requested:
+                return
+            self._accepting = False
+            self._close_requested = True
+            self._reorder = reorder
+        self._writer.schedule(self, urgent=True)
+
+    def _disown_after_fork(self) -> None:
+        """In a forked child: this run belongs to the parent; accept nothing, touch nothing."""
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._accepting = False
+        self._close_requested = self._seal_claimed = True
+        self._pending = []
+        self._pending_bytes = 0
+        self._sealed = threading.Event()
+        self._sealed.set()  # nothing to wait for here
+        try:
+            os.close(self._events_fd)  # the child's copy; the parent keeps its descriptor and its flock
+        except OSError:
+            pass  # already closed in this process
+
+    @property
+    def failure(self) -> CaptureFailure | None:
+        """The first failure that stopped this capture, if any."""
+        return self._failure
+
+    @property
+    def accepting(self) -> bool:
+        return self._accepting
+
+    @property
+    def queued_records(self) -> int:
+        """Records enqueued and not yet handed to the writer thread (for back-pressure)."""
+        return len(self._pending)
+
+    @property
+    def enqueued_seq(self) -> int:
+        """The ``seq`` of the last record accepted (0 before the first)."""
+        return self._next_seq - 1
+
+    def written(self, seq: int) -> Written:
+        """Whether the records up to ``seq`` are in the journal file (handed to the OS: they survive
+        a kill of this process; fsync waits for the seal), still queued, or never will be."""
+        if self._written_seq >= seq:
+            return Written.WRITTEN
+        if self._discard_pending or self._io_failed() or self._sealed.is_set():
+            return Written.LOST
+        return Written.QUEUED
+
+    @property
+    def sealed(self) -> bool:
+        return self._sealed.is_set()
+
+    def wait_sealed(self, timeout: float | None = None) -> bool:
+        """Wait until terminal capture status is on disk."""
+        return self._sealed.wait(timeout)
+
+    def _fail_locked(self, code: FailureCode, message: str) -> None:
+        if self._failure is None:
+            self._failure = CaptureFailure(format_timestamp(now_ns()), code, message)
+            logger.error("capture of %s failed (%s): %s", self.path, code.value, message)
+        self._accepting = False
+        if not self._close_requested:
+            self._close_requested = True
+            self._writer.schedule(self, urgent=True)
+
+    # -- writer-thread side ----------------------------------------------------------------
+
+    def _drain(self) -> bool:
+        """Write what is queued; True when the run is closing and now needs :meth:`_seal` (once)."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+            self._pending_bytes = 0
+            self._scheduled = False
+            self._full_signalled = False
+            seal = self._close_requested and not self._seal_claimed
+            self._seal_claimed = self._close_requested
+            discard = self._discard_pending
+            upto = self._next_seq - 1
+        if pending and not discard and not self._io_failed() and self._write_batch(pending):
+            self._written_seq = upto
+        return seal
+
+    def _io_failed(self) -> bool:
+        failure = self._failure
+        return failure is not None and failure.code in (
+            FailureCode.DISK_FULL,
+            FailureCode.PERMISSION_DENIED,
+            FailureCode.IO_ERROR,
+        )
+
+    def _write_batch(self, lines: list[bytes]) -> bool:
+        # Everything pending goes out in one write: a thread waiting for the GIL after each
+        # syscall would otherwise fall behind a busy producer and overrun the queue bound.
+        try:
+            self._write_all(b"".join(lines))
+        except OSError as exc:
+            with self._lock:
+                self._fail_locked(
+                    failure_code_for(exc),
+                    f"append to {layout.EVENTS_FILE} failed: {exc}; "
+                    f"a batch of {len(lines)} records was not (fully) written",
+                )
+                self._discard_pending = True
+            self._lines_on_disk = None  # a partial write: count what is there
+            return False
+        self.batches_written += 1
+        if self._lines_on_disk is not None:
+            self._lines_on_disk += len(lines)
+        return True
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = self._writer._write(self._events_fd, view)
+            view = view[written:]
+
+    def _rewrite_in_order(self, key: Callable[[dict[str, Any]], Any]) -> Reorder:
+        """Replace the journal with its records sorted by ``key`` and ``seq`` renumbered.
+
+        A journal already in that order (and numbered 1…N) is left as it is. Lines that do not
+        decode (a torn tail cut at reopen never gets here) keep their relative position at the
+        end, so the rewrite never loses bytes. The new file is fsynced before the rename; the
+        directory is fsynced by the terminal capture's atomic replace right after. On any error
+        the appended journal stays and the error is logged.
+        """
+        events_path = self.path / layout.EVENTS_FILE
+        tmp_path = self.path / f".{layout.EVENTS_FILE}.reorder.tmp"
+        try:
+            lines = events_path.read_bytes().splitlines()
+            records: list[dict[str, Any]] = []
+            undecodable: list[bytes] = []
+            for line in lines:
+                try:
+                    records.append(decode_line(line))
+                except ValueError:
+                    undecodable.append(line + b"\n")
+            records.sort(key=key)
+            if not undecodable and all(record.get("seq") == seq for seq, record in enumerate(records, start=1)):
+                return Reorder.ALREADY_IN_ORDER
+            chunks = []
+            for seq, record in enumerate(records, start=1):
+                record["seq"] = seq
+                chunks.append(encode_record(record))
+            chunks.extend(undecodable)
+            new_fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+            try:
+                fcntl.flock(new_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the run's lock, once this is the journal
+                os.fchmod(new_fd, FILE_MODE)
+                write_fully(new_fd, b"".join(chunks))
+                os.fsync(new_fd)
+                os.replace(tmp_path, events_path)
+            except BaseException:
+                os.close(new_fd)
+                unlink_quietly(tmp_path)
+                raise
+        except Exception:  # noqa: BLE001 - a bad key or I/O error keeps the appended journal
+            logger.exception("could not rewrite %s in order; it stays in append order", events_path)
+            return Reorder.FAILED
+        os.close(self._events_fd)
+        self._events_fd = new_fd
+        self._lines_on_disk = len(chunks)
+        return Reorder.RESEQUENCED
+
+    def _seal(self) -> None:
+        """Make the bundle durable (journal, manifest), then write the terminal capture."""
+        if self._sealed.is_set():
+            return
+        try:
+            reorder = Reorder.NOT_ASKED
+            if self._reorder is not None and self._failure is None:
+                reorder = self._rewrite_in_order(self._reorder)
+            try:
+                if reorder is not Reorder.RESEQUENCED:  # a rewritten journal was fsynced before its rename
+                    os.fsync(self._events_fd)
+                fsync_file(self.path / layout.RUN_FILE)  # written unsynced when the run was opened
+            except OSError as exc:
+                with self._lock:
+                    self._fail_locked(failure_code_for(exc), f"fsync of the bundle failed: {exc}")
+            lines = self._lines_on_disk
+            capture: dict[str, Any] = {
+                "schema": CAPTURE_SCHEMA,
+                "status": CaptureStatus.FAILED.value if self._failure else CaptureStatus.COMPLETE.value,
+                "event_count": lines if lines is not None else count_complete_lines(self._events_fd),
+            }
+            if self._failure is not None:
+                capture["failure"] = self._failure.as_json()
+            capture.update(self._capture_extras)
+            if reorder is Reorder.RESEQUENCED:
+                capture["resequenced"] = True
+            write_terminal_capture(self.path / layout.CAPTURE_FILE, capture)
+        except OSError:
+            logger.exception("could not write terminal capture of %s", self.path)
+        finally:
+            os.close(self._events_fd)  # releases the run's lock
+            self._sealed.set()
+            self._writer.forget(self)
+

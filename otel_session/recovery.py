@@ -1,0 +1,120 @@
+"""Crash and fork recovery of the bundle writer: what a dead or forked process left behind.
+
+Contract::
+
+    check_recording(path)                   # raises RunSealedError unless the capture is ``recording``
+    next_seq, torn = recover_journal(events_path)   # cut a torn final line of a journal being continued
+    remove_abandoned_builds(root) -> int    # half-made bundles of dead processes
+    restart_in_forked_children(writer)      # a forked child gets a writer thread of its own
+    shutdown_at_exit = weak_atexit(writer)  # drain at interpreter exit without keeping the writer alive
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import shutil
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+
+from otel_session import layout
+from otel_session.journal import CaptureStatus, decode_line
+from otel_session.recorder import RunSealedError
+
+if TYPE_CHECKING:
+    from otel_session.write import BundleWriter
+
+__all__ = ["check_recording", "recover_journal", "remove_abandoned_builds", "restart_in_forked_children", "weak_atexit"]
+
+logger = logging.getLogger(__name__)
+
+
+def remove_abandoned_builds(root: Path) -> int:
+    """Delete bundles a dead process left half made (hidden ``.<run_id>.<pid>.<thread>.new``
+    directories: it died before the rename). A live process's are left alone. Returns how many."""
+    removed = 0
+    for pattern in ("sessions/*/.run-*.new", "evals/*/sessions/*/.run-*.new"):
+        for building in root.glob(pattern):
+            pid = builder_pid(building.name)
+            if pid is None or pid == os.getpid() or process_alive(pid) or building.is_symlink():
+                continue
+            shutil.rmtree(building, ignore_errors=True)
+            removed += 1
+            logger.warning("removed %s, a bundle its process (pid %d) died making", building, pid)
+    return removed
+
+
+def builder_pid(name: str) -> int | None:
+    parts = name.split(".")  # "", run id, pid, thread, "new"
+    return int(parts[2]) if len(parts) == 5 and parts[2].isdigit() else None
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+
+def check_recording(path: Path) -> None:
+    """Raise ``RunSealedError`` unless the bundle's capture says ``recording``."""
+    try:
+        status = orjson.loads((path / layout.CAPTURE_FILE).read_bytes()).get("status")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        status = None
+    if status != CaptureStatus.RECORDING.value:
+        raise RunSealedError(f"capture of {path} is {status or 'missing'}; a sealed bundle never changes")
+
+
+def recover_journal(events_path: Path) -> tuple[int, int]:
+    """Cut a torn final line from a journal being continued; return (next seq, bytes cut)."""
+    try:
+        data = events_path.read_bytes()
+    except FileNotFoundError:
+        return 1, 0
+    end = data.rfind(b"\n") + 1
+    torn = len(data) - end
+    if torn:
+        with open(events_path, "r+b") as handle:
+            handle.truncate(end)
+    complete = data[:end]
+    if not complete:
+        return 1, torn
+    last_line = complete[complete.rfind(b"\n", 0, len(complete) - 1) + 1 :]
+    try:
+        return int(decode_line(last_line)["seq"]) + 1, torn
+    except (ValueError, KeyError, TypeError):
+        return complete.count(b"\n") + 1, torn
+
+
+
+def restart_in_forked_children(writer: BundleWriter) -> None:
+    reference = weakref.ref(writer)
+
+    def after_fork_in_child() -> None:
+        live = reference()
+        if live is not None:
+            live._after_fork_in_child()
+
+    os.register_at_fork(after_in_child=after_fork_in_child)
+
+
+def weak_atexit(writer: BundleWriter):
+    """Register shutdown at exit without keeping the writer alive."""
+    reference = weakref.ref(writer)
+
+    def shutdown_at_exit() -> None:
+        live = reference()
+        if live is not None:
+            live.shutdown()
+
+    atexit.register(shutdown_at_exit)
+    return shutdown_at_exit
