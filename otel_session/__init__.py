@@ -1,6 +1,6 @@
 """otel-session: OpenTelemetry-native session/run instrumentation, bundles and replay for agents."""
 
-__version__ = "0.1.0"
+from otel_session._version import __version__  # noqa: E402
 
 from otel_session.journal import EventType, RunKind, run_id_from_trace_id  # noqa: E402
 from otel_session.read import BundleStatus, read_bundle  # noqa: E402

@@ -19,7 +19,8 @@ from opentelemetry import _logs, trace
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-from otel_session import __version__, config
+from otel_session import config
+from otel_session._version import __version__
 from otel_session.instrument._log import logger, warn_once
 from otel_session.instrument.processor import SessionLogProcessor, SessionSpanProcessor
 from otel_session.normalize import DetachedEvent, SpanEventData

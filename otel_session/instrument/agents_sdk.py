@@ -58,7 +58,7 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
-import otel_session
+import otel_session.instrument as api
 from otel_session.instrument._log import warn_once
 from otel_session.instrument._frameworks import (
     Opened,
@@ -223,7 +223,7 @@ class SessionTraceProcessor:
             self._close_run(run, KeyboardInterrupt())
 
     def force_flush(self) -> None:
-        recorder = otel_session.current_recorder()
+        recorder = api.current_recorder()
         if recorder is not None:
             recorder.force_flush()
 
@@ -272,10 +272,10 @@ class SessionTraceProcessor:
             run.agent = run.agents.get(span.parent_id)
             self._open_turn(run, data)
         elif kind in ("generation", "response"):
-            run.open[span.span_id] = Opened(run.current().context, otel_session.message("assistant"))
+            run.open[span.span_id] = Opened(run.current().context, api.message("assistant"))
         elif kind == "function":
             call_id, arguments = self._pending_call(run, data.name)
-            section = otel_session.tool_execution(data.name, call_id=call_id, arguments=arguments)
+            section = api.tool_execution(data.name, call_id=call_id, arguments=arguments)
             run.open[span.span_id] = Opened(run.current().context, section)
 
     def _end(self, span: Any, data: Any) -> None:
@@ -302,13 +302,13 @@ class SessionTraceProcessor:
             if opened is not None:
                 self._finish_tool(opened, data, error)
         elif kind == "guardrail":
-            run.current().run(otel_session.guard, data.name, not data.triggered)
+            run.current().run(api.guard, data.name, not data.triggered)
             if data.triggered:
                 run.failure = run.failure or AgentsRunError(f"guardrail {data.name} tripwire triggered")
         elif kind == "handoff":
             offered = getattr(run.agent, "handoffs", None) or []
             run.current().run(
-                otel_session.transition, data.from_agent, data.to_agent, reason="handoff", candidates=list(offered)
+                api.transition, data.from_agent, data.to_agent, reason="handoff", candidates=list(offered)
             )
 
     def _open_run(self, span: Any) -> _Run:
@@ -316,17 +316,17 @@ class SessionTraceProcessor:
         session_id = (
             (request.session_id if request else None)
             or self._groups.get(span.trace_id)
-            or otel_session.current_session_id()  # the app's own session around the run
+            or api.current_session_id()  # the app's own session around the run
             or span.trace_id
         )
         agent = request.agent if request else None
-        session = Opened(None, otel_session.session(session_id))
-        return _Run(session, Opened(session.context, otel_session.run(agent=agent)), request,
+        session = Opened(None, api.session(session_id))
+        return _Run(session, Opened(session.context, api.run(agent=agent)), request,
                     caller_handling=request.handling if request else None)
 
     def _open_turn(self, run: _Run, data: Any) -> None:
         run.close_turn()
-        run.turn = Opened(run.run.context, otel_session.turn(int(data.turn), source=data.agent_name))
+        run.turn = Opened(run.run.context, api.turn(int(data.turn), source=data.agent_name))
         request, run.request = run.request, None
         if request is not None and request.user_input is not None:
             run.turn.run(_record_user_input, request.user_input)
@@ -392,7 +392,7 @@ def _record_user_input(user_input: Any) -> None:
         content = _field(item, "content")
         if isinstance(content, list):
             content = " ".join(str(_field(part, "text") or "") for part in content)
-        with otel_session.message("user") as message:
+        with api.message("user") as message:
             message.text(str(content or ""))
 
 

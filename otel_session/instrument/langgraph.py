@@ -72,7 +72,7 @@ from uuid import UUID
 import orjson
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
-import otel_session
+import otel_session.instrument as api
 from otel_session.instrument._log import warn_once
 from otel_session.instrument._frameworks import Opened, replace_methods, tool_call_block
 
@@ -176,16 +176,16 @@ class _GraphRun:
         self.root_output: Any = None
         self.context = contextvars.copy_context()
         self.context.run(_active.set, self)
-        self.session = Opened(self.context, otel_session.session(self.thread_id)) if self.thread_id else None
+        self.session = Opened(self.context, api.session(self.thread_id)) if self.thread_id else None
         parent = self.session.context if self.session is not None else self.context
-        self.run = Opened(parent, otel_session.run(agent=self.name))
+        self.run = Opened(parent, api.run(agent=self.name))
         before = self._snapshot()
         self.before_values = dict(getattr(before, "values", None) or {}) if before is not None else {}
         waiting = list(getattr(before, "next", None) or ()) if before is not None else []
         # Where the thread is: the node(s) it waits in; a new thread is at __start__; a thread
         # whose last invocation ran to its end is where that one's turn ended (facts carry it over).
         state = ",".join(waiting) if waiting else (None if self.before_values else "__start__")
-        self.turn = Opened(self.run.context, otel_session.turn(
+        self.turn = Opened(self.run.context, api.turn(
             settings.next_turn(self.thread_id), state=state, required_slots=settings.required(self.name, waiting),
             slots=self._slots(self.before_values), source=INPUT_SOURCE,
         ))
@@ -227,7 +227,7 @@ class _GraphRun:
             if self._is_messages(key, value):
                 self.record_messages(value)
             else:
-                otel_session.slot_write(str(key), value, source=source)
+                api.slot_write(str(key), value, source=source)
 
     def record_messages(self, value: Any) -> None:
         from langchain_core.messages import convert_to_messages
@@ -245,7 +245,7 @@ class _GraphRun:
             if message.id is not None:
                 self.recorded_messages.add(message.id)
             role = _ROLES.get(message.type, message.type)
-            with otel_session.message(role) as handle:
+            with api.message(role) as handle:
                 if message.text:
                     handle.text(message.text)
                 for position, call in enumerate(getattr(message, "tool_calls", None) or (), start=1):
@@ -258,7 +258,7 @@ class _GraphRun:
         targets = goto if isinstance(goto, (list, tuple)) else [goto]
         names = [target.node if isinstance(target, Send) else str(target) for target in targets]
         declared = getattr((getattr(self.graph.builder, "nodes", {}) or {}).get(node), "ends", None) or ()
-        otel_session.transition(node, ",".join(names), reason="command",
+        api.transition(node, ",".join(names), reason="command",
                                 candidates=list(declared) or _node_names(self.graph))
 
     def branch_of(self, node: str, name: Any, tags: Sequence[str]) -> tuple[str, Any] | None:
@@ -283,7 +283,7 @@ class _GraphRun:
         ends = getattr(spec, "ends", None) or {}
         names = [item.node if isinstance(item, Send) else str(ends.get(item, item)) for item in chosen]
         candidates = list(dict.fromkeys(ends.values())) if ends else _node_names(self.graph)
-        otel_session.transition(node, ",".join(names), reason=f"conditional edge {path}", candidates=candidates)
+        api.transition(node, ",".join(names), reason=f"conditional edge {path}", candidates=candidates)
 
     # -- the end -----------------------------------------------------------------------------------
 
@@ -381,7 +381,7 @@ def _handler_class() -> type:
             run.last_node = node
             for interrupt in (error.args[0] if error.args else ()) or ():
                 value = getattr(interrupt, "value", interrupt)
-                otel_session.transition(node, INTERRUPT, reason=value if isinstance(value, str) else orjson.dumps(
+                api.transition(node, INTERRUPT, reason=value if isinstance(value, str) else orjson.dumps(
                     value, default=str).decode(), candidates=[])
 
         # -- chat models ----------------------------------------------------------------------
@@ -390,7 +390,7 @@ def _handler_class() -> type:
             if _recorded_by_genai_spans(serialized):
                 self.graph_run.left_to_genai_spans.add(run_id)
                 return
-            self.graph_run.open[run_id] = Opened(None, otel_session.message("assistant"))
+            self.graph_run.open[run_id] = Opened(None, api.message("assistant"))
 
         def on_llm_new_token(self, token: str, *, run_id: UUID, **kwargs: Any) -> None:
             opened = self.graph_run.open.get(run_id)
@@ -438,7 +438,7 @@ def _handler_class() -> type:
                           **kwargs: Any) -> None:
             name = (serialized or {}).get("name") or kwargs.get("name") or "tool"
             arguments = inputs if inputs is not None else input_str
-            section = otel_session.tool_execution(name, call_id=kwargs.get("tool_call_id"), arguments=arguments)
+            section = api.tool_execution(name, call_id=kwargs.get("tool_call_id"), arguments=arguments)
             self.graph_run.open[run_id] = Opened(None, section)
 
         def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
@@ -500,7 +500,7 @@ class LangGraphInstrumentor(BaseInstrumentor):
                     if input.resume is not None:
                         resume = input.resume
                         text = resume if isinstance(resume, str) else orjson.dumps(resume, default=str).decode()
-                        with otel_session.message("user") as handle:
+                        with api.message("user") as handle:
                             handle.text(text)
                         graph_run.resumed_with = text
                     if input.update is not None:

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from otel_session.journal import EventType, RunKind
-from otel_session.normalize import JournalEvent, SpanData
+from otel_session.normalize.spans import JournalEvent, SpanData
 from otel_session.normalize.genai_deltas import deltas_of, dropped_deltas
 from otel_session.normalize.genai_messages import (
     DETAILS_EVENT,

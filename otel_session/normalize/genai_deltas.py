@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from otel_session import semconv as sc
-from otel_session.normalize import SpanData
+from otel_session.normalize.spans import SpanData
 
 __all__ = ["DELTAS_DROPPED", "DELTA_MESSAGE", "deltas_of", "dropped_deltas"]
 

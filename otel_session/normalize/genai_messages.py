@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from otel_session.normalize import SpanData
+from otel_session.normalize.spans import SpanData
 
 __all__ = [
     "DETAILS_EVENT", "ROLE_EVENTS", "Message", "add_openai_message", "json_list", "json_value", "messages_of", "new_inputs",

@@ -20,7 +20,7 @@ from typing import Any
 
 from otel_session import semconv as sc
 from otel_session.journal import EventType
-from otel_session.normalize import JournalEvent, SpanData
+from otel_session.normalize.spans import JournalEvent, SpanData
 from otel_session.normalize.codec import SPAN_EVENTS, decode
 
 __all__ = ["SCOPE_NAME", "is_own_span", "map_span"]

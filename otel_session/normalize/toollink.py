@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from otel_session.journal import EventType
-from otel_session.normalize import JournalEvent
+from otel_session.normalize.spans import JournalEvent
 
 __all__ = ["ToolCallLinker"]
 

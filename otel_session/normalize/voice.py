@@ -42,7 +42,8 @@ from typing import Any
 import orjson
 
 from otel_session.journal import EventType, RunKind
-from otel_session.normalize import JournalEvent, SpanData, genai, genai_messages
+from otel_session.normalize import genai, genai_messages
+from otel_session.normalize.spans import JournalEvent, SpanData
 
 __all__ = ["MAX_HELD_PARENTS", "LATENCY_KEYS", "is_voice_span", "map_span"]
 
