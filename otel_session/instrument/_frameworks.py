@@ -3,8 +3,6 @@
 * :class:`Opened`: an ``otel_session`` section (session, run, turn, message, tool execution)
   entered in a ``contextvars.Context`` of its own, because a framework reports the start and the
   end of a thing from different tasks or threads, where ``with`` cannot be used;
-* the form of a model call's output in the journal: :func:`tool_call_block` (the ``tool_call``
-  content block, as ``normalize/genai.py`` writes it for instrumented clients);
 * :func:`replace_methods`: an instrumentor's wrappers set on a framework class, and put back.
 """
 
@@ -14,9 +12,7 @@ import contextvars
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import orjson
-
-__all__ = ["Opened", "json_value", "replace_methods", "tool_call_block"]
+__all__ = ["Opened", "replace_methods"]
 
 
 class Opened:
@@ -35,20 +31,6 @@ class Opened:
         self.context.run(self.section.__exit__, type(error) if error is not None else None, error, None)
 
 
-def json_value(value: Any) -> Any:
-    """A JSON object or array in a string, decoded; anything else as it is."""
-    if isinstance(value, str) and value[:1] in ("{", "["):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-    return value
-
-
-def tool_call_block(call_id: Any, name: Any, arguments: Any) -> str:
-    """The text of a ``tool_call`` content block: ``{"id", "name", "arguments"}`` as JSON."""
-    value = {"id": call_id, "name": name, "arguments": json_value(arguments)}
-    return orjson.dumps({key: item for key, item in value.items() if item is not None}, default=str).decode()
 
 
 

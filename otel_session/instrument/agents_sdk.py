@@ -60,12 +60,8 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 import otel_session.instrument as api
 from otel_session.instrument._log import warn_once
-from otel_session.instrument._frameworks import (
-    Opened,
-    json_value,
-    replace_methods,
-    tool_call_block,
-)
+from otel_session.instrument._frameworks import Opened, replace_methods
+from otel_session.normalize.genai_messages import json_value, tool_call_text
 
 __all__ = ["AgentsSdkInstrumentor", "SessionTraceProcessor"]
 
@@ -355,7 +351,7 @@ class SessionTraceProcessor:
         for kind, text, call in _output_blocks(data):
             if call is not None:
                 run.tool_calls.append(call)
-                handle.text(tool_call_block(*call), index=index, kind="tool_call")
+                handle.text(tool_call_text(*call), index=index, kind="tool_call")
                 index += 1
             elif text and not streamed:
                 handle.text(str(text), index=index, kind=kind)

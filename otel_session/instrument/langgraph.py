@@ -74,7 +74,8 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 import otel_session.instrument as api
 from otel_session.instrument._log import warn_once
-from otel_session.instrument._frameworks import Opened, replace_methods, tool_call_block
+from otel_session.instrument._frameworks import Opened, replace_methods
+from otel_session.normalize.genai_messages import tool_call_text
 
 __all__ = ["ENV_REQUIRED_SLOTS", "LangGraphInstrumentor"]
 
@@ -249,7 +250,7 @@ class _GraphRun:
                 if message.text:
                     handle.text(message.text)
                 for position, call in enumerate(getattr(message, "tool_calls", None) or (), start=1):
-                    handle.text(tool_call_block(call.get("id"), call.get("name"), call.get("args")),
+                    handle.text(tool_call_text(call.get("id"), call.get("name"), call.get("args")),
                                 index=position, kind="tool_call")
 
     def _verdict_of_command(self, node: str, goto: Any) -> None:
@@ -417,7 +418,7 @@ def _handler_class() -> type:
                     if message.text and not streamed:
                         handle.text(message.text)
                     for position, call in enumerate(getattr(message, "tool_calls", None) or (), start=1):
-                        handle.text(tool_call_block(call.get("id"), call.get("name"), call.get("args")),
+                        handle.text(tool_call_text(call.get("id"), call.get("name"), call.get("args")),
                                     index=position, kind="tool_call")
                     usage = getattr(message, "usage_metadata", None) or {}
                     metadata = getattr(message, "response_metadata", None) or {}

@@ -384,8 +384,10 @@ def _indexed(attributes: Mapping[str, Any], prefix: str) -> dict[int, dict[str, 
 
 
 def tool_call_text(call_id: Any, name: Any, arguments: Any) -> str:
+    """The text of a ``tool_call`` content block: ``{"id", "name", "arguments"}`` as JSON (what
+    instrumented clients and the framework instrumentors write alike)."""
     value = {"id": call_id, "name": name, "arguments": json_value(arguments)}
-    return orjson.dumps({key: item for key, item in value.items() if item is not None}).decode()
+    return orjson.dumps({key: item for key, item in value.items() if item is not None}, default=str).decode()
 
 
 def json_value(value: Any) -> Any:
