@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -44,8 +45,10 @@ def _assert_found_by_original_id(root: Path, count: int = 1) -> None:
     assert resolve.resolve_run(root, CALLER).session_id == stored
     assert [summary["session_id"] for summary in BundleStore(root).runs(CALLER)] == [stored] * count
     assert BundleStore(root).resolve(CALLER).run_id == run.run_id
+    answer = orjson.dumps(BundleStore(root).session_facts(CALLER)).decode()
+    assert stored in answer and not any(canary in answer for canary in (*PHONE_DIGITS, EMAIL))
     env = {**os.environ, "OTEL_SESSION_DIR": str(root)}
-    for command in (["facts", CALLER], ["replay", CALLER, run.run_id, "--at", "1"]):
+    for command in (["facts", CALLER], ["facts", CALLER, "--all-runs"], ["replay", CALLER, run.run_id, "--at", "1"]):
         result = subprocess.run([sys.executable, "-m", "otel_session.cli", *command], env=env,
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
