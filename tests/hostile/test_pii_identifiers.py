@@ -5,6 +5,7 @@ the rest kept), and the CLI and the viewer find the session by the original id."
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -26,6 +27,8 @@ from viewer.store import BundleStore
 CALLER = "call-+1 415 555 0142"
 PHONE_DIGITS = ("555 0142", "5550142", "555-0142")
 EMAIL = "jane.canary@example.com"
+PLAIN_CALLER = "call-14155550142"
+"""A caller id a directory name holds as it is (no character the layout must encode)."""
 
 
 def _assert_no_pii(root: Path) -> None:
@@ -97,3 +100,49 @@ def test_a_uuid_is_an_id_not_a_phone_number():
         assert redactor.identifier(value) == value and redactor.text(f"request {value}") == f"request {value}"
     assert redactor.text("call 48407148 about 48407148-a2d5-43a9-86f3-3da1475d71aa") == (
         "call [phone] about 48407148-a2d5-43a9-86f3-3da1475d71aa")
+
+
+def _export_one(endpoint: str, trace_id: int | None = None) -> None:
+    """One root span of the caller's session, over the official OTLP/gRPC exporter."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    class SameTrace(RandomIdGenerator):
+        def generate_trace_id(self) -> int:
+            return trace_id if trace_id is not None else super().generate_trace_id()
+
+    provider = TracerProvider(resource=Resource.create({"service.name": f"svc-{EMAIL}"}), id_generator=SameTrace())
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint, insecure=True)))
+    with provider.get_tracer("test").start_as_current_span("invoke_agent", attributes={"session.id": PLAIN_CALLER}):
+        pass
+    provider.shutdown()
+
+
+@pytest.mark.parametrize("identifiers", ["hash", "keep"])
+def test_the_collectors_log_lines_hold_no_id_holding_pii(tmp_path, pii_service, caplog, monkeypatch, identifiers):
+    """Opening, sealing, a late span of a sealed run (known in memory, then from disk), and a root whose sessions directory is a
+    file (an exception text naming the path): every line at DEBUG, none names the caller, even
+    when ids are kept as given (the paths then hold the number)."""
+    monkeypatch.setenv("OTEL_SESSION_REDACT_IDENTIFIERS", identifiers)
+    from otel_session.testing import running_collectors, wait_for
+
+    caplog.set_level(logging.DEBUG)
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "sessions").write_text("a file where the sessions directory goes")
+    with running_collectors(grpc_address="127.0.0.1:0", http_address="127.0.0.1:0", seal_after_s=0.1) as make:
+        collector = make(tmp_path / "bundles")
+        _export_one(f"127.0.0.1:{collector.grpc_port}", trace_id=0xB1)
+        wait_for(lambda: [bundle for bundle in bundles(tmp_path / "bundles") if bundle.capture.get("status") != "recording"])
+        wait_for(lambda: collector.sink.open_run_count == 0)
+        _export_one(f"127.0.0.1:{collector.grpc_port}", trace_id=0xB1)  # late: the run is sealed
+        wait_for(lambda: collector.counters.snapshot()["rejected"] == 1)
+        restarted = make(tmp_path / "bundles")  # knows the sealed run only from disk: its path
+        _export_one(f"127.0.0.1:{restarted.grpc_port}", trace_id=0xB1)
+        wait_for(lambda: restarted.counters.snapshot()["rejected"] == 1)
+        refused = make(blocked)
+        _export_one(f"127.0.0.1:{refused.grpc_port}")
+        wait_for(lambda: refused.counters.snapshot()["rejected"] == 1)
+    assert "a sealed bundle never changes (" in caplog.text and "(invalid_id)" in caplog.text  # the lines under test were logged
+    for canary in (*PHONE_DIGITS, EMAIL):
+        assert canary not in caplog.text, f"{canary!r} logged"
