@@ -61,7 +61,7 @@ def import_files(
 ) -> ImportReport:
     """Import every line of every file in ``paths``; ``progress`` gets the bytes read so far."""
     report = ImportReport()
-    writer = BundleWriter(root)
+    writer = BundleWriter(root, identifier=getattr(redactor, "identifier", None))
     sink = BundleSink(writer, redactor, seal_after_s=float("inf"), hold_logs_s=float("inf"), ack_after_write=False,
                       repeats_expected=True)
     try:

@@ -230,7 +230,7 @@ class Collector:
         self.root = Path(root)
         self.redactor = redactor if redactor is not None else default_redactor(self.root)
         self.counters = Counters()
-        self.writer = BundleWriter(self.root, limits=writer_limits)
+        self.writer = BundleWriter(self.root, limits=writer_limits, identifier=getattr(self.redactor, "identifier", None))
         self.sink = BundleSink(self.writer, self.redactor, options, counters=self.counters)
         self.forwarder = (
             Forwarder(

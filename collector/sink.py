@@ -23,6 +23,7 @@ joined are counted as ``log_events_unmatched``.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -365,12 +366,13 @@ class BundleSink:
         what: str = "span",
         detail: Exception | None = None,
     ) -> None:
-        """Count and report a rejection: ``message`` goes to the client, ``detail`` to the log only."""
+        """Count and report a rejection: ``message`` goes to the client, ``detail`` to the log only,
+        as its type and errno name (an exception's text names paths, which hold session ids)."""
         result.reject(count, reason, message)
         self.counters.add("rejected" if what == "span" else "log_records_rejected", count)
         level = self._sealed_level if reason is RejectReason.SEALED else logging.WARNING
         logger.log(level, "rejected %d %s(s) (%s): %s%s", count, what, reason.value, message,
-                   f" ({detail})" if detail else "")
+                   f" ({_kind_of(detail)})" if detail else "")
 
     def _hold_log_events(
         self, result: SubmitResult, trace_id: int, span_id: int, events: list[SpanEventData], now: float
@@ -527,3 +529,9 @@ class BundleSink:
     def open_run_count(self) -> int:
         with self._lock:
             return len(self._runs)
+
+
+def _kind_of(exc: Exception) -> str:
+    """An exception for a log line: its type and errno name, never its text."""
+    code = getattr(exc, "errno", None)
+    return f"{type(exc).__name__} {errno.errorcode.get(code, code)}" if isinstance(code, int) else type(exc).__name__

@@ -387,7 +387,8 @@ def build_session_wide_facts(
                              "ask for one run with --run")
     if not runs:
         raise session_not_found(root, session_id, include_evals=include_evals)
-    return session_wide_facts(session_id, (read_bundle(run.path) for run in runs), slow_turn_ms=slow_turn_ms)
+    stored = runs[0].session_id  # the keyed hash when the id given holds PII: never echoed
+    return session_wide_facts(stored, (read_bundle(run.path) for run in runs), slow_turn_ms=slow_turn_ms)
 
 
 def load_session_facts(

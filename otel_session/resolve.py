@@ -23,6 +23,7 @@ from pathlib import Path
 
 from otel_session import layout
 from otel_session.read import RunInfo, find_run, iter_session_runs
+from otel_session.redact import session_id_candidates
 
 __all__ = [
     "EvalRunNotServed",
@@ -164,9 +165,19 @@ def session_runs(root: str | os.PathLike[str], session_id: str, *, include_evals
     """The runs of one session, latest first; [] when it has none or its directory leads out of the root."""
     check_session_id(session_id)
     try:
-        return latest_first(iter_session_runs(root, session_id, include_evals=include_evals))
+        return _stored_runs(root, session_id, include_evals)[1]
     except layout.UnsafePathError:
         return []
+
+
+def _stored_runs(root: str | os.PathLike[str], session_id: str, include_evals: bool) -> tuple[str, list[RunInfo]]:
+    """The id the session is stored under (its keyed hash when it holds PII, issue 15 §5) and its
+    runs, latest first: the original id finds the session through the root's key."""
+    for candidate in session_id_candidates(root, session_id):
+        runs = latest_first(iter_session_runs(root, candidate, include_evals=include_evals))
+        if runs:
+            return candidate, runs
+    return session_id, []
 
 
 def session_not_found(root: str | os.PathLike[str], session_id: str, *, include_evals: bool = False) -> SessionNotFound:
@@ -192,7 +203,7 @@ def resolve_run(
     if run_id is not None:
         check_run_id(run_id)
     try:
-        runs = latest_first(iter_session_runs(root, session_id, include_evals=include_evals))
+        session_id, runs = _stored_runs(root, session_id, include_evals)
     except layout.UnsafePathError:
         raise OutsideRoot() from None
     if run_id is None:

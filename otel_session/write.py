@@ -2,7 +2,7 @@
 
 Contract::
 
-    writer = BundleWriter(root)                       # one writer thread for all runs
+    writer = BundleWriter(root, identifier=redactor.identifier)  # one writer thread for all runs
     run = writer.open_run(session_id=..., run_id=...)  # creates the bundle, takes the run's lock
     run.append("turn_started", {"state": "greet", "required_slots": []}, at_ns=...)  # -> AppendResult
     run.close()                                       # drain, count lines, write terminal capture
@@ -11,7 +11,9 @@ Contract::
 Producers enqueue fully stamped records (``seq`` assigned at enqueue, ``at`` from the event's own
 timestamp) and never touch the disk; the writer thread appends them in batches (a flush starts 25 ms
 after the first queued record, or at once when 256 records or 256 KiB are queued; everything queued
-goes out in one ``write``, one line per record, records never merged). Reaching a queue bound, an
+goes out in one ``write``, one line per record, records never merged). Every id that names a bundle
+(session id, agent, service: the directory and ``run.json``) goes through ``identifier`` here, the
+one place all writers pass (default: ``Redactor.from_env(root).identifier``, issue 15 §5). Reaching a queue bound, an
 oversized event or an append error marks that run's capture ``failed`` with a code, stops its
 recording and is logged; nothing raises into the producer and nothing is dropped silently.
 """
@@ -54,6 +56,7 @@ from otel_session.recorder import (
     WriterLimits,
     Written,
 )
+from otel_session.redact import Redactor
 from otel_session.recovery import (
     check_recording,
     recover_journal,
@@ -103,9 +106,14 @@ class BundleWriter:
     """Writes run bundles under ``root`` with one background thread. Follows the exporter contract:
     :meth:`force_flush` and :meth:`shutdown` (idempotent, drains once, leaves no thread or file)."""
 
-    def __init__(self, root: str | os.PathLike[str], *, limits: WriterLimits | None = None) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, limits: WriterLimits | None = None,
+        identifier: Callable[[str], str] | None = None,
+    ) -> None:
         self.root = Path(root)
         self.limits = limits or WriterLimits()
+        self._identifier = identifier
+        """Maps an id holding PII to the one stored (``Redactor.identifier``); made on first use."""
         self._cond = threading.Condition()
         self._written_cond = threading.Condition()
         """Notified after each writer pass (records written, runs sealed): see :meth:`wait_written`."""
@@ -177,6 +185,10 @@ class BundleWriter:
                 raise ValueError(f"{name} {value!r} is not valid Unicode text")
         if kind is RunKind.EVAL and not eval_id:
             raise ValueError("an eval run needs an eval_id")
+        identifier = self._stored_identifier()
+        session_id = identifier(session_id)
+        agent = identifier(agent) if agent else agent
+        service = identifier(service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service")
         path = layout.run_path(self.root, session_id, run_id, eval_id=eval_id if kind is RunKind.EVAL else None)
         new_manifest: dict[str, Any] = {
             "schema": RUN_SCHEMA,
@@ -184,7 +196,7 @@ class BundleWriter:
             "run_id": run_id,
             "kind": kind.value,
             "created_at": format_timestamp(created_at_ns or time.time_ns()),
-            "service": service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service",
+            "service": service,
         }
         optional = {"eval_id": eval_id if kind is RunKind.EVAL else None, "agent": agent, "recorded_by": recorded_by,
                     "session_derived": session_derived}
@@ -197,6 +209,13 @@ class BundleWriter:
             recorder = self._create_run(path, new_manifest) or self._continue_run(path)
             self._open_runs[run_id] = recorder
         return recorder
+
+    def _stored_identifier(self) -> Callable[[str], str]:
+        """The id mapping; by default the environment's policy with the root's key, so that
+        ``stored_session_id`` finds the session by its original id."""
+        if self._identifier is None:
+            self._identifier = Redactor.from_env(self.root).identifier
+        return self._identifier
 
     def _create_run(self, path: Path, manifest: dict[str, Any]) -> RunRecorder | None:
         """Make a new bundle, or return None when ``path`` already exists.

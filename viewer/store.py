@@ -204,7 +204,8 @@ class BundleStore:
         runs = [info for info in resolve.session_runs(self.root, session_id) if self._is_contained(info.path)]
         if not runs:
             raise _api_error(resolve.session_not_found(self.root, session_id))
-        return facts.session_wide_facts(session_id, (self._read_path(info.path) for info in runs))
+        stored = runs[0].session_id  # the keyed hash when the id given holds PII: never echoed
+        return facts.session_wide_facts(stored, (self._read_path(info.path) for info in runs))
 
     def _contained(self, path: Path) -> Path:
         if not self._is_contained(path):

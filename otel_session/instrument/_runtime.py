@@ -216,7 +216,7 @@ def configure(
         root = config.bundle_dir(bundle_dir)
         redactor = Redactor.from_env(root, redaction)
         provider = _sdk_provider(tracer_provider)
-        writer = BundleWriter(root, limits=writer_limits)
+        writer = BundleWriter(root, limits=writer_limits, identifier=redactor.identifier)
         _recorder = Recorder(
             bundle_dir=root, redactor=redactor, tracer_provider=provider, writer=writer,
             logger_provider=_sdk_logger_provider(logger_provider),

@@ -59,9 +59,10 @@ class SessionBundleExporter(SpanExporter):
     ) -> None:
         root = config.bundle_dir(bundle_dir)
         policy = redaction if redaction is not None else RedactionPolicy.from_env()
-        self._writer = BundleWriter(root, limits=writer_limits)
+        redactor = Redactor(policy, key=load_or_create_key(root))
+        self._writer = BundleWriter(root, limits=writer_limits, identifier=redactor.identifier)
         # seal_after_s=0: a run seals at the end of the batch that brought its root span.
-        self._sink = BundleSink(self._writer, Redactor(policy, key=load_or_create_key(root)), seal_after_s=0.0,
+        self._sink = BundleSink(self._writer, redactor, seal_after_s=0.0,
                                 recorded_by=RECORDED_BY, derive_sessions=False)
         self.spans_recorded_in_process = 0
 

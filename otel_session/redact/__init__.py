@@ -68,6 +68,7 @@ __all__ = [
     "RedactionPolicy",
     "Redactor",
     "load_or_create_key",
+    "session_id_candidates",
     "stored_session_id",
 ]
 
@@ -555,11 +556,19 @@ def stored_session_id(
     is stored in ``root``: its ``Redactor.identifier`` with the root's key and the environment's
     policy, or the id as given (bundles recorded before, ids without PII); None when neither has a
     directory. For the CLI and the viewer; reads only (no key is made)."""
-    candidates = [session_id]
-    key = read_key(root)
-    if key is not None:
-        candidates.insert(0, Redactor(policy if policy is not None else RedactionPolicy.from_env(), key=key).identifier(session_id))
-    for candidate in dict.fromkeys(candidates):
+    for candidate in session_id_candidates(root, session_id, policy=policy):
         if layout.session_dir(Path(root), candidate, eval_id=eval_id).is_dir():
             return candidate
     return None
+
+
+def session_id_candidates(
+    root: str | os.PathLike[str], session_id: str, *, policy: RedactionPolicy | None = None,
+) -> list[str]:
+    """The ids a session named ``session_id`` may be stored under, most likely first: its
+    ``Redactor.identifier`` with the root's key (when there is one), then the id as given."""
+    key = read_key(root)
+    if key is None:
+        return [session_id]
+    stored = Redactor(policy if policy is not None else RedactionPolicy.from_env(), key=key).identifier(session_id)
+    return list(dict.fromkeys([stored, session_id]))

@@ -13,7 +13,8 @@ long digit runs), ``iban`` (mod-97 checked, spaced or not), ``ipv4``, ``ipv6`` (
 U+2007, U+2009, U+202F, ``(``, ``)``, ``.``, ``-``. User patterns (label -> regex) are matched
 within each word (a run without whitespace) and mask as ``[label]``; they never override a
 built-in detection. Tokens this package emits are matched first and left as they are, so scanning
-twice changes nothing.
+twice changes nothing; so are UUIDs (run ids, request ids), whose digit groups are random, not a
+phone number (one UUID in twelve would otherwise lose a group as ``[phone]``).
 
 Streaming (``stream.py``) relies on two properties. A detection holds whitespace only before one
 of ``CONTINUES_AFTER_SPACE`` (a number's digits and separators, an IBAN's next group), so a text
@@ -43,6 +44,7 @@ LABEL = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _MASK = r"<redacted (?:error|[A-Za-z_]\w{0,39} len=\d{1,19})>"
 IS_MASK = re.compile(_MASK).fullmatch
 _HASH = r"hmac-sha256:[0-9a-f]{16}"
+_UUID = r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}(?![0-9A-Fa-f])"
 _SEPARATOR = "[ \\t\\n\\r\\u00a0\\u2007\\u2009\\u202f().\\-]"
 _DIGITS = f"\\d(?:{_SEPARATOR}{{0,3}}\\d)"  # + a count: a run of digits, each after <= 3 separators
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
@@ -140,7 +142,7 @@ class Scanner:
     def _pattern(self, without: frozenset[str]) -> re.Pattern[str]:
         pattern = self._patterns.get(without)
         if pattern is None:
-            parts = [f"(?P<redacted>{self._token.pattern})"]
+            parts = [f"(?P<redacted>{self._token.pattern}|{_UUID})"]
             parts += [f"(?P<{kind}>{_PATTERNS[kind]})" for kind in self._kinds if kind not in without]
             pattern = self._patterns[without] = re.compile("|".join(parts))
         return pattern

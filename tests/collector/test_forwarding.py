@@ -346,19 +346,11 @@ def test_forwarded_spans_and_logs_hold_no_canary_in_any_field_or_value_type(make
     values = {kv.key: kv.value.string_value for kv in slot_event.attributes}
     assert orjson.loads(values["otel_session.slot.value"]).startswith("hmac-sha256:")
     sealed_bundles(tmp_path / "upstream")
-    bundle = _without_ids(all_bytes(tmp_path / "upstream"))
+    bundle = all_bytes(tmp_path / "upstream")
     for canary in TEXT_CANARIES:
         assert canary.encode() not in bundle, f"{canary!r} in the bundle"
 
 
-def _without_ids(data: bytes) -> bytes:
-    """The bundle's bytes without the session id and the service name, which hold PII until the
-    sink and writer call ``Redactor.identifier`` (issue 15 §5; see the test below)."""
-    return data.replace(f"call-{PHONE}".encode(), b"").replace(f"svc-{CANARY_EMAIL}".encode(), b"")
-
-
-@pytest.mark.xfail(strict=True, reason="issue 15 §5: the sink/writer do not call Redactor.identifier yet "
-                                       "(session id, run.json service); remove this mark when they do")
 def test_ids_holding_pii_are_hashed_in_the_bundle(make_collector, tmp_path):
     upstream = make_collector(tmp_path / "upstream")
     _post(f"http://127.0.0.1:{upstream.http_port}/v1/traces", _pii_trace_request().SerializeToString())

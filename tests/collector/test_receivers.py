@@ -459,7 +459,7 @@ def test_no_answer_echoes_an_input_value_or_a_server_path(make_collector, tmp_pa
     answer_of(restarted.http_port, orjson.dumps(late), expect=200)
     answer_of(restarted.http_port, protobuf_span_request(trace_id=bytes.fromhex(TRACE_HEX)), "application/x-protobuf")
     answers.append(grpc_export(restarted.grpc_port, protobuf_span_request(trace_id=bytes.fromhex(TRACE_HEX))))
-    other = BundleWriter(tmp_path / "bundles")
+    other = BundleWriter(tmp_path / "bundles", identifier=collector.redactor.identifier)  # the same stored id
     held = other.open_run(session_id=CANARY_EMAIL, run_id="run-00000000-0000-0000-0000-0000000000b1")
     try:
         locked = otlp_json_request(session_id=CANARY_EMAIL, name=PII_NAME, trace_hex="000000000000000000000000000000b1")
