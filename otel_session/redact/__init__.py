@@ -29,6 +29,7 @@ across deltas is never released in part; its token goes to the delta where it st
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hmac
 import logging
 import os
@@ -570,5 +571,11 @@ def session_id_candidates(
     key = read_key(root)
     if key is None:
         return [session_id]
-    stored = Redactor(policy if policy is not None else RedactionPolicy.from_env(), key=key).identifier(session_id)
+    stored = _lookup_redactor(policy if policy is not None else RedactionPolicy.from_env(), key).identifier(session_id)
     return list(dict.fromkeys([stored, session_id]))
+
+
+@functools.lru_cache(maxsize=8)
+def _lookup_redactor(policy: RedactionPolicy, key: bytes) -> Redactor:
+    """A redactor for id lookups, built once per policy and key (a viewer looks ids up per request)."""
+    return Redactor(policy, key=key)
