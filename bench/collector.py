@@ -20,6 +20,7 @@ import argparse
 import fcntl
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -92,23 +93,24 @@ def _batch(exporter_index: int, batch_index: int, size: int, per_trace: int, res
     (``execute_tool``) and 1 plain HTTP span. Every model call sends the shared system prompt, the
     run's own user message and the history so far (an assistant tool call and its tool response per
     earlier call, the last 8), and gets a reply of its own, as GenAI instrumentations record them.
-    Sessions hold 4 runs (a conversation of 4 turns). Every run is new and is sealed.
+    Sessions hold 4 runs (a conversation of 4 turns). Every run is new and is sealed. Trace and span
+    ids are random 128/64-bit numbers as SDKs draw them (seeded, so a run repeats).
     """
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
     spans = []
     now = time.time_ns()
-    base_trace = (exporter_index + 1) << 96 | batch_index << 32
+    rng = random.Random(exporter_index << 32 | batch_index)
     for trace_number in range(size // per_trace):
-        trace_id = base_trace | trace_number + 1
+        trace_id = rng.getrandbits(128) | 1
         session_id = f"bench-{exporter_index}-{batch_index}-{trace_number // _RUNS_PER_SESSION}"
-        root_ctx = SpanContext(trace_id, 1, is_remote=False, trace_flags=TraceFlags(1))
+        root_ctx = SpanContext(trace_id, rng.getrandbits(64) | 1, is_remote=False, trace_flags=TraceFlags(1))
         start = now + trace_number * 1_000
         user = f'{{"role":"user","parts":[{{"type":"text","content":"a table for two on friday at 7pm please, ref B{batch_index}T{trace_number}"}}]}}'
         calls = 0
         for position in range(1, per_trace):
-            context = SpanContext(trace_id, position + 1, is_remote=False, trace_flags=TraceFlags(1))
+            context = SpanContext(trace_id, rng.getrandbits(64) | 1, is_remote=False, trace_flags=TraceFlags(1))
             if position % 8 in (1, 2, 3, 4, 0):
                 history = [_EXCHANGE.format(call) for call in range(max(0, calls - _HISTORY_CAP), calls)]
                 name, attributes = "chat mock-gpt", {

@@ -96,17 +96,23 @@ def run_id_from_trace_id(trace_id: int) -> str:
     return "run-" + str(uuid.UUID(int=trace_id))
 
 
-_second_cache: tuple[int, str] = (-1, "")
+_second_prefixes: dict[int, str] = {}  # second → "2026-11-29T22:52:01"; emptied when it holds _PREFIXES_KEPT
+_PREFIXES_KEPT = 4096
 
 
 def format_timestamp(time_ns: int) -> str:
-    """Format nanoseconds since the epoch as ``2026-11-29T22:52:01.123456Z``."""
-    global _second_cache
+    """Format nanoseconds since the epoch as ``2026-11-29T22:52:01.123456Z``.
+
+    The per-second prefixes are cached for many seconds at once: the records of concurrent
+    requests interleave their runs' seconds, and a one-entry cache rebuilt the prefix at each switch.
+    """
     seconds, micros = divmod(time_ns // 1000, 1_000_000)
-    cached_seconds, prefix = _second_cache
-    if cached_seconds != seconds:
-        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-        _second_cache = (seconds, prefix)
+    try:
+        prefix = _second_prefixes[seconds]
+    except KeyError:
+        if len(_second_prefixes) >= _PREFIXES_KEPT:
+            _second_prefixes.clear()
+        prefix = _second_prefixes[seconds] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
     return f"{prefix}.{micros:06d}Z"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 
 import grpc
 import pytest
@@ -54,11 +55,12 @@ def test_in_process_bound_fails_the_capture_with_its_code(caplog, limits, chunk,
 
 def _chat_trace(trace_id: int, spans: int, content: str) -> list[ReadableSpan]:
     resource = Resource.create({"service.name": "load-agent"})
-    root = SpanContext(trace_id, 1, is_remote=False, trace_flags=TraceFlags(1))
+    rng = random.Random(trace_id)  # random span ids, as SDKs draw them
+    root = SpanContext(trace_id, rng.getrandbits(64) | 1, is_remote=False, trace_flags=TraceFlags(1))
     session = {"session.id": f"bounded-{trace_id:x}"}
     chats = [
         ReadableSpan(
-            name="chat mock-gpt", context=SpanContext(trace_id, n + 2, is_remote=False, trace_flags=TraceFlags(1)),
+            name="chat mock-gpt", context=SpanContext(trace_id, rng.getrandbits(64) | 1, is_remote=False, trace_flags=TraceFlags(1)),
             parent=root, resource=resource, kind=SpanKind.CLIENT, start_time=1_000 + n, end_time=2_000 + n,
             attributes={**session, "gen_ai.operation.name": "chat", "gen_ai.request.model": "mock-gpt",
                         "gen_ai.input.messages": f'[{{"role":"user","parts":[{{"type":"text","content":"{content}"}}]}}]'},

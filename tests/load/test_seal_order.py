@@ -16,12 +16,13 @@ from otel_session.read import BundleStatus, find_bundles, read_bundle
 def _trace(trace_id: int) -> list[ReadableSpan]:
     """A run root, chats and tools, many at the same instant (ties the order key must break)."""
     resource = Resource.create({"service.name": "order"})
-    root = SpanContext(trace_id, 1, is_remote=False, trace_flags=TraceFlags(1))
+    rng = random.Random(trace_id)  # random span ids, as SDKs draw them
+    root = SpanContext(trace_id, rng.getrandbits(64) | 1, is_remote=False, trace_flags=TraceFlags(1))
     spans = [ReadableSpan(name="invoke_agent booking", context=root, parent=None, resource=resource, kind=SpanKind.SERVER,
                           start_time=1_000, end_time=9_000,
                           attributes={"session.id": f"order-{trace_id}", "gen_ai.operation.name": "invoke_agent"})]
     for n in range(12):
-        context = SpanContext(trace_id, n + 2, is_remote=False, trace_flags=TraceFlags(1))
+        context = SpanContext(trace_id, rng.getrandbits(64) | 1, is_remote=False, trace_flags=TraceFlags(1))
         attributes = (
             {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup", "gen_ai.tool.call.result": "ok"}
             if n % 3 == 0 else
@@ -29,7 +30,7 @@ def _trace(trace_id: int) -> list[ReadableSpan]:
         )
         spans.append(ReadableSpan(name="span", context=context, parent=root, resource=resource, kind=SpanKind.CLIENT,
                                   start_time=1_000 + (n // 4) * 1_000, end_time=2_000 + (n // 4) * 1_000, attributes=attributes))
-    random.Random(trace_id).shuffle(spans)
+    random.Random(trace_id).shuffle(spans)  # the same arrival order as with numbered ids
     return spans
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import threading
 
 import pytest
@@ -14,7 +15,7 @@ from otel_session.write import BundleWriter
 
 
 def _root_span(trace_id: int) -> SpanData:
-    return SpanData(trace_id, 1, None, "invoke_agent booking", 1_000, 2_000,
+    return SpanData(trace_id, random.Random(trace_id).getrandbits(64) | 1, None, "invoke_agent booking", 1_000, 2_000,
                     attributes={"session.id": f"short-{trace_id}", "gen_ai.operation.name": "invoke_agent"})
 
 

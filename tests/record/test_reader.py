@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import orjson
@@ -172,6 +173,14 @@ def test_sessions_lists_newest_first(tmp_path):
 @pytest.mark.parametrize("time_ns", [0, 1_796_000_000_123_456_000, 4_102_444_799_999_999_000])
 def test_parse_timestamp_inverts_format_timestamp(time_ns):
     assert parse_timestamp(format_timestamp(time_ns)) == time_ns
+
+
+def test_format_timestamp_of_interleaved_seconds():
+    """Requests of several runs interleave their seconds; each stamp stays exact, past the prefix cache's bound too."""
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    moments = [start + k * 1_000_000_007_000 for k in range(3_000) for start in (1_796_000_000_000_001_000, 17_000)]
+    for time_ns in moments + moments[::-1]:
+        assert format_timestamp(time_ns) == (epoch + timedelta(microseconds=time_ns // 1000)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @pytest.mark.parametrize(
