@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import grpc
 import pytest
@@ -19,6 +23,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import Status, StatusCode
 
+from otel_session.demo.mock_llm import MODEL, MockLLMServer
 from otel_session.instrument.redacting_exporter import RedactingOTLPSpanExporter
 from otel_session.redact import RedactionPolicy, Redactor
 
@@ -155,3 +160,42 @@ def test_failures_are_logged_and_returned_never_raised(http_receiver, caplog):
     assert exporter.export([span]) is SpanExportResult.FAILURE
     assert bodies == []  # nothing unredacted went out
     assert "spans not exported" in caplog.text
+
+
+OPENAI_APP = """
+import os, openai
+client = openai.OpenAI(base_url=os.environ["MOCK_LLM_URL"], api_key="unused")
+tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+client.chat.completions.create(model=os.environ["MOCK_LLM_MODEL"], tools=[tool],
+                               messages=[{"role": "user", "content": "mail me at " + os.environ["CANARY"]}])
+"""
+
+
+@pytest.mark.parametrize("traces_exporter", ["otlp", "otel_session_otlp"])
+def test_zero_code_openai_chat_span(traces_exporter, http_receiver, tmp_path):
+    """``opentelemetry-instrument`` with openai-v2 capturing content: its ``chat`` span's messages
+    and tool call arguments carry the canary through ``otlp``, and not through ``otel_session_otlp``."""
+    endpoint, bodies = http_receiver
+    app = tmp_path / "app.py"
+    app.write_text(OPENAI_APP)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    with MockLLMServer(port=0) as llm:
+        env.update({
+            "MOCK_LLM_URL": llm.base_url, "MOCK_LLM_MODEL": MODEL, "CANARY": EMAIL,
+            "OTEL_SESSION_DIR": str(tmp_path / "data"),
+            "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
+            "OTEL_TRACES_EXPORTER": traces_exporter, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+            "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+        })
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "opentelemetry-instrument"), sys.executable, str(app)],
+            env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        )
+    assert result.returncode == 0, result.stderr
+    requests = [trace_service_pb2.ExportTraceServiceRequest.FromString(body) for body in bodies]
+    spans = {span.name: span for r in requests for rs in r.resource_spans for ss in rs.scope_spans for span in ss.spans}
+    chat = next(span for name, span in spans.items() if name.startswith("chat"))
+    assert "gen_ai.input.messages" in {a.key for a in chat.attributes}, spans.keys()
+    assert (EMAIL.encode() in b"".join(bodies)) is (traces_exporter == "otlp")
