@@ -56,12 +56,16 @@ def _protocol(explicit: str | None) -> str:
     return protocol
 
 
-class _RedactingGrpc(GrpcSpanExporter):
-    """The official gRPC exporter; the request it builds is redacted before it is sent."""
+class _WithRedactor:
+    """An official exporter's constructor, plus the redactor its subclass applies."""
 
     def __init__(self, redactor: Redactor, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._redactor = redactor
+
+
+class _RedactingGrpc(_WithRedactor, GrpcSpanExporter):
+    """The official gRPC exporter; the request it builds is redacted before it is sent."""
 
     def _translate_data(self, data: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
         request = super()._translate_data(data)
@@ -69,12 +73,8 @@ class _RedactingGrpc(GrpcSpanExporter):
         return request
 
 
-class _RedactingHttp(HttpSpanExporter):
+class _RedactingHttp(_WithRedactor, HttpSpanExporter):
     """The official HTTP/protobuf exporter; the encoded request is redacted before serializing."""
-
-    def __init__(self, redactor: Redactor, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._redactor = redactor
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown:
