@@ -1,7 +1,7 @@
 """The import graph follows the pipeline (docs/architecture.md, "Layering"): no circles, and no
 arrow from a lower stage to a higher one.
 
-Stages, lowest first: records (``_version``, journal, layout, semconv, config, stop_signal) →
+Stages, lowest first: records (``_version``, journal, layout, semconv, config, stop_signal, log) →
 normalize → redact → write (files, recorder, recovery, write) → read (read, archive) → reduce →
 facts (resolve, latency, facts, listing) → the producers (instrument, collector) → the surfaces
 (viewer, the CLI, the demo, testing helpers, the package's re-exports). A module may import
@@ -21,7 +21,7 @@ PACKAGES = {"otel_session": ROOT / "otel_session", "otel_session.collector": ROO
             "otel_session.viewer": ROOT / "viewer"}
 
 STAGES = [
-    ("records", ("_version", "journal", "layout", "semconv", "config", "stop_signal")),
+    ("records", ("_version", "journal", "layout", "semconv", "config", "stop_signal", "log")),
     ("normalize", ("normalize",)),
     ("redact", ("redact",)),
     ("write", ("files", "recorder", "recovery", "write")),
