@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hmac
-import logging
 import os
 import re
 import secrets
@@ -43,6 +42,7 @@ import orjson
 
 from otel_session import layout
 from otel_session.journal import EventType
+from otel_session.log import get_logger, redact_with
 from otel_session.normalize import JournalEvent
 from otel_session.redact.detectors import BUILTIN_DETECTORS, DEFAULT_DETECTORS, IS_MASK, Scanner
 from otel_session.redact.policy import (
@@ -69,11 +69,12 @@ __all__ = [
     "RedactionPolicy",
     "Redactor",
     "load_or_create_key",
+    "log_redactor",
     "session_id_candidates",
     "stored_session_id",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _HASH_PREFIX = "hmac-sha256:"
 _HASH_HEX_DIGITS = 16
@@ -579,3 +580,22 @@ def session_id_candidates(
 def _lookup_redactor(policy: RedactionPolicy, key: bytes) -> Redactor:
     """A redactor for id lookups, built once per policy and key (a viewer looks ids up per request)."""
     return Redactor(policy, key=key)
+
+
+_PROCESS_KEY = secrets.token_bytes(32)
+
+
+def log_redactor() -> Redactor:
+    """The redactor of this process's log lines (``otel_session.log``): the environment's policy,
+    read again when ``OTEL_SESSION_REDACT*`` changes, with ``$OTEL_SESSION_REDACTION_KEY`` or a key
+    of this process's."""
+    return _log_redactor(tuple(sorted(item for item in os.environ.items() if item[0].startswith("OTEL_SESSION_REDACT"))))
+
+
+@functools.lru_cache(maxsize=8)
+def _log_redactor(settings: tuple[tuple[str, str], ...]) -> Redactor:
+    key = dict(settings).get(ENV_REDACTION_KEY)
+    return Redactor(RedactionPolicy.from_env(), key=key.encode("utf-8") if key else _PROCESS_KEY)
+
+
+redact_with(log_redactor)
