@@ -13,6 +13,7 @@ import click
 
 from otel_session import config
 from otel_session.collector.options import SETTINGS, CollectorOptions, parse_address
+from otel_session.log import redact_root_handlers
 from otel_session.stop_signal import StopSignal
 
 __all__ = ["collect", "import_command"]
@@ -52,6 +53,7 @@ def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) ->
     from otel_session.collector.server import Collector, ListenError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    redact_root_handlers()
     root = config.bundle_dir(bundle_root)
     values = {name: value for name, value in given.items() if value is not None}
     for name in ("grpc_address", "http_address"):

@@ -26,7 +26,6 @@ is counted as ``forward_failed`` and logged, never silent.
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 import time
@@ -40,12 +39,13 @@ import grpc
 
 from otel_session.collector.otlp import ExportRequest, Signal
 from otel_session.collector.sink import Counters
+from otel_session.log import get_logger, log_setting
 from otel_session.redact import Redactor
 from otel_session.redact.otlp import redact_otlp
 
 __all__ = ["ForwardProtocol", "Forwarder", "forward_url", "grpc_target"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _RETRYABLE = frozenset({429, 502, 503, 504})
 _RETRYABLE_GRPC = frozenset({
@@ -135,7 +135,7 @@ class Forwarder:
             self.url = forward_url(url)
             self._urls = {signal: forward_url(url, signal) for signal in Signal}
             if self._urls[Signal.LOGS] is None:
-                logger.warning("logs are not forwarded: %s does not end in /v1/traces, so it has no /v1/logs", url)
+                logger.warning("logs are not forwarded: %s does not end in /v1/traces, so it has no /v1/logs", log_setting(url))
             self._send = self._send_http
         if redactor is None and text_redactor is not None:
             redactor = getattr(text_redactor, "__self__", None)
@@ -161,7 +161,7 @@ class Forwarder:
             self._queue.put_nowait((signal, request.SerializeToString(), item_count))
         except queue.Full:
             self._counters.add(failed, item_count)
-            logger.error("forward queue full: %d %s item(s) not forwarded to %s", item_count, signal.value, self.url)
+            logger.error("forward queue full: %d %s item(s) not forwarded to %s", item_count, signal.value, log_setting(self.url))
 
     def shutdown(self, timeout_s: float = 5.0) -> None:
         """Send what is queued (within ``timeout_s``) and stop the thread. Idempotent."""
@@ -206,7 +206,7 @@ class Forwarder:
                 return False
             time.sleep(min(wait if wait is not None else delay, 5.0))
             delay *= 2
-        logger.error("forward to %s failed after %d attempts", self.url, _MAX_ATTEMPTS)
+        logger.error("forward to %s failed after %d attempts", log_setting(self.url), _MAX_ATTEMPTS)
         return False
 
     def _send_http(self, signal: Signal, body: bytes, attempt: int) -> tuple[_Sent, float | None]:
@@ -218,12 +218,12 @@ class Forwarder:
             return _Sent.SENT, None
         except urllib.error.HTTPError as exc:
             if exc.code not in _RETRYABLE:
-                logger.error("forward to %s refused: HTTP %d %s", url, exc.code, self._answer(exc.read()[:200]))
+                logger.error("forward to %s refused: HTTP %d %s", log_setting(url), exc.code, self._answer(exc.read()[:200]))
                 return _Sent.REFUSED, None
             retry_after = exc.headers.get("Retry-After")
             return _Sent.RETRY, float(retry_after) if retry_after and retry_after.isdigit() else None
         except (urllib.error.URLError, OSError) as exc:
-            logger.warning("forward to %s failed (attempt %d): %s", url, attempt, exc)
+            logger.warning("forward to %s failed (attempt %d): %s", log_setting(url), attempt, exc)
             return _Sent.RETRY, None
 
     def _send_grpc(self, signal: Signal, body: bytes, attempt: int) -> tuple[_Sent, float | None]:
@@ -234,9 +234,9 @@ class Forwarder:
             code = exc.code() if isinstance(exc, grpc.Call) else None
             if code not in _RETRYABLE_GRPC:
                 details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
-                logger.error("forward to %s refused: %s %s", self.url, code, self._answer(details or ""))
+                logger.error("forward to %s refused: %s %s", log_setting(self.url), code, self._answer(details or ""))
                 return _Sent.REFUSED, None
-            logger.warning("forward to %s failed (attempt %d): %s", self.url, attempt, code)
+            logger.warning("forward to %s failed (attempt %d): %s", log_setting(self.url), attempt, code)
             return _Sent.RETRY, None
 
     def _answer(self, answer: bytes | str) -> str:

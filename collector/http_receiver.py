@@ -65,10 +65,11 @@ from waitress.utilities import Error
 
 from otel_session.collector.otlp import ExportRequest, OtlpDecodeError, Signal, parse_json, parse_protobuf
 from otel_session.collector.sink import Overloaded, TooManyRequests
+from otel_session.log import get_logger
 
 __all__ = ["MAX_MESSAGE_BYTES", "ExportHandler", "HttpReceiver"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """Largest accepted request, compressed or not (the gRPC limit too)."""

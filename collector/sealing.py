@@ -18,7 +18,6 @@ left alone) and marks ``capture.json`` ``"order": "event_time"``.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import Any, Protocol
@@ -26,13 +25,14 @@ from typing import Any, Protocol
 from otel_session.collector.logjoin import LogJoins
 from otel_session.collector.ordering import SpanTree, event_order_key
 from otel_session.journal import EventType, parse_timestamp
+from otel_session.log import get_logger, log_id
 from otel_session.normalize import JournalEvent
 from otel_session.normalize.toollink import ToolCallLinker
 from otel_session.write import RunRecorder
 
 __all__ = ["COLLECTOR_STOPPED", "ROOT_SPAN_MISSING", "EventRedactor", "OpenRun", "latest_at_ns"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 # `run_finished` `reason` of a run the collector ends as interrupted (its root span never came):
 ROOT_SPAN_MISSING = "root_span_missing"  # quiet for --seal-rootless-after (or --seal-after once resumed)
@@ -113,7 +113,7 @@ class OpenRun:
             if interrupted and reason == ROOT_SPAN_MISSING:
                 logger.warning(
                     "run %s sealed without its root span: its service never exported it, or it went to "
-                    "another collector (route every span of a trace to one collector)", self.recorder.run_id,
+                    "another collector (route every span of a trace to one collector)", log_id(self.recorder.run_id),
                 )
         # Appended by one request, root included, in the same key's order (and not resumed from an
         # earlier process): already in event-time order, nothing to read back.

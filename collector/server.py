@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 import socket
 import threading
@@ -67,6 +66,7 @@ from otel_session.collector.otlp import (
     spans_of,
 )
 from otel_session.collector.sink import BundleSink, Counters, EventRedactor, Overloaded, TooManyRequests
+from otel_session.log import get_logger
 from otel_session.read import iter_runs
 from otel_session.write import BundleWriter, WriterLimits
 
@@ -78,7 +78,7 @@ __all__ = [
     "default_redactor",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _MAX_CONCURRENT_EXPORTS = 64
 _GRPC_WORKERS = 16

@@ -48,6 +48,7 @@ from otel_session.collector.sealing import (
 )
 from otel_session.journal import CaptureStatus, format_timestamp, run_id_from_trace_id
 from otel_session.layout import UnsafePathError
+from otel_session.log import get_logger, log_id
 from otel_session.normalize import DetachedEvent, SpanData, SpanEventData
 from otel_session.read import RunInfo, find_run, read_bundle
 from otel_session.write import (
@@ -73,7 +74,7 @@ __all__ = [
     "event_order_key",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _SEALED_MEMORY = 65_536
 _ACK_TIMEOUT_S = 30.0
@@ -393,12 +394,12 @@ class BundleSink:
         if spans:
             self.counters.add("rejected", spans)
             logger.log(self._sealed_level, "rejected %d held span(s) (sealed): run %s is already sealed", spans,
-                       run_id_from_trace_id(trace_id))
+                       log_id(run_id_from_trace_id(trace_id)))
         count = self._waiting_logs.drop(trace_id)
         if count:
             self.counters.add("log_records_rejected", count)
             logger.log(self._sealed_level, "rejected %d log record(s) (sealed): run %s is already sealed", count,
-                       run_id_from_trace_id(trace_id))
+                       log_id(run_id_from_trace_id(trace_id)))
 
     def _unmatched(self, count: int, why: str) -> None:
         self.counters.add("log_events_unmatched", count)
@@ -435,8 +436,8 @@ class BundleSink:
             result = SubmitResult()
             self._append(run, spans, joined, result)
             self.counters.add("runs_session_derived")
-            logger.info("trace %s named no session within the hold: recorded as session %s", run.recorder.run_id,
-                        run.recorder.session_id)
+            logger.info("trace %s named no session within the hold: recorded as session %s",
+                        log_id(run.recorder.run_id), log_id(run.recorder.session_id))
 
     def _remember_sealed(self, trace_id: int) -> None:
         self._sealed[trace_id] = None
@@ -523,7 +524,7 @@ class BundleSink:
                 self._journal_late_logs(run, settled_before=float("inf"))
             status = run.seal(interrupted=not run.root_seen, reason=reason)
         self.counters.add("runs_sealed")
-        logger.info("sealed %s (%s) at %s", run.recorder.run_id, status, format_timestamp(time.time_ns()))
+        logger.info("sealed %s (%s) at %s", log_id(run.recorder.run_id), status, format_timestamp(time.time_ns()))
 
     @property
     def open_run_count(self) -> int:

@@ -12,7 +12,6 @@ Nothing here knows runs, queues or threads.
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 import threading
@@ -22,6 +21,7 @@ from typing import Any
 import orjson
 
 from otel_session import layout
+from otel_session.log import get_logger
 
 __all__ = [
     "DIR_MODE",
@@ -38,7 +38,7 @@ __all__ = [
     "write_terminal_capture",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import logging
 import os
 import threading
 import time
@@ -40,6 +39,7 @@ from otel_session.files import (
     write_terminal_capture,
 )
 from otel_session.journal import CAPTURE_SCHEMA, CaptureStatus, EventType, decode_line, encode_record, format_timestamp
+from otel_session.log import get_logger
 
 if TYPE_CHECKING:
     from otel_session.normalize import JournalEvent
@@ -57,7 +57,7 @@ __all__ = [
     "Written",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 class AppendResult(Enum):

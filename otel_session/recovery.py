@@ -12,7 +12,6 @@ Contract::
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import shutil
 import weakref
@@ -23,6 +22,7 @@ import orjson
 
 from otel_session import layout
 from otel_session.journal import CaptureStatus, decode_line
+from otel_session.log import get_logger
 from otel_session.recorder import RunSealedError
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["check_recording", "recover_journal", "remove_abandoned_builds", "restart_in_forked_children", "weak_atexit"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 def remove_abandoned_builds(root: Path) -> int:

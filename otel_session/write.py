@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import errno
 import fcntl
-import logging
 import os
 import shutil
 import threading
@@ -46,6 +45,7 @@ from otel_session.files import (
     write_new_file,
 )
 from otel_session.journal import CAPTURE_SCHEMA, RUN_SCHEMA, CaptureStatus, RunKind, format_timestamp
+from otel_session.log import get_logger
 from otel_session.recorder import (
     AppendResult,
     FailureCode,
@@ -81,7 +81,7 @@ __all__ = [
     "write_json_atomic",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _KNOWN_DIRS = 4096
 

@@ -15,6 +15,7 @@ import click
 from werkzeug.serving import make_server
 
 from otel_session import config
+from otel_session.log import get_logger
 
 from . import ENV_VIEWER_TOKEN, create_app
 from .security import is_loopback_host
@@ -37,6 +38,7 @@ def view(bundle_root: Path | None, host: str, port: int, token: str | None) -> N
     if problem:  # served anyway: a recorder started later fills it, and the viewer follows live
         click.echo(f"warning: {problem}; sessions appear once something records there", err=True)
     app = create_app({"BUNDLE_DIR": str(root), "TOKEN": token})
+    get_logger("werkzeug")  # its request lines name the sessions asked for: redacted like ours
     try:
         server = make_server(host, port, app, threaded=True)
     except OSError as exc:

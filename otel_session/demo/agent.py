@@ -61,11 +61,12 @@ from otel_session.instrument.flask import (
     SESSION_ID_HEADER,
     FlaskOtelSession,
 )
+from otel_session.log import get_logger, redact_root_handlers
 from otel_session.stop_signal import StopSignal
 
 __all__ = ["AGENT_NAME", "BookingAgent", "create_app", "main", "setup_telemetry"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 AGENT_NAME = "booking"
 SERVICE_NAME = "booking-agent"
@@ -314,6 +315,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="Where the in-process recorder keeps its own bundles (default: $OTEL_SESSION_DIR)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    redact_root_handlers()
 
     from werkzeug.serving import make_server
 

@@ -9,12 +9,13 @@ Contract::
 
 from __future__ import annotations
 
-import logging
 from typing import Any
+
+from otel_session.log import get_logger
 
 __all__ = ["capture_failed", "forget_warnings", "logger", "warn_once"]
 
-logger = logging.getLogger("otel_session.instrument")
+logger = get_logger("otel_session.instrument")
 
 _warned: set[str] = set()
 

@@ -19,7 +19,6 @@ root span never came are sealed as interrupted.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Sequence
 
@@ -29,13 +28,14 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from otel_session import config
 from otel_session.collector.sink import BundleSink, Overloaded
 from otel_session.instrument._runtime import current_recorder
+from otel_session.log import get_logger
 from otel_session.normalize import SpanData
 from otel_session.redact import RedactionPolicy, Redactor, load_or_create_key
 from otel_session.write import BundleWriter, WriterLimits
 
 __all__ = ["RECORDED_BY", "SessionBundleExporter"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 RECORDED_BY = "otel-session span exporter"
 """run.json ``recorded_by``: a collector never resumes these runs."""

@@ -16,7 +16,6 @@ records* what the collector does for OTLP logs: each one emitted in a span of an
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from opentelemetry import baggage, context, trace
@@ -27,6 +26,7 @@ from otel_session import semconv as sc
 from otel_session.instrument._context import scope_of, span_session_id
 from otel_session.instrument._log import warn_once
 from otel_session.instrument.live_records import without_live_records
+from otel_session.log import get_logger
 from otel_session.normalize import SpanData, detached_event, normalize_span
 from otel_session.normalize.toollink import ToolCallLinker
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SessionLogProcessor", "SessionSpanProcessor"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 class SessionSpanProcessor(SpanProcessor):

@@ -23,7 +23,6 @@ A failure (encoding, redaction, sending) is logged and returned as ``FAILURE``, 
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -37,12 +36,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_session import config
+from otel_session.log import get_logger
 from otel_session.redact import Redactor
 from otel_session.redact.otlp import redact_otlp
 
 __all__ = ["RedactingOTLPSpanExporter"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 PROTOCOLS = ("grpc", "http/protobuf")
 

@@ -29,7 +29,6 @@ policy's value is used: configuration never raises into the application.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import secrets
@@ -40,6 +39,7 @@ from pathlib import Path
 
 import orjson
 
+from otel_session.log import get_logger
 from otel_session.redact.detectors import BUILTIN_DETECTORS, DEFAULT_DETECTORS, LABEL
 
 __all__ = [
@@ -53,7 +53,7 @@ __all__ = [
     "read_key",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 ENV_REDACTION_KEY = "OTEL_SESSION_REDACTION_KEY"
 ENV_PATTERNS = "OTEL_SESSION_REDACT_PATTERNS"

@@ -15,10 +15,10 @@ same as its parts, and scans each part with the text before it as context. A par
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from otel_session.log import get_logger
 from otel_session.redact.detectors import CONTINUES_AFTER_SPACE, TRIGGERS
 from otel_session.redact.policy import REDACTED_ERROR, FieldMode
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DeltaStream"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 # Where a streamed block may be cut: right after whitespace, before a character that no detection
 # continues with across whitespace. No detection holds such a position, so the text scans the same
