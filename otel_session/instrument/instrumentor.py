@@ -8,20 +8,31 @@ environment variables. The app then only needs ``otel_session.session()`` / ``ru
 (or the Flask extension); it never calls ``configure()`` itself. It also taps the ``openai``
 client's streams (``openai_streams``): every streamed chunk becomes an ``assistant_delta``.
 
+When ``OTEL_TRACES_EXPORTER`` or ``OTEL_LOGS_EXPORTER`` names a plain OTLP exporter (``otlp``,
+``otlp_proto_grpc``, ``otlp_proto_http``), it says once, in one warning line, that those spans or
+log records leave the process unredacted and names ``otel_session_otlp``, the redacting exporters
+(fine as it is when they go to the otel-session collector, which redacts before forwarding).
+
 Disable it like any instrumentor: ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=otel_session``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection
 from typing import Any
 
+from opentelemetry.environment_variables import OTEL_LOGS_EXPORTER, OTEL_TRACES_EXPORTER
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 from otel_session.instrument import openai_streams
+from otel_session.instrument._log import warn_once
 from otel_session.instrument._runtime import Recorder, configure
 
-__all__ = ["OtelSessionInstrumentor"]
+PLAIN_OTLP = frozenset({"otlp", "otlp_proto_grpc", "otlp_proto_http"})
+"""The official exporters' entry point names: what they send is not redacted."""
+
+__all__ = ["PLAIN_OTLP", "OtelSessionInstrumentor", "warn_if_exported_unredacted"]
 
 
 class OtelSessionInstrumentor(BaseInstrumentor):
@@ -46,9 +57,25 @@ class OtelSessionInstrumentor(BaseInstrumentor):
             writer_limits=kwargs.get("writer_limits"),
         )
         openai_streams.install()  # every streamed chunk of the openai client as a delta
+        warn_if_exported_unredacted()
 
     def _uninstrument(self, **kwargs: Any) -> None:
         openai_streams.uninstall()
         recorder, OtelSessionInstrumentor._recorder = OtelSessionInstrumentor._recorder, None
         if recorder is not None:
             recorder.shutdown()
+
+
+def warn_if_exported_unredacted() -> None:
+    """One warning line (once per process) when the environment exports spans or log records
+    through a plain OTLP exporter, naming the redacting one."""
+    settings = {variable: os.environ.get(variable, "") for variable in (OTEL_TRACES_EXPORTER, OTEL_LOGS_EXPORTER)}
+    plain = [f"{variable}={value}" for variable, value in settings.items()
+             if PLAIN_OTLP & {name.strip() for name in value.split(",")}]
+    if plain:
+        warn_once(
+            "plain-otlp",
+            "otel_session: %s export unredacted (personal data the bundle hides goes out as recorded); "
+            "set otel_session_otlp instead to export them redacted like the bundle, unless they go to "
+            "the otel-session collector, which redacts before forwarding", " and ".join(plain),
+        )
