@@ -383,7 +383,7 @@ def build_session_wide_facts(
         runs = [run for run in runs if run.kind == "eval"]
         evals = sorted({run.eval_id or "?" for run in runs})
         if len(evals) > 1:
-            raise ValueError(f"session {session_id!r} has eval runs of {len(evals)} evals ({', '.join(evals)}): "
+            raise ValueError(f"session {runs[0].session_id!r} has eval runs of {len(evals)} evals ({', '.join(evals)}): "
                              "ask for one run with --run")
     if not runs:
         raise session_not_found(root, session_id, include_evals=include_evals)

@@ -6,11 +6,15 @@ Contract::
     check_run_id(run_id)                                # -> run_id, or InvalidId (400)
     runs = session_runs(root, session_id)               # [RunInfo], latest first ([] when none)
     raise session_not_found(root, session_id)           # SessionNotFound, naming the evals that hold it
+    shown_session_id(root, session_id)                  # how an answer names a typed id: never raw PII
     resolved = resolve_run(root, session_id, run_id=None, include_evals=False)   # -> ResolvedRun
 
 Every ``RunResolutionError`` carries ``code`` and ``http_status``, so the CLI (exit codes) and the
 viewer (JSON errors) map the same failure the same way. Nothing here writes, and no path derived
-from an id leaves the root (``otel_session.layout``).
+from an id leaves the root (``otel_session.layout``). An error names a session the way it is
+stored (``shown_session_id``): a typed id holding personal data (a caller's number) is never
+echoed raw, and a session not found says which key its keyed hash was computed with, so bundles
+written with another key are not mistaken for absent ones.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from pathlib import Path
 
 from otel_session import layout
 from otel_session.read import RunInfo, find_run, iter_session_runs
-from otel_session.redact import session_id_candidates
+from otel_session.redact import ENV_REDACTION_KEY, KEY_FILE, FieldMode, RedactionPolicy, Redactor, session_id_candidates
+from otel_session.redact.policy import read_key
 
 __all__ = [
     "EvalRunNotServed",
@@ -40,6 +45,7 @@ __all__ = [
     "resolve_run",
     "session_not_found",
     "session_runs",
+    "shown_session_id",
 ]
 
 MAX_SESSION_ID_CHARS = 1024
@@ -70,7 +76,7 @@ class SessionNotFound(RunResolutionError, LookupError):
 
     code = "session_not_found"
 
-    def __init__(self, session_id: str, eval_ids: Iterable[str] = ()) -> None:
+    def __init__(self, session_id: str, eval_ids: Iterable[str] = (), *, note: str = "") -> None:
         self.session_id = session_id
         self.eval_ids = sorted(set(eval_ids))
         if self.eval_ids:
@@ -78,7 +84,7 @@ class SessionNotFound(RunResolutionError, LookupError):
             message = (f"session {session_id!r} has no live runs: it is an eval session (eval {evals}); "
                        "ask for eval runs to see it (otel-session facts --evals)")
         else:
-            message = f"session {session_id!r} has no runs"
+            message = f"session {session_id!r} has no runs{note}"
         super().__init__(message)
 
 
@@ -143,7 +149,7 @@ def check_session_id(session_id: object) -> str:
         raise InvalidId(f"malformed session id: expected 1 to {MAX_SESSION_ID_CHARS} characters, got {length}",
                         code="malformed_session_id")
     if _CONTROL.search(session_id):
-        raise InvalidId(f"malformed session id {session_id!r}: control characters are not allowed",
+        raise InvalidId(f"malformed session id: control characters are not allowed (at {_CONTROL.search(session_id).start()})",
                         code="malformed_session_id")
     return session_id
 
@@ -172,19 +178,51 @@ def session_runs(root: str | os.PathLike[str], session_id: str, *, include_evals
 
 def _stored_runs(root: str | os.PathLike[str], session_id: str, include_evals: bool) -> tuple[str, list[RunInfo]]:
     """The id the session is stored under (its keyed hash when it holds PII, issue 15 §5) and its
-    runs, latest first: the original id finds the session through the root's key."""
+    runs, latest first: the original id finds the session through the root's key. With no runs,
+    the id as an answer may show it (``shown_session_id``)."""
     for candidate in session_id_candidates(root, session_id):
         runs = latest_first(iter_session_runs(root, candidate, include_evals=include_evals))
         if runs:
             return candidate, runs
-    return session_id, []
+    return shown_session_id(root, session_id), []
+
+
+def shown_session_id(root: str | os.PathLike[str], session_id: str) -> str:
+    """``session_id`` as an answer (an error, a listing) may name it: as it is stored — its
+    ``Redactor.identifier`` with the root's key, or as typed when it holds no personal data (or
+    ids are kept as given) —, and with the personal data masked when there is no key to hash it."""
+    stored = session_id_candidates(root, session_id)[0]
+    if stored != session_id:
+        return stored
+    scanner = _id_scanner(RedactionPolicy.from_env())
+    return session_id if scanner is None or scanner.identifier(session_id) == session_id else scanner.text(session_id)
+
+
+def _id_scanner(policy: RedactionPolicy) -> Redactor | None:
+    """A redactor that finds PII in ids (its key is never used for a hash shown), None under ``keep``."""
+    return None if policy.identifiers is FieldMode.KEEP else Redactor(policy, key=b"")
+
+
+def _key_note(root: str | os.PathLike[str], session_id: str) -> str:
+    """Why a session holding PII may exist and not be found: its keyed hash depends on the key."""
+    scanner = _id_scanner(RedactionPolicy.from_env())
+    if scanner is None or scanner.identifier(session_id) == session_id:
+        return ""
+    if read_key(root) is None:
+        return (f": the id holds personal data, which bundles store as a keyed hash, and there is no key to "
+                f"compute it (the bundle root has no {KEY_FILE}); set ${ENV_REDACTION_KEY} to the key the "
+                "bundles were written with")
+    source = f"${ENV_REDACTION_KEY}" if os.environ.get(ENV_REDACTION_KEY) else f"the bundle root's {KEY_FILE}"
+    return (f" (the id holds personal data: it was looked up by its keyed hash, with the key of {source}; "
+            f"bundles written with another key are found with that key in ${ENV_REDACTION_KEY})")
 
 
 def session_not_found(root: str | os.PathLike[str], session_id: str, *, include_evals: bool = False) -> SessionNotFound:
-    """The error for a session with no runs; without ``include_evals`` it names the evals that
-    hold runs of the session (an eval session is never part of the live index)."""
+    """The error for a session with no runs, naming it as ``shown_session_id`` does (and the key
+    its hash was looked up with, when it holds PII); without ``include_evals`` it names the evals
+    that hold runs of the session (an eval session is never part of the live index)."""
     evals = [] if include_evals else [run.eval_id or "?" for run in session_runs(root, session_id, include_evals=True)]
-    return SessionNotFound(session_id, evals)
+    return SessionNotFound(shown_session_id(root, session_id), evals, note=_key_note(root, session_id))
 
 
 def resolve_run(
@@ -202,13 +240,14 @@ def resolve_run(
     check_session_id(session_id)
     if run_id is not None:
         check_run_id(run_id)
+    typed = session_id
     try:
         session_id, runs = _stored_runs(root, session_id, include_evals)
     except layout.UnsafePathError:
         raise OutsideRoot() from None
     if run_id is None:
         if not runs:
-            raise session_not_found(root, session_id, include_evals=include_evals)
+            raise session_not_found(root, typed, include_evals=include_evals)
         latest = runs[0]
         return ResolvedRun(session_id, latest.run_id, latest.path, True, latest)
     for run in runs:
@@ -220,5 +259,5 @@ def resolve_run(
             raise EvalRunNotServed(session_id, run_id, elsewhere.eval_id)
         raise RunSessionMismatch(session_id, run_id, elsewhere.session_id)
     if not runs:
-        raise session_not_found(root, session_id, include_evals=include_evals)
+        raise session_not_found(root, typed, include_evals=include_evals)
     raise RunNotFound(session_id, run_id)

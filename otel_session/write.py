@@ -187,6 +187,7 @@ class BundleWriter:
             raise ValueError("an eval run needs an eval_id")
         identifier = self._stored_identifier()
         session_id = identifier(session_id)
+        eval_id = identifier(eval_id) if eval_id else eval_id
         agent = identifier(agent) if agent else agent
         service = identifier(service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service")
         path = layout.run_path(self.root, session_id, run_id, eval_id=eval_id if kind is RunKind.EVAL else None)

@@ -110,7 +110,7 @@ class BundleStore:
         found = resolve.session_runs(self.root, session_id, include_evals=True)
         runs = [summary for summary in (self._summary(info.path, info) for info in found) if summary is not None]
         if not runs:
-            raise _api_error(resolve.SessionNotFound(session_id))
+            raise _api_error(resolve.session_not_found(self.root, session_id, include_evals=True))
         return runs
 
     def _run_dirs(self, sessions_root: Path) -> list[Path]:
