@@ -17,7 +17,7 @@ the redacted message (``args`` empty):
 - a setting the operator gave (marked with :func:`log_setting`: an address) as it is;
 - a number by its digits (``Redactor.scan_value``: a card number as an int is masked);
 - anything else (text, exceptions, reprs) as free text (``Redactor.text``), so a raw id nobody
-  marked is masked, never printed.
+  marked is masked, never printed; URL-encoded text is scanned decoded too (a request line).
 
 A message without arguments is scanned whole, and so are the traceback (``exc_info``) and
 ``stack_info``; ``exc_info`` is dropped from the record once its redacted text is kept, so no
@@ -36,6 +36,7 @@ import logging
 import os
 import re
 import threading
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -119,7 +120,7 @@ def _redact(record: logging.LogRecord, redactor: LogRedactor | None) -> None:
     if record.args:
         record.msg = _format(record.msg, record.args, redactor)
     else:
-        record.msg = redactor.text(str(record.msg))
+        record.msg = _text(str(record.msg), redactor)
     record.args = ()
     if record.exc_info:
         record.exc_text = redactor.text(logging.Formatter().formatException(record.exc_info))
@@ -157,4 +158,16 @@ def _argument(value: Any, redactor: LogRedactor) -> Any:
         return value
     if isinstance(value, (int, float)):
         return redactor.scan_value(value)
-    return redactor.text(value if isinstance(value, str) else str(value))
+    return _text(value if isinstance(value, str) else str(value), redactor)
+
+
+def _text(text: str, redactor: LogRedactor) -> str:
+    """``text`` scanned; URL-encoded text (a request line's path) is scanned decoded as well, and
+    printed decoded and redacted when that finds something (``%2B1%20415…``, ``4532+0151+…``)."""
+    if "%" in text:
+        decoded = urllib.parse.unquote_plus(text)  # a query's "+" is a space: "4532+0151+…" is a card
+        if decoded != text:
+            redacted = redactor.text(decoded)
+            if redacted != decoded:
+                return redacted
+    return redactor.text(text)

@@ -245,3 +245,65 @@ def test_the_collect_process_prints_no_personal_data(tmp_path):
     assert "rejected" in err and "sealed" in err, err  # the lines under test were printed
     assert_clean(out, "the collector's stdout")
     assert_clean(err, "the collector's stderr")
+
+
+def _import(path: Path, root: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OTEL_SESSION_REDACTION_KEY": "log-lines"}
+    env.pop("OTEL_SESSION_REDACT_IDENTIFIERS", None)
+    return subprocess.run([sys.executable, "-m", "otel_session.cli", "import", str(path), "--dir", str(root)],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.mark.slow
+def test_the_import_command_prints_no_personal_data(tmp_path):
+    """``otel-session import`` of spans whose ids hold PII (session, eval, service, span names),
+    a log record, lines that quote PII where a diagnostic might, then the same file again (every
+    run already sealed): stdout and stderr hold none of it."""
+    lines = [
+        _span_json(f"invoke_agent {EMAIL}", CALLER),
+        _span_json(f"bad trace {EMAIL}", CALLER, trace_id=EMAIL),
+        orjson.dumps({"resourceLogs": [{"scopeLogs": [{"logRecords": [{"body": {"stringValue": f"mail {EMAIL}"},
+            "traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331",
+            "eventName": "gen_ai.user.message"}]}]}]}),
+        b'{"resourceSpans": "' + f"{EMAIL} {CARD}".encode() + b'"}',
+        f"not json: {PHONE}".encode(),
+    ]
+    exported = tmp_path / "traces.jsonl"
+    exported.write_bytes(b"\n".join(lines) + b"\n")
+    root = tmp_path / "bundles"
+    first, again = _import(exported, root), _import(exported, root)
+    assert "1 run(s) written" in first.stdout and "already imported" in again.stdout, first.stdout + first.stderr
+    assert first.stderr.count("error:") >= 3, first.stderr
+    [bundle] = bundles(root)
+    assert bundle.session_id.startswith("call-hmac-sha256:")
+    for completed in (first, again):
+        assert_clean(completed.stdout, "import's stdout")
+        assert_clean(completed.stderr, "import's stderr")
+
+
+@pytest.mark.slow
+def test_the_view_process_prints_no_personal_data(tmp_path):
+    """``otel-session view``: werkzeug's request lines name the sessions asked for (URL-encoded):
+    a caller's number or an e-mail address in a path is printed redacted."""
+    import urllib.parse
+    import urllib.request
+    from urllib.error import HTTPError
+
+    root = tmp_path / "bundles"
+    root.mkdir()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_SESSION_")}
+    process = subprocess.Popen([sys.executable, "-m", "otel_session.cli", "view", "--dir", str(root), "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        banner = process.stdout.readline()
+        url = banner.split(" on ")[1].split()[0]
+        for path in (f"sessions/{urllib.parse.quote(CALLER, safe='')}", f"api/sessions/{urllib.parse.quote(EMAIL)}/runs",
+                     f"sessions/{CALLER.replace(' ', '%20')}?card={CARD.replace(' ', '+')}"):
+            with pytest.raises(HTTPError):
+                urllib.request.urlopen(url + path, timeout=10)
+    finally:
+        process.terminate()
+        out, err = process.communicate(timeout=30)
+    assert err.count("404") >= 3, err  # the request lines were printed
+    for text in (out, err, urllib.parse.unquote_plus(err)):
+        assert_clean(text, "the viewer's output")
