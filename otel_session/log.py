@@ -139,8 +139,10 @@ def _leave_out(record: logging.LogRecord) -> None:
 
 
 def _format(msg: object, args: Any, redactor: LogRedactor) -> str:
-    if isinstance(args, Mapping):
+    if isinstance(args, Mapping) and "%(" in str(msg):  # named conversions: the keys are the template's
         redacted: Any = {key: _argument(value, redactor) for key, value in args.items()}
+    elif isinstance(args, Mapping):  # one mapping logged with %s: keys and values printed, all scanned
+        redacted = (_text(str(args), redactor),)
     else:
         redacted = tuple(_argument(value, redactor) for value in args)
     try:

@@ -123,6 +123,7 @@ def test_arguments_are_redacted_by_kind(debug_logs, monkeypatch, identifiers):
                    ValueError(f"no {EMAIL}"), int(CARD.replace(" ", "")), [PHONE])
     logger.info("%(who)s said %(what)s", {"who": log_id(CALLER), "what": f"call {PHONE}"})
     logger.error(f"built in the message: {EMAIL}")
+    logger.info("a mapping: %s", {EMAIL: PHONE})
     logger.debug("where", stack_info=True, extra={"unused": EMAIL})
     try:
         raise KeyError(CARD)
@@ -132,6 +133,8 @@ def test_arguments_are_redacted_by_kind(debug_logs, monkeypatch, identifiers):
     assert lines[0] == f"run of {stored} at /r/sessions/{stored} failed: no [email] ([card] bytes, \"['[phone]']\")"
     assert lines[1] == f"{stored} said call [phone]"
     assert lines[2] == "built in the message: [email]"
+    assert lines[3] == "a mapping: {'[email]': '[phone]'}"
+    lines.pop(3)
     assert lines[3].startswith("where\nStack (most recent call last):")
     assert lines[4].startswith(f"lookup of {stored} failed\nTraceback") and lines[4].endswith("KeyError: '[card]'")
     assert all(record.args == () and record.exc_info is None for record in debug_logs.records)
