@@ -5,7 +5,9 @@
 - ``bare_add_event_delta``: ``span.add_event("otel_session.delta", {index, kind, text})`` per chunk;
 - ``message_delta``: ``message.delta(chunk)`` through the full in-process path (redaction, span
   event, journal record enqueued to the running bundle writer);
-- ``bare_add_event_slot`` and ``slot_write``: the same for slot writes (a hashed value).
+- ``bare_add_event_slot`` and ``slot_write``: the same for slot writes (a hashed value);
+- the redactor's share of each (issue 15): the same API rounds again, recording under a policy that
+  redacts nothing (``text=keep``, ``slot_values=keep``), their paired ratio beside the default's.
 
 Bare and API rounds of N operations alternate R times (so load drift hits both alike); each figure is
 the median µs per operation, and the target applies to the median of the per-round ratios. Time is
@@ -72,11 +74,13 @@ def _paired(bare, api, rounds: int, ops: int) -> dict[str, float]:
     return {name: _median(values) for name, values in samples.items()}
 
 
-def main(ops: int = 500, rounds: int = 60) -> dict:
+def _measure(policy: otel_session.RedactionPolicy, ops: int, rounds: int) -> dict:
+    """Paired figures of ``message.delta()`` and ``slot_write()`` recording under ``policy``, and
+    what the bundles hold (every one complete, every record there)."""
     root = Path(tempfile.mkdtemp(prefix="bench-instrument-"))
     provider = TracerProvider()
     tracer = provider.get_tracer("bench")
-    recorder = otel_session.configure(root, otel_session.RedactionPolicy(), provider)
+    recorder = otel_session.configure(root, policy, provider)
     chunks = [CHUNKS[number % len(CHUNKS)] for number in range(ops)]
     dates = [f"2026-12-{number % 28 + 1:02d}" for number in range(ops)]
     bare_message = tracer.start_span("message assistant")
@@ -133,14 +137,25 @@ def main(ops: int = 500, rounds: int = 60) -> dict:
     bare_turn.end()
     recorder.shutdown()
     bundles = [read_bundle(path) for path in find_bundles([root])]
-    incomplete = [str(bundle.path) for bundle in bundles if bundle.status.value != "complete"]
-    events = sum(len(bundle.events) for bundle in bundles)
-    expected_events = rounds * ops * 2
     shutil.rmtree(root)
+    return {
+        "delta": delta_figures,
+        "slot_write": slot_figures,
+        "journal_events": sum(len(bundle.events) for bundle in bundles),
+        "bundles_incomplete": [str(bundle.path) for bundle in bundles if bundle.status.value != "complete"],
+    }
+
+
+def main(ops: int = 500, rounds: int = 60) -> dict:
+    redacted = _measure(otel_session.RedactionPolicy(), ops, rounds)
+    kept = _measure(otel_session.RedactionPolicy(text="keep", slot_values="keep"), ops, rounds)
+    expected_events = rounds * ops * 2
+    complete = all(not run["bundles_incomplete"] and run["journal_events"] >= expected_events for run in (redacted, kept))
 
     target = f"<= {TARGET_RATIO}x bare add_event (app-thread CPU, median paired ratio)"
     figure_list = []
-    for label, paired in (("message.delta()", delta_figures), ("slot_write()", slot_figures)):
+    for label, key in (("message.delta()", "delta"), ("slot_write()", "slot_write")):
+        paired, unredacted = redacted[key], kept[key]
         figure_list.append(
             Figure(
                 f"{label} app-thread CPU",
@@ -148,7 +163,7 @@ def main(ops: int = 500, rounds: int = 60) -> dict:
                 "us/op",
                 baseline=round(paired["bare_cpu"], 3),
                 target=target,
-                ok=paired["ratio_cpu"] <= TARGET_RATIO and not incomplete and events >= expected_events,
+                ok=paired["ratio_cpu"] <= TARGET_RATIO and complete,
                 note=f"median paired ratio {paired['ratio_cpu']:.2f}; baseline: bare span.add_event, same attributes",
             )
         )
@@ -162,15 +177,18 @@ def main(ops: int = 500, rounds: int = 60) -> dict:
                 "thread appends (noisy under load)",
             )
         )
-    details = {
-        "ops_per_round": ops,
-        "rounds": rounds,
-        "load_average_1m": os.getloadavg()[0],
-        "delta": delta_figures,
-        "slot_write": slot_figures,
-        "journal_events": events,
-        "bundles_incomplete": incomplete,
-    }
+        figure_list.append(
+            Figure(
+                f"{label} app-thread CPU, redacting nothing",
+                round(unredacted["api_cpu"], 3),
+                "us/op",
+                baseline=round(unredacted["bare_cpu"], 3),
+                note=f"median paired ratio {unredacted['ratio_cpu']:.2f} (redacting: {paired['ratio_cpu']:.2f}); the "
+                f"redactor's share: {paired['ratio_cpu'] - unredacted['ratio_cpu']:.2f}x bare add_event",
+            )
+        )
+    details = {"ops_per_round": ops, "rounds": rounds, "load_average_1m": os.getloadavg()[0], **redacted,
+               "redacting_nothing": kept}
     return write_results("instrument", figure_list, details)
 
 

@@ -13,7 +13,7 @@ Contract::
     # the same line in parts, for a producer that numbers and stamps on another thread:
     head = encode_head(type, session_id, run_id, turn_index, message_id, tool_call_id, trace_id, span_id)
     body = encode_payload(payload)  # None: only encode_record can tell (a value deep enough to cut)
-    line = compose_line(seq, at_ns, head, body)   # == encode_record(the record); composed_size() bytes
+    line = compose_line(seq, at_ns, head, body)   # == encode_record(the record), composed_size(seq, head, body) bytes
 
 A record nests at most ``MAX_DEPTH`` levels (the record object is level 1). Deeper objects and
 arrays, which JSON codecs cannot all encode or decode (orjson stops at 255 levels), are replaced
@@ -246,14 +246,16 @@ def encode_json(value: Any) -> bytes:
 
 
 # A record's line in parts. The record's fields are, in order: ``seq``, ``at``, the head (``type``,
-# ``session_id``, ``run_id`` and the correlation fields present), ``payload`` when there is one.
-# orjson writes a dict as its keys and values' texts joined, with no whitespace, so the parts
+# ``session_id``, ``run_id``, the correlation fields present, the ``payload`` key), the payload.
+# orjson writes a dict as its keys' and values' texts joined, with no whitespace, so the parts
 # joined are byte for byte the whole record's encoding.
 _LINE = b'{"seq":%d,"at":"%b",%b%b}\n'
 _LINE_FIXED = len(_LINE % (0, b"", b"", b"")) - 1  # the seq's digits and the timestamp aside
 _TIMESTAMP_SIZE = len("2026-11-29T22:52:01.123456Z")
 COMPOSED_AT_NS = range(0, 253_402_300_800 * 1_000_000_000)
 """Event times whose ``at`` is ``_TIMESTAMP_SIZE`` characters (years 1970–9999): ``composed_size`` holds."""
+_SHORT_PAYLOAD = _SHORT_LINE - 2
+"""Bytes a payload needs to nest ``MAX_DEPTH`` levels (in the record: past ``MAX_DEPTH``)."""
 
 
 def encode_head(
@@ -266,39 +268,37 @@ def encode_head(
     trace_id: str | None = None,
     span_id: str | None = None,
 ) -> bytes:
-    """The record's fields from ``type`` to the last correlation field present, as ``encode_record``
-    writes them (``None`` fields left out), for ``compose_line``: one encoding per message or span."""
+    """The record's fields from ``type`` to the ``payload`` key, as ``encode_record`` writes them
+    (``None`` fields left out), for ``compose_line``: one encoding per message or span."""
     fields: dict[str, Any] = {"type": event_type, "session_id": session_id, "run_id": run_id}
     for key, value in zip(CORRELATION_FIELDS, (turn_index, message_id, tool_call_id, trace_id, span_id)):
         if value is not None:
             fields[key] = value
-    return encode_record(fields)[1:-2]
+    fields["payload"] = None
+    return encode_record(fields)[1:-6]  # up to ``null}\n``
 
 
-def encode_payload(payload: dict[str, Any] | None) -> bytes | None:
-    """``b',"payload":…'`` as ``encode_record`` writes it inside a record (``b""`` for no payload),
-    or None when only ``encode_record`` can tell: a value it must fall back for (lone surrogates,
-    odd types) or nested deep enough that the record might pass ``MAX_DEPTH``."""
-    if payload is None:
-        return b""
+def encode_payload(payload: dict[str, Any]) -> bytes | None:
+    """The payload as ``encode_record`` writes it inside a record, or None when only
+    ``encode_record`` can tell: a value it must fall back for (lone surrogates) or one nested deep
+    enough that the record might pass ``MAX_DEPTH``."""
     try:
-        text = orjson.dumps({"payload": payload}, default=_encode_fallback, option=orjson.OPT_NON_STR_KEYS)
+        text = orjson.dumps(payload, default=_encode_fallback, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:
         return None
-    # This object nests its payload as the record does: the record's own depth check, exactly.
-    if len(text) <= _SHORT_LINE or _openers(text) <= MAX_DEPTH:
-        return b"," + text[1:-1]
+    if len(text) <= _SHORT_PAYLOAD or _openers(text) < MAX_DEPTH:
+        return text
     return None
 
 
-def composed_size(seq: int, head: bytes, body: bytes) -> int:
-    """The length of ``compose_line(seq, at_ns, head, body)`` for an ``at_ns`` in ``COMPOSED_AT_NS``."""
-    return _LINE_FIXED + len(str(seq)) + _TIMESTAMP_SIZE + len(head) + len(body)
+def composed_size(seq: int, head: bytes, payload: bytes) -> int:
+    """The length of ``compose_line(seq, at_ns, head, payload)`` for an ``at_ns`` in ``COMPOSED_AT_NS``."""
+    return _LINE_FIXED + len(str(seq)) + _TIMESTAMP_SIZE + len(head) + len(payload)
 
 
-def compose_line(seq: int, at_ns: int, head: bytes, body: bytes) -> bytes:
+def compose_line(seq: int, at_ns: int, head: bytes, payload: bytes) -> bytes:
     """The record's NDJSON line from its parts: ``encode_record`` of the same record, byte for byte."""
-    return _LINE % (seq, format_timestamp(at_ns).encode(), head, body)
+    return _LINE % (seq, format_timestamp(at_ns).encode(), head, payload)
 
 
 _STRUCTURE = re.compile(rb'[\[\]{}"]')

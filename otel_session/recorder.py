@@ -298,7 +298,7 @@ class RunRecorder:
         """Enqueue one record of ``head``: the payload is encoded now (later changes to it are not
         recorded), the line is composed by the writer thread. False when refused (the capture
         stopped). Never raises, never blocks on disk."""
-        body = encode_payload(payload)
+        body = None if payload is None else encode_payload(payload)
         if body is None or at_ns not in COMPOSED_AT_NS:  # a value only encode_record can tell about
             return self._enqueue([self._record(head.type, at_ns, *head.correlation, payload)]) == 1
         limits = self._limits

@@ -56,7 +56,7 @@ def whole(seq, at_ns, fields, payload) -> bytes:
     seq=st.integers(1, 10**12),
     at_ns=st.integers(COMPOSED_AT_NS.start, COMPOSED_AT_NS.stop - 1),
     fields=st.tuples(TEXT, TEXT, TEXT, st.none() | st.integers(0, 10**6), IDS, IDS, IDS, IDS),
-    payload=st.none() | st.dictionaries(TEXT, VALUES, max_size=4),
+    payload=st.dictionaries(TEXT, VALUES, max_size=4),
 )
 def test_a_composed_line_is_the_whole_records_encoding(seq, at_ns, fields, payload):
     body = encode_payload(payload)
@@ -72,10 +72,10 @@ def test_only_values_that_need_the_whole_record_are_left_to_it():
     assert encode_payload({"index": 0, "kind": "text", "delta": 'a "quoted" é\n'}) is not None
     assert encode_payload({"value": {1, 2}, "previous": object(), 3: b"\xff"}) is not None  # the fallback is the same
     assert encode_payload({"value": nested(MAX_DEPTH - 2)}) is not None  # the record is MAX_DEPTH levels deep
-    assert encode_payload({"value": nested(MAX_DEPTH)}) is None  # it would be cut: encode_record says so
+    assert encode_payload({"value": nested(MAX_DEPTH - 1)}) is None  # one more would be cut: encode_record says so
     assert encode_payload({"delta": "a\ud800b"}) is None
     assert DEPTH_MARKER.encode() in whole(1, 0, ("t", "s", "r", None, None, None, None, None),
-                                          {"value": nested(MAX_DEPTH)})
+                                          {"value": nested(MAX_DEPTH - 1)})
 
 
 RECORDS = [
