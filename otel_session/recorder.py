@@ -13,8 +13,8 @@ Contract::
 
 ``seq`` is assigned at enqueue. ``append_to`` encodes only the payload on the caller's thread (a
 snapshot, and the line's exact size for the bounds); the writer thread formats the timestamp and
-joins the line, byte for byte ``encode_record``'s (``journal.compose_line``). Reaching a queue bound, an oversized event or an append error marks
-the capture ``failed`` with a ``FailureCode``, stops the recording and is logged. ``reorder`` is a
+joins the line, byte for byte ``encode_record``'s (``journal.compose_line``). Reaching a queue
+bound, an oversized event or an append error marks the capture ``failed`` with a ``FailureCode``, stops the recording and is logged. ``reorder`` is a
 mechanism, not a policy: the recorder rewrites the journal sorted by the caller's key (the
 collector's assembly decides when, and which ``capture_extras`` say so); when that moved any
 record, ``capture.json`` says ``"resequenced": true`` so a live follower knows its ``seq``s changed.
@@ -301,19 +301,15 @@ class RunRecorder:
         body = None if payload is None else encode_payload(payload)
         if body is None or at_ns not in COMPOSED_AT_NS:  # a value only encode_record can tell about
             return self._enqueue([self._record(head.type, at_ns, *head.correlation, payload)]) == 1
-        limits = self._limits
         with self._lock:
             if not self._accepting:
                 return False
             seq = self._next_seq
             size = head.size + len(str(seq)) + len(body)
-            pending = self._pending
             queued_bytes = self._pending_bytes
-            if (size > limits.max_event_bytes or len(pending) >= limits.max_queue_records
-                    or queued_bytes + size > limits.max_queue_bytes):
-                self._fail_bound_locked(seq, head.type, size, len(pending), queued_bytes)
+            if not self._fits_locked(seq, head.type, size, len(self._pending), queued_bytes):
                 return False
-            pending.append((seq, at_ns, head.encoded, body))
+            self._pending.append((seq, at_ns, head.encoded, body))
             self._next_seq = seq + 1
             wake = self._queued_locked(queued_bytes + size)
         if wake is not None:
@@ -355,7 +351,6 @@ class RunRecorder:
     def _enqueue(self, records: list[dict[str, Any]]) -> int:
         """Number, encode and queue ``records`` in order; stop the capture at the first that
         would pass a bound. Returns how many were queued."""
-        limits = self._limits
         with self._lock:
             if not self._accepting:
                 return 0
@@ -367,9 +362,7 @@ class RunRecorder:
                 record["seq"] = seq
                 line = encode_record(record)
                 size = len(line)
-                if (size > limits.max_event_bytes or len(pending) >= limits.max_queue_records
-                        or queued_bytes + size > limits.max_queue_bytes):
-                    self._fail_bound_locked(seq, record["type"], size, len(pending), queued_bytes)
+                if not self._fits_locked(seq, record["type"], size, len(pending), queued_bytes):
                     break
                 pending.append(line)
                 queued_bytes += size
@@ -390,8 +383,12 @@ class RunRecorder:
             self.peak_queued_bytes = queued_bytes
         return self._wake_locked()
 
-    def _fail_bound_locked(self, seq: int, event_type: str, size: int, queued: int, queued_bytes: int) -> None:
+    def _fits_locked(self, seq: int, event_type: str, size: int, queued: int, queued_bytes: int) -> bool:
+        """Whether a record of ``size`` bytes fits the bounds; if not, the capture fails with the bound's code."""
         limits = self._limits
+        if size <= limits.max_event_bytes and queued < limits.max_queue_records and (
+                queued_bytes + size <= limits.max_queue_bytes):
+            return True
         if size > limits.max_event_bytes:
             self._fail_locked(
                 FailureCode.EVENT_TOO_LARGE,
@@ -406,6 +403,7 @@ class RunRecorder:
                 FailureCode.QUEUE_BYTES_EXCEEDED,
                 f"{queued_bytes} bytes already queued at seq {seq}; the limit is {limits.max_queue_bytes}",
             )
+        return False
 
     def _wake_locked(self) -> bool | None:
         """Whether to wake the writer: None (no need), False (start the flush timer), True (flush now).
