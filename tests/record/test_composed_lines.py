@@ -126,3 +126,14 @@ def test_the_bounds_count_a_composed_line_exactly(make_writer, run_id):
             assert run.failure is not None and run.failure.code is FailureCode.EVENT_TOO_LARGE
             assert f"is {size} bytes" in run.failure.message
         run.close()
+
+
+def test_a_payload_changed_after_append_to_is_recorded_as_it_was(writer, run_id):
+    run = writer.open_run(session_id="snapshot", run_id=run_id)
+    value = {"party": ["ann"]}
+    run.append_to(run.head("slot_write", turn_index=0), {"slot": "guests", "value": value}, 1_764_600_000_000_000_000)
+    value["party"].append("bob")  # the app goes on with its object before the writer thread runs
+    run.close()
+    writer.force_flush()
+    (line,) = (run.path / "events.ndjson").read_bytes().splitlines()
+    assert orjson.loads(line)["payload"]["value"] == {"party": ["ann"]}
