@@ -10,6 +10,11 @@ Contract::
     text = encode_json(value)       # one value as JSON text (a span attribute), by the same rules
     record = decode_line(line)      # ValueError unless the line is a JSON object
 
+    # the same line in parts, for a producer that numbers and stamps on another thread:
+    head = encode_head(type, session_id, run_id, turn_index, message_id, tool_call_id, trace_id, span_id)
+    body = encode_payload(payload)  # None: only encode_record can tell (a value deep enough to cut)
+    line = compose_line(seq, at_ns, head, body)   # == encode_record(the record), composed_size(seq, head, body) bytes
+
 A record nests at most ``MAX_DEPTH`` levels (the record object is level 1). Deeper objects and
 arrays, which JSON codecs cannot all encode or decode (orjson stops at 255 levels), are replaced
 by ``DEPTH_MARKER`` and the record says so with ``"truncated": "depth"``, on encoding and again on
@@ -38,8 +43,12 @@ __all__ = [
     "EventType",
     "RunKind",
     "TRUNCATED_FIELD",
+    "compose_line",
+    "composed_size",
     "decode_line",
+    "encode_head",
     "encode_json",
+    "encode_payload",
     "encode_record",
     "format_timestamp",
     "parse_timestamp",
@@ -234,6 +243,62 @@ def encode_json(value: Any) -> bytes:
     except TypeError:
         text = None
     return _encode(value, orjson.OPT_NON_STR_KEYS, text)[0]
+
+
+# A record's line in parts. The record's fields are, in order: ``seq``, ``at``, the head (``type``,
+# ``session_id``, ``run_id``, the correlation fields present, the ``payload`` key), the payload.
+# orjson writes a dict as its keys' and values' texts joined, with no whitespace, so the parts
+# joined are byte for byte the whole record's encoding.
+_LINE = b'{"seq":%d,"at":"%b",%b%b}\n'
+_LINE_FIXED = len(_LINE % (0, b"", b"", b"")) - 1  # the seq's digits and the timestamp aside
+_TIMESTAMP_SIZE = len("2026-11-29T22:52:01.123456Z")
+COMPOSED_AT_NS = range(0, 253_402_300_800 * 1_000_000_000)
+"""Event times whose ``at`` is ``_TIMESTAMP_SIZE`` characters (years 1970–9999): ``composed_size`` holds."""
+_SHORT_PAYLOAD = _SHORT_LINE - 2
+"""Bytes a payload needs to nest ``MAX_DEPTH`` levels (in the record: past ``MAX_DEPTH``)."""
+
+
+def encode_head(
+    event_type: str,
+    session_id: str,
+    run_id: str,
+    turn_index: int | None = None,
+    message_id: str | None = None,
+    tool_call_id: str | None = None,
+    trace_id: str | None = None,
+    span_id: str | None = None,
+) -> bytes:
+    """The record's fields from ``type`` to the ``payload`` key, as ``encode_record`` writes them
+    (``None`` fields left out), for ``compose_line``: one encoding per message or span."""
+    fields: dict[str, Any] = {"type": event_type, "session_id": session_id, "run_id": run_id}
+    for key, value in zip(CORRELATION_FIELDS, (turn_index, message_id, tool_call_id, trace_id, span_id)):
+        if value is not None:
+            fields[key] = value
+    fields["payload"] = None
+    return encode_record(fields)[1:-6]  # up to ``null}\n``
+
+
+def encode_payload(payload: dict[str, Any]) -> bytes | None:
+    """The payload as ``encode_record`` writes it inside a record, or None when only
+    ``encode_record`` can tell: a value it must fall back for (lone surrogates) or one nested deep
+    enough that the record might pass ``MAX_DEPTH``."""
+    try:
+        text = orjson.dumps(payload, default=_encode_fallback, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return None
+    if len(text) <= _SHORT_PAYLOAD or _openers(text) < MAX_DEPTH:
+        return text
+    return None
+
+
+def composed_size(seq: int, head: bytes, payload: bytes) -> int:
+    """The length of ``compose_line(seq, at_ns, head, payload)`` for an ``at_ns`` in ``COMPOSED_AT_NS``."""
+    return _LINE_FIXED + len(str(seq)) + _TIMESTAMP_SIZE + len(head) + len(payload)
+
+
+def compose_line(seq: int, at_ns: int, head: bytes, payload: bytes) -> bytes:
+    """The record's NDJSON line from its parts: ``encode_record`` of the same record, byte for byte."""
+    return _LINE % (seq, format_timestamp(at_ns).encode(), head, payload)
 
 
 _STRUCTURE = re.compile(rb'[\[\]{}"]')

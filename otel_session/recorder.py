@@ -5,12 +5,16 @@ Contract::
     run = writer.open_run(...)                      # -> RunRecorder (see otel_session.write)
     run.append(type, payload, at_ns=...)            # -> AppendResult; never raises, never blocks on disk
     run.append_events(events) -> int                # a batch under one lock: how many were accepted
+    head = run.head(type, turn_index=..., message_id=..., trace_id=..., span_id=...)  # once per message
+    run.append_to(head, payload, at_ns) -> bool     # the hot path: encoded and stamped by the writer
     run.close(run_status=None, reorder=None, capture_extras=None)   # drain, (rewrite,) seal
     run.failure, run.sealed, run.wait_sealed(timeout)
     run.written(run.enqueued_seq) -> Written        # in the journal file yet? (BundleWriter.wait_written)
 
-``seq`` is assigned at enqueue. Reaching a queue bound, an oversized event or an append error marks
-the capture ``failed`` with a ``FailureCode``, stops the recording and is logged. ``reorder`` is a
+``seq`` is assigned at enqueue. ``append_to`` encodes only the payload on the caller's thread (a
+snapshot, and the line's exact size for the bounds); the writer thread formats the timestamp and
+joins the line, byte for byte ``encode_record``'s (``journal.compose_line``). Reaching a queue
+bound, an oversized event or an append error marks the capture ``failed`` with a ``FailureCode``, stops the recording and is logged. ``reorder`` is a
 mechanism, not a policy: the recorder rewrites the journal sorted by the caller's key (the
 collector's assembly decides when, and which ``capture_extras`` say so); when that moved any
 record, ``capture.json`` says ``"resequenced": true`` so a live follower knows its ``seq``s changed.
@@ -38,7 +42,19 @@ from otel_session.files import (
     write_fully,
     write_terminal_capture,
 )
-from otel_session.journal import CAPTURE_SCHEMA, CaptureStatus, EventType, decode_line, encode_record, format_timestamp
+from otel_session.journal import (
+    CAPTURE_SCHEMA,
+    COMPOSED_AT_NS,
+    CaptureStatus,
+    EventType,
+    compose_line,
+    composed_size,
+    decode_line,
+    encode_head,
+    encode_payload,
+    encode_record,
+    format_timestamp,
+)
 from otel_session.log import get_logger
 
 if TYPE_CHECKING:
@@ -48,6 +64,7 @@ __all__ = [
     "AppendResult",
     "CaptureFailure",
     "FailureCode",
+    "RecordHead",
     "Reorder",
     "RunLockedError",
     "RunRecorder",
@@ -131,6 +148,20 @@ class Reorder(Enum):
     """The rewrite failed (logged): the journal stays as appended."""
 
 
+class RecordHead:
+    """A record's fields that stay the same across many records (type, ids, turn), encoded once."""
+
+    __slots__ = ("type", "correlation", "encoded", "size")
+
+    def __init__(self, event_type: str, correlation: tuple[Any, ...], encoded: bytes) -> None:
+        self.type = event_type
+        self.correlation = correlation
+        """``(turn_index, message_id, tool_call_id, trace_id, span_id)``, as ``RunRecorder._record`` takes them."""
+        self.encoded = encoded
+        self.size = composed_size(0, encoded, b"") - 1
+        """A line's bytes but the seq's digits and the payload's."""
+
+
 class Written(Enum):
     """Where records handed to a recorder are (:meth:`RunRecorder.written`)."""
 
@@ -197,7 +228,8 @@ class RunRecorder:
         self._next_seq = next_seq
         self._written_seq = next_seq - 1
         """The last ``seq`` handed to the OS (``write`` returned): it survives a kill of this process."""
-        self._pending: list[bytes] = []
+        self._pending: list[bytes | tuple[int, int, bytes, bytes]] = []
+        """Queued lines, or ``append_to``'s parts of one (``compose_line``'s arguments)."""
         self._pending_bytes = 0
         self._scheduled = False
         self._full_signalled = False
@@ -246,6 +278,44 @@ class RunRecorder:
             for event in events
         ])
 
+    def head(
+        self,
+        event_type: str | EventType,
+        *,
+        turn_index: int | None = None,
+        message_id: str | None = None,
+        tool_call_id: str | None = None,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+    ) -> RecordHead:
+        """The fields records of one kind share (a message's deltas, a turn's slot writes), for
+        :meth:`append_to`: encoded once, not per record."""
+        event_type = event_type.value if isinstance(event_type, EventType) else event_type
+        correlation = (turn_index, message_id, tool_call_id, trace_id, span_id)
+        return RecordHead(event_type, correlation, encode_head(event_type, self.session_id, self.run_id, *correlation))
+
+    def append_to(self, head: RecordHead, payload: dict[str, Any] | None, at_ns: int) -> bool:
+        """Enqueue one record of ``head``: the payload is encoded now (later changes to it are not
+        recorded), the line is composed by the writer thread. False when refused (the capture
+        stopped). Never raises, never blocks on disk."""
+        body = None if payload is None else encode_payload(payload)
+        if body is None or at_ns not in COMPOSED_AT_NS:  # a value only encode_record can tell about
+            return self._enqueue([self._record(head.type, at_ns, *head.correlation, payload)]) == 1
+        with self._lock:
+            if not self._accepting:
+                return False
+            seq = self._next_seq
+            size = head.size + len(str(seq)) + len(body)
+            queued_bytes = self._pending_bytes
+            if not self._fits_locked(seq, head.type, size, len(self._pending), queued_bytes):
+                return False
+            self._pending.append((seq, at_ns, head.encoded, body))
+            self._next_seq = seq + 1
+            wake = self._queued_locked(queued_bytes + size)
+        if wake is not None:
+            self._writer.schedule(self, urgent=wake)
+        return True
+
     def _record(
         self,
         event_type: str,
@@ -281,7 +351,6 @@ class RunRecorder:
     def _enqueue(self, records: list[dict[str, Any]]) -> int:
         """Number, encode and queue ``records`` in order; stop the capture at the first that
         would pass a bound. Returns how many were queued."""
-        limits = self._limits
         with self._lock:
             if not self._accepting:
                 return 0
@@ -293,41 +362,48 @@ class RunRecorder:
                 record["seq"] = seq
                 line = encode_record(record)
                 size = len(line)
-                if (size > limits.max_event_bytes or len(pending) >= limits.max_queue_records
-                        or queued_bytes + size > limits.max_queue_bytes):
-                    self._fail_bound_locked(record, size, len(pending), queued_bytes)
+                if not self._fits_locked(seq, record["type"], size, len(pending), queued_bytes):
                     break
                 pending.append(line)
                 queued_bytes += size
                 seq += 1
                 queued += 1
             self._next_seq = seq
-            self._pending_bytes = queued_bytes
-            if len(pending) > self.peak_queued_records:
-                self.peak_queued_records = len(pending)
-            if queued_bytes > self.peak_queued_bytes:
-                self.peak_queued_bytes = queued_bytes
-            wake = self._wake_locked() if queued else None
+            wake = self._queued_locked(queued_bytes) if queued else None
         if wake is not None:
             self._writer.schedule(self, urgent=wake)
         return queued
 
-    def _fail_bound_locked(self, record: dict[str, Any], size: int, queued: int, queued_bytes: int) -> None:
+    def _queued_locked(self, queued_bytes: int) -> bool | None:
+        """Records were queued: note the queue's size and peaks; whether to wake the writer (``_wake_locked``)."""
+        self._pending_bytes = queued_bytes
+        if len(self._pending) > self.peak_queued_records:
+            self.peak_queued_records = len(self._pending)
+        if queued_bytes > self.peak_queued_bytes:
+            self.peak_queued_bytes = queued_bytes
+        return self._wake_locked()
+
+    def _fits_locked(self, seq: int, event_type: str, size: int, queued: int, queued_bytes: int) -> bool:
+        """Whether a record of ``size`` bytes fits the bounds; if not, the capture fails with the bound's code."""
         limits = self._limits
+        if size <= limits.max_event_bytes and queued < limits.max_queue_records and (
+                queued_bytes + size <= limits.max_queue_bytes):
+            return True
         if size > limits.max_event_bytes:
             self._fail_locked(
                 FailureCode.EVENT_TOO_LARGE,
-                f"event seq {record['seq']} ({record['type']}) is {size} bytes; the limit is {limits.max_event_bytes}",
+                f"event seq {seq} ({event_type}) is {size} bytes; the limit is {limits.max_event_bytes}",
             )
         elif queued >= limits.max_queue_records:
             self._fail_locked(
-                FailureCode.QUEUE_RECORDS_EXCEEDED, f"{limits.max_queue_records} records already queued at seq {record['seq']}"
+                FailureCode.QUEUE_RECORDS_EXCEEDED, f"{limits.max_queue_records} records already queued at seq {seq}"
             )
         else:
             self._fail_locked(
                 FailureCode.QUEUE_BYTES_EXCEEDED,
-                f"{queued_bytes} bytes already queued at seq {record['seq']}; the limit is {limits.max_queue_bytes}",
+                f"{queued_bytes} bytes already queued at seq {seq}; the limit is {limits.max_queue_bytes}",
             )
+        return False
 
     def _wake_locked(self) -> bool | None:
         """Whether to wake the writer: None (no need), False (start the flush timer), True (flush now).
@@ -447,8 +523,10 @@ class RunRecorder:
             self._seal_claimed = self._close_requested
             discard = self._discard_pending
             upto = self._next_seq - 1
-        if pending and not discard and not self._io_failed() and self._write_batch(pending):
-            self._written_seq = upto
+        if pending and not discard and not self._io_failed():
+            lines = [entry if type(entry) is bytes else compose_line(*entry) for entry in pending]
+            if self._write_batch(lines):
+                self._written_seq = upto
         return seal
 
     def _io_failed(self) -> bool:

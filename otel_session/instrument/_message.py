@@ -53,13 +53,12 @@ class MessageHandle:
         """Per content block: the redacting stream its deltas pass through (PII split across
         deltas is held back until it is whole)."""
         self._add_event = event_adder(span)
-        self._journal = run_handle.journal_recorder
-        self._correlation = {
-            "turn_index": turn_index,
-            "message_id": message_id,
-            "trace_id": run_handle.trace_id_hex,
-            "span_id": self.span_id_hex,
-        }
+        journal = self._journal = run_handle.journal_recorder
+        self._delta_head = None if journal is None else journal.head(
+            _DELTA, turn_index=turn_index, message_id=message_id, trace_id=run_handle.trace_id_hex,
+            span_id=self.span_id_hex,
+        )
+        """The fields every delta record of this message shares, encoded once."""
 
     def text(self, text: str, *, index: int = 0, kind: str = "text") -> None:
         """Set the whole text of content block ``index`` (a message that does not stream)."""
@@ -111,7 +110,7 @@ class MessageHandle:
         self._add_event(_DELTA_EVENT, _encode_delta(payload), at_ns)
         journal = self._journal
         if journal is not None:
-            journal.append(_DELTA, payload, at_ns=at_ns, **self._correlation)
+            journal.append_to(self._delta_head, payload, at_ns)  # type: ignore[arg-type]
 
     def event(self, event_type: str, payload: dict[str, Any]) -> JournalEvent:
         """A raw record of this message, now, redacted once."""

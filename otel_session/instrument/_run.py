@@ -6,6 +6,8 @@ Contract::
         handle.run_id, handle.session_id
     handle.event(type, raw_payload, span_id, turn_index, ...) -> JournalEvent  # now, redacted once
     handle.emit(type, raw_payload)            # a record as a span event on the run's span, and journaled
+    events = SpanEvents(handle, span, span_id_hex, turn_index)   # the same on another span (a turn's)
+    events.emit(type, raw_payload)
     handle.start_span(name, started, attrs)   # a child span opening with record ``started``
     handle.append(event)                      # journal a redacted record (never raises)
 
@@ -26,16 +28,17 @@ from otel_session.instrument import _clock, _runtime
 from otel_session.instrument._context import SCOPE_KEY, Scope, current_session_id, open_run_for
 from otel_session.instrument._log import capture_failed, warn_once
 from otel_session.instrument._section import Nothing, Section, label
-from otel_session.instrument._spans import mark_error
+from otel_session.instrument._spans import event_adder, mark_error
 from otel_session.journal import EventType, RunKind, run_id_from_trace_id
 from otel_session.normalize import JournalEvent
 from otel_session.normalize.codec import EVENT_NAMES, encode
 
 if TYPE_CHECKING:
     from otel_session.instrument._runtime import Recorder
+    from otel_session.recorder import RecordHead
     from otel_session.write import RunRecorder
 
-__all__ = ["ChildSection", "RunHandle", "run"]
+__all__ = ["ChildSection", "RunHandle", "SpanEvents", "run"]
 
 _NO_RUN = Nothing(run_id=None, session_id=None, trace_id=None, open=False)
 """What ``run()`` yields when recording could not be configured: ids are None."""
@@ -70,6 +73,7 @@ class RunHandle:
         self._recorder = recorder
         self.journal_recorder: RunRecorder | None = None
         self.open = True
+        self._events = SpanEvents(self, span, self.span_id_hex, None)
 
     def append(self, event: JournalEvent) -> None:
         """Append one (already redacted) record to this run's bundle, if it records one."""
@@ -100,9 +104,7 @@ class RunHandle:
 
     def emit(self, event_type: str, payload: dict[str, Any]) -> None:
         """A record on the run's span (a span event) and in its journal."""
-        event = self.event(event_type, payload)
-        self.span.add_event(EVENT_NAMES[event.type], encode(event.type, event.payload), timestamp=event.at_ns)
-        self.append(event)
+        self._events.emit(event_type, payload)
 
     def start_span(self, name: str, started: JournalEvent, attributes: dict[str, Any]) -> trace.Span:
         """A child span that opens with the (redacted) record ``started``: its fields become the span's
@@ -128,6 +130,33 @@ class RunHandle:
     def abandon(self) -> None:
         """Finish as interrupted (the recorder is shutting down with this run still open)."""
         self.finish("interrupted")
+
+
+class SpanEvents:
+    """Records that travel as events of one span (the run's, a turn's) and are journaled: each
+    record type's shared fields (type, turn, trace and span ids) are encoded once, on first use."""
+
+    def __init__(self, run_handle: RunHandle, span: trace.Span, span_id_hex: str, turn_index: int | None) -> None:
+        self._run = run_handle
+        self._add_event = event_adder(span)
+        self._span_id = span_id_hex
+        self._turn_index = turn_index
+        self._heads: dict[str, RecordHead] = {}
+
+    def emit(self, event_type: str, payload: dict[str, Any]) -> None:
+        """One record, now: redacted once, added to the span as an event and journaled."""
+        run_handle = self._run
+        at_ns = _clock.now_ns()
+        redacted = run_handle._redact_payload(event_type, payload)
+        self._add_event(EVENT_NAMES[event_type], encode(event_type, redacted), at_ns)  # type: ignore[arg-type]
+        journal = run_handle.journal_recorder
+        if journal is not None:
+            head = self._heads.get(event_type)
+            if head is None:
+                head = self._heads[event_type] = journal.head(
+                    event_type, turn_index=self._turn_index, trace_id=run_handle.trace_id_hex, span_id=self._span_id
+                )
+            journal.append_to(head, redacted, at_ns)
 
 
 class run(Section):  # noqa: N801

@@ -8,6 +8,7 @@ Contract::
 
 from __future__ import annotations
 
+import logging
 import traceback
 from collections.abc import Callable
 from types import MappingProxyType
@@ -22,30 +23,53 @@ from otel_session.redact import Redactor
 
 __all__ = ["event_adder", "mark_error"]
 
+logger = logging.getLogger("opentelemetry.sdk.trace")
+"""The SDK's logger: a record on an ended span is said where the SDK says it."""
+
+
+class _OwnEvent(_SdkEvent):
+    """An SDK ``Event`` made from attributes already valid: ``Event.__init__`` less its base-class
+    call (what it sets, set directly)."""
+
+    def __init__(self, name: str, attributes: MappingProxyType[str, Any], timestamp: int) -> None:
+        self._name = name
+        self._attributes = attributes
+        self._timestamp = timestamp
+
 
 def event_adder(span: trace.Span) -> Callable[[str, dict[str, Any], int], None]:
     """``span.add_event`` for attributes this module built itself (known types, few keys).
 
     The SDK's ``add_event`` re-validates every attribute into a ``BoundedAttributes``; that is most
     of its cost. For our own events the values are already valid, so the event is appended as an
-    immutable mapping directly. Falls back to the public ``add_event`` when the SDK's internals
-    differ or an attribute length/count limit would have to be applied.
+    immutable mapping directly, under the span's lock and only while it has not ended, as the
+    SDK's ``_add_event`` does (and said once per call like it, when it has). Falls back to the
+    public ``add_event`` when the SDK's internals differ or an attribute length/count limit would
+    have to be applied.
     """
-    append = getattr(span, "_add_event", None)
+    events = getattr(span, "_events", None)
+    lock = getattr(span, "_lock", None)
     limits = getattr(span, "_limits", None)
     if (
-        append is None
+        not hasattr(events, "append")
+        or lock is None
+        or not hasattr(span, "_end_time")
         or limits is None
         or limits.max_attribute_length is not None
         or (limits.max_event_attributes is not None and limits.max_event_attributes < 8)
     ):
         return lambda name, attributes, timestamp: span.add_event(name, attributes, timestamp=timestamp)
+    append = events.append  # type: ignore[union-attr]
 
     def add_event(name: str, attributes: dict[str, Any], timestamp: int) -> None:
-        append(_SdkEvent(name, MappingProxyType(attributes), timestamp))
+        event = _OwnEvent(name, MappingProxyType(attributes), timestamp)
+        with lock:
+            if span._end_time is None:  # type: ignore[attr-defined]
+                append(event)
+                return
+        logger.warning("Tried calling %s on an ended span.", "_add_event")
 
     return add_event
-
 
 
 def mark_error(span: trace.Span, exc: BaseException, redactor: Redactor) -> None:

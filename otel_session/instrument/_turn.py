@@ -24,11 +24,10 @@ from otel_session import semconv as sc
 from otel_session.instrument import reconcile
 from otel_session.instrument._context import SCOPE_KEY, Scope, open_run_for, scope_of
 from otel_session.instrument._log import capture_failed
-from otel_session.instrument._run import ChildSection, RunHandle
+from otel_session.instrument._run import ChildSection, RunHandle, SpanEvents
 from otel_session.instrument._section import Nothing, label, labels
-from otel_session.instrument._spans import event_adder
 from otel_session.journal import EventType
-from otel_session.normalize.codec import EVENT_NAMES, encode
+from otel_session.normalize.codec import encode
 
 __all__ = ["TurnHandle", "guard", "slot_write", "transition", "turn"]
 
@@ -61,14 +60,9 @@ class TurnHandle:
         self.guards_truncated = 0
         self.finished = False
         self._lock = threading.Lock()
-        self._add_event = event_adder(span)
-
-    def emit(self, event_type: str, payload: dict[str, Any]) -> None:
-        """A raw record of this turn, now: redacted once, on the turn's span (an event) and journaled."""
-        run_handle = self.run
-        event = run_handle.event(event_type, payload, self.span_id_hex, self.index)
-        self._add_event(EVENT_NAMES[event_type], encode(event_type, event.payload), event.at_ns)
-        run_handle.append(event)
+        self.emit = SpanEvents(run_handle, span, self.span_id_hex, index).emit
+        """``emit(type, raw_payload)``: a record of this turn, now: redacted once, on the turn's span
+        (an event) and journaled."""
 
     def finish(
         self,

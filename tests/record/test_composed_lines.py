@@ -1,0 +1,139 @@
+"""A record's line in parts (``RunRecorder.append_to``: the payload encoded by the producer, the line
+joined by the writer thread) is ``encode_record``'s line byte for byte, and its size, counted at
+enqueue for the bounds, is the line's exact length."""
+
+from __future__ import annotations
+
+import uuid
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otel_session.journal import (
+    COMPOSED_AT_NS,
+    DEPTH_MARKER,
+    MAX_DEPTH,
+    compose_line,
+    composed_size,
+    encode_head,
+    encode_payload,
+    encode_record,
+    format_timestamp,
+)
+from otel_session.write import FailureCode
+
+TEXT = st.text(max_size=12) | st.sampled_from(["a\ud800b", 'quo"te\\', "tab\tnew\nline\x00\x7f", "é漢🙂"])
+PLAIN = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False) | st.text(max_size=8)
+VALUES = st.recursive(
+    PLAIN | TEXT | st.sampled_from([{1, 2}, b"\xff", (1, "x"), object()]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT | st.integers(0, 9), inner, max_size=3),
+    max_leaves=12,
+)
+IDS = st.none() | TEXT
+
+
+def nested(depth: int) -> object:
+    value: object = "leaf"
+    for level in range(depth):
+        value = {"k": value} if level % 2 else [value]
+    return value
+
+
+def whole(seq, at_ns, fields, payload) -> bytes:
+    event_type, session_id, run_id, *correlation = fields
+    record = {"seq": seq, "at": format_timestamp(at_ns), "type": event_type, "session_id": session_id, "run_id": run_id}
+    for key, value in zip(("turn_index", "message_id", "tool_call_id", "trace_id", "span_id"), correlation):
+        if value is not None:
+            record[key] = value
+    if payload is not None:
+        record["payload"] = payload
+    return encode_record(record)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    seq=st.integers(1, 10**12),
+    at_ns=st.integers(COMPOSED_AT_NS.start, COMPOSED_AT_NS.stop - 1),
+    fields=st.tuples(TEXT, TEXT, TEXT, st.none() | st.integers(0, 10**6), IDS, IDS, IDS, IDS),
+    payload=st.dictionaries(TEXT, VALUES, max_size=4),
+)
+def test_a_composed_line_is_the_whole_records_encoding(seq, at_ns, fields, payload):
+    body = encode_payload(payload)
+    if body is None:  # a value only encode_record can tell about: the recorder encodes the whole record
+        return
+    head = encode_head(*fields)
+    line = compose_line(seq, at_ns, head, body)
+    assert line == whole(seq, at_ns, fields, payload)
+    assert composed_size(seq, head, body) == len(line)
+
+
+def test_only_values_that_need_the_whole_record_are_left_to_it():
+    assert encode_payload({"index": 0, "kind": "text", "delta": 'a "quoted" é\n'}) is not None
+    assert encode_payload({"value": {1, 2}, "previous": object(), 3: b"\xff"}) is not None  # the fallback is the same
+    assert encode_payload({"value": nested(MAX_DEPTH - 2)}) is not None  # the record is MAX_DEPTH levels deep
+    assert encode_payload({"value": nested(MAX_DEPTH - 1)}) is None  # one more would be cut: encode_record says so
+    assert encode_payload({"delta": "a\ud800b"}) is None
+    assert DEPTH_MARKER.encode() in whole(1, 0, ("t", "s", "r", None, None, None, None, None),
+                                          {"value": nested(MAX_DEPTH - 1)})
+
+
+RECORDS = [
+    ("assistant_delta", {"index": 0, "kind": "text", "delta": "Sure"}, 1_764_600_000_123_456_789),
+    ("assistant_delta", {"index": 0, "kind": "text", "delta": "a\ud800b"}, 1_764_600_000_123_456_790),
+    ("slot_write", {"slot": "x", "value": {1, 2}, "previous": object(), "source": None}, 1_764_600_000_123_456_791),
+    ("tool_execution_started", {"name": "t", "arguments": nested(300)}, 1_764_600_000_123_456_792),
+    ("turn_started", None, 0),
+    ("turn_started", {"state": "far"}, 300_000_000_000 * 1_000_000_000),  # the year 11476: a longer ``at``
+    ("turn_started", {"state": "before"}, -1_000),
+]
+
+
+def test_append_to_writes_what_append_writes(make_writer, run_id):
+    writer = make_writer()
+    by_parts = writer.open_run(session_id="parts", run_id=run_id)
+    by_record = writer.open_run(session_id="parts", run_id=f"run-{uuid.uuid4()}")
+    ids = {"turn_index": 3, "message_id": "m\udfff", "trace_id": "ab" * 16, "span_id": "cd" * 8}
+    for event_type, payload, at_ns in RECORDS:
+        head = by_parts.head(event_type, **ids)
+        assert by_parts.append_to(head, payload, at_ns) is True
+        by_record.append(event_type, payload, at_ns=at_ns, **ids)
+    by_parts.close()
+    by_record.close()
+    writer.force_flush()
+    lines = (by_parts.path / "events.ndjson").read_bytes()
+    assert lines == (by_record.path / "events.ndjson").read_bytes().replace(by_record.run_id.encode(), by_parts.run_id.encode())
+    assert [orjson.loads(line)["seq"] for line in lines.splitlines()] == list(range(1, len(RECORDS) + 1))
+
+
+def test_the_bounds_count_a_composed_line_exactly(make_writer, run_id):
+    payload = {"index": 0, "kind": "text", "delta": "x" * 100}
+    probe = make_writer()
+    run = probe.open_run(session_id="sizes-p", run_id=run_id)  # as long as the ids below
+    run.append_to(run.head("assistant_delta", message_id="m"), payload, 1_764_600_000_000_000_000)
+    run.close()
+    probe.force_flush()
+    size = len((run.path / "events.ndjson").read_bytes())
+    for name, limit, accepted in (("sizes-a", size, True), ("sizes-b", size - 1, False)):
+        writer = make_writer(max_event_bytes=limit, flush_interval_s=60.0)
+        run = writer.open_run(session_id=name, run_id=run_id)
+        head = run.head("assistant_delta", message_id="m")
+        assert run.append_to(head, payload, 1_764_600_000_000_000_000) is accepted
+        assert run.append_to(head, {**payload, "delta": "y" * 100}, 1_764_600_000_000_000_000) is accepted
+        if accepted:
+            assert run.peak_queued_bytes == 2 * size  # nothing written yet: the queue holds both lines, counted exactly
+        else:
+            assert run.failure is not None and run.failure.code is FailureCode.EVENT_TOO_LARGE
+            assert f"is {size} bytes" in run.failure.message
+        run.close()
+
+
+def test_a_payload_changed_after_append_to_is_recorded_as_it_was(writer, run_id):
+    run = writer.open_run(session_id="snapshot", run_id=run_id)
+    value = {"party": ["ann"]}
+    run.append_to(run.head("slot_write", turn_index=0), {"slot": "guests", "value": value}, 1_764_600_000_000_000_000)
+    value["party"].append("bob")  # the app goes on with its object before the writer thread runs
+    run.close()
+    writer.force_flush()
+    (line,) = (run.path / "events.ndjson").read_bytes().splitlines()
+    assert orjson.loads(line)["payload"]["value"] == {"party": ["ann"]}
