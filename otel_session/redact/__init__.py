@@ -411,6 +411,10 @@ class Redactor:
         record of a dialogue: one allow-list check, and a hashed value found in the cache at once)."""
         result = dict(payload)
         slot = payload.get("slot", "")
+        for key in _SLOT_LABEL_KEYS:  # the slot's name and source: vocabulary, scanned like it
+            label = result.get(key)
+            if type(label) is str:
+                result[key] = self._scan(label)
         if (slot if type(slot) is str else str(slot)) in self._keep_slots:
             return result
         cached = self._slot_hashes
@@ -476,6 +480,9 @@ class Redactor:
         for key in ("reason", "candidates"):
             if key in payload:
                 result[key] = self.free_leaves(payload[key])
+        for key in ("from", "to"):  # states: vocabulary, scanned like a structural record's
+            if type(payload.get(key)) is str:
+                result[key] = self._scan(payload[key])
         return result
 
     def _structural_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -531,6 +538,7 @@ def _delta_block(event: JournalEvent) -> tuple[str | None, int] | None:
 
 
 _SLOT_VALUE_KEYS = ("value", "previous")
+_SLOT_LABEL_KEYS = ("slot", "source")
 _SPAN_ID = re.compile(r"[0-9a-f]{16}").fullmatch
 _STRUCTURAL_KEYS = frozenset({"role", "kind", "index", "status", "name", "settled", "stop_reason"})
 
