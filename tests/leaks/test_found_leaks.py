@@ -45,3 +45,25 @@ def test_an_address_after_a_word_and_a_dot_is_found(redactor):
     assert redactor.map_key("peer.2001:db8:cafe:1::17") == "peer.[ipv6]"
     assert redactor.map_key("net.peer.198.51.100.7") == "net.peer.[ipv4]"
     assert redactor.text("version 1.2.3.4.5 and v2.10.0.1.2") == "version 1.2.3.4.5 and v2.10.0.1.2"
+
+
+def test_ids_given_to_the_api_are_stored_as_ids_are():
+    """``message(message_id=)`` and ``tool_execution(call_id=)`` took the app's id as given, into
+    the bundle and onto the span; now PII in them is a keyed hash, the same in every record."""
+    import otel_session
+    from otel_session.testing import capture_bundle
+
+    phone = "+1 415 00001 0199"
+    with capture_bundle() as captured:
+        with otel_session.session("ids"), otel_session.run(agent="ids"):
+            with otel_session.message("user", message_id=f"msg {phone}") as message:
+                message.text("hello")
+            with otel_session.tool_execution("lookup", call_id=f"call {phone}") as tool:
+                tool.finish(result="ok")
+    records = captured.bundle.events
+    message_ids = {e["message_id"] for e in records if e.get("message_id")}
+    call_ids = {e["tool_call_id"] for e in records if e.get("tool_call_id")}
+    assert len(message_ids) == 1 and len(call_ids) == 1
+    assert all(value.startswith(("msg hmac-sha256:", "call hmac-sha256:")) for value in message_ids | call_ids)
+    spans = repr([dict(span.attributes) for span in captured.spans])
+    assert "415" not in spans and "msg hmac-sha256:" in spans
