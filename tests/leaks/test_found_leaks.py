@@ -67,3 +67,37 @@ def test_ids_given_to_the_api_are_stored_as_ids_are():
     assert all(value.startswith(("msg hmac-sha256:", "call hmac-sha256:")) for value in message_ids | call_ids)
     spans = repr([dict(span.attributes) for span in captured.spans])
     assert "415" not in spans and "msg hmac-sha256:" in spans
+
+
+def test_lookup_answers_name_the_stored_id_never_the_one_asked_for(tmp_path):
+    """Asked by a caller's number, the viewer found the session through its hash and echoed the
+    number back (JSON ``session_id``, the page's title); an unknown id came back in the 404 text,
+    and so in ``otel-session facts``'s error. Answers now name the stored id, errors mask PII."""
+    import urllib.parse
+
+    from click.testing import CliRunner
+
+    import otel_session
+    from otel_session.cli import main
+    from otel_session.resolve import SessionNotFound
+    from otel_session.testing import capture_bundle
+    from otel_session.viewer import create_app
+
+    caller, stranger = "caller +1 415 00001 0199", "caller +1 415 00002 0199"
+    with capture_bundle(tmp_path) as captured:
+        with otel_session.session(caller), otel_session.run(agent="lookup"):
+            otel_session.slot_write("x", 1)
+    stored = captured.bundle.session_id
+    assert stored.startswith("caller hmac-sha256:")
+    client = create_app({"BUNDLE_DIR": str(tmp_path), "TESTING": True}).test_client()
+    for asked in (caller, stored):
+        quoted = urllib.parse.quote(asked, safe="")
+        assert client.get(f"/api/sessions/{quoted}/runs").get_json()["session_id"] == stored
+        assert client.get(f"/api/sessions/{quoted}/feedback").get_json()["session_id"] == stored
+        page = client.get(f"/sessions/{quoted}")
+        assert page.status_code == 200 and b"415" not in page.get_data() and stored.encode() in page.get_data()
+    missing = client.get(f"/api/sessions/{urllib.parse.quote(stranger, safe='')}/runs")
+    assert missing.status_code == 404 and b"415" not in missing.get_data()
+    assert str(SessionNotFound(stranger)) == "session 'caller [phone]' has no runs"
+    outcome = CliRunner().invoke(main, ["facts", stranger, "--dir", str(tmp_path)])
+    assert outcome.exit_code != 0 and "[phone]" in outcome.output and "415" not in outcome.output
