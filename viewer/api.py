@@ -78,21 +78,25 @@ def all_runs() -> Response:
 @bp.get("/sessions/<path:session_id>/runs")
 def runs(session_id: str) -> Response:
     """List the runs of one session (eval runs too, with their ``eval_id``), newest first."""
-    return jsonify(session_id=session_id, runs=list(map(public_run, store().runs(session_id))))
+    found = store().runs(session_id)
+    # The id as stored (its keyed hash when the one asked for holds PII): an answer never echoes it.
+    return jsonify(session_id=found[0]["session_id"], runs=list(map(public_run, found)))
 
 
 @bp.get("/sessions/<path:session_id>/feedback")
 def past_feedback(session_id: str) -> Response:
     """Every feedback record on the session's runs, newest first."""
+    found = store().runs(session_id)
+    stored = found[0]["session_id"]  # as stored: the directory's id, never the one asked for echoed
     records = [
         record
-        for summary in store().runs(session_id)
+        for summary in found
         for record in feedback_index().records(
-            layout.run_path(store().root, session_id, summary["run_id"], eval_id=summary.get("eval_id"))
+            layout.run_path(store().root, stored, summary["run_id"], eval_id=summary.get("eval_id"))
         )
     ]
     records.sort(key=lambda record: str(record.get("at", "")), reverse=True)
-    return jsonify(session_id=session_id, feedback=records)
+    return jsonify(session_id=stored, feedback=records)
 
 
 @bp.get("/sessions/<path:session_id>/facts")

@@ -26,8 +26,9 @@ def sessions() -> str:
 @bp.get("/sessions/<path:session_id>")
 def session(session_id: str) -> str:
     """Show one session: its runs (eval runs too), what went wrong, facts of the chosen run, feedback."""
-    store().runs(session_id)  # 404 when the session has no runs
-    return render_template("session.html", session_id=session_id)
+    runs = store().runs(session_id)  # 404 when the session has no runs
+    # The id as stored (its keyed hash when the one asked for holds PII): the page never echoes it.
+    return render_template("session.html", session_id=runs[0]["session_id"])
 
 
 @bp.get("/sessions/<path:session_id>/runs/<run_id>")
