@@ -101,3 +101,19 @@ def test_lookup_answers_name_the_stored_id_never_the_one_asked_for(tmp_path):
     assert str(SessionNotFound(stranger)) == "session 'caller [phone]' has no runs"
     outcome = CliRunner().invoke(main, ["facts", stranger, "--dir", str(tmp_path)])
     assert outcome.exit_code != 0 and "[phone]" in outcome.output and "415" not in outcome.output
+
+
+def test_span_names_of_the_api_carry_the_redacted_names():
+    """``execute_tool {name}`` and ``invoke_agent {agent}`` were named with the raw arguments
+    while their records held the redacted ones: any exporter (plain ``otlp`` too) sent them."""
+    import otel_session
+    from otel_session.testing import capture_bundle
+
+    with capture_bundle() as captured:
+        with otel_session.session("names"), otel_session.run(agent=f"agent {EMAIL}"):
+            with otel_session.tool_execution(f"lookup {EMAIL}") as tool:
+                tool.finish(result="ok")
+    names = sorted(span.name for span in captured.spans)
+    assert "zq00001x" not in repr(names), names
+    assert any(name.startswith("execute_tool lookup ") for name in names)
+    assert any(name.startswith("invoke_agent agent ") for name in names)
