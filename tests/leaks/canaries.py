@@ -152,6 +152,11 @@ class Canaries:
         control = " (control)" if placed.control else ""
         return f"{placed.kind} {placed.value!r} put in {placed.where}{control}, found in the {found.view} view"
 
+    def placed_where(self, found: Found) -> str:
+        """Where ``found`` was placed ("" for a fragment no canary is)."""
+        placed = self._by_key.get(_key(found.text))
+        return "" if placed is None else placed.where
+
     def is_control(self, found: Found) -> bool:
         placed = self._by_key.get(_key(found.text))
         return placed is not None and placed.control
