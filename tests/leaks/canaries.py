@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import html
 import re
 import urllib.parse
@@ -164,12 +165,17 @@ class Canaries:
     @staticmethod
     def grep(blob: bytes | str) -> list[Found]:
         """Every canary shape in any view of ``blob`` (see the module's docstring)."""
-        found: dict[str, Found] = {}
-        for view, text in _views(blob):
-            for kind, shape in _SHAPES.items():
-                for match in shape.finditer(text):
-                    found.setdefault(_key(match.group()), Found(kind, match.group(), view))
-        return list(found.values())
+        return list(_grep(blob.encode("utf-8", "surrogatepass") if isinstance(blob, str) else blob))
+
+
+@functools.lru_cache(maxsize=512)
+def _grep(blob: bytes) -> tuple[Found, ...]:
+    found: dict[str, Found] = {}
+    for view, text in _views(blob):
+        for kind, shape in _SHAPES.items():
+            for match in shape.finditer(text):
+                found.setdefault(_key(match.group()), Found(kind, match.group(), view))
+    return tuple(found.values())
 
 
 def _key(text: str) -> str:
@@ -177,8 +183,7 @@ def _key(text: str) -> str:
     return _STRIP.sub("", text).lower()
 
 
-def _views(blob: bytes | str) -> list[tuple[str, str]]:
-    data = blob.encode("utf-8", "surrogatepass") if isinstance(blob, str) else blob
+def _views(data: bytes) -> list[tuple[str, str]]:
     text = data.decode("utf-8", "replace")
     unescaped = _json_unescaped(_json_unescaped(text))  # twice: JSON in a JSON string
     decoded = urllib.parse.unquote(urllib.parse.unquote_plus(unescaped))
