@@ -117,3 +117,17 @@ def test_span_names_of_the_api_carry_the_redacted_names():
     assert "zq00001x" not in repr(names), names
     assert any(name.startswith("execute_tool lookup ") for name in names)
     assert any(name.startswith("invoke_agent agent ") for name in names)
+
+
+def test_text_sent_as_bytes_is_read_as_text():
+    """A ``bytesValue`` became base64 in the bundle, where no detector can see into it (tool
+    arguments sent as bytes reached disk whole). Text sent as bytes is now text; other bytes stay base64."""
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+    from otel_session.collector.otlp import attributes_of
+
+    arguments = json.dumps({"card": CARD_NBSP}).encode()
+    decoded = attributes_of([KeyValue(key="gen_ai.tool.call.arguments", value=AnyValue(bytes_value=arguments)),
+                             KeyValue(key="blob", value=AnyValue(bytes_value=b"\xff\x00\xfe"))])
+    assert decoded == {"gen_ai.tool.call.arguments": arguments.decode(), "blob": "/wD+"}
+    assert "[card]" in Redactor(RedactionPolicy(), key=b"k").tool_arguments(json.loads(decoded["gen_ai.tool.call.arguments"]))["card"]
