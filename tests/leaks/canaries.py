@@ -189,7 +189,7 @@ def _views(data: bytes) -> list[tuple[str, str]]:
     decoded = urllib.parse.unquote(urllib.parse.unquote_plus(unescaped))
     views = [("plain", text), ("JSON-unescaped", unescaped), ("URL-decoded", decoded),
              ("HTML-unescaped", html.unescape(unescaped))]
-    views.append(("base64-decoded", _base64_decoded(data)))
+    views.append(("base64-decoded", _json_unescaped(_json_unescaped(_base64_decoded(data)))))
     views += [(f"{name}, separators removed", _STRIP.sub("", view)) for name, view in list(views)]
     return views
 

@@ -210,6 +210,11 @@ def raw_requests(canaries: Canaries, where: str) -> tuple[ExportTraceServiceRequ
     tool.links.add(trace_id=trace_id, span_id=chat_id, trace_state=f"k={canaries.mint('ticket', f'{where} trace state')}",
                    attributes=key_values(_raw_attributes(canaries, f"{where} link")))
     tool.status.CopyFrom(Status(code=Status.STATUS_CODE_ERROR, message=text(canaries, f"{where} status message")))
+    # Tool arguments as bytes and a result as a kvlist: values the SDK cannot make, read by the mapping.
+    typed_tool = span(os.urandom(8), root_id, "execute_tool typed", {
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "typed",
+        "gen_ai.tool.call.arguments": json.dumps(structure(canaries, f"{where} tool arguments as bytes")).encode(),
+        "gen_ai.tool.call.result": structure(canaries, f"{where} tool result as kvlist")}, 30_000_000)
     traces = ExportTraceServiceRequest()
     resource_spans = traces.resource_spans.add()
     resource_spans.resource.attributes.extend(key_values(resource_attributes(canaries, where, raw=True)))
@@ -217,7 +222,7 @@ def raw_requests(canaries: Canaries, where: str) -> tuple[ExportTraceServiceRequ
     scope_spans.scope.name = f"scope {canaries.mint('email', f'{where} scope name')}"
     scope_spans.scope.version = f"1.0 {canaries.mint('phone', f'{where} scope version')}"
     scope_spans.scope.attributes.extend(key_values(_raw_attributes(canaries, f"{where} scope")))
-    scope_spans.spans.extend([root, chat, tool])
+    scope_spans.spans.extend([root, chat, tool, typed_tool])
 
     logs = ExportLogsServiceRequest()
     resource_logs = logs.resource_logs.add()
