@@ -19,7 +19,8 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.exporter.otlp.proto.common._internal import _encode_key_value, _encode_value
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.trace import TracerProvider
@@ -160,28 +161,10 @@ def send_sdk_telemetry(tracer_provider: TracerProvider, logger_provider: LoggerP
 # -- raw OTLP ----------------------------------------------------------------------------------
 
 
-def any_value(value: Any) -> AnyValue:
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    if isinstance(value, bytes):
-        return AnyValue(bytes_value=value)
-    if isinstance(value, str):
-        return AnyValue(string_value=value)
-    if isinstance(value, dict):
-        result = AnyValue()
-        result.kvlist_value.values.extend(key_values(value))
-        return result
-    result = AnyValue()
-    result.array_value.values.extend(any_value(item) for item in value)
-    return result
-
-
 def key_values(attributes: dict[str, Any]) -> list[KeyValue]:
-    return [KeyValue(key=key, value=any_value(value)) for key, value in attributes.items()]
+    """OTLP ``KeyValue``s, encoded by the official exporters' own encoder (any value: bytes,
+    kvlists and mixed arrays too, which the SDK's attribute checks would refuse)."""
+    return [_encode_key_value(key, value) for key, value in attributes.items()]
 
 
 def raw_requests(canaries: Canaries, where: str) -> tuple[ExportTraceServiceRequest, ExportLogsServiceRequest]:
@@ -232,13 +215,13 @@ def raw_requests(canaries: Canaries, where: str) -> tuple[ExportTraceServiceRequ
     scope_logs.scope.attributes.extend(key_values(_raw_attributes(canaries, f"{where} log scope")))
     scope_logs.log_records.add(
         time_unix_nano=now + 4_000, trace_id=trace_id, span_id=chat_id, event_name="gen_ai.user.message",
-        body=any_value({"content": text(canaries, f"{where} log event body"), "role": "user",
+        body=_encode_value({"content": text(canaries, f"{where} log event body"), "role": "user",
                         canaries.mint("email", f"{where} log event body key"): canaries.mint("card", f"{where} log event body value")}),
         attributes=key_values(_raw_attributes(canaries, f"{where} log event")))
     scope_logs.log_records.add(
         time_unix_nano=now + 5_000, event_name=f"event {canaries.mint('email', f'{where} log event name')}",
         severity_text=f"INFO {canaries.mint('phone', f'{where} severity text')}",
-        body=any_value([text(canaries, f"{where} log body"), canaries.mint("iban", f"{where} log body bytes").encode(),
+        body=_encode_value([text(canaries, f"{where} log body"), canaries.mint("iban", f"{where} log body bytes").encode(),
                         canaries.number("card", f"{where} log body int")]),
         attributes=key_values(_raw_attributes(canaries, f"{where} log")))
     return traces, logs
