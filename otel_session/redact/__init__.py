@@ -348,7 +348,7 @@ class Redactor:
         """Redact the events of one span or export request in place, in order, and return them.
 
         For callers that own the events (freshly normalized): each payload is replaced by its
-        redaction (``redact_payload``), tool call ids by ``identifier``, and the
+        redaction (``redact_payload``), tool call and message ids by ``identifier``, and the
         ``assistant_delta`` events of each message block
         are redacted as one :class:`DeltaStream`: each delta keeps its own (redacted) text, a
         detection split across deltas is masked in the delta where it starts.
@@ -360,6 +360,8 @@ class Redactor:
         for event in events:
             if event.tool_call_id is not None:
                 event.tool_call_id = self._tool_call_id(event.tool_call_id)
+            if event.message_id is not None:
+                event.message_id = self._tool_call_id(event.message_id)
             block = _delta_block(event)
             if block is None:
                 event.payload = redact_payload(event.type, event.payload or {})
@@ -391,16 +393,16 @@ class Redactor:
         needed no redaction (see ``redact_payload``). Neither is changed."""
         payload = event.payload
         redacted = self.redact_payload(event.type, payload or {})
-        tool_call_id = event.tool_call_id
-        if tool_call_id is not None and (redacted_id := self._tool_call_id(tool_call_id)) is not tool_call_id:
-            return dataclasses.replace(event, payload=redacted, tool_call_id=redacted_id)
+        ids = {name: redacted_id for name in ("tool_call_id", "message_id")
+               if (value := getattr(event, name)) is not None and (redacted_id := self._tool_call_id(value)) is not value}
+        if ids:
+            return dataclasses.replace(event, payload=redacted, **ids)
         return event if redacted is payload else event.with_payload(redacted)
 
     def _tool_call_id(self, value: str) -> str:
-        """A record's tool call id (a model's or an integration's, so it may hold PII) as
-        ``identifier`` gives it; ``value`` itself when it holds none or is a span id (random hex,
-        the normalizer's fallback, where digit runs are chance). Message ids are this project's
-        own (a span id or a UUID and a counter): they are left alone."""
+        """A record's tool call or message id (a model's, an integration's or an app's, so it may
+        hold PII) as ``identifier`` gives it; ``value`` itself when it holds none or is a span id
+        (random hex, the fallback ids ``msg-…``/``call-…`` are made of, where digit runs are chance)."""
         if type(value) is not str or _SPAN_ID(value):
             return value
         redacted = self.identifier(value)
@@ -539,7 +541,7 @@ def _delta_block(event: JournalEvent) -> tuple[str | None, int] | None:
 
 _SLOT_VALUE_KEYS = ("value", "previous")
 _SLOT_LABEL_KEYS = ("slot", "source")
-_SPAN_ID = re.compile(r"[0-9a-f]{16}").fullmatch
+_SPAN_ID = re.compile(r"(?:msg-|call-)?[0-9a-f]{16}").fullmatch
 _STRUCTURAL_KEYS = frozenset({"role", "kind", "index", "status", "name", "settled", "stop_reason"})
 
 

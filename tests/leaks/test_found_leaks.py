@@ -131,3 +131,16 @@ def test_text_sent_as_bytes_is_read_as_text():
                              KeyValue(key="blob", value=AnyValue(bytes_value=b"\xff\x00\xfe"))])
     assert decoded == {"gen_ai.tool.call.arguments": arguments.decode(), "blob": "/wD+"}
     assert "[card]" in Redactor(RedactionPolicy(), key=b"k").tool_arguments(json.loads(decoded["gen_ai.tool.call.arguments"]))["card"]
+
+
+def test_message_ids_in_records_are_ids(redactor):
+    """A record's message id came through the collector as sent (an app whose own policy keeps
+    ids, a hostile sender); it is now an id like the tool call id. Fallback ids are random hex."""
+    from otel_session.normalize import JournalEvent
+
+    events = [JournalEvent("message_started", 1, {"role": "user"}, message_id="msg +1 415 00001 0199"),
+              JournalEvent("message_started", 2, {"role": "user"}, message_id="msg-0123456789012345")]
+    redactor.redact_events(events)
+    assert events[0].message_id.startswith("msg hmac-sha256:") and events[1].message_id == "msg-0123456789012345"
+    single = redactor.redact_event(JournalEvent("message_started", 1, {"role": "user"}, message_id="msg +1 415 00001 0199"))
+    assert single.message_id == events[0].message_id
