@@ -132,6 +132,13 @@ class Canaries:
         self._remember(Placed(kind, value, where))
         return number
 
+    def adopt(self, placed: list[tuple[str, str, str, bool]], serial: int) -> None:
+        """Canaries another process placed (kind, value, where, control), minted from ``serial`` on."""
+        for kind, value, where, control in placed:
+            self._remember(Placed(kind, value, where, control))
+        self._serial = max(self._serial, serial + len(placed))
+        assert self._serial < 100_000, "the shapes hold five-digit serials"
+
     def all_kinds(self, where: str) -> dict[str, str]:
         """One fresh value of every kind, by kind."""
         return {kind: self.mint(kind, f"{where} [{kind}]") for kind in KINDS}

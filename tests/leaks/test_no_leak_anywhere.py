@@ -254,6 +254,7 @@ def _collector(stack: Stack, sink: CapturingOtlp) -> None:
             telemetry.send_sdk_telemetry(provider, logger_provider, stack.canaries, name)
             logger_provider.shutdown()
             provider.shutdown()
+        _keep_everything_app(stack, f"127.0.0.1:{grpc_port}")
         channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
         exports = {"/v1/traces": channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export"),
                    "/v1/logs": channel.unary_unary("/opentelemetry.proto.collector.logs.v1.LogsService/Export")}
@@ -285,6 +286,17 @@ def _collector(stack: Stack, sink: CapturingOtlp) -> None:
     stack.add("collect output", "stderr", stderr)
     assert process.returncode == 0, stderr.decode()[-3000:]
     assert sink.got, "nothing was forwarded"
+
+
+def _keep_everything_app(stack: Stack, address: str) -> None:
+    """An app with a keep-everything policy sends its own spans raw (plain otlp) to the collector."""
+    placed = stack.roots["collector"].parent / "keep-everything-placed.json"
+    first = stack.canaries._serial  # it mints on from here; the parent after what it minted
+    completed = subprocess.run([sys.executable, str(Path(__file__).with_name("keep_everything_app.py")), address,
+                                str(first), str(placed)], capture_output=True, timeout=120, check=False,
+                               env={**os.environ})
+    assert completed.returncode == 0, completed.stderr.decode()[-3000:]
+    stack.canaries.adopt([tuple(item) for item in json.loads(placed.read_text())], first)
 
 
 def _decoded(message: Any) -> bytes:
@@ -469,4 +481,4 @@ def test_every_entry_point_reached_its_bundles(stack: Stack) -> None:
         assert bundles and all(b.status.value == "complete" for b in bundles), name
         assert {"message_finished", "tool_execution_started"} <= types, (name, types)
     collector_sessions = {read_bundle(p).session_id for p in find_bundles([stack.roots["collector"]])}
-    assert len(collector_sessions) == 5, collector_sessions  # 2 official exporters, 3 raw clients
+    assert len(collector_sessions) == 6, collector_sessions  # 2 official exporters, 3 raw clients, 1 raw app
