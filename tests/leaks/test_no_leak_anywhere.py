@@ -278,7 +278,6 @@ def _collector(stack: Stack, sink: CapturingOtlp) -> None:
             except grpc.RpcError as error:
                 stack.add("HTTP answers", f"{name} (gRPC)", f"{error.code()} {error.details()}")
         channel.close()
-        time.sleep(0)  # the collector seals what is open on SIGTERM
     finally:
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=60)
