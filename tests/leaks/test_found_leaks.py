@@ -79,7 +79,6 @@ def test_lookup_answers_name_the_stored_id_never_the_one_asked_for(tmp_path):
 
     import otel_session
     from otel_session.cli import main
-    from otel_session.resolve import SessionNotFound
     from otel_session.testing import capture_bundle
     from otel_session.viewer import create_app
 
@@ -98,7 +97,8 @@ def test_lookup_answers_name_the_stored_id_never_the_one_asked_for(tmp_path):
         assert page.status_code == 200 and b"415" not in page.get_data() and stored.encode() in page.get_data()
     missing = client.get(f"/api/sessions/{urllib.parse.quote(stranger, safe='')}/runs")
     assert missing.status_code == 404 and b"415" not in missing.get_data()
-    assert str(SessionNotFound(stranger)) == "session 'caller [phone]' has no runs"
+    bad_run = client.get(f"/api/sessions/{urllib.parse.quote(stored, safe='')}/runs/run-{urllib.parse.quote(stranger)}/events")
+    assert bad_run.status_code == 400 and b"415" not in bad_run.get_data()
     outcome = CliRunner().invoke(main, ["facts", stranger, "--dir", str(tmp_path)])
     assert outcome.exit_code != 0 and "[phone]" in outcome.output and "415" not in outcome.output
 

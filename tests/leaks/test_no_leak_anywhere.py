@@ -395,6 +395,9 @@ def _viewer_and_cli(stack: Stack) -> None:
                 for path in ("events", "state", "integrity", "bundle", "stream"):
                     get(f"/api/sessions/{sid}/runs/{rid}/{path}")
                 get(f"/compare?left={sid}/{rid}&right={sid}/{rid}")
+            bad_run = urllib.parse.quote(f"run-{stack.canaries.mint('email', f'viewer malformed run id ({name})')}", safe="")
+            get(f"/api/sessions/{sid}/runs/{bad_run}/events")  # a malformed run id: the 400 names no value
+            get(f"/sessions/{sid}/runs/{bad_run}")
         for where in originals:  # the ids as the callers know them: found through their hash
             sid = _original_session_id(stack, where)
             get(f"/api/sessions/{urllib.parse.quote(sid, safe='')}/runs")
