@@ -209,8 +209,11 @@ def _value_of(value: AnyValue) -> Any:
         return [_value_of(item) for item in value.array_value.values]
     if which == "kvlist_value":
         return attributes_of(value.kvlist_value.values)
-    if which == "bytes_value":
-        return base64.b64encode(value.bytes_value).decode("ascii")
+    if which == "bytes_value":  # text sent as bytes is text (redacted as such); other bytes: base64
+        try:
+            return value.bytes_value.decode("utf-8")
+        except UnicodeDecodeError:
+            return base64.b64encode(value.bytes_value).decode("ascii")
     return getattr(value, which)
 
 

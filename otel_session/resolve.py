@@ -19,6 +19,7 @@ written with another key are not mistaken for absent ones.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable
@@ -29,6 +30,7 @@ from otel_session import layout
 from otel_session.read import RunInfo, find_run, iter_session_runs
 from otel_session.redact import ENV_REDACTION_KEY, KEY_FILE, FieldMode, RedactionPolicy, Redactor, session_id_candidates
 from otel_session.redact.policy import read_key
+from otel_session.redact.detectors import Scanner
 
 __all__ = [
     "EvalRunNotServed",
@@ -42,6 +44,7 @@ __all__ = [
     "check_run_id",
     "check_session_id",
     "latest_first",
+    "quoted_id",
     "resolve_run",
     "session_not_found",
     "session_runs",
@@ -71,6 +74,18 @@ class InvalidId(RunResolutionError, ValueError):
         self.code = code
 
 
+def quoted_id(value: object) -> str:
+    """An id as a message names it (quoted), the personal data in it masked (``[phone]``): an
+    answer, an error or a log line never echoes what the detectors find in an id it was given."""
+    text = value if isinstance(value, str) else repr(value)
+    return repr(_id_scanner(RedactionPolicy.from_env()).scan(text))
+
+
+@functools.lru_cache(maxsize=4)
+def _id_scanner(policy: RedactionPolicy) -> Scanner:
+    return Scanner(policy.detectors, policy.patterns)
+
+
 class SessionNotFound(RunResolutionError, LookupError):
     """The session has no runs (404). ``eval_ids`` names the evals holding runs of it, if any."""
 
@@ -81,7 +96,7 @@ class SessionNotFound(RunResolutionError, LookupError):
         self.eval_ids = sorted(set(eval_ids))
         if self.eval_ids:
             evals = ", ".join(repr(eval_id) for eval_id in self.eval_ids)
-            message = (f"session {session_id!r} has no live runs: it is an eval session (eval {evals}); "
+            message = (f"session {quoted_id(session_id)} has no live runs: it is an eval session (eval {evals}); "
                        "ask for eval runs to see it (otel-session facts --evals)")
         else:
             message = f"session {session_id!r} has no runs{note}"
@@ -94,7 +109,7 @@ class RunNotFound(RunResolutionError, LookupError):
     code = "run_not_found"
 
     def __init__(self, session_id: str, run_id: str) -> None:
-        super().__init__(f"run {run_id} not found in session {session_id!r}")
+        super().__init__(f"run {quoted_id(run_id)} not found in session {quoted_id(session_id)}")
         self.session_id = session_id
         self.run_id = run_id
 
@@ -104,7 +119,7 @@ class EvalRunNotServed(RunNotFound):
 
     def __init__(self, session_id: str, run_id: str, eval_id: str | None) -> None:
         super().__init__(session_id, run_id)
-        self.args = (f"run {run_id} of session {session_id!r} is an eval run (eval {eval_id!r}); "
+        self.args = (f"run {quoted_id(run_id)} of session {quoted_id(session_id)} is an eval run (eval {eval_id!r}); "
                      "ask for eval runs to see it (otel-session facts/replay --evals)",)
         self.eval_id = eval_id
 
@@ -125,7 +140,8 @@ class RunSessionMismatch(RunResolutionError):
     http_status = 409
 
     def __init__(self, session_id: str, run_id: str, owner_session_id: str) -> None:
-        super().__init__(f"run {run_id} belongs to session {owner_session_id!r}, not to session {session_id!r}")
+        super().__init__(f"run {quoted_id(run_id)} belongs to session {quoted_id(owner_session_id)}, "
+                         f"not to session {quoted_id(session_id)}")
         self.session_id = session_id
         self.run_id = run_id
         self.owner_session_id = owner_session_id
@@ -157,7 +173,7 @@ def check_session_id(session_id: object) -> str:
 def check_run_id(run_id: object) -> str:
     """``run_id`` if it is ``run-`` followed by a lower-case UUID (the only run ids written)."""
     if not isinstance(run_id, str) or not layout.is_valid_run_id(run_id):
-        raise InvalidId(f"malformed run id {run_id!r}: expected 'run-' followed by a lower-case UUID",
+        raise InvalidId(f"malformed run id {quoted_id(run_id)}: expected 'run-' followed by a lower-case UUID",
                         code="malformed_run_id")
     return run_id
 

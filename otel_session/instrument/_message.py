@@ -171,7 +171,9 @@ class message(ChildSection):  # noqa: N801
         started = run_handle.event(_E[EventType.MESSAGE_STARTED], {"role": self.role}, turn_index=turn_index)
         attributes = {} if turn_index is None else {sc.TURN_INDEX: turn_index}
         span = run_handle.start_span(f"message {self.role}", started, attributes)
-        message_id = self.message_id or f"msg-{span.get_span_context().span_id:016x}"
+        # An id given by the app may hold PII (a caller's number): stored as ids are (``identifier``).
+        message_id = run_handle.redactor.identifier(self.message_id) if self.message_id else (
+            f"msg-{span.get_span_context().span_id:016x}")
         span.set_attribute(sc.MESSAGE_ID, message_id)
         handle = MessageHandle(run_handle, turn_index, span, self.role, message_id)
         started.message_id = message_id

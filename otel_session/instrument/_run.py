@@ -200,13 +200,14 @@ class run(Section):  # noqa: N801
         session_id = self._session_id or current_session_id() or recorder.resource_session_id
         parent_span = trace.get_current_span(ctx)
         links = [Link(parent_span.get_span_context())] if parent_span.get_span_context().is_valid else None
-        name = f"invoke_agent {self.agent}" if self.agent else "invoke_agent"
         payload: dict[str, Any] = {"kind": self.kind.value}
         if self.agent:
             payload["agent"] = self.agent
         if self.eval_id:
             payload["eval_id"] = self.eval_id
         started = recorder.redactor.redact_event(JournalEvent(_E[EventType.RUN_STARTED], 0, payload))
+        agent = started.payload.get("agent")  # redacted, like every name this span carries
+        name = f"invoke_agent {agent}" if agent else "invoke_agent"
         attributes = {**self._attributes, sc.OPERATION_NAME: "invoke_agent", **encode(started.type, started.payload)}
         root_ctx = trace.set_span_in_context(trace.INVALID_SPAN, ctx)  # the run span is a trace root
         span = recorder.tracer.start_span(name, context=root_ctx, attributes=attributes, links=links)

@@ -107,8 +107,10 @@ class tool_execution(ChildSection):  # noqa: N801
         attributes: dict[str, Any] = {sc.OPERATION_NAME: "execute_tool"}
         if turn_index is not None:
             attributes[sc.TURN_INDEX] = turn_index
-        span = run_handle.start_span(f"execute_tool {self.name}", started, attributes)
-        call_id = self.call_id or f"call-{span.get_span_context().span_id:016x}"
+        span = run_handle.start_span(f"execute_tool {started.payload['name']}", started, attributes)  # redacted
+        # An id given by the app may hold PII (a model's call id quoting input): stored as ids are.
+        call_id = run_handle.redactor.identifier(self.call_id) if self.call_id else (
+            f"call-{span.get_span_context().span_id:016x}")
         span.set_attribute(sc.TOOL_CALL_ID, call_id)
         handle = ToolHandle(run_handle, turn_index, span, self.name, call_id)
         started.tool_call_id = call_id

@@ -349,7 +349,7 @@ class Redactor:
         """Redact the events of one span or export request in place, in order, and return them.
 
         For callers that own the events (freshly normalized): each payload is replaced by its
-        redaction (``redact_payload``), tool call ids by ``identifier``, and the
+        redaction (``redact_payload``), tool call and message ids by ``identifier``, and the
         ``assistant_delta`` events of each message block
         are redacted as one :class:`DeltaStream`: each delta keeps its own (redacted) text, a
         detection split across deltas is masked in the delta where it starts.
@@ -361,6 +361,8 @@ class Redactor:
         for event in events:
             if event.tool_call_id is not None:
                 event.tool_call_id = self._tool_call_id(event.tool_call_id)
+            if event.message_id is not None:
+                event.message_id = self._tool_call_id(event.message_id)
             block = _delta_block(event)
             if block is None:
                 event.payload = redact_payload(event.type, event.payload or {})
@@ -392,16 +394,16 @@ class Redactor:
         needed no redaction (see ``redact_payload``). Neither is changed."""
         payload = event.payload
         redacted = self.redact_payload(event.type, payload or {})
-        tool_call_id = event.tool_call_id
-        if tool_call_id is not None and (redacted_id := self._tool_call_id(tool_call_id)) is not tool_call_id:
-            return dataclasses.replace(event, payload=redacted, tool_call_id=redacted_id)
+        ids = {name: redacted_id for name in ("tool_call_id", "message_id")
+               if (value := getattr(event, name)) is not None and (redacted_id := self._tool_call_id(value)) is not value}
+        if ids:
+            return dataclasses.replace(event, payload=redacted, **ids)
         return event if redacted is payload else event.with_payload(redacted)
 
     def _tool_call_id(self, value: str) -> str:
-        """A record's tool call id (a model's or an integration's, so it may hold PII) as
-        ``identifier`` gives it; ``value`` itself when it holds none or is a span id (random hex,
-        the normalizer's fallback, where digit runs are chance). Message ids are this project's
-        own (a span id or a UUID and a counter): they are left alone."""
+        """A record's tool call or message id (a model's, an integration's or an app's, so it may
+        hold PII) as ``identifier`` gives it; ``value`` itself when it holds none or is a span id
+        (random hex, the fallback ids ``msg-…``/``call-…`` are made of, where digit runs are chance)."""
         if type(value) is not str or _SPAN_ID(value):
             return value
         redacted = self.identifier(value)
@@ -412,6 +414,10 @@ class Redactor:
         record of a dialogue: one allow-list check, and a hashed value found in the cache at once)."""
         result = dict(payload)
         slot = payload.get("slot", "")
+        for key in _SLOT_LABEL_KEYS:  # the slot's name and source: vocabulary, scanned like it
+            label = result.get(key)
+            if type(label) is str:
+                result[key] = self._scan(label)
         if (slot if type(slot) is str else str(slot)) in self._keep_slots:
             return result
         cached = self._slot_hashes
@@ -477,6 +483,9 @@ class Redactor:
         for key in ("reason", "candidates"):
             if key in payload:
                 result[key] = self.free_leaves(payload[key])
+        for key in ("from", "to"):  # states: vocabulary, scanned like a structural record's
+            if type(payload.get(key)) is str:
+                result[key] = self._scan(payload[key])
         return result
 
     def _structural_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -532,7 +541,8 @@ def _delta_block(event: JournalEvent) -> tuple[str | None, int] | None:
 
 
 _SLOT_VALUE_KEYS = ("value", "previous")
-_SPAN_ID = re.compile(r"[0-9a-f]{16}").fullmatch
+_SLOT_LABEL_KEYS = ("slot", "source")
+_SPAN_ID = re.compile(r"(?:msg-|call-)?[0-9a-f]{16}").fullmatch
 _STRUCTURAL_KEYS = frozenset({"role", "kind", "index", "status", "name", "settled", "stop_reason"})
 
 

@@ -9,7 +9,9 @@ Contract::
 Built-in detectors (each masks as ``[name]``): ``email`` (international domains, ``%40``-encoded),
 ``phone``, ``card`` (Luhn-checked, also glued to letters or ``_``), ``national_id`` (SSN, UK NI and
 long digit runs), ``iban`` (mod-97 checked, spaced or not), ``ipv4``, ``ipv6`` (checked by
-``ipaddress``). A number's digits may be separated by up to three of space, tab, newline, NBSP,
+``ipaddress``; also after a word's dot, as in an attribute key ``peer.2001:db8::1``). Text holding
+JSON string escapes (``\\u00a0``, ``\\u00fc``, ``\\n``, JSON inside a JSON string) is also read
+decoded, and what the escapes hid is masked in place. A number's digits may be separated by up to three of space, tab, newline, NBSP,
 U+2007, U+2009, U+202F, ``(``, ``)``, ``.``, ``-``. User patterns (label -> regex) are matched
 within each word (a run without whitespace) and mask as ``[label]``; they never override a
 built-in detection. Tokens this package emits are matched first and left as they are, so scanning
@@ -25,6 +27,7 @@ detection, whatever text comes before it: it needs no scan.
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import re
 from collections.abc import Iterable, Mapping
@@ -33,7 +36,7 @@ __all__ = ["BUILTIN_DETECTORS", "CONTINUES_AFTER_SPACE", "DEFAULT_DETECTORS", "I
 
 BUILTIN_DETECTORS = ("email", "phone", "card", "national_id", "iban", "ipv4", "ipv6")
 DEFAULT_DETECTORS = BUILTIN_DETECTORS
-CONTINUES_AFTER_SPACE = "0-9A-Z().\\-"
+CONTINUES_AFTER_SPACE = "0-9A-Z().\\-\\\\"
 """A regex class body: the characters a detection may hold right after whitespace."""
 TRIGGERS = "\\d@%:"
 """A regex class body: every built-in detection holds one of these (see ``_left_out``)."""
@@ -48,13 +51,16 @@ _UUID = r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}(?
 _SEPARATOR = "[ \\t\\n\\r\\u00a0\\u2007\\u2009\\u202f().\\-]"
 _DIGITS = f"\\d(?:{_SEPARATOR}{{0,3}}\\d)"  # + a count: a run of digits, each after <= 3 separators
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+# An address may follow a "." that ends a word ("peer.2001:db8::1", an attribute key), not one
+# after a digit (a longer dotted number is a version, not an address).
+_AFTER_WORD_DOT = r"(?<=[^\W\d]\.)"
 
 # Each detector's pattern, in the order they are tried at a position (the first that matches wins).
 _PATTERNS: dict[str, str] = {
     "email": r"[\w.%+\-]+(?:@|%40)[\w\-]+(?:\.[\w\-]+)*\.(?:xn--[\w\-]+|[^\W\d_]{2,})",
     "iban": r"\b[A-Z]{2}\d{2}(?:[A-Z0-9]{11,30}|(?: [A-Z0-9]{4}){2,7}(?: [A-Z0-9]{1,4})?)\b",
-    "ipv4": rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?!\w|\.\d)",
-    "ipv6": r"(?<![\w:.])(?:[0-9A-Fa-f]{1,4}:|:)(?:[0-9A-Fa-f]{0,4}:){1,7}"
+    "ipv4": rf"(?:{_AFTER_WORD_DOT}|(?<![\w.])){_OCTET}(?:\.{_OCTET}){{3}}(?!\w|\.\d)",
+    "ipv6": rf"(?:{_AFTER_WORD_DOT}|(?<![\w:.]))" r"(?:[0-9A-Fa-f]{1,4}:|:)(?:[0-9A-Fa-f]{0,4}:){1,7}"
             r"(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{1,4})?(?:%[\w\-]+)?(?![\w:]|\.\d)",
     "national_letters": r"\b[A-CEGHJ-PR-TW-Z]{2}\d{6}[A-D]\b",  # UK NI number shape
     # A run of digits with separators, not glued to a word: a phone, card or national id.
@@ -77,6 +83,9 @@ _NEED_DIGITS = frozenset({"iban", "ipv4", "national_letters", "number", "glued"}
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{2}[./-]\d{2}[./-]\d{4}|\d{4}[./]\d{2}[./]\d{2}")
 _SSN = re.compile(r"\d{3}-\d{2}-\d{4}")
 _WORD = re.compile(r"\S+")
+# JSON string escapes a detection may hide behind (JSON held as text): decoded before a second look.
+_ESCAPE = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|[ntr/\"\\])")
+_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "/": "/", '"': '"', "\\": "\\"}
 # Scanned texts are remembered (GenAI traffic repeats system prompts and whole histories): at most
 # this many entries and this many characters in all, then the cache starts over.
 _CACHE_SIZE = 4096
@@ -177,7 +186,27 @@ class Scanner:
             self._find(text, start, len(text), without, edits)
         if self._user:
             edits = self._with_user_matches(text, start, edits)
+        if "\\" in text and _ESCAPE.search(text, start) is not None:
+            edits = self._with_escaped(text, start, edits)
         return edits
+
+    def _with_escaped(self, text: str, start: int, edits: list[Edit]) -> list[Edit]:
+        """``edits`` and the detections in ``text`` read with its JSON string escapes decoded
+        (``\\u00a0``, ``\\n``…: JSON kept as text, a delta streaming a tool call's arguments),
+        mapped back onto ``text``; overlapping edits merge into one."""
+        decoded, begins, ends = _decode_escapes(text)
+        found = self.edits(decoded, bisect.bisect_left(begins, start))
+        if not found:
+            return edits
+        mapped = [(begins[first], ends[last - 1], token) for first, last, token in found]
+        merged: list[Edit] = []
+        for begin, end, token in sorted(edits + mapped):
+            if merged and begin < merged[-1][1]:
+                previous = merged[-1]
+                merged[-1] = (previous[0], max(previous[1], end), previous[2])
+            else:
+                merged.append((begin, end, token))
+        return merged
 
     def _find(self, text: str, start: int, end: int, without: frozenset[str], edits: list[Edit]) -> None:
         for match in self._pattern(without).finditer(text, start, end):
@@ -260,6 +289,27 @@ def _left_out(text: str, start: int) -> frozenset[str]:
     if _FOUR_DIGITS.search(rest) is None:
         left_out |= _NEED_DIGITS
     return frozenset(left_out)
+
+
+def _decode_escapes(text: str) -> tuple[str, list[int], list[int]]:
+    """``text`` with its JSON escapes decoded, and where each decoded character begins and ends in ``text``."""
+    parts: list[str] = []
+    begins: list[int] = []
+    ends: list[int] = []
+    cursor = 0
+    for match in _ESCAPE.finditer(text):
+        parts.append(text[cursor:match.start()])
+        begins += range(cursor, match.start())
+        ends += range(cursor + 1, match.start() + 1)
+        escape = match.group()
+        parts.append(chr(int(escape[2:], 16)) if escape[1] == "u" else _SIMPLE_ESCAPES[escape[1]])
+        begins.append(match.start())
+        ends.append(match.end())
+        cursor = match.end()
+    parts.append(text[cursor:])
+    begins += range(cursor, len(text))
+    ends += range(cursor + 1, len(text) + 1)
+    return "".join(parts), begins, ends
 
 
 def _apply(text: str, edits: list[Edit]) -> str:
