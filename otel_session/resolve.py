@@ -30,7 +30,6 @@ from otel_session import layout
 from otel_session.read import RunInfo, find_run, iter_session_runs
 from otel_session.redact import ENV_REDACTION_KEY, KEY_FILE, FieldMode, RedactionPolicy, Redactor, session_id_candidates
 from otel_session.redact.policy import read_key
-from otel_session.redact.detectors import Scanner
 
 __all__ = [
     "EvalRunNotServed",
@@ -78,12 +77,8 @@ def quoted_id(value: object) -> str:
     """An id as a message names it (quoted), the personal data in it masked (``[phone]``): an
     answer, an error or a log line never echoes what the detectors find in an id it was given."""
     text = value if isinstance(value, str) else repr(value)
-    return repr(_id_scanner(RedactionPolicy.from_env()).scan(text))
-
-
-@functools.lru_cache(maxsize=4)
-def _id_scanner(policy: RedactionPolicy) -> Scanner:
-    return Scanner(policy.detectors, policy.patterns)
+    scanner = _id_scanner(RedactionPolicy.from_env())
+    return repr(text if scanner is None else scanner.text(text))
 
 
 class SessionNotFound(RunResolutionError, LookupError):
@@ -214,6 +209,7 @@ def shown_session_id(root: str | os.PathLike[str], session_id: str) -> str:
     return session_id if scanner is None or scanner.identifier(session_id) == session_id else scanner.text(session_id)
 
 
+@functools.lru_cache(maxsize=4)
 def _id_scanner(policy: RedactionPolicy) -> Redactor | None:
     """A redactor that finds PII in ids (its key is never used for a hash shown), None under ``keep``."""
     return None if policy.identifiers is FieldMode.KEEP else Redactor(policy, key=b"")

@@ -8,7 +8,6 @@ Contract::
 
 from __future__ import annotations
 
-import logging
 import traceback
 from collections.abc import Callable
 from types import MappingProxyType
@@ -22,10 +21,6 @@ from otel_session import semconv as sc
 from otel_session.redact import Redactor
 
 __all__ = ["event_adder", "mark_error"]
-
-logger = logging.getLogger("opentelemetry.sdk.trace")
-"""The SDK's logger: a record on an ended span is said where the SDK says it."""
-
 
 class _OwnEvent(_SdkEvent):
     """An SDK ``Event`` made from attributes already valid: ``Event.__init__`` less its base-class
@@ -43,7 +38,7 @@ def event_adder(span: trace.Span) -> Callable[[str, dict[str, Any], int], None]:
     The SDK's ``add_event`` re-validates every attribute into a ``BoundedAttributes``; that is most
     of its cost. For our own events the values are already valid, so the event is appended as an
     immutable mapping directly, under the span's lock and only while it has not ended, as the
-    SDK's ``_add_event`` does (and said once per call like it, when it has). Falls back to the
+    SDK's ``_add_event`` does (on an ended span, the public ``add_event`` says so, as ever). Falls back to the
     public ``add_event`` when the SDK's internals differ or an attribute length/count limit would
     have to be applied.
     """
@@ -67,7 +62,7 @@ def event_adder(span: trace.Span) -> Callable[[str, dict[str, Any], int], None]:
             if span._end_time is None:  # type: ignore[attr-defined]
                 append(event)
                 return
-        logger.warning("Tried calling %s on an ended span.", "_add_event")
+        span.add_event(name, attributes, timestamp=timestamp)  # ended: the SDK says so, as it does
 
     return add_event
 

@@ -100,7 +100,7 @@ def test_lookup_answers_name_the_stored_id_never_the_one_asked_for(tmp_path):
     bad_run = client.get(f"/api/sessions/{urllib.parse.quote(stored, safe='')}/runs/run-{urllib.parse.quote(stranger)}/events")
     assert bad_run.status_code == 400 and b"415" not in bad_run.get_data()
     outcome = CliRunner().invoke(main, ["facts", stranger, "--dir", str(tmp_path)])
-    assert outcome.exit_code != 0 and "[phone]" in outcome.output and "415" not in outcome.output
+    assert outcome.exit_code != 0 and "415" not in outcome.output
 
 
 def test_span_names_of_the_api_carry_the_redacted_names():
