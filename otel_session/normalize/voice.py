@@ -117,8 +117,13 @@ class _Held:
             return index
 
     def take_trace(self, trace_id: int) -> list[JournalEvent]:
+        """What still waits in the trace, at its conversation's end; its turns are forgotten too, so
+        the same trace recorded again (another collector or import in this process) maps the same."""
         with self._lock:
             keys = [key for key in self._by_parent if key[0] == trace_id]
+            for turn in [key for key in self._turns if key[0] == trace_id]:
+                del self._turns[turn]
+            self._turn_counts.pop(trace_id, None)
             return [event for key in keys for event in self._by_parent.pop(key)[0]]
 
 
