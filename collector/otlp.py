@@ -155,14 +155,16 @@ class OtlpSpan(LazySpan):
     more than decoding it at once), kind and the status message on first use. Every protobuf
     field read crosses into the upb extension, so each is read once."""
 
-    __slots__ = ("_span",)
+    __slots__ = ("_span", "span_id_hex")  # the span id's hex, read by the sink and every mapping: kept
 
     def __init__(self, span: Any, resource_attributes: dict[str, Any], scope_name: str) -> None:
         self._span = span
         parent_span_id = span.parent_span_id
         start_time_ns = span.start_time_unix_nano
+        span_id = span.span_id
         self.trace_id = int.from_bytes(span.trace_id, "big")
-        self.span_id = int.from_bytes(span.span_id, "big")
+        self.span_id = int.from_bytes(span_id, "big")
+        self.span_id_hex = span_id.hex()  # 8 bytes (parse_protobuf checks): 16 digits
         self.parent_span_id = int.from_bytes(parent_span_id, "big") if parent_span_id else None
         self.name = span.name
         self.start_time_ns = start_time_ns

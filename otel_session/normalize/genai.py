@@ -282,9 +282,11 @@ def _model_call_facts(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """``{"model": str, "usage": {"input_tokens": int, "output_tokens": int}}``, each key only
     when the span says it (the response model before the requested one)."""
     facts: dict[str, Any] = {}
-    model = next((value for key in _MODEL_KEYS if isinstance(value := attributes.get(key), str) and value), None)
-    if model is not None:
-        facts["model"] = model
+    for key in _MODEL_KEYS:  # a loop, not next(generator): this runs for every model call
+        model = attributes.get(key)
+        if isinstance(model, str) and model:
+            facts["model"] = model
+            break
     usage = {}
     for name, keys in _USAGE_KEYS:
         for key in keys:
