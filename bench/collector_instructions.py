@@ -133,6 +133,7 @@ def instructions(path: str, stage: str, count: int) -> int:
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
          sys.executable, "-m", "bench.collector_instructions", "--replay", path, "--stage", stage, "--count", str(count)],
         capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},  # str hashes (dict and set layouts) alike in every run
     )
     found = _COLLECTED.search(completed.stderr)
     if found is None:
