@@ -128,7 +128,8 @@ def _own(s: _Spans) -> None:
     }, scope="otel_session", events=[
         ("otel_session.slot_write", 12, {"otel_session.slot.name": "party_size", "otel_session.slot.value": "2",
                                          "otel_session.slot.previous": "null", "otel_session.slot.source": "user"}),
-        ("otel_session.slot_write", 12, {"otel_session.slot.name": "email", "otel_session.slot.value": json.dumps(EMAIL),
+        ("otel_session.slot_write", 12, {"otel_session.slot.name": "email",
+                                         "otel_session.slot.value": json.dumps(EMAIL),
                                          "otel_session.slot.previous": "null", "otel_session.slot.source": "user"}),
         ("otel_session.guard", 13, {"otel_session.guard.name": "has_date", "otel_session.guard.passed": True,
                                     "otel_session.guard.state": "ask_date"}),
@@ -149,7 +150,8 @@ def _genai(s: _Spans) -> None:
         "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o", "gen_ai.response.model": "gpt-4o-2024",
         "gen_ai.usage.input_tokens": 12, "gen_ai.usage.output_tokens": 7,
         "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "Be brief."}]),
-        "gen_ai.input.messages": _text([("user", f"hi, mail {EMAIL}"), ("assistant", "hello"), ("user", "card " + CARD)]),
+        "gen_ai.input.messages": _text([("user", f"hi, mail {EMAIL}"), ("assistant", "hello"),
+                                        ("user", "card " + CARD)]),
         "gen_ai.output.messages": json.dumps([{"role": "assistant", "finish_reason": "tool_call", "parts": [
             {"type": "text", "content": "checking"},
             {"type": "tool_call", "id": "call_9", "name": "lookup", "arguments": {"q": EMAIL}},
@@ -283,7 +285,8 @@ def _livekit(s: _Spans) -> None:
     s.add(t, 0x43, 0x42, "llm_node", 2, 5, {"lk.response.ttft": 0.25}, scope="livekit-agents")
     s.add(t, 0x44, 0x42, "llm_request", 2, 5, {
         "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
-        "gen_ai.input.messages": _text([("user", "hi there")]), "gen_ai.output.messages": _text([("assistant", "Hey!")]),
+        "gen_ai.input.messages": _text([("user", "hi there")]),
+        "gen_ai.output.messages": _text([("assistant", "Hey!")]),
     }, scope="livekit-agents")
     s.add(t, 0x42, 0x41, "agent_turn", 1, 7, {"lk.interrupted": True, "lk.e2e_latency": 1.1,
                                               "lk.end_of_turn_delay": 0.4}, scope="livekit-agents")
