@@ -55,6 +55,8 @@ __all__ = [
 ]
 
 _STATUS_CODES = {0: "unset", 1: "ok", 2: "error"}
+_ZERO_TRACE_ID = bytes(16)
+_ZERO_SPAN_ID = bytes(8)
 _ID_FIELDS = {"traceId": 16, "spanId": 8, "parentSpanId": 8}
 _PARSE_ERROR_FIELD = re.compile(r"Failed to parse (\w+) field")
 
@@ -257,14 +259,17 @@ def _check_ids(request: ExportRequest) -> None:
         return
     for r, resource_spans in enumerate(request.resource_spans):
         for s, scope_spans in enumerate(resource_spans.scope_spans):
-            for i, span in enumerate(scope_spans.spans):
-                where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
-                if len(span.trace_id) != 16 or not any(span.trace_id):
-                    raise OtlpDecodeError(f"{where} has an invalid trace id (16 non-zero bytes required)")
-                if len(span.span_id) != 8 or not any(span.span_id):
-                    raise OtlpDecodeError(f"{where} has an invalid span id (8 non-zero bytes required)")
-                if span.parent_span_id and len(span.parent_span_id) != 8:
-                    raise OtlpDecodeError(f"{where} has an invalid parent span id (8 bytes required)")
+            for i, span in enumerate(scope_spans.spans):  # each id read once, the message made on failure
+                trace_id, span_id, parent_span_id = span.trace_id, span.span_id, span.parent_span_id
+                if len(trace_id) != 16 or trace_id == _ZERO_TRACE_ID:
+                    problem = "an invalid trace id (16 non-zero bytes required)"
+                elif len(span_id) != 8 or span_id == _ZERO_SPAN_ID:
+                    problem = "an invalid span id (8 non-zero bytes required)"
+                elif parent_span_id and len(parent_span_id) != 8:
+                    problem = "an invalid parent span id (8 bytes required)"
+                else:
+                    continue
+                raise OtlpDecodeError(f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}] has {problem}")
 
 
 def _check_log_ids(request: ExportLogsServiceRequest) -> None:
