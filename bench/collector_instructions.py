@@ -1,6 +1,6 @@
 """Collector work per span in instructions, stage by stage: a figure machine noise cannot move.
 
-    python -m bench.collector_instructions [--spans-per-trace 64] [--requests 2,6]
+    python -m bench.collector_instructions [--spans-per-trace 64] [--requests 2,6] [--baseline FILE]
 
 CPU time on a shared 2-vCPU VM drifts by ±25 % from one minute to the next (docs/performance.md),
 more than most changes to the per-span path. Instructions do not drift: valgrind's ``callgrind``
@@ -23,12 +23,18 @@ allocations cross a threshold, so whether one more falls between the N1 and the 
 figure by up to 5 % from one code change to the next; with it off, the figure is the code's alone
 (reference counting still frees everything; cycles are rare on this path). Needs valgrind (``apt-get install valgrind``);
 without it, no figures. Writes ``bench/results-collector_instructions.json``.
+
+Each stage is reported before and after: ``--baseline FILE`` (default
+``bench/baseline-collector_instructions.json``, the figures of the collector before its one-pass
+decode, issue 21) gives every figure its "before" value, printed with the ratio and kept in the
+JSON (``baseline``, ``ratio``). ``--save-baseline`` writes this run's figures as that file.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import re
 import shutil
@@ -37,9 +43,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-from bench import Figure, write_results
+from bench import BENCH_DIR, Figure, write_results
 
+BASELINE = BENCH_DIR / "baseline-collector_instructions.json"
 STAGES = ("parse", "decode", "normalize", "redact", "write")
 SPANS_PER_REQUEST = 512
 _COLLECTED = re.compile(r"Collected : (\d+)")
@@ -125,6 +133,7 @@ def instructions(path: str, stage: str, count: int) -> int:
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
          sys.executable, "-m", "bench.collector_instructions", "--replay", path, "--stage", stage, "--count", str(count)],
         capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},  # str hashes (dict and set layouts) alike in every run
     )
     found = _COLLECTED.search(completed.stderr)
     if found is None:
@@ -132,10 +141,28 @@ def instructions(path: str, stage: str, count: int) -> int:
     return int(found.group(1))
 
 
+def read_baseline(path: Path) -> dict:
+    """``{"figures": {name: instructions/span}, ...}`` of a baseline file; empty when there is none."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def save_baseline(path: Path, result: dict, measured_on: str) -> None:
+    figures = {figure["name"]: figure["value"] for figure in result["figures"]}
+    document = {"measured_on": measured_on, "at": result["machine"]["at"],
+                "spans_per_trace": result["details"]["spans_per_trace"], "figures": figures}
+    path.write_text(json.dumps(document, indent=2) + "\n")
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.collector_instructions", description=__doc__.splitlines()[0])
     parser.add_argument("--spans-per-trace", type=int, default=64, help="run (trace) size of the requests")
     parser.add_argument("--requests", default="2,6", help="N1,N2: requests replayed in the two runs of a stage")
+    parser.add_argument("--baseline", type=Path, default=BASELINE, help="the 'before' figures (default: %(default)s)")
+    parser.add_argument("--save-baseline", metavar="DESCRIPTION",
+                        help="write this run's figures as the --baseline file, described as DESCRIPTION")
     parser.add_argument("--replay", help=argparse.SUPPRESS)
     parser.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
@@ -154,23 +181,33 @@ def main(argv: list[str] | None = None) -> dict:
         per_span = {
             stage: (instructions(path, stage, second) - instructions(path, stage, first)) / spans for stage in STAGES
         }
+    baseline = read_baseline(args.baseline)
+    before = baseline.get("figures", {}) if baseline.get("spans_per_trace") == args.spans_per_trace else {}
     figures = []
     previous = 0.0
     for stage in STAGES[:-1]:
-        figures.append(Figure(f"collector_instructions.{stage}", round(per_span[stage] - previous), "instructions/span",
+        name = f"collector_instructions.{stage}"
+        figures.append(Figure(name, round(per_span[stage] - previous), "instructions/span", baseline=before.get(name),
                               note=f"this stage alone ({stage} prefix {per_span[stage]:,.0f} minus the one before)"))
         previous = per_span[stage]
     figures.append(Figure(
         "collector_instructions.route_stamp_write_seal", round(per_span["write"] - per_span["redact"]), "instructions/span",
+        baseline=before.get("collector_instructions.route_stamp_write_seal"),
         note="the whole in-process path minus decode, normalize and redact: the sink, the records, the writer",
     ))
     figures.append(Figure(
         "collector_instructions.total", round(per_span["write"]), "instructions/span",
+        baseline=before.get("collector_instructions.total"),
         note=f"{args.spans_per_trace}-span runs, one thread, no gRPC; at this machine's rate divide by "
         "about 4,000 for µs",
     ))
-    details = {"spans_per_trace": args.spans_per_trace, "requests": [first, second], "prefix_per_span": per_span}
-    return write_results("collector_instructions", figures, details)
+    details = {"spans_per_trace": args.spans_per_trace, "requests": [first, second], "prefix_per_span": per_span,
+               "baseline": {"file": str(args.baseline), "measured_on": baseline.get("measured_on"),
+                            "at": baseline.get("at")} if before else None}
+    result = write_results("collector_instructions", figures, details)
+    if args.save_baseline:
+        save_baseline(args.baseline, result, args.save_baseline)
+    return result
 
 
 if __name__ == "__main__":

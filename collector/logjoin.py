@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import Enum
 
-from otel_session.normalize import JournalEvent, SpanData, SpanEventData, genai, normalize_span
+from otel_session.normalize import JournalEvent, SpanEventData, SpanView, genai, normalize_span
 
 __all__ = ["LOG_SETTLE_S", "LateJoin", "LogJoins", "WaitingLogs"]
 
@@ -57,7 +57,7 @@ class WaitingLogs:
         self.count += len(events)
         return True
 
-    def take(self, trace_id: int, spans: list[SpanData]) -> dict[int, list[SpanEventData]]:
+    def take(self, trace_id: int, spans: list[SpanView]) -> dict[int, list[SpanEventData]]:
         """The events waiting for each of ``spans``, by span id (taken)."""
         entry = self._by_trace.get(trace_id)
         if entry is None:
@@ -102,7 +102,7 @@ class _LogJoin:
 
     __slots__ = ("last_arrival", "late", "span", "written")
 
-    def __init__(self, span: SpanData, written: set[str], now: float) -> None:
+    def __init__(self, span: SpanView, written: set[str], now: float) -> None:
         self.span = span
         """The span with the log events joined so far."""
         self.written = written
@@ -111,7 +111,7 @@ class _LogJoin:
         self.last_arrival = now
 
 
-def _has_message_events(span: SpanData) -> bool:
+def _has_message_events(span: SpanView) -> bool:
     return any(genai.is_message_event(event.name) for event in span.events)
 
 
@@ -136,7 +136,7 @@ class LogJoins:
         """Span ids of spans journaled with message events of their own."""
 
     def normalize(
-        self, span: SpanData, span_hex: str, waiting: list[SpanEventData] | None, now: float
+        self, span: SpanView, span_hex: str, waiting: list[SpanEventData] | None, now: float
     ) -> list[JournalEvent]:
         """``span``'s journal events, with the log events ``waiting`` for it unless it carries
         message events itself; remembered for later ones when it is a model call or was joined."""

@@ -1,10 +1,10 @@
-"""OTLP trace and log payloads → ``SpanData`` and detached span events (the collector's decode stage).
+"""OTLP trace and log payloads → span views and detached span events (the collector's decode stage).
 
 Contract::
 
     request = parse_protobuf(body)          # ExportTraceServiceRequest, or raise OtlpDecodeError
     request = parse_json(body)              # OTLP JSON (hex ids, integer enums, lowerCamelCase)
-    spans: list[SpanData] = spans_of(request)
+    spans: list[OtlpSpan] = spans_of(request)   # SpanViews over the protobuf spans, decoded lazily
     body = to_json_line(request)            # OTLP JSON, as the Collector's file exporter writes it
 
     logs = parse_protobuf(body, Signal.LOGS)   # ExportLogsServiceRequest (parse_json likewise)
@@ -40,10 +40,11 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from otel_session.normalize import DetachedEvent, SpanData, SpanEventData, detached_event
+from otel_session.normalize import DetachedEvent, LazySpan, SpanEventData, detached_event
 
 __all__ = [
     "OtlpDecodeError",
+    "OtlpSpan",
     "Signal",
     "attributes_of",
     "log_events_of",
@@ -54,6 +55,8 @@ __all__ = [
 ]
 
 _STATUS_CODES = {0: "unset", 1: "ok", 2: "error"}
+_ZERO_TRACE_ID = bytes(16)
+_ZERO_SPAN_ID = bytes(8)
 _ID_FIELDS = {"traceId": 16, "spanId": 8, "parentSpanId": 8}
 _PARSE_ERROR_FIELD = re.compile(r"Failed to parse (\w+) field")
 
@@ -148,39 +151,50 @@ def to_json_line(request: ExportRequest) -> bytes:
     return orjson.dumps(document, option=orjson.OPT_APPEND_NEWLINE)
 
 
-def spans_of(request: ExportTraceServiceRequest) -> Iterator[SpanData]:
-    """Every span of the request as ``SpanData``, with its resource and scope.
+class OtlpSpan(LazySpan):
+    """A ``SpanView`` over a protobuf ``Span``: ids, times, status, attributes, events and drops
+    are read when the view is made (every mapping reads them: a field loaded on first use costs
+    more than decoding it at once), kind and the status message on first use. Every protobuf
+    field read crosses into the upb extension, so each is read once."""
 
-    The collector's per-span hot path: every protobuf field read crosses into the upb extension,
-    so each field is read once.
-    """
+    __slots__ = ("_span", "span_id_hex")  # the span id's hex, read by the sink and every mapping: kept
+
+    def __init__(self, span: Any, resource_attributes: dict[str, Any], scope_name: str) -> None:
+        self._span = span
+        parent_span_id = span.parent_span_id
+        start_time_ns = span.start_time_unix_nano
+        span_id = span.span_id
+        self.trace_id = int.from_bytes(span.trace_id, "big")
+        self.span_id = int.from_bytes(span_id, "big")
+        self.span_id_hex = span_id.hex()  # 8 bytes (parse_protobuf checks): 16 digits
+        self.parent_span_id = int.from_bytes(parent_span_id, "big") if parent_span_id else None
+        self.name = span.name
+        self.start_time_ns = start_time_ns
+        self.end_time_ns = span.end_time_unix_nano or start_time_ns
+        self.status_code = _STATUS_CODES.get(span.status.code, "unset")
+        self.resource_attributes = resource_attributes
+        self.scope_name = scope_name
+        self.dropped_attributes = span.dropped_attributes_count
+        self.dropped_events = span.dropped_events_count
+        self.attributes = attributes_of(span.attributes)
+        span_events = span.events
+        self.events = _events_of(span_events) if span_events else ()
+
+    def _load_status_message(self) -> str | None:
+        return self._span.status.message or None
+
+    def _load_kind(self) -> int:
+        return max(self._span.kind - 1, 0)  # OTLP SPAN_KIND_INTERNAL=1 is SpanKind.INTERNAL=0
+
+
+def spans_of(request: ExportTraceServiceRequest) -> Iterator[OtlpSpan]:
+    """Every span of the request as a view (``OtlpSpan``), with its resource and scope."""
     for resource_spans in request.resource_spans:
         resource_attributes = attributes_of(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             scope_name = scope_spans.scope.name
             for span in scope_spans.spans:
-                parent_span_id = span.parent_span_id
-                start_time_ns = span.start_time_unix_nano
-                status = span.status
-                span_events = span.events
-                # Positional: fifteen keyword arguments would cost about as much again as the call.
-                yield SpanData(
-                    int.from_bytes(span.trace_id, "big"),  # trace_id
-                    int.from_bytes(span.span_id, "big"),  # span_id
-                    int.from_bytes(parent_span_id, "big") if parent_span_id else None,  # parent_span_id
-                    span.name,  # name
-                    start_time_ns,  # start_time_ns
-                    span.end_time_unix_nano or start_time_ns,  # end_time_ns
-                    attributes_of(span.attributes),  # attributes
-                    _events_of(span_events) if span_events else (),  # events
-                    _STATUS_CODES.get(status.code, "unset"),  # status_code
-                    status.message or None,  # status_message
-                    max(span.kind - 1, 0),  # kind: OTLP SPAN_KIND_INTERNAL=1 is SpanKind.INTERNAL=0
-                    resource_attributes,  # resource_attributes
-                    scope_name,  # scope_name
-                    span.dropped_attributes_count,  # dropped_attributes
-                    span.dropped_events_count,  # dropped_events
-                )
+                yield OtlpSpan(span, resource_attributes, scope_name)
 
 
 def _events_of(span_events: Any) -> tuple[SpanEventData, ...]:
@@ -248,14 +262,17 @@ def _check_ids(request: ExportRequest) -> None:
         return
     for r, resource_spans in enumerate(request.resource_spans):
         for s, scope_spans in enumerate(resource_spans.scope_spans):
-            for i, span in enumerate(scope_spans.spans):
-                where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
-                if len(span.trace_id) != 16 or not any(span.trace_id):
-                    raise OtlpDecodeError(f"{where} has an invalid trace id (16 non-zero bytes required)")
-                if len(span.span_id) != 8 or not any(span.span_id):
-                    raise OtlpDecodeError(f"{where} has an invalid span id (8 non-zero bytes required)")
-                if span.parent_span_id and len(span.parent_span_id) != 8:
-                    raise OtlpDecodeError(f"{where} has an invalid parent span id (8 bytes required)")
+            for i, span in enumerate(scope_spans.spans):  # each id read once, the message made on failure
+                trace_id, span_id, parent_span_id = span.trace_id, span.span_id, span.parent_span_id
+                if len(trace_id) != 16 or trace_id == _ZERO_TRACE_ID:
+                    problem = "an invalid trace id (16 non-zero bytes required)"
+                elif len(span_id) != 8 or span_id == _ZERO_SPAN_ID:
+                    problem = "an invalid span id (8 non-zero bytes required)"
+                elif parent_span_id and len(parent_span_id) != 8:
+                    problem = "an invalid parent span id (8 bytes required)"
+                else:
+                    continue
+                raise OtlpDecodeError(f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}] has {problem}")
 
 
 def _check_log_ids(request: ExportLogsServiceRequest) -> None:

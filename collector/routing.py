@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 from otel_session import semconv as sc
 from otel_session.journal import RunKind
-from otel_session.normalize import SpanData, genai, session_id_of
+from otel_session.normalize import SpanView, genai, session_id_of
 
 __all__ = ["HeldSpans", "RunIdentity", "run_identity", "session_of"]
 
 
-def session_of(spans: list[SpanData]) -> str | None:
+def session_of(spans: list[SpanView]) -> str | None:
     """The first session id any of ``spans`` (or its resource) names."""
     for span in spans:
         session_id = session_id_of(span.attributes, span.resource_attributes)
@@ -48,7 +48,7 @@ class RunIdentity:
     created_at_ns: int
 
 
-def run_identity(session_id: str, spans: list[SpanData]) -> RunIdentity:
+def run_identity(session_id: str, spans: list[SpanView]) -> RunIdentity:
     """The run of ``spans`` (one trace's): kind and eval from its root span when among them, the
     agent as ``genai.run_agent`` finds it."""
     first = min(spans, key=lambda span: span.start_time_ns)
@@ -72,9 +72,9 @@ class HeldSpans:
     def __init__(self, max_spans: int) -> None:
         self.max_spans = max_spans
         self.count = 0
-        self._by_trace: dict[int, tuple[float, list[SpanData]]] = {}
+        self._by_trace: dict[int, tuple[float, list[SpanView]]] = {}
 
-    def hold(self, trace_id: int, spans: list[SpanData], now: float) -> bool:
+    def hold(self, trace_id: int, spans: list[SpanView], now: float) -> bool:
         """Keep ``spans`` until their trace names a session; False (nothing kept) over the bound."""
         if self.count + len(spans) > self.max_spans:
             return False
@@ -82,14 +82,14 @@ class HeldSpans:
         self.count += len(spans)
         return True
 
-    def take(self, trace_id: int) -> list[SpanData]:
+    def take(self, trace_id: int) -> list[SpanView]:
         entry = self._by_trace.pop(trace_id, None)
         if entry is None:
             return []
         self.count -= len(entry[1])
         return entry[1]
 
-    def expire(self, is_expired: Callable[[float], bool]) -> list[tuple[int, list[SpanData]]]:
+    def expire(self, is_expired: Callable[[float], bool]) -> list[tuple[int, list[SpanView]]]:
         """Take the traces first held at a time ``is_expired``."""
         gone = [trace_id for trace_id, (first_seen, _) in self._by_trace.items() if is_expired(first_seen)]
         return [(trace_id, self.take(trace_id)) for trace_id in gone]

@@ -49,7 +49,7 @@ from otel_session.collector.sealing import (
 from otel_session.journal import CaptureStatus, format_timestamp, run_id_from_trace_id
 from otel_session.layout import UnsafePathError
 from otel_session.log import get_logger, log_id
-from otel_session.normalize import DetachedEvent, SpanData, SpanEventData
+from otel_session.normalize import DetachedEvent, SpanEventData, SpanView
 from otel_session.read import RunInfo, find_run, read_bundle
 from otel_session.write import (
     BundleWriter,
@@ -78,7 +78,7 @@ logger = get_logger(__name__)
 
 _SEALED_MEMORY = 65_536
 _ACK_TIMEOUT_S = 30.0
-_Planned = tuple[OpenRun, list[SpanData], dict[int, list[SpanEventData]]]
+_Planned = tuple[OpenRun, list[SpanView], dict[int, list[SpanEventData]]]
 """A run and the spans (with the log events that waited for them) to journal into it."""
 _MAX_RUNS_AWAITING_SEAL = 256
 RECORDED_BY = "otel-session collector"  # run.json `recorded_by`: runs this collector may resume
@@ -131,9 +131,9 @@ class BundleSink:
 
     # -- intake ----------------------------------------------------------------------------
 
-    def submit(self, spans: Iterable[SpanData]) -> SubmitResult:
+    def submit(self, spans: Iterable[SpanView]) -> SubmitResult:
         """Bundle ``spans`` (one export request). Raises ``Overloaded`` before appending anything."""
-        by_trace: dict[int, list[SpanData]] = defaultdict(list)
+        by_trace: dict[int, list[SpanView]] = defaultdict(list)
         for span in spans:
             by_trace[span.trace_id].append(span)
         result = SubmitResult()
@@ -229,7 +229,7 @@ class BundleSink:
 
     # -- routing (``_lock`` held) -----------------------------------------------------------
 
-    def _run_for(self, trace_id: int, spans: list[SpanData], result: SubmitResult, now: float) -> OpenRun | None:
+    def _run_for(self, trace_id: int, spans: list[SpanView], result: SubmitResult, now: float) -> OpenRun | None:
         run = self._runs.get(trace_id)
         if run is not None:
             return run
@@ -247,7 +247,7 @@ class BundleSink:
             return None
         return self._derive(trace_id, spans, result, now)
 
-    def _derive(self, trace_id: int, spans: list[SpanData], result: SubmitResult, now: float) -> OpenRun | None:
+    def _derive(self, trace_id: int, spans: list[SpanView], result: SubmitResult, now: float) -> OpenRun | None:
         """Open the run of a trace that named no session as a session of its own (its run id),
         unless the run exists already under another session (a process before this one, or an
         earlier import, bound the trace while its other spans named one): then they are rejected."""
@@ -263,7 +263,7 @@ class BundleSink:
         return self._open(trace_id, run_id, spans, result, now, session_derived=True)
 
     def _open(
-        self, trace_id: int, session_id: str, spans: list[SpanData], result: SubmitResult, now: float, *,
+        self, trace_id: int, session_id: str, spans: list[SpanView], result: SubmitResult, now: float, *,
         session_derived: bool = False,
     ) -> OpenRun | None:
         identity = run_identity(session_id, spans)
@@ -309,7 +309,7 @@ class BundleSink:
     # -- journaling (``run.lock`` held) -----------------------------------------------------
 
     def _append(
-        self, run: OpenRun, spans: list[SpanData], log_events: dict[int, list[SpanEventData]], result: SubmitResult
+        self, run: OpenRun, spans: list[SpanView], log_events: dict[int, list[SpanEventData]], result: SubmitResult
     ) -> None:
         """Journal ``spans`` (one trace's, of one request), each with the log events that waited for it."""
         # End order, as the app's SDK exported them: OTLP regroups a request's spans by scope, and a

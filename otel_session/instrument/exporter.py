@@ -29,7 +29,7 @@ from otel_session import config
 from otel_session.collector.sink import BundleSink, Overloaded
 from otel_session.instrument._runtime import current_recorder
 from otel_session.log import get_logger
-from otel_session.normalize import SpanData
+from otel_session.normalize import SdkSpan
 from otel_session.redact import RedactionPolicy, Redactor, load_or_create_key
 from otel_session.write import BundleWriter, WriterLimits
 
@@ -76,7 +76,7 @@ class SessionBundleExporter(SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
-            taken = [SpanData.from_readable_span(span) for span in spans
+            taken = [SdkSpan(span) for span in spans
                      if not _recorded_in_process(span.context.trace_id)]
             self.spans_recorded_in_process += len(spans) - len(taken)
             if taken:

@@ -27,7 +27,7 @@ from otel_session.instrument._context import scope_of, span_session_id
 from otel_session.instrument._log import warn_once
 from otel_session.instrument.live_records import without_live_records
 from otel_session.log import get_logger
-from otel_session.normalize import SpanData, detached_event, normalize_span
+from otel_session.normalize import SdkSpan, detached_event, normalize_span
 from otel_session.normalize.toollink import ToolCallLinker
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class SessionSpanProcessor(SpanProcessor):
         if handle.journal_recorder is None:
             return
         try:
-            data = SpanData.from_readable_span(span)
+            data = SdkSpan(span)
             log_events = recorder.take_log_events(data.trace_id, data.span_id)
             if log_events:
                 data = data.with_events(log_events)

@@ -2,11 +2,11 @@
 
 Contract::
 
-    span = SpanData.from_readable_span(readable_span)   # the in-process path
-    span = <collector decoder>(otlp_span, resource, scope)  # the collector path, same SpanData
-    events: list[JournalEvent] = normalize_span(span)
+    span = SdkSpan(readable_span)        # the in-process path's view of a finished span
+    span = OtlpSpan(...)                 # the collector's (``collector.otlp.spans_of``), decoded lazily
+    events: list[JournalEvent] = normalize_span(span)   # any ``SpanView`` (``view``), SpanData too
 
-One normalizer serves both paths. ``JournalEvent`` holds raw (unredacted) values; the redact stage
+One normalizer serves both paths, through one read-only view interface (``normalize.view``). ``JournalEvent`` holds raw (unredacted) values; the redact stage
 runs next, then the writer stamps ``seq`` and ``at``. Mappings live beside this module:
 ``own`` for this project's ``otel_session.*`` spans and events, ``genai`` for the OpenTelemetry
 GenAI conventions (old and new spellings), OpenInference and OpenLLMetry.
@@ -27,13 +27,17 @@ from otel_session.normalize.spans import (
     session_id_of,
     upstream_drop_event,
 )
+from otel_session.normalize.view import LazySpan, SdkSpan, SpanView
 
 __all__ = [
     "SESSION_ID_KEYS",
     "DetachedEvent",
     "JournalEvent",
+    "LazySpan",
+    "SdkSpan",
     "SpanData",
     "SpanEventData",
+    "SpanView",
     "detached_event",
     "normalize_span",
     "session_id_of",
@@ -59,7 +63,7 @@ def detached_event(
     return DetachedEvent(trace_id, span_id, SpanEventData(name, time_ns, attributes))
 
 
-def normalize_span(span: SpanData) -> list[JournalEvent]:
+def normalize_span(span: SpanView) -> list[JournalEvent]:
     """Journal events of one finished span, in event-time order (start, span events, end)."""
     events = own.map_span(span) if own.is_own_span(span) else voice.map_span(span) if voice.is_voice_span(span) else genai.map_span(span)
     if span.dropped_events or span.dropped_attributes:

@@ -23,7 +23,8 @@ from typing import Any
 import orjson
 
 from otel_session.journal import EventType, RunKind
-from otel_session.normalize.spans import JournalEvent, SpanData
+from otel_session.normalize.spans import JournalEvent
+from otel_session.normalize.view import SpanView
 from otel_session.normalize.genai_deltas import deltas_of, dropped_deltas
 from otel_session.normalize.genai_messages import (
     DETAILS_EVENT,
@@ -89,15 +90,15 @@ def is_message_event(name: str) -> bool:
     return name in ROLE_EVENTS or name == "gen_ai.choice" or name == DETAILS_EVENT
 
 
-def _has_message_events(span: SpanData) -> bool:
+def _has_message_events(span: SpanView) -> bool:
     return any(is_message_event(event.name) for event in span.events)
 
 
-def map_span(span: SpanData) -> list[JournalEvent]:
+def map_span(span: SpanView) -> list[JournalEvent]:
     attributes = span.attributes
     operation = _operation(attributes)
     if _is_tool_call(attributes, operation):
-        add_body: Callable[[SpanData, _SpanIds, list[JournalEvent]], None] | None = _add_tool_events
+        add_body: Callable[[SpanView, _SpanIds, list[JournalEvent]], None] | None = _add_tool_events
     elif _is_model_call(attributes, operation) or (span.events and _has_message_events(span)):
         add_body = _add_message_events
     else:
@@ -121,14 +122,14 @@ def map_span(span: SpanData) -> list[JournalEvent]:
 # -- runs ------------------------------------------------------------------------------------
 
 
-def _run_started_payload(span: SpanData) -> dict[str, Any]:
+def _run_started_payload(span: SpanView) -> dict[str, Any]:
     attributes = span.attributes
     payload: dict[str, Any] = {"kind": attributes.get("otel_session.run.kind") or RunKind.LIVE.value}
     payload["agent"] = _agent_of(span) or _agent_span_name(span) or span.service_name or span.name
     return payload
 
 
-def run_agent(spans: Iterable[SpanData]) -> str | None:
+def run_agent(spans: Iterable[SpanView]) -> str | None:
     """The agent a run (a trace) is labelled with, from the spans of it at hand: the root's agent
     attributes, else the first ``agent.name`` / ``gen_ai.agent.name`` among the spans (by start
     time; an OpenInference or Agents SDK run names its agent on a child span), else the name of
@@ -141,7 +142,7 @@ def run_agent(spans: Iterable[SpanData]) -> str | None:
     return agent or (_agent_span_name(root) if root is not None else None)
 
 
-def _agent_of(span: SpanData) -> str | None:
+def _agent_of(span: SpanView) -> str | None:
     attributes = span.attributes
     for key in ("gen_ai.agent.name", "traceloop.workflow.name", "agent.name"):
         value = attributes.get(key)
@@ -150,7 +151,7 @@ def _agent_of(span: SpanData) -> str | None:
     return None
 
 
-def _agent_span_name(span: SpanData) -> str | None:
+def _agent_span_name(span: SpanView) -> str | None:
     """A root span's name when the span is an agent's: ``invoke_agent {name}``, OpenInference ``AGENT``."""
     if _operation(span.attributes) in _AGENT_OPERATIONS:
         return span.name.removeprefix("invoke_agent").strip() or None
@@ -159,14 +160,14 @@ def _agent_span_name(span: SpanData) -> str | None:
     return None
 
 
-def _start_time(span: SpanData) -> int:
+def _start_time(span: SpanView) -> int:
     return span.start_time_ns
 
 
 # -- tools -----------------------------------------------------------------------------------
 
 
-def _add_tool_events(span: SpanData, ids: _SpanIds, events: list[JournalEvent]) -> None:
+def _add_tool_events(span: SpanView, ids: _SpanIds, events: list[JournalEvent]) -> None:
     attributes = span.attributes
     name = (
         attributes.get("gen_ai.tool.name")
@@ -227,7 +228,7 @@ def _traceloop_value(value: Any) -> Any:
 # -- messages --------------------------------------------------------------------------------
 
 
-def _add_message_events(span: SpanData, ids: _SpanIds, events: list[JournalEvent]) -> None:
+def _add_message_events(span: SpanView, ids: _SpanIds, events: list[JournalEvent]) -> None:
     inputs, outputs = messages_of(span)
     start_ns = span.start_time_ns
     for position, message in enumerate(new_inputs(inputs)):
@@ -281,9 +282,11 @@ def _model_call_facts(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """``{"model": str, "usage": {"input_tokens": int, "output_tokens": int}}``, each key only
     when the span says it (the response model before the requested one)."""
     facts: dict[str, Any] = {}
-    model = next((value for key in _MODEL_KEYS if isinstance(value := attributes.get(key), str) and value), None)
-    if model is not None:
-        facts["model"] = model
+    for key in _MODEL_KEYS:  # a loop, not next(generator): this runs for every model call
+        model = attributes.get(key)
+        if isinstance(model, str) and model:
+            facts["model"] = model
+            break
     usage = {}
     for name, keys in _USAGE_KEYS:
         for key in keys:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from otel_session import semconv as sc
-from otel_session.normalize.spans import SpanData
+from otel_session.normalize.view import SpanView
 
 __all__ = ["DELTAS_DROPPED", "DELTA_MESSAGE", "deltas_of", "dropped_deltas"]
 
@@ -27,7 +27,7 @@ DELTA_MESSAGE = "otel_session.delta.message"
 DELTAS_DROPPED = "otel_session.deltas.dropped"
 
 
-def deltas_of(span: SpanData) -> dict[int, list[tuple[int, dict[str, Any]]]]:
+def deltas_of(span: SpanView) -> dict[int, list[tuple[int, dict[str, Any]]]]:
     """The span's delta events by output message position: ``(at_ns, assistant_delta payload)``."""
     found: dict[int, list[tuple[int, dict[str, Any]]]] = {}
     for event in span.events:
@@ -43,7 +43,7 @@ def deltas_of(span: SpanData) -> dict[int, list[tuple[int, dict[str, Any]]]]:
     return found
 
 
-def dropped_deltas(span: SpanData) -> dict[str, Any] | None:
+def dropped_deltas(span: SpanView) -> dict[str, Any] | None:
     """The ``upstream_drop`` payload for deltas the span had no room for, if it lost any."""
     dropped = span.attributes.get(DELTAS_DROPPED)
     if dropped.__class__ is not int or dropped <= 0:

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from otel_session.normalize.spans import SpanData
+from otel_session.normalize.view import SpanView
 
 __all__ = [
     "DETAILS_EVENT", "ROLE_EVENTS", "Message", "add_openai_message", "json_list", "json_value", "messages_of", "new_inputs",
@@ -61,7 +61,7 @@ def new_inputs(inputs: list[Message]) -> list[Message]:
     return inputs
 
 
-def messages_of(span: SpanData) -> tuple[list[Message], list[Message]]:
+def messages_of(span: SpanView) -> tuple[list[Message], list[Message]]:
     """Input and output messages from whichever convention the span uses (first one found wins).
 
     An output message without a finish reason of its own takes the span's: OpenInference's
@@ -80,7 +80,7 @@ def messages_of(span: SpanData) -> tuple[list[Message], list[Message]]:
     return inputs, outputs
 
 
-def _messages_of(span: SpanData) -> tuple[list[Message], list[Message]]:
+def _messages_of(span: SpanView) -> tuple[list[Message], list[Message]]:
     attributes = span.attributes
     details: Mapping[str, Any] = {}
     for event in span.events:

@@ -20,7 +20,8 @@ from typing import Any
 
 from otel_session import semconv as sc
 from otel_session.journal import EventType
-from otel_session.normalize.spans import JournalEvent, SpanData
+from otel_session.normalize.spans import JournalEvent
+from otel_session.normalize.view import SpanView
 from otel_session.normalize.codec import SPAN_EVENTS, decode
 
 __all__ = ["SCOPE_NAME", "is_own_span", "map_span"]
@@ -28,7 +29,7 @@ __all__ = ["SCOPE_NAME", "is_own_span", "map_span"]
 SCOPE_NAME = sc.SCOPE_NAME
 
 
-def _span_role(span: SpanData) -> str | None:
+def _span_role(span: SpanView) -> str | None:
     attributes = span.attributes
     if attributes.get(sc.RUN_KIND) is not None and attributes.get(sc.OPERATION_NAME) == "invoke_agent":
         return "run"
@@ -41,7 +42,7 @@ def _span_role(span: SpanData) -> str | None:
     return None
 
 
-def is_own_span(span: SpanData) -> bool:
+def is_own_span(span: SpanView) -> bool:
     """True for spans made by ``otel_session.instrument`` (scope ``otel_session``)."""
     return span.scope_name == SCOPE_NAME or (
         sc.RUN_ID in span.attributes and _span_role(span) in ("run", "turn", "message")
@@ -54,7 +55,7 @@ class _Builder:
     __slots__ = ("events", "_turn_index", "_message_id", "_tool_call_id", "_trace_id", "_span_id")
 
     def __init__(
-        self, span: SpanData, *, turn_index: Any = None, message_id: Any = None, tool_call_id: Any = None
+        self, span: SpanView, *, turn_index: Any = None, message_id: Any = None, tool_call_id: Any = None
     ) -> None:
         self.events: list[JournalEvent] = []
         self._turn_index = turn_index
@@ -77,7 +78,7 @@ class _Builder:
             )
         )
 
-    def span(self, span: SpanData, started: str, finished: str, defaults: Mapping[str, Any] | None = None) -> None:
+    def span(self, span: SpanView, started: str, finished: str, defaults: Mapping[str, Any] | None = None) -> None:
         """The span's start record, its own span events in time order, and its end record."""
         attributes = span.attributes
         self.add(started, span.start_time_ns, decode(started, attributes))
@@ -92,23 +93,23 @@ _TIME_NS = attrgetter("time_ns")
 _E = {member: member.value for member in EventType}  # an enum member's ``.value`` is a descriptor call
 
 
-def _status(span: SpanData) -> str:
+def _status(span: SpanView) -> str:
     return "error" if span.status_code == "error" else "ok"
 
 
-def _map_run(span: SpanData) -> list[JournalEvent]:
+def _map_run(span: SpanView) -> list[JournalEvent]:
     builder = _Builder(span)
     builder.span(span, _E[EventType.RUN_STARTED], _E[EventType.RUN_FINISHED], {"status": _status(span)})
     return builder.events
 
 
-def _map_turn(span: SpanData) -> list[JournalEvent]:
+def _map_turn(span: SpanView) -> list[JournalEvent]:
     builder = _Builder(span, turn_index=span.attributes.get(sc.TURN_INDEX))
     builder.span(span, _E[EventType.TURN_STARTED], _E[EventType.TURN_FINISHED])
     return builder.events
 
 
-def _map_message(span: SpanData) -> list[JournalEvent]:
+def _map_message(span: SpanView) -> list[JournalEvent]:
     attributes = span.attributes
     builder = _Builder(span, turn_index=attributes.get(sc.TURN_INDEX), message_id=attributes.get(sc.MESSAGE_ID))
     settled = {"settled": span.status_code != "error"}
@@ -116,7 +117,7 @@ def _map_message(span: SpanData) -> list[JournalEvent]:
     return builder.events
 
 
-def _map_tool(span: SpanData) -> list[JournalEvent]:
+def _map_tool(span: SpanView) -> list[JournalEvent]:
     attributes = span.attributes
     builder = _Builder(span, turn_index=attributes.get(sc.TURN_INDEX), tool_call_id=attributes.get(sc.TOOL_CALL_ID))
     builder.span(span, _E[EventType.TOOL_EXECUTION_STARTED], _E[EventType.TOOL_EXECUTION_FINISHED], {
@@ -132,7 +133,7 @@ def _map_tool(span: SpanData) -> list[JournalEvent]:
     return builder.events
 
 
-_MAPPERS: dict[str, Callable[[SpanData], list[JournalEvent]]] = {
+_MAPPERS: dict[str, Callable[[SpanView], list[JournalEvent]]] = {
     "run": _map_run,
     "turn": _map_turn,
     "message": _map_message,
@@ -140,7 +141,7 @@ _MAPPERS: dict[str, Callable[[SpanData], list[JournalEvent]]] = {
 }
 
 
-def map_span(span: SpanData) -> list[JournalEvent]:
+def map_span(span: SpanView) -> list[JournalEvent]:
     """Journal events of one own span, in event-time order (start, span events, end)."""
     mapper = _MAPPERS.get(_span_role(span) or "")
     return mapper(span) if mapper is not None else []

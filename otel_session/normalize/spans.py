@@ -1,9 +1,8 @@
-"""The normalizer's values: a finished span (``SpanData``, whatever it came from), its events, and
-the journal records it becomes (``JournalEvent``), with the helpers every mapping shares.
+"""The normalizer's values: a finished span as plain values (``SpanData``, one ``SpanView``), its
+events, and the journal records it becomes (``JournalEvent``), with the helpers every mapping shares.
 
-Plain slotted dataclasses: the collector builds one SpanData per received span and a few
-JournalEvents per span, and a frozen dataclass pays ``object.__setattr__`` for every field.
-Treat them as immutable values all the same.
+Plain slotted dataclasses: the normalizer builds a few JournalEvents per span, and a frozen
+dataclass pays ``object.__setattr__`` for every field. Treat them as immutable values all the same.
 """
 
 from __future__ import annotations
@@ -11,14 +10,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from otel_session.journal import EventType, run_id_from_trace_id
 
+if TYPE_CHECKING:
+    from otel_session.normalize.view import SpanView
+
 __all__ = [
     "SESSION_ID_KEYS",
+    "FIELDS",
     "DetachedEvent",
     "JournalEvent",
+    "SpanMethods",
     "SpanData",
     "SpanEventData",
     "session_id_of",
@@ -36,8 +40,6 @@ SESSION_ID_KEYS = (
 )
 
 
-
-
 @dataclass(slots=True)
 class SpanEventData:
     name: str
@@ -45,9 +47,60 @@ class SpanEventData:
     attributes: Mapping[str, Any] = field(default_factory=dict)
 
 
+class SpanMethods:
+    """What every ``SpanView`` derives from its fields."""
+
+    __slots__ = ()
+
+    @property
+    def run_id(self) -> str:
+        return run_id_from_trace_id(self.trace_id)  # type: ignore[attr-defined]
+
+    @property
+    def trace_id_hex(self) -> str:
+        return trace_id_hex(self.trace_id)  # type: ignore[attr-defined]
+
+    @property
+    def span_id_hex(self) -> str:
+        return f"{self.span_id:016x}"  # type: ignore[attr-defined]
+
+    @property
+    def service_name(self) -> str | None:
+        value = self.resource_attributes.get("service.name")  # type: ignore[attr-defined]
+        return str(value) if value is not None else None
+
+    def with_events(self, extra: Sequence[SpanEventData]) -> SpanData:
+        """This span with ``extra`` events among its own, in time order (its own first at a tie)."""
+        return self.replaced(events=tuple(sorted([*self.events, *extra], key=_event_time)))  # type: ignore[attr-defined]
+
+    def replaced(self, **changes: Any) -> SpanData:
+        """This span as a ``SpanData``, with ``changes``."""
+        if isinstance(self, SpanData):
+            return dataclasses.replace(self, **changes)
+        return SpanData(*[changes[name] if name in changes else getattr(self, name) for name in FIELDS])
+
+
+def _event_time(event: SpanEventData) -> int:
+    return event.time_ns
+
+
+def trace_id_hex(trace_id: int) -> str:
+    """``trace_id`` as 32 hex digits. A trace's spans come together, so the last one is kept."""
+    global _last_trace_id_hex
+    last = _last_trace_id_hex  # one tuple read: safe across threads
+    if last[0] == trace_id and trace_id.__class__ is int:
+        return last[1]
+    text = f"{trace_id:032x}"
+    _last_trace_id_hex = (trace_id, text)
+    return text
+
+
+_last_trace_id_hex: tuple[int, str] = (-1, "")
+
+
 @dataclass(slots=True)
-class SpanData:
-    """A finished span, whatever it came from: the normalizer's only input."""
+class SpanData(SpanMethods):
+    """A finished span as plain values: the ``SpanView`` a test or a join builds (``normalize.view``)."""
 
     trace_id: int
     span_id: int
@@ -65,56 +118,9 @@ class SpanData:
     dropped_attributes: int = 0
     dropped_events: int = 0
 
-    @property
-    def run_id(self) -> str:
-        return run_id_from_trace_id(self.trace_id)
 
-    @property
-    def trace_id_hex(self) -> str:
-        return _trace_id_hex(self.trace_id)
-
-    @property
-    def span_id_hex(self) -> str:
-        return f"{self.span_id:016x}"
-
-    @property
-    def service_name(self) -> str | None:
-        value = self.resource_attributes.get("service.name")
-        return str(value) if value is not None else None
-
-    def with_events(self, extra: Sequence[SpanEventData]) -> SpanData:
-        """This span with ``extra`` events among its own, in time order (its own first at a tie)."""
-        events = sorted([*self.events, *extra], key=_event_time)
-        return dataclasses.replace(self, events=tuple(events))
-
-    @classmethod
-    def from_readable_span(cls, span: Any) -> SpanData:
-        """Build from an SDK ``ReadableSpan`` (what span processors and exporters receive)."""
-        context = span.context
-        status = span.status
-        return cls(
-            trace_id=context.trace_id,
-            span_id=context.span_id,
-            parent_span_id=span.parent.span_id if span.parent is not None else None,
-            name=span.name,
-            start_time_ns=span.start_time or 0,
-            end_time_ns=span.end_time or span.start_time or 0,
-            attributes=dict(span.attributes or {}),
-            events=tuple(
-                SpanEventData(event.name, event.timestamp, dict(event.attributes or {})) for event in span.events
-            ),
-            status_code=status.status_code.name.lower(),
-            status_message=status.description,
-            kind=span.kind.value,
-            resource_attributes=dict(span.resource.attributes) if span.resource is not None else {},
-            scope_name=span.instrumentation_scope.name if span.instrumentation_scope is not None else "",
-            dropped_attributes=span.dropped_attributes,
-            dropped_events=span.dropped_events,
-        )
-
-
-def _event_time(event: SpanEventData) -> int:
-    return event.time_ns
+FIELDS = tuple(item.name for item in dataclasses.fields(SpanData))
+"""A ``SpanView``'s fields, in ``SpanData``'s positional order."""
 
 
 @dataclass(slots=True)
@@ -158,20 +164,6 @@ class JournalEvent:
         }
 
 
-def _trace_id_hex(trace_id: int) -> str:
-    """``trace_id`` as 32 hex digits. A trace's spans come together, so the last one is kept."""
-    global _last_trace_id_hex
-    last = _last_trace_id_hex  # one tuple read: safe across threads
-    if last[0] == trace_id and trace_id.__class__ is int:
-        return last[1]
-    text = f"{trace_id:032x}"
-    _last_trace_id_hex = (trace_id, text)
-    return text
-
-
-_last_trace_id_hex: tuple[int, str] = (-1, "")
-
-
 def session_id_of(*attribute_maps: Mapping[str, Any]) -> str | None:
     """The session id found in the first map that has one of ``SESSION_ID_KEYS``."""
     for attributes in attribute_maps:
@@ -182,7 +174,7 @@ def session_id_of(*attribute_maps: Mapping[str, Any]) -> str | None:
     return None
 
 
-def upstream_drop_event(span: SpanData) -> JournalEvent | None:
+def upstream_drop_event(span: SpanView) -> JournalEvent | None:
     """An ``upstream_drop`` record when the span lost events or attributes before it reached us."""
     if not (span.dropped_events or span.dropped_attributes):
         return None

@@ -33,7 +33,6 @@ ends, or when more than ``MAX_HELD_PARENTS`` parents wait (oldest first): never 
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -43,7 +42,8 @@ import orjson
 
 from otel_session.journal import EventType, RunKind
 from otel_session.normalize import genai, genai_messages
-from otel_session.normalize.spans import JournalEvent, SpanData
+from otel_session.normalize.spans import JournalEvent
+from otel_session.normalize.view import SpanView
 
 __all__ = ["MAX_HELD_PARENTS", "LATENCY_KEYS", "is_voice_span", "map_span"]
 
@@ -59,7 +59,7 @@ _PIPECAT_LATENCY = {"stt": ("metrics.ttfb", "stt_ms"), "llm": ("metrics.ttfb", "
 _LIVEKIT_LATENCY = {"llm_node": ("lk.response.ttft", "llm_ttft_ms"), "tts_node": ("lk.response.ttfb", "tts_ttfb_ms")}
 
 
-def is_voice_span(span: SpanData) -> bool:
+def is_voice_span(span: SpanView) -> bool:
     return span.scope_name in _PIPECAT_SCOPES or span.scope_name == _LIVEKIT_SCOPE
 
 
@@ -72,7 +72,7 @@ class _Held:
         self._turns: OrderedDict[tuple[int, int], int | None] = OrderedDict()  # turns mapped: their index
         self._turn_counts: OrderedDict[int, int] = OrderedDict()
 
-    def hold(self, span: SpanData, events: list[JournalEvent], latency: dict[str, float]) -> list[JournalEvent]:
+    def hold(self, span: SpanView, events: list[JournalEvent], latency: dict[str, float]) -> list[JournalEvent]:
         """Hold ``events`` for the span's parent, or stamp them with its index when that turn came
         first; returns what is released now (those, or the records evicted to stay bounded)."""
         key = (span.trace_id, span.parent_span_id or 0)
@@ -97,7 +97,7 @@ class _Held:
                 evicted.extend(self._by_parent.popitem(last=False)[1][0])
             return evicted
 
-    def take(self, span: SpanData, turn_index: int | None = None) -> tuple[list[JournalEvent], dict[str, float]]:
+    def take(self, span: SpanView, turn_index: int | None = None) -> tuple[list[JournalEvent], dict[str, float]]:
         """What waited for ``span``; a turn's ``turn_index`` is kept for its children still to come."""
         key = (span.trace_id, span.span_id)
         with self._lock:
@@ -117,15 +117,20 @@ class _Held:
             return index
 
     def take_trace(self, trace_id: int) -> list[JournalEvent]:
+        """What still waits in the trace, at its conversation's end; its turns are forgotten too, so
+        the same trace recorded again (another collector or import in this process) maps the same."""
         with self._lock:
             keys = [key for key in self._by_parent if key[0] == trace_id]
+            for turn in [key for key in self._turns if key[0] == trace_id]:
+                del self._turns[turn]
+            self._turn_counts.pop(trace_id, None)
             return [event for key in keys for event in self._by_parent.pop(key)[0]]
 
 
 _held = _Held()
 
 
-def map_span(span: SpanData) -> list[JournalEvent]:
+def map_span(span: SpanView) -> list[JournalEvent]:
     if span.scope_name == _LIVEKIT_SCOPE:
         return _map_livekit(span)
     if span.name == "turn" and "turn.number" in span.attributes:
@@ -136,7 +141,7 @@ def map_span(span: SpanData) -> list[JournalEvent]:
     return _map_service(span, _map_llm(span) if span.name == "llm" else [], _PIPECAT_LATENCY)
 
 
-def _map_livekit(span: SpanData) -> list[JournalEvent]:
+def _map_livekit(span: SpanView) -> list[JournalEvent]:
     if span.name == "agent_turn":
         return _map_turn(span, _held.next_turn_index(span.trace_id), _livekit_turn)
     events = genai.map_span(span)  # messages (llm_request), tools (function_tool), the run (its root)
@@ -145,11 +150,11 @@ def _map_livekit(span: SpanData) -> list[JournalEvent]:
     return _map_service(span, events, _LIVEKIT_LATENCY)
 
 
-def _ids(span: SpanData) -> tuple[str, str]:
+def _ids(span: SpanView) -> tuple[str, str]:
     return span.trace_id_hex, span.span_id_hex
 
 
-def _map_run(span: SpanData, events: list[JournalEvent]) -> list[JournalEvent]:
+def _map_run(span: SpanView, events: list[JournalEvent]) -> list[JournalEvent]:
     """A conversation's span: what still waits in its trace, inside ``run_started`` … ``run_finished``
     when it is the trace's root (else, in process, the run is this project's API's)."""
     released = _held.take(span)[0] + _held.take_trace(span.trace_id)
@@ -181,7 +186,7 @@ def _livekit_turn(attributes: Mapping[str, Any]) -> tuple[dict[str, Any], dict[s
                                            ("lk.transcription_delay", "stt_ms")))
 
 
-def _map_turn(span: SpanData, index: int | None, payload_of: _TurnPayload) -> list[JournalEvent]:
+def _map_turn(span: SpanView, index: int | None, payload_of: _TurnPayload) -> list[JournalEvent]:
     trace_id, span_id = _ids(span)
     children, parts = _held.take(span, index)
     for event in children:
@@ -200,7 +205,7 @@ def _map_turn(span: SpanData, index: int | None, payload_of: _TurnPayload) -> li
     ]
 
 
-def _map_service(span: SpanData, events: list[JournalEvent], latency_of: Mapping[str, tuple[str, str]]) -> list[JournalEvent]:
+def _map_service(span: SpanView, events: list[JournalEvent], latency_of: Mapping[str, tuple[str, str]]) -> list[JournalEvent]:
     """A span inside a turn: its records wait for the turn (see the module docstring)."""
     read = latency_of.get(span.name)
     latency = _latency(span.attributes, (read,)) if read is not None else {}
@@ -222,7 +227,7 @@ def _latency(attributes: Mapping[str, Any], reads: Iterable[tuple[str, str]]) ->
 # -- model calls -----------------------------------------------------------------------------
 
 
-def _map_llm(span: SpanData) -> list[JournalEvent]:
+def _map_llm(span: SpanView) -> list[JournalEvent]:
     """An ``llm`` span through the GenAI mapping, plus the tool calls its input reveals."""
     attributes = dict(span.attributes)
     history = genai_messages.json_list(attributes.pop("input", None))
@@ -230,11 +235,11 @@ def _map_llm(span: SpanData) -> list[JournalEvent]:
     attributes["gen_ai.input.messages"] = orjson.dumps(history).decode()
     if output:
         attributes["gen_ai.output.messages"] = orjson.dumps([{"role": "assistant", "content": output}]).decode()
-    events = genai.map_span(dataclasses.replace(span, attributes=attributes, parent_span_id=span.parent_span_id or 0))
+    events = genai.map_span(span.replaced(attributes=attributes, parent_span_id=span.parent_span_id or 0))
     return _revealed_tool_calls(span, history) + events
 
 
-def _revealed_tool_calls(span: SpanData, history: list[Any]) -> list[JournalEvent]:
+def _revealed_tool_calls(span: SpanView, history: list[Any]) -> list[JournalEvent]:
     """The previous call's tool calls (the last assistant message's) and their results."""
     last = next((position for position in range(len(history) - 1, -1, -1)
                  if isinstance(history[position], Mapping) and history[position].get("role") == "assistant"), None)

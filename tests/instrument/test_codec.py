@@ -7,7 +7,7 @@ import pytest
 
 import otel_session
 from otel_session.journal import EventType
-from otel_session.normalize import SpanData, normalize_span
+from otel_session.normalize import SdkSpan, normalize_span
 from otel_session.normalize.codec import EVENT_NAMES, SPAN_EVENTS, decode, encode
 from otel_session.testing import capture_bundle
 
@@ -68,5 +68,5 @@ def test_a_run_interrupted_by_shutdown_reads_interrupted_on_both_paths():
             captured.recorder.shutdown()  # recording stops with the run open
     journal = [event["payload"] for event in captured.bundle.events if event["type"] == "run_finished"]
     root = next(span for span in captured.spans if span.name == "invoke_agent a")
-    decoded = [e.payload for e in normalize_span(SpanData.from_readable_span(root)) if e.type == "run_finished"]
+    decoded = [e.payload for e in normalize_span(SdkSpan(root)) if e.type == "run_finished"]
     assert journal == decoded == [{"status": "interrupted"}]

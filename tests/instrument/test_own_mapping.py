@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import otel_session
-from otel_session.normalize import SpanData, normalize_span
+from otel_session.normalize import SdkSpan, normalize_span
 from otel_session.normalize.own import is_own_span
 from otel_session.testing import capture_bundle
 
@@ -21,7 +21,7 @@ def _comparable(records):
 def _mapped(spans):
     events = []
     for span in spans:
-        data = SpanData.from_readable_span(span)
+        data = SdkSpan(span)
         assert is_own_span(data)
         events.extend(
             {"type": e.type, "payload": e.payload, **{k: v for k, v in e.correlation().items() if k != "at_ns"}}
@@ -52,7 +52,7 @@ def test_event_limit_loss_is_reported_as_upstream_drop():
                 for number in range(300):
                     m.delta("abcdefghij"[number % 10])
     span = next(span for span in captured.spans if span.name == "message assistant")
-    events = normalize_span(SpanData.from_readable_span(span))
+    events = normalize_span(SdkSpan(span))
     assert sum(e.type == "assistant_delta" for e in events) == 128
     drop = [e for e in events if e.type == "upstream_drop"]
     assert drop and drop[0].payload["dropped_events"] == 172  # 300 deltas, one event each
@@ -64,5 +64,5 @@ def test_event_limit_loss_is_reported_as_upstream_drop():
 def test_foreign_spans_are_not_own(provider, exporter):
     with provider.get_tracer("opentelemetry.instrumentation.openai_v2").start_as_current_span("chat gpt-4o"):
         pass
-    data = SpanData.from_readable_span(exporter.get_finished_spans()[0])
+    data = SdkSpan(exporter.get_finished_spans()[0])
     assert not is_own_span(data)
