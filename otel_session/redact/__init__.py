@@ -403,7 +403,8 @@ class Redactor:
     def _tool_call_id(self, value: str) -> str:
         """A record's tool call or message id (a model's, an integration's or an app's, so it may
         hold PII) as ``identifier`` gives it; ``value`` itself when it holds none or is a span id
-        (random hex, the fallback ids ``msg-…``/``call-…`` are made of, where digit runs are chance)."""
+        (random hex, the fallback ids ``msg-…``/``call-…`` and the GenAI mappings' ``{span id}-in-N``/
+        ``-out-N`` are made of, where digit runs are chance)."""
         if type(value) is not str or _SPAN_ID(value):
             return value
         redacted = self.identifier(value)
@@ -542,7 +543,7 @@ def _delta_block(event: JournalEvent) -> tuple[str | None, int] | None:
 
 _SLOT_VALUE_KEYS = ("value", "previous")
 _SLOT_LABEL_KEYS = ("slot", "source")
-_SPAN_ID = re.compile(r"(?:msg-|call-)?[0-9a-f]{16}").fullmatch
+_SPAN_ID = re.compile(r"(?:msg-|call-)?[0-9a-f]{16}(?:-(?:in|out)-[0-9]+)?").fullmatch
 _STRUCTURAL_KEYS = frozenset({"role", "kind", "index", "status", "name", "settled", "stop_reason"})
 
 
