@@ -33,6 +33,7 @@ ends, or when more than ``MAX_HELD_PARENTS`` parents wait (oldest first): never 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -232,11 +233,20 @@ def _map_llm(span: SpanView) -> list[JournalEvent]:
     attributes = dict(span.attributes)
     history = genai_messages.json_list(attributes.pop("input", None))
     output = attributes.pop("output", None)
-    attributes["gen_ai.input.messages"] = orjson.dumps(history).decode()
+    attributes["gen_ai.input.messages"] = _json_text(history)
     if output:
-        attributes["gen_ai.output.messages"] = orjson.dumps([{"role": "assistant", "content": output}]).decode()
+        attributes["gen_ai.output.messages"] = _json_text([{"role": "assistant", "content": output}])
     events = genai.map_span(span.replaced(attributes=attributes, parent_span_id=span.parent_span_id or 0))
     return _revealed_tool_calls(span, history) + events
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as JSON text for the GenAI mapping; an integer past 64 bits (an in-process SDK
+    attribute can hold one) as its digits instead of an error."""
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(value, default=str)
 
 
 def _revealed_tool_calls(span: SpanView, history: list[Any]) -> list[JournalEvent]:

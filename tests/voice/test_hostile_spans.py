@@ -70,3 +70,16 @@ def test_a_malformed_tool_call_history_maps_to_no_tool_execution():
         assert finished == {"interrupted": False}  # NaN and infinity are no latency
         tools = [event.payload for event in records if event.type == "tool_execution_finished"]
         assert tools in ([], [{"status": "ok", "result": "ok"}])
+
+
+
+def test_an_llm_span_with_integers_past_64_bits_maps():
+    """An in-process SDK attribute can hold an integer past 64 bits: the ``llm`` span's history maps
+    (as digits, JSON-safe) instead of failing the mapping."""
+    root = SpanData(5, 1, None, "conversation", 0, 1000, {"conversation.id": "c"}, scope_name="pipecat.turn")
+    turn = SpanData(5, 2, 1, "turn", 10, 900, {"turn.number": 1}, scope_name="pipecat.turn")
+    llm = SpanData(5, 3, 2, "llm", 20, 25, {"input": [2**70], "output": "Booked for two."}, scope_name="pipecat")
+    records = [event for span in (llm, turn, root) for event in normalize_span(span)]
+    for event in records:
+        orjson.dumps(event.payload)
+    assert [event.type for event in records] == ["turn_started", "turn_finished", "run_started", "run_finished"]
