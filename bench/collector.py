@@ -101,7 +101,7 @@ def _batch(exporter_index: int, batch_index: int, size: int, per_trace: int, res
 
     spans = []
     now = time.time_ns()
-    rng = random.Random(exporter_index << 32 | batch_index)
+    rng = random.Random(f"{exporter_index}.{batch_index}")  # a str: int seeds e << 32 | b and b are one seed when b == e + 1
     for trace_number in range(size // per_trace):
         trace_id = rng.getrandbits(128) | 1
         session_id = f"bench-{exporter_index}-{batch_index}-{trace_number // _RUNS_PER_SESSION}"

@@ -208,8 +208,9 @@ class Server:
     stored: Callable[[], int]
     log: Path
 
-    def stop(self) -> None:
-        """SIGTERM the server's process group (its own session), SIGKILL it if it lingers."""
+    def stop(self) -> dict:
+        """SIGTERM the server's process group (its own session), SIGKILL it if it lingers; return
+        the JSON report it printed last on a piped stdout (the collector's counters), else ``{}``."""
         for sig, wait_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
             try:
                 os.killpg(self.process.pid, sig)
@@ -220,6 +221,11 @@ class Server:
                 break
             except subprocess.TimeoutExpired:
                 continue
+        lines = self.process.stdout.read().splitlines() if self.process.stdout else []
+        try:
+            return json.loads(lines[-1]) if lines else {}
+        except ValueError:
+            return {}
 
 
 def _free_port(exclude: tuple[int, ...] = ()) -> int:
@@ -392,7 +398,7 @@ def measure(system: System, prepared: list[list[list]], parent: Path, *, quiet_s
             stored = settle(lambda: (server.stored(), tree_cpu_s(server.process.pid)), sent,
                             quiet_s=quiet_s, timeout_s=timeout_s)
     finally:
-        server.stop()
+        report = server.stop()
     cpu_s = stored.sample - cpu_before
     return {
         "system": system.name,
@@ -404,7 +410,7 @@ def measure(system: System, prepared: list[list[list]], parent: Path, *, quiet_s
         "settle_wall_s": round(stored.waited_s, 3),
         "cpu_s": round(cpu_s, 3),
         "stored_per_cpu_s": round(stored.count / cpu_s) if cpu_s > 0 else None,
-    }
+    } | ({"server_counters": report["counters"]} if "counters" in report else {})
 
 
 def _median(rounds: list[dict]) -> dict:

@@ -128,3 +128,17 @@ def test_sqlite_rows_reads_a_table_and_is_zero_before_it_exists(tmp_path):
         connection.execute("CREATE TABLE spans (span_id TEXT UNIQUE)")
         connection.executemany("INSERT INTO spans VALUES (?)", [("a",), ("b",), ("c",)])
     assert count() == 3
+
+
+def test_the_benchmark_stream_has_distinct_trace_and_span_ids_as_sdks_draw_them():
+    # The default stream: 4 exporters x 10 batches of 512 spans, in traces of 64. A store keyed
+    # on span id (Phoenix) or on trace id (a bundle is one run = one trace) would merge repeats.
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    from bench.collector import _batch
+
+    resource, scope = Resource.create({}), InstrumentationScope("bench")
+    spans = [span for exporter in range(4) for batch in range(10) for span in _batch(exporter, batch, 512, 64, resource, scope)]
+    assert len({span.context.span_id for span in spans}) == len(spans) == 20_480
+    assert len({span.context.trace_id for span in spans}) == 20_480 // 64
