@@ -71,7 +71,7 @@ $(PEERS_STAMP): | $(STAMP)
 peers: $(PEERS_STAMP)
 
 bench: $(STAMP) phoenix peers
-	$(BIN)/python -m bench
+	OTEL_SESSION_PHOENIX_BIN=$(abspath $(PHOENIX_VENV))/bin/phoenix $(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) $(PHOENIX_VENV) .venv-peers otel-session-data bench/results.json
