@@ -47,14 +47,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +61,7 @@ from typing import Any
 from bench import BENCH_DIR, Figure, fmt, write_results
 from bench.collector import _batch as agent_batch
 from bench.collector import export_concurrently
+from otel_session.demo.stack import free_port, http_ready, tcp_ready
 
 REPO = BENCH_DIR.parent
 PEERS_VENVS = REPO / ".venv-peers"
@@ -228,15 +227,6 @@ class Server:
             return {}
 
 
-def _free_port(exclude: tuple[int, ...] = ()) -> int:
-    while True:
-        with socket.socket() as probe:
-            probe.bind((_HOST, 0))
-            port = probe.getsockname()[1]
-        if port not in exclude:
-            return port
-
-
 def _spawn(command: list[str], data: Path, env: dict[str, str] | None = None, **popen: Any) -> tuple[subprocess.Popen, Path]:
     log = data / "server.log"
     with log.open("wb") as handle:
@@ -253,26 +243,6 @@ def _wait_ready(process: subprocess.Popen, log: Path, ready: Callable[[], bool],
         if time.monotonic() > deadline:
             raise Unavailable(f"not ready in {timeout_s:.0f} s")
         time.sleep(0.2)
-
-
-def _accepts(port: int) -> Callable[[], bool]:
-    def ready() -> bool:
-        try:
-            with socket.create_connection((_HOST, port), timeout=1):
-                return True
-        except OSError:
-            return False
-    return ready
-
-
-def _answers(url: str) -> Callable[[], bool]:
-    def ready() -> bool:
-        try:
-            with urllib.request.urlopen(url, timeout=1):
-                return True
-        except OSError:
-            return False
-    return ready
 
 
 @dataclass
@@ -332,14 +302,14 @@ def finchvox_venv(install: bool = True) -> Path:
 
 def _finchvox(data: Path) -> Server:
     venv = finchvox_venv()
-    port = _free_port()
-    grpc_port = _free_port((port,))
+    port = free_port()
+    grpc_port = free_port(exclude=(port,))
     sessions = data / "finchvox"
     # Finchvox binds its gRPC port on every interface ([::]), whatever --host says (its own code).
     process, log = _spawn([str(venv / "bin" / "finchvox"), "start", "--host", _HOST, "--port", str(port),
                            "--grpc-port", str(grpc_port), "--data-dir", str(sessions), "--telemetry", "false"],
                           data, {"FINCHVOX_TELEMETRY": "false"})
-    _wait_ready(process, log, lambda: _accepts(grpc_port)() and _accepts(port)())
+    _wait_ready(process, log, lambda: tcp_ready(grpc_port)() and tcp_ready(port)())
     return Server(process, grpc_port, JsonlLines(sessions), log)
 
 
@@ -357,15 +327,15 @@ def phoenix_bin() -> Path:
 
 def _phoenix(data: Path) -> Server:
     executable = phoenix_bin()
-    port = _free_port()
-    grpc_port = _free_port((port,))
+    port = free_port()
+    grpc_port = free_port(exclude=(port,))
     workdir = data / "phoenix"
     workdir.mkdir()
     process, log = _spawn([str(executable), "serve"], data, {
         "PHOENIX_WORKING_DIR": str(workdir), "PHOENIX_HOST": _HOST, "PHOENIX_PORT": str(port),
         "PHOENIX_GRPC_PORT": str(grpc_port), "PHOENIX_TELEMETRY_ENABLED": "false",
     })
-    _wait_ready(process, log, lambda: _answers(f"http://{_HOST}:{port}/healthz")() and _accepts(grpc_port)())
+    _wait_ready(process, log, lambda: http_ready(f"http://{_HOST}:{port}/healthz")() and tcp_ready(grpc_port)())
     return Server(process, grpc_port, sqlite_rows(workdir / "phoenix.db", "spans"), log)
 
 
