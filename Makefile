@@ -7,8 +7,10 @@ CHROMIUM ?= /usr/bin/chromium
 
 PHOENIX_VENV := .venv-phoenix
 PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
+# The peers bench.peers compares with (Finchvox pulls Pipecat): virtualenvs of their own, built once.
+PEERS_STAMP := .venv-peers/finchvox/.installed
 
-.PHONY: demo test test-phoenix bench venv browser phoenix clean
+.PHONY: demo test test-phoenix bench venv browser phoenix peers clean
 
 INSTALL_LOG := $(VENV)/install.log
 # pip's own output goes to $(INSTALL_LOG); on failure its end is shown.
@@ -61,8 +63,15 @@ demo: $(STAMP)
 test-phoenix: $(STAMP) phoenix
 	OTEL_SESSION_PHOENIX_BIN=$(CURDIR)/$(PHOENIX_VENV)/bin/phoenix $(BIN)/python -m pytest -m otlp_backend tests/demo
 
-bench: $(STAMP)
-	$(BIN)/python -m bench
+# Finchvox for bench.peers, in .venv-peers/finchvox (the recipe is bench/peers.py's; if the install
+# fails, bench.peers reports Finchvox as not measured).
+$(PEERS_STAMP): | $(STAMP)
+	@$(BIN)/python -m bench.peers --install
+
+peers: $(PEERS_STAMP)
+
+bench: $(STAMP) phoenix peers
+	OTEL_SESSION_PHOENIX_BIN=$(abspath $(PHOENIX_VENV))/bin/phoenix $(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) otel-session-data bench/results.json
+	rm -rf $(VENV) $(PHOENIX_VENV) .venv-peers otel-session-data bench/results.json
