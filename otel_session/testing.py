@@ -14,12 +14,15 @@ unconfigured state afterwards (recording is shut down, bundles are sealed and re
 
 from __future__ import annotations
 
+import gzip
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,7 @@ from otel_session.read import BundleRead, find_bundles, read_bundle
 from otel_session.redact import RedactionPolicy
 from otel_session.write import WriterLimits
 
-__all__ = ["CapturedBundles", "bundles", "capture_bundle", "running_collectors", "wait_for"]
+__all__ = ["CapturedBundles", "OtlpHttpCapture", "bundles", "capture_bundle", "running_collectors", "wait_for"]
 
 
 @dataclass
@@ -120,3 +123,51 @@ def running_collectors(**defaults: Any) -> Iterator[Callable[..., Any]]:
     finally:
         for collector in started:
             collector.stop()
+
+
+class OtlpHttpCapture:
+    """A loopback OTLP/HTTP endpoint that keeps every body it is sent (gzip undone): a next hop
+    or an exporter's destination whose bytes a test can search. Answers ``status`` with an empty
+    body; ``requests`` holds ``(path, body)`` in arrival order, ``bodies`` the bodies alone.
+
+    ::
+
+        with OtlpHttpCapture() as endpoint:
+            exporter = OTLPSpanExporter(endpoint=f"{endpoint.url}/v1/traces")
+            ...
+        assert b"[email]" in b"".join(endpoint.bodies)
+    """
+
+    def __init__(self, status: int = 200) -> None:
+        self.requests: list[tuple[str, bytes]] = []
+        self.bodies: list[bytes] = []
+        capture = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                capture.requests.append((self.path, body))
+                capture.bodies.append(body)
+                self.send_response(status)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self) -> OtlpHttpCapture:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

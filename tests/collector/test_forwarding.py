@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import threading
 from concurrent import futures
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
 import orjson
@@ -17,6 +15,7 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from otel_session.collector.forward import forward_url, grpc_target
 from otel_session.collector.otlp import Signal
 from otel_session.read import BundleStatus
+from otel_session.testing import OtlpHttpCapture
 
 from ..hostile.test_fuzz_otlp import _any_value
 from .conftest import CANARY_CARD, CANARY_EMAIL, all_bytes, sealed_bundles, wait_for
@@ -38,34 +37,9 @@ def record_run_with_pii(tracer):
             pass
 
 
-class CapturingOtlpServer:
-    """A plain OTLP/HTTP endpoint that keeps every body it receives (the next hop)."""
-
-    def __init__(self, status=200):
-        bodies = self.bodies = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def next_hop():
-    server = CapturingOtlpServer()
+    server = OtlpHttpCapture()
     yield server
     server.close()
 
@@ -101,7 +75,7 @@ def test_forwarded_payloads_are_redacted_by_default(make_collector, make_provide
 
 
 def test_forward_failures_are_counted(make_collector, make_provider, tmp_path):
-    refusing = CapturingOtlpServer(status=400)
+    refusing = OtlpHttpCapture(status=400)
     upstream = make_collector(tmp_path / "upstream", forward=refusing.url)
     tracer = make_provider(GrpcExporter(endpoint=f"127.0.0.1:{upstream.grpc_port}", insecure=True)).get_tracer("t")
     record_run_with_pii(tracer)
@@ -321,7 +295,7 @@ def test_forwarded_spans_and_logs_hold_no_canary_in_any_field_or_value_type(make
     loopback OTLP endpoint) gets none of them, and neither does the bundle."""
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-    hop = CapturingOtlpServer() if protocol == "http/protobuf" else CapturingGrpcServer(logs=True)
+    hop = OtlpHttpCapture() if protocol == "http/protobuf" else CapturingGrpcServer(logs=True)
     upstream = make_collector(tmp_path / "upstream", forward=hop.url, forward_protocol=protocol)
     traces, logs = _pii_trace_request(), _pii_logs_request()
     assert CANARY_EMAIL.encode() in traces.SerializeToString()  # the canaries are there to begin with

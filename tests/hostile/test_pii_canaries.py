@@ -8,15 +8,12 @@ captured at DEBUG for every logger (``caplog``) or from the subprocess's stdout 
 
 from __future__ import annotations
 
-import gzip
 import importlib.util
 import logging
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import orjson
@@ -35,7 +32,7 @@ from otel_session.collector.server import Collector
 from otel_session.instrument.flask import FlaskOtelSession
 from otel_session.read import BundleStatus, find_bundles, read_bundle
 from otel_session.redact import RedactionPolicy, Redactor
-from otel_session.testing import bundles, capture_bundle, wait_for
+from otel_session.testing import OtlpHttpCapture, bundles, capture_bundle, wait_for
 from otel_session.write import WriterLimits
 
 
@@ -186,35 +183,9 @@ def collector_root_and_port(tmp_path):
     collector.stop()
 
 
-class CapturingNextHop:
-    """The collector's next hop: an OTLP/HTTP endpoint that keeps every (decompressed) body."""
-
-    def __init__(self) -> None:
-        bodies = self.bodies = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                bodies.append(gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body)
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def next_hop() -> Iterator[CapturingNextHop]:
-    hop = CapturingNextHop()
+def next_hop() -> Iterator[OtlpHttpCapture]:
+    hop = OtlpHttpCapture()
     yield hop
     hop.close()
 

@@ -23,7 +23,6 @@ the grep finds each canary in the raw inputs, and an allow-listed (kept) slot va
 
 from __future__ import annotations
 
-import gzip
 import importlib.util
 import io
 import json
@@ -35,14 +34,12 @@ import signal
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -69,6 +66,7 @@ from otel_session.cli import main as cli_main
 from otel_session.collector.otlp import to_json_line
 from otel_session.read import find_bundles, read_bundle
 from otel_session.viewer import create_app
+from otel_session.testing import OtlpHttpCapture
 
 
 def _load(name: str, file: str) -> Any:
@@ -97,40 +95,18 @@ DEBUG_CLI = (
 SIGNALS = {"/v1/traces": ExportTraceServiceRequest, "/v1/logs": ExportLogsServiceRequest}
 
 
-class CapturingOtlp:
-    """A loopback OTLP/HTTP endpoint keeping every (decompressed) body it gets, by path."""
-
-    def __init__(self) -> None:
-        got = self.got = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                got.append((self.path, gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+class CapturingOtlp(OtlpHttpCapture):
+    """The loopback OTLP/HTTP endpoint, its bodies also decoded for the grep."""
 
     def blobs(self, channel: str) -> list[tuple[str, bytes]]:
         """Each body as it came, and as its decoded OTLP message (numbers and bytes made text)."""
         result = []
-        for path, body in self.got:
+        for path, body in self.requests:
             result.append((f"{channel} {path} (bytes)", body))
             message = SIGNALS[path].FromString(body)
             result.append((f"{channel} {path} (decoded)", _decoded(message)))
         return result
 
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 class LogCapture(logging.Handler):
@@ -221,7 +197,7 @@ def _api(stack: Stack, exported: CapturingOtlp, plain: CapturingOtlp) -> None:
         recorder.shutdown()
         provider.shutdown()
         logger_provider.shutdown()
-    assert exported.got, "otel_session_otlp exported nothing"
+    assert exported.requests, "otel_session_otlp exported nothing"
 
 
 def _providers(canaries: Canaries, where: str, span_exporter: Any, log_exporter: Any) -> tuple[TracerProvider, LoggerProvider]:
@@ -284,7 +260,7 @@ def _collector(stack: Stack, sink: CapturingOtlp) -> None:
     stack.add("collect output", "stdout", banner.encode() + stdout)
     stack.add("collect output", "stderr", stderr)
     assert process.returncode == 0, stderr.decode()[-3000:]
-    assert sink.got, "nothing was forwarded"
+    assert sink.requests, "nothing was forwarded"
 
 
 def _keep_everything_app(stack: Stack, address: str) -> None:
