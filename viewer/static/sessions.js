@@ -122,7 +122,9 @@ form.addEventListener("input", (event) => {
   const name = event.target.name;
   if (!FILTERS.includes(name)) return;
   clearTimeout(typing);
-  const apply = () => update({ [name]: fromForm(name), offset: "" });
+  // Every filter as the form shows it: a filter changed while a search is still being typed
+  // (its timer cancelled here) applies the search too, never the URL's older one.
+  const apply = () => update({ ...Object.fromEntries(FILTERS.map((filter) => [filter, fromForm(filter)])), offset: "" });
   if (name === "q") typing = setTimeout(apply, TYPING_MS);
   else apply();
 });
