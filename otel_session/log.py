@@ -22,7 +22,7 @@ the redacted message (``args`` empty):
 A message without arguments is scanned whole, and so are the traceback (``exc_info``) and
 ``stack_info``; ``exc_info`` is dropped from the record once its redacted text is kept, so no
 handler formats the raw exception again. A record that cannot be redacted keeps only its fixed
-message text: a log line never raises and never prints a value raw. ``tests/test_log_lines.py``
+message text: a log line never raises and never prints a value raw. ``tests/hostile/test_log_lines.py``
 fails on a module that makes a logger any other way (``logging.getLogger``, the root logger).
 
 The redactor is the environment's policy (``OTEL_SESSION_REDACT_*``) with the key of

@@ -91,7 +91,7 @@ class SessionNotFound(RunResolutionError, LookupError):
         self.eval_ids = sorted(set(eval_ids))
         if self.eval_ids:
             evals = ", ".join(repr(eval_id) for eval_id in self.eval_ids)
-            message = (f"session {quoted_id(session_id)} has no live runs: it is an eval session (eval {evals}); "
+            message = (f"session {session_id!r} has no live runs: it is an eval session (eval {evals}); "
                        "ask for eval runs to see it (otel-session facts --evals)")
         else:
             message = f"session {session_id!r} has no runs{note}"
