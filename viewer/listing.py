@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from .errors import ApiError
@@ -37,6 +38,7 @@ SORT_KEYS = (
 _DEFAULT_LIMIT = 50
 _MAX_LIMIT = 500
 _MAX_TEXT = 200
+_FACETS = ("agent", "service", "eval_id")
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}(:\d{2}(:\d{2}(\.\d{1,9})?)?)?Z?)?")
 
 Score = Callable[[dict[str, Any]], dict[str, Any] | None]
@@ -147,22 +149,13 @@ def _sort_value(run: dict[str, Any], key: str) -> Any:
 def select_runs(summaries: Iterable[dict[str, Any]], query: RunQuery, *, score: Score) -> dict[str, Any]:
     """The page of runs that ``query`` selects, and the facets."""
     runs = list(summaries)
-    facets: dict[str, set[str]] = {"agent": set(), "service": set(), "eval_id": set()}
-    agents, services, eval_ids = facets["agent"], facets["service"], facets["eval_id"]
-    for run in runs:
-        agent, service, eval_id = run.get("agent"), run.get("service"), run.get("eval_id")
-        if isinstance(agent, str):
-            agents.add(agent)
-        if isinstance(service, str):
-            services.add(service)
-        if isinstance(eval_id, str):
-            eval_ids.add(eval_id)
+    facets = {name: {value for run in runs if isinstance(value := run.get(name), str)} for name in _FACETS}
     tests = query.predicates()
     selected = [run for run in runs if all(test(run) for test in tests)] if tests else runs
     if query.sort == "feedback":
         selected = [{**run, "feedback": score(run)} for run in selected]
     descending = query.order == "desc"
-    selected.sort(key=lambda run: (run["created_at"], run["run_id"]), reverse=descending)
+    selected.sort(key=itemgetter("created_at", "run_id"), reverse=descending)
     if query.sort == "created_at":
         ordered = selected
     else:  # a second, stable sort: runs with a value in the requested order, the ones without last

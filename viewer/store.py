@@ -75,6 +75,9 @@ class BundleStore:
         self._cache: OrderedDict[Path, _CachedBundle] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._summaries: dict[Path, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        """Recording runs' entries, valid while their files keep the stats of the key."""
+        self._sealed_summaries: dict[Path, dict[str, Any]] = {}
+        """Sealed runs' entries: a sealed bundle never changes, so they are never re-read."""
         self._session_dirs: dict[str, tuple[tuple[int, int], list[Path]]] = {}
         """Per session directory: its (mtime, inode) when listed and the run directories in it."""
         # Feedback comments are free text typed by a person: scanned like message text (SPEC §6).
@@ -102,7 +105,13 @@ class BundleStore:
         run_dirs = self._run_dirs(self.root / "sessions")
         for eval_path in evals:
             run_dirs += self._run_dirs(Path(eval_path, "sessions"))
-        return [summary for summary in map(self._summary, run_dirs) if summary is not None]
+        summaries = []
+        for run_path in run_dirs:
+            known = self._sealed_summaries.get(run_path)  # read without the lock: a dict lookup is atomic
+            summary = known if known is not None else self._summary(run_path)
+            if summary is not None:
+                summaries.append(summary)
+        return summaries
 
     def runs(self, session_id: str) -> list[dict[str, Any]]:
         """The runs of one session (its eval runs too), newest first; 404 when the session has none."""
@@ -125,7 +134,8 @@ class BundleStore:
         except OSError:
             return []
         now_ns = time.time_ns()
-        run_dirs = []
+        known_dirs = self._session_dirs  # read without the lock: a dict lookup is atomic
+        run_dirs: list[Path] = []
         for session in sessions:
             try:
                 if not session.is_dir(follow_symlinks=False):
@@ -134,18 +144,17 @@ class BundleStore:
             except OSError:
                 continue
             key = (stat.st_mtime_ns, stat.st_ino)
-            with self._cache_lock:
-                known = self._session_dirs.get(session.path)
+            known = known_dirs.get(session.path)
             if known is not None and known[0] == key:
-                paths = known[1]
-            else:
-                paths = [Path(session.path, name) for name in run_dir_names(session.path)]
-                if now_ns - stat.st_mtime_ns > _SETTLED_DIR_S * 1e9:
-                    with self._cache_lock:
-                        if len(self._session_dirs) >= _SUMMARY_CACHE_SIZE:
-                            self._session_dirs.clear()
-                        self._session_dirs[session.path] = (key, paths)
-            run_dirs.extend(paths)
+                run_dirs += known[1]
+                continue
+            paths = [Path(session.path, name) for name in run_dir_names(session.path)]
+            if now_ns - stat.st_mtime_ns > _SETTLED_DIR_S * 1e9:
+                with self._cache_lock:
+                    if len(self._session_dirs) >= _SUMMARY_CACHE_SIZE:
+                        self._session_dirs.clear()
+                    self._session_dirs[session.path] = (key, paths)
+            run_dirs += paths
         return run_dirs
 
     def _summary(self, run_path: Path, info: RunInfo | None = None) -> dict[str, Any] | None:
@@ -155,10 +164,11 @@ class BundleStore:
         while its files keep their stats (its journal grows, so its entry is remade). Listing
         thousands of sealed runs reads and stats none of them again.
         """
+        sealed = self._sealed_summaries.get(run_path)
+        if sealed is not None:
+            return sealed
         with self._cache_lock:
             known = self._summaries.get(run_path)
-        if known is not None and known[1].get("capture_status") in _SEALED_CAPTURES:
-            return known[1]
         key = _stat_key(run_path)
         if known is not None and known[0] == key:
             return known[1]
@@ -173,9 +183,15 @@ class BundleStore:
             "integrity": bundle.status.value,
         }
         with self._cache_lock:
-            if len(self._summaries) >= _SUMMARY_CACHE_SIZE:
-                self._summaries.clear()
-            self._summaries[run_path] = (key, summary)
+            if summary.get("capture_status") in _SEALED_CAPTURES:
+                if len(self._sealed_summaries) >= _SUMMARY_CACHE_SIZE:
+                    self._sealed_summaries.clear()
+                self._sealed_summaries[run_path] = summary
+                self._summaries.pop(run_path, None)
+            else:
+                if len(self._summaries) >= _SUMMARY_CACHE_SIZE:
+                    self._summaries.clear()
+                self._summaries[run_path] = (key, summary)
         return summary
 
     # -- lookup ----------------------------------------------------------------------------
