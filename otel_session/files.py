@@ -4,7 +4,8 @@ Contract::
 
     write_json_atomic(path, value, sync_dir=True)   # temporary file, fsync, rename, fsync dir
     write_terminal_capture(path, capture)           # atomic, else in place (a full disk still reports)
-    write_new_file(path, data); write_fully(fd, data); fsync_file(path); count_complete_lines(fd)
+    fd = write_temporary(temporary_path(path), data)   # beside ``path``, unsynced, left open
+    write_new_file(path, data); write_fully(fd, data); fsync_file(path); fsync_dir(path); count_complete_lines(fd)
     make_private_dirs(root, directory); require_real_dir(path)   # 0700 directories; a symlink is refused
 
 Nothing here knows runs, queues or threads.
@@ -27,14 +28,17 @@ __all__ = [
     "DIR_MODE",
     "FILE_MODE",
     "count_complete_lines",
+    "fsync_dir",
     "fsync_file",
     "json_document",
     "make_private_dirs",
     "require_real_dir",
+    "temporary_path",
     "unlink_quietly",
     "write_fully",
     "write_json_atomic",
     "write_new_file",
+    "write_temporary",
     "write_terminal_capture",
 ]
 
@@ -49,12 +53,10 @@ def write_json_atomic(path: Path, value: dict[str, Any], *, sync_dir: bool = Tru
 
     ``sync_dir=False`` leaves the directory fsync to a later atomic write in the same directory.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    tmp = temporary_path(path)
+    fd = write_temporary(tmp, json_document(value))
     try:
         try:
-            os.fchmod(fd, FILE_MODE)
-            write_fully(fd, json_document(value))
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -62,13 +64,29 @@ def write_json_atomic(path: Path, value: dict[str, Any], *, sync_dir: bool = Tru
     except BaseException:
         unlink_quietly(tmp)  # a full disk must not also collect temporary files
         raise
-    if not sync_dir:
-        return
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+def temporary_path(path: Path) -> Path:
+    """Where an atomic replace of ``path`` writes first: hidden, beside it, this process's and thread's."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
+def write_temporary(tmp: Path, data: bytes) -> int:
+    """Write ``data`` to ``tmp`` (0600, truncated if a dead writer left it) and return it open, unsynced.
+
+    On an error nothing is left behind (a full disk must not also collect temporary files).
+    """
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+        os.fchmod(fd, FILE_MODE)
+        write_fully(fd, data)
+    except BaseException:
+        os.close(fd)
+        unlink_quietly(tmp)
+        raise
+    return fd
 
 
 def overwrite_json_in_place(path: Path, value: dict[str, Any]) -> None:
@@ -156,11 +174,15 @@ def _mkdir_private(path: Path) -> None:
 
 
 def fsync_file(path: Path) -> None:
+    """fsync a file (or a directory: its entries) by path."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+fsync_dir = fsync_file
 
 
 def write_new_file(path: Path, data: bytes) -> None:

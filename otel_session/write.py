@@ -7,11 +7,14 @@ Contract::
     run.append("turn_started", {"state": "greet", "required_slots": []}, at_ns=...)  # -> AppendResult
     run.close()                                       # drain, count lines, write terminal capture
     writer.force_flush(); writer.shutdown()           # like an OTel SpanExporter
+    BundleWriter(root, seal_sync=FsyncEach())         # how seals sync (default: $OTEL_SESSION_SEAL_SYNC)
 
 Producers enqueue fully stamped records (``seq`` assigned at enqueue, ``at`` from the event's own
 timestamp) and never touch the disk; the writer thread appends them in batches (a flush starts 25 ms
 after the first queued record, or at once when 256 records or 256 KiB are queued; everything queued
-goes out in one ``write``, one line per record, records never merged). Every id that names a bundle
+goes out in one ``write``, one line per record, records never merged). The runs that close in one
+writer pass are sealed as one group: one sync of their file system for all of them, then their
+captures renamed, then one more (``otel_session.seal``). Every id that names a bundle
 (session id, agent, service: the directory and ``run.json``) goes through ``identifier`` here, the
 one place all writers pass (default: ``Redactor.from_env(root).identifier``, issue 15 §5). Reaching a queue bound, an
 oversized event or an append error marks that run's capture ``failed`` with a code, stops its
@@ -57,10 +60,12 @@ from otel_session.recorder import (
     Written,
 )
 from otel_session.redact import Redactor
+from otel_session.seal import SealSync, seal_sync_from_env, seal_together
 from otel_session.recovery import (
     check_recording,
     recover_journal,
     remove_abandoned_builds,
+    remove_seal_leftovers,
     restart_in_forked_children,
     weak_atexit,
 )
@@ -108,10 +113,12 @@ class BundleWriter:
 
     def __init__(
         self, root: str | os.PathLike[str], *, limits: WriterLimits | None = None,
-        identifier: Callable[[str], str] | None = None,
+        identifier: Callable[[str], str] | None = None, seal_sync: SealSync | None = None,
     ) -> None:
         self.root = Path(root)
         self.limits = limits or WriterLimits()
+        self._seal_sync = seal_sync or seal_sync_from_env()
+        """How the runs closing in one writer pass are made durable together (``otel_session.seal``)."""
         self._identifier = identifier
         """Maps an id holding PII to the one stored (``Redactor.identifier``); made on first use."""
         self._cond = threading.Condition()
@@ -223,8 +230,9 @@ class BundleWriter:
 
         The bundle is assembled in a hidden directory beside ``path`` (journal locked, ``run.json``,
         ``capture.json`` ``recording``) and renamed into place, so a reader never sees it half made
-        and an existing bundle is never touched. Nothing is fsynced here: a bundle is made durable
-        as a whole when it seals. Every step is one system call; on a busy file system each costs.
+        and an existing bundle is never touched. Nothing is synced here: a bundle is made durable
+        as a whole when it seals, its directory entries up to the root included. Every step is one
+        system call; on a busy file system each costs.
         """
         self._ensure_private_dir(path.parent)
         building = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
@@ -275,6 +283,7 @@ class BundleWriter:
             except BlockingIOError:
                 raise RunLockedError(f"another writer holds {path} (an flock on {layout.EVENTS_FILE}); one writer per run") from None
             check_recording(path)
+            remove_seal_leftovers(path)
             manifest = orjson.loads((path / layout.RUN_FILE).read_bytes())
             next_seq, torn = recover_journal(events_path)
         except BaseException:
@@ -356,31 +365,6 @@ class BundleWriter:
 
     # -- writer thread ---------------------------------------------------------------------
 
-    def _seal_together(self, recorders: list[RunRecorder]) -> None:
-        """Seal runs that closed in the same pass, up to ``seal_threads`` at once.
-
-        A seal mostly waits on fsync; fsyncs issued together share the file system's journal
-        commits, so many short runs seal in about the time of one. Helper threads live for this
-        pass only: nothing outlives the writer thread.
-        """
-        pending = iter(recorders)  # shared: each run is taken by exactly one thread
-
-        def seal_pending() -> None:
-            for recorder in pending:
-                _guarded(recorder, recorder._seal)
-
-        helpers = []
-        for _ in range(min(len(recorders), self.limits.seal_threads) - 1):
-            helper = threading.Thread(target=seal_pending, name="otel-session-seal", daemon=True)
-            try:
-                helper.start()
-            except RuntimeError:  # interpreter shutting down: seal on this thread
-                break
-            helpers.append(helper)
-        seal_pending()
-        for helper in helpers:
-            helper.join()
-
     def schedule(self, recorder: RunRecorder, *, urgent: bool) -> None:
         # May be called with the recorder's lock held: the condition is never held while
         # taking a recorder's lock, so the two locks are always taken in this order.
@@ -424,7 +408,7 @@ class BundleWriter:
             with self._written_cond:  # one pass's writes acknowledge every request waiting on them
                 self._written_cond.notify_all()
             if closing:
-                self._seal_together(closing)
+                seal_together(closing, self._seal_sync, self.root)
             with cond:
                 self._busy = False
                 cond.notify_all()
