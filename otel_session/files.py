@@ -68,12 +68,13 @@ def write_json_atomic(path: Path, value: dict[str, Any], *, sync_dir: bool = Tru
         fsync_dir(path.parent)
 
 
-def temporary_path(path: Path) -> Path:
+def temporary_path(path: str | Path) -> str:
     """Where an atomic replace of ``path`` writes first: hidden, beside it, this process's and thread's."""
-    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    directory, name = os.path.split(path)
+    return f"{directory}/.{name}.{os.getpid()}.{threading.get_ident()}.tmp"
 
 
-def write_temporary(tmp: Path, data: bytes) -> int:
+def write_temporary(tmp: str | Path, data: bytes) -> int:
     """Write ``data`` to ``tmp`` (0600, truncated if a dead writer left it) and return it open, unsynced.
 
     On an error nothing is left behind (a full disk must not also collect temporary files).
@@ -119,7 +120,7 @@ def write_fully(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def unlink_quietly(path: Path) -> None:
+def unlink_quietly(path: str | Path) -> None:
     try:
         os.unlink(path)
     except OSError:
@@ -173,7 +174,7 @@ def _mkdir_private(path: Path) -> None:
     os.chmod(path, DIR_MODE)
 
 
-def fsync_file(path: Path) -> None:
+def fsync_file(path: str | Path) -> None:
     """fsync a file (or a directory: its entries) by path."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -185,7 +186,7 @@ def fsync_file(path: Path) -> None:
 fsync_dir = fsync_file
 
 
-def write_new_file(path: Path, data: bytes) -> None:
+def write_new_file(path: str | Path, data: bytes) -> None:
     """Create ``path`` (it must not exist) holding ``data``; not synced."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:

@@ -547,7 +547,7 @@ class RunRecorder:
             written = self._writer._write(self._events_fd, view)
             view = view[written:]
 
-    def _rewrite_aside(self, tmp_path: Path) -> tuple[int, int] | None:
+    def _rewrite_aside(self, tmp_path: str) -> tuple[int, int] | None:
         """Write the journal's records sorted by the ``reorder`` key, ``seq`` renumbered, to ``tmp_path``
         (unsynced: the group seal syncs and renames it, ``otel_session.seal``); its descriptor (locked,
         the run's lock once it is the journal) and line count, or None when there is nothing to rewrite.

@@ -53,8 +53,9 @@ class SealPlan:
     """One member of a group seal: what its recorder wrote aside, to be synced and renamed."""
 
     recorder: RunRecorder
-    dirs: tuple[Path, ...]
-    """The directories whose entries lead to the bundle: its session directory up to the root."""
+    root: Path
+    directory: str
+    """The bundle's directory."""
     journal_fd: int = -1
     """The journal rewritten in order (``Reorder.RESEQUENCED``), at ``journal_tmp``; -1 if none."""
     journal_lines: int = 0
@@ -69,12 +70,21 @@ class SealPlan:
         return self.recorder.path
 
     @property
-    def journal_tmp(self) -> Path:
-        return self.path / f".{layout.EVENTS_FILE}.reorder.tmp"
+    def journal_tmp(self) -> str:
+        return f"{self.directory}/.{layout.EVENTS_FILE}.reorder.tmp"
 
     @property
-    def capture_tmp(self) -> Path:
-        return temporary_path(self.path / layout.CAPTURE_FILE)
+    def capture_tmp(self) -> str:
+        return temporary_path(f"{self.directory}/{layout.CAPTURE_FILE}")
+
+    def dirs(self) -> list[Path]:
+        """The directories whose entries lead to the bundle: its session directory up to the root."""
+        found = []
+        directory = self.path.parent
+        while directory != self.root.parent and directory != directory.parent:
+            found.append(directory)
+            directory = directory.parent
+        return found
 
     def synced_fds(self) -> list[int]:
         """The descriptors whose bytes this member's seal makes durable."""
@@ -156,13 +166,13 @@ class FsyncEach:
         for plan in plans:
             for fd in plan.synced_fds():
                 os.fsync(fd)
-            fsync_file(plan.path / layout.RUN_FILE)
-        for directory in dict.fromkeys(directory for plan in plans for directory in plan.dirs):
+            fsync_file(f"{plan.directory}/{layout.RUN_FILE}")
+        for directory in dict.fromkeys(directory for plan in plans for directory in plan.dirs()):
             fsync_dir(directory)
 
     def renames(self, plans: Sequence[SealPlan]) -> None:
         for plan in plans:
-            fsync_dir(plan.path)
+            fsync_dir(plan.directory)
 
 
 def seal_sync_from_env() -> SealSync:
@@ -209,12 +219,7 @@ def seal_together(recorders: Sequence[RunRecorder], sync: SealSync, root: Path) 
 
 def _plan(recorder: RunRecorder, root: Path) -> SealPlan:
     """Write ``recorder``'s rewritten journal (if asked) and terminal capture aside, unsynced."""
-    dirs = []
-    directory = recorder.path.parent
-    while directory != root.parent and directory != directory.parent:
-        dirs.append(directory)
-        directory = directory.parent
-    plan = SealPlan(recorder, tuple(dirs))
+    plan = SealPlan(recorder, root, os.fspath(recorder.path))
     rewritten = recorder._rewrite_aside(plan.journal_tmp)
     if rewritten is not None:
         plan.journal_fd, plan.journal_lines = rewritten
@@ -233,7 +238,7 @@ def _rename(plan: SealPlan) -> bool:
     recorder = plan.recorder
     if plan.journal_fd >= 0:
         try:
-            os.replace(plan.journal_tmp, plan.path / layout.EVENTS_FILE)
+            os.replace(plan.journal_tmp, f"{plan.directory}/{layout.EVENTS_FILE}")
         except OSError as exc:
             logger.error("could not replace the journal of %s by its rewrite (%s); it stays in append order",
                          plan.path, exc)
@@ -248,7 +253,7 @@ def _rename(plan: SealPlan) -> bool:
     os.close(plan.capture_fd)
     plan.capture_fd = -1
     try:
-        os.replace(plan.capture_tmp, plan.path / layout.CAPTURE_FILE)
+        os.replace(plan.capture_tmp, f"{plan.directory}/{layout.CAPTURE_FILE}")
     except OSError as exc:
         logger.warning("could not rename the terminal capture of %s into place (%s)", plan.path, exc)
         unlink_quietly(plan.capture_tmp)
