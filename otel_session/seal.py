@@ -56,6 +56,7 @@ class SealPlan:
     root: Path
     directory: str
     """The bundle's directory."""
+    capture_tmp: str = ""
     journal_fd: int = -1
     """The journal rewritten in order (``Reorder.RESEQUENCED``), at ``journal_tmp``; -1 if none."""
     journal_lines: int = 0
@@ -73,9 +74,6 @@ class SealPlan:
     def journal_tmp(self) -> str:
         return f"{self.directory}/.{layout.EVENTS_FILE}.reorder.tmp"
 
-    @property
-    def capture_tmp(self) -> str:
-        return temporary_path(f"{self.directory}/{layout.CAPTURE_FILE}")
 
     def dirs(self) -> list[Path]:
         """The directories whose entries lead to the bundle: its session directory up to the root."""
@@ -219,7 +217,8 @@ def seal_together(recorders: Sequence[RunRecorder], sync: SealSync, root: Path) 
 
 def _plan(recorder: RunRecorder, root: Path) -> SealPlan:
     """Write ``recorder``'s rewritten journal (if asked) and terminal capture aside, unsynced."""
-    plan = SealPlan(recorder, root, os.fspath(recorder.path))
+    directory = os.fspath(recorder.path)
+    plan = SealPlan(recorder, root, directory, temporary_path(f"{directory}/{layout.CAPTURE_FILE}"))
     rewritten = recorder._rewrite_aside(plan.journal_tmp)
     if rewritten is not None:
         plan.journal_fd, plan.journal_lines = rewritten

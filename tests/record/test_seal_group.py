@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -192,30 +193,48 @@ def test_the_fsync_fallback_is_chosen_by_the_setting_or_where_syncfs_cannot_repo
     assert syncfs_reports_errors("5.8.0") == syncfs_reports_errors("6.18.44") == (os.uname().sysname == "Linux")
 
 
-def test_a_seal_interrupted_before_its_renames_leaves_a_recording_bundle_that_continues(tmp_path):
-    """A process dies between a seal's temporaries and their renames: the bundle still says
-    ``recording``; the next writer removes the temporaries, continues the run and seals it."""
+def test_a_process_killed_in_the_middle_of_a_group_seal_leaves_bundles_that_continue(tmp_path):
+    """SIGKILL between a group's temporaries and their renames: every bundle still says
+    ``recording`` (nothing reported sealed); the next writer removes the temporaries, continues
+    each run and seals it with every record."""
     root = tmp_path / "bundles"
     script = textwrap.dedent(f"""
-        import os
+        import os, signal
         from otel_session.write import BundleWriter
-        writer = BundleWriter({str(root)!r}, identifier=lambda value: value)
-        run = writer.open_run(session_id="s0", run_id={_run_id(1)!r})
-        run.append("turn_started", {{"state": "greet", "required_slots": []}})
+
+        class DieInTheSync:
+            name = "syncfs"
+            def files(self, plans):
+                assert all(os.path.exists(plan.capture_tmp) for plan in plans)
+                os.kill(os.getpid(), signal.SIGKILL)
+            renames = files
+
+        writer = BundleWriter({str(root)!r}, identifier=lambda value: value, seal_sync=DieInTheSync())
+        runs = [writer.open_run(session_id="s0", run_id=run_id) for run_id in {[_run_id(n) for n in range(2)]!r}]
+        for run in runs:
+            for k in range(3):
+                run.append("turn_started", {{"state": "greet", "required_slots": []}}, at_ns={FIXED_NS} + (3 - k) * 1000)
+        runs[0].close(reorder=lambda record: record["at"])  # its journal rewritten aside too
+        runs[1].close()
         writer.force_flush()
-        os._exit(0)  # no shutdown, no seal: the journal written, the capture recording
     """)
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
-    path = layout.run_path(root, "s0", _run_id(1))
-    (path / ".capture.json.99999.1.tmp").write_bytes(b'{"status": "complete"}')  # what a dead seal leaves
-    (path / ".events.ndjson.reorder.tmp").write_bytes(b"")
+    completed = subprocess.run([sys.executable, "-c", script], timeout=60)
+    assert completed.returncode == -signal.SIGKILL
+    paths = [layout.run_path(root, "s0", _run_id(n)) for n in range(2)]
+    assert (paths[0] / ".events.ndjson.reorder.tmp").exists()
+    for path in paths:
+        assert orjson.loads((path / layout.CAPTURE_FILE).read_bytes())["status"] == "recording"
+        assert [p.name for p in path.glob(".capture.json.*.tmp")], "the temporary capture, never renamed"
     writer = _writer(root, FsyncEach())
     try:
-        again = writer.open_run(session_id="s0", run_id=_run_id(1))
-        again.close()
-        assert again.wait_sealed(30)
+        for n, path in enumerate(paths):
+            again = writer.open_run(session_id="s0", run_id=_run_id(n))
+            again.close(reorder=_by_at)
+            assert again.wait_sealed(30)
     finally:
         writer.shutdown()
-    assert sorted(p.name for p in path.iterdir()) == ["capture.json", "events.ndjson", "run.json"]
-    bundle = read_bundle(path)
-    assert bundle.status is BundleStatus.COMPLETE and len(bundle.events) == 1
+    for path in paths:
+        assert sorted(p.name for p in path.iterdir()) == ["capture.json", "events.ndjson", "run.json"]
+        bundle = read_bundle(path)
+        assert bundle.status is BundleStatus.COMPLETE and len(bundle.events) == 3
+        assert [event["seq"] for event in bundle.events] == [1, 2, 3]
