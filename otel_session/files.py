@@ -5,7 +5,7 @@ Contract::
     write_json_atomic(path, value, sync_dir=True)   # temporary file, fsync, rename, fsync dir
     write_terminal_capture(path, capture)           # atomic, else in place (a full disk still reports)
     fd = write_temporary(temporary_path(path), data)   # beside ``path``, unsynced, left open
-    write_new_file(path, data); write_fully(fd, data); fsync_file(path); fsync_dir(path); count_complete_lines(fd)
+    write_new_file(path, data); write_fully(fd, data); fsync_file(path); count_complete_lines(fd)
     make_private_dirs(root, directory); require_real_dir(path)   # 0700 directories; a symlink is refused
 
 Nothing here knows runs, queues or threads.
@@ -28,7 +28,6 @@ __all__ = [
     "DIR_MODE",
     "FILE_MODE",
     "count_complete_lines",
-    "fsync_dir",
     "fsync_file",
     "json_document",
     "make_private_dirs",
@@ -65,7 +64,7 @@ def write_json_atomic(path: Path, value: dict[str, Any], *, sync_dir: bool = Tru
         unlink_quietly(tmp)  # a full disk must not also collect temporary files
         raise
     if sync_dir:
-        fsync_dir(path.parent)
+        fsync_file(path.parent)
 
 
 def temporary_path(path: str | Path) -> str:
@@ -182,8 +181,6 @@ def fsync_file(path: str | Path) -> None:
     finally:
         os.close(fd)
 
-
-fsync_dir = fsync_file
 
 
 def write_new_file(path: str | Path, data: bytes) -> None:

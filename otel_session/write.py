@@ -104,7 +104,9 @@ class WaitStatus(Enum):
 class WaitResult:
     status: WaitStatus
     lost: list[RunRecorder] = field(default_factory=list)
-_RECORDING_DOCUMENT = json_document({"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0})
+_RECORDING_DOCUMENT = json_document(
+    {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0})
+"""``capture.json`` of a run being recorded, the same bytes for every run."""
 
 
 class BundleWriter:

@@ -22,7 +22,15 @@ import pytest
 
 from otel_session import layout
 from otel_session.read import BundleStatus, read_bundle
-from otel_session.seal import FsyncEach, SealPlan, SealSync, SyncFs, libc_syncfs, seal_sync_from_env, syncfs_reports_errors
+from otel_session.seal import (
+    FsyncEach,
+    SealPlan,
+    SealSync,
+    SyncFs,
+    libc_syncfs,
+    seal_sync_from_env,
+    syncfs_reports_errors,
+)
 from otel_session.write import BundleWriter, WriterLimits
 
 FIXED_NS = 1_796_000_000_123_456_000
@@ -62,7 +70,8 @@ def _run_id(n: int) -> str:
 def _record(run, n: int, *, reverse: bool = False) -> None:
     for k in range(6):
         at = FIXED_NS + ((5 - k) if reverse else k) * 1000
-        run.append("assistant_delta", {"index": 0, "kind": "text", "delta": f"run {n} part {k}"}, at_ns=at, message_id="m1")
+        payload = {"index": 0, "kind": "text", "delta": f"run {n} part {k}"}
+        run.append("assistant_delta", payload, at_ns=at, message_id="m1")
 
 
 def _by_at(record: dict) -> str:
@@ -183,6 +192,40 @@ def test_a_failed_sync_fails_every_member_of_the_group(tmp_path, failing_call: i
     assert all(message.startswith(f"{step}: [Errno 5]") for message in failed.values())
 
 
+class FailingFsync:
+    """The real fsync, failing with EIO from the ``fail``-th call on (1-based)."""
+
+    def __init__(self, fail: int) -> None:
+        self.fail = fail
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, fd: int) -> None:
+        with self.lock:
+            self.calls += 1
+            failing = self.calls >= self.fail
+        if failing:
+            raise OSError(errno.EIO, "Input/output error")
+        os.fsync(fd)
+
+
+def test_a_failed_fsync_in_the_fallback_fails_every_member_of_the_group(tmp_path):
+    """Run 0's group makes 3 + 3 + 1 fsyncs (journal, capture, run.json; its session directory,
+    ``sessions/``, the root; the run directory); the second group's first fails."""
+    sync = Recording(FsyncEach(fsync=FailingFsync(8)), hold_first=True)
+    writer = _writer(tmp_path, sync)
+    try:
+        _seal_in_one_pass(writer, sync, 6)
+    finally:
+        writer.shutdown()
+    statuses = {path.name: read_bundle(path).capture for path in (tmp_path / "sessions").glob("*/run-*")}
+    assert statuses.pop(_run_id(0))["status"] == "complete"
+    assert {capture["status"] for capture in statuses.values()} == {"failed"} and len(statuses) == 5
+    assert {capture["failure"]["code"] for capture in statuses.values()} == {"io_error"}
+    assert all(capture["failure"]["message"].startswith("fsync of the bundle before its seal failed")
+               for capture in statuses.values())
+
+
 def test_the_fsync_fallback_is_chosen_by_the_setting_or_where_syncfs_cannot_report(monkeypatch):
     monkeypatch.setenv("OTEL_SESSION_SEAL_SYNC", "fsync")
     assert isinstance(seal_sync_from_env(), FsyncEach)
@@ -213,7 +256,8 @@ def test_a_process_killed_in_the_middle_of_a_group_seal_leaves_bundles_that_cont
         runs = [writer.open_run(session_id="s0", run_id=run_id) for run_id in {[_run_id(n) for n in range(2)]!r}]
         for run in runs:
             for k in range(3):
-                run.append("turn_started", {{"state": "greet", "required_slots": []}}, at_ns={FIXED_NS} + (3 - k) * 1000)
+                at_ns = {FIXED_NS} + (3 - k) * 1000
+                run.append("turn_started", {{"state": "greet", "required_slots": []}}, at_ns=at_ns)
         runs[0].close(reorder=lambda record: record["at"])  # its journal rewritten aside too
         runs[1].close()
         writer.force_flush()
