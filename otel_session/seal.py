@@ -238,6 +238,19 @@ def seal_together(recorders: Sequence[RunRecorder], sync: SealSync, root: Path) 
         except Exception:  # noqa: BLE001 - a bug in one run must not stop the others
             logger.exception("could not seal %s", recorder.path)
             recorder._end_seal()
+    try:
+        _seal_group(plans, sync)
+    except Exception:  # noqa: BLE001 - a bug must not leave runs unsealed or stop the writer
+        logger.exception("sealing a group of %d runs failed", len(plans))
+    finally:
+        for plan in plans:
+            if not plan.recorder.sealed:  # reported sealed, never complete: its capture stays what it was
+                _drop_journal_tmp(plan)
+                _drop_capture_tmp(plan)
+                plan.recorder._end_seal()
+
+
+def _seal_group(plans: list[SealPlan], sync: SealSync) -> None:
     if not plans:
         return
     try:

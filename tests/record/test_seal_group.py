@@ -282,3 +282,35 @@ def test_a_process_killed_in_the_middle_of_a_group_seal_leaves_bundles_that_cont
         bundle = read_bundle(path)
         assert bundle.status is BundleStatus.COMPLETE and len(bundle.events) == 3
         assert [event["seq"] for event in bundle.events] == [1, 2, 3]
+
+
+def test_a_bug_in_the_sync_ends_every_seal_and_the_writer_goes_on(tmp_path):
+    """Not an I/O error but a bug (any exception): logged, every run of the group released (its
+    capture stays ``recording``: never reported complete), and the next runs seal normally."""
+
+    class Broken:
+        name = "broken"
+        calls = 0
+
+        def files(self, plans: Sequence[SealPlan]) -> None:
+            Broken.calls += 1
+            if Broken.calls == 1:
+                raise ZeroDivisionError("a bug")
+            FsyncEach().files(plans)
+
+        def renames(self, plans: Sequence[SealPlan]) -> None:
+            FsyncEach().renames(plans)
+
+    writer = _writer(tmp_path, Broken())
+    try:
+        first = _open(writer, 0)
+        _close(first, 0)
+        assert first.wait_sealed(30)
+        second = _open(writer, 1)
+        _close(second, 1)
+        assert second.wait_sealed(30)
+    finally:
+        writer.shutdown()
+    assert read_bundle(first.path).capture["status"] == "recording"
+    assert sorted(p.name for p in first.path.iterdir()) == ["capture.json", "events.ndjson", "run.json"]
+    assert read_bundle(second.path).status is BundleStatus.COMPLETE
