@@ -31,7 +31,7 @@ from otel_session.seal import (
     seal_sync_from_env,
     syncfs_reports_errors,
 )
-from otel_session.write import BundleWriter, WriterLimits
+from otel_session.write import BundleWriter
 
 FIXED_NS = 1_796_000_000_123_456_000
 SYNCFS = libc_syncfs()
