@@ -7,10 +7,19 @@ from pathlib import Path
 
 import click
 
-__all__ = ["DEFAULT_BUNDLE_DIR", "ENV_BUNDLE_DIR", "bundle_dir", "bundle_dir_option", "flag", "missing_bundle_dir"]
+from otel_session.log import get_logger, log_setting
+
+logger = get_logger(__name__)
+
+__all__ = [
+    "DEFAULT_BUNDLE_DIR", "ENV_BUNDLE_DIR", "ENV_SEAL_SYNC", "SEAL_SYNC_MODES", "bundle_dir", "bundle_dir_option", "flag",
+    "missing_bundle_dir", "seal_sync_setting",
+]
 
 ENV_BUNDLE_DIR = "OTEL_SESSION_DIR"
 DEFAULT_BUNDLE_DIR = "./otel-session-data"
+ENV_SEAL_SYNC = "OTEL_SESSION_SEAL_SYNC"
+SEAL_SYNC_MODES = ("auto", "syncfs", "fsync")
 
 
 def bundle_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -51,3 +60,14 @@ bundle_dir_option = click.option(
 def flag(name: str) -> bool:
     """A boolean environment setting: ``true``/``1``/``yes``/``on`` (any case) is on, anything else off."""
     return os.environ.get(name, "").strip().lower() in {"true", "1", "yes", "on"}
+
+
+def seal_sync_setting() -> str:
+    """How seals make bundles durable (``otel_session.seal``): ``$OTEL_SESSION_SEAL_SYNC`` if one of
+    ``auto`` / ``syncfs`` / ``fsync`` (any case), else ``auto`` (an unknown value is ignored, with a warning)."""
+    raw = os.environ.get(ENV_SEAL_SYNC, "").strip().lower()
+    if raw in SEAL_SYNC_MODES:
+        return raw
+    if raw:
+        logger.warning("%s=%r is not one of auto|syncfs|fsync; using auto", ENV_SEAL_SYNC, log_setting(raw))
+    return "auto"

@@ -4,6 +4,7 @@ Contract::
 
     write_json_atomic(path, value, sync_dir=True)   # temporary file, fsync, rename, fsync dir
     write_terminal_capture(path, capture)           # atomic, else in place (a full disk still reports)
+    fd = write_temporary(temporary_path(path), data)   # beside ``path``, unsynced, left open
     write_new_file(path, data); write_fully(fd, data); fsync_file(path); count_complete_lines(fd)
     make_private_dirs(root, directory); require_real_dir(path)   # 0700 directories; a symlink is refused
 
@@ -31,10 +32,12 @@ __all__ = [
     "json_document",
     "make_private_dirs",
     "require_real_dir",
+    "temporary_path",
     "unlink_quietly",
     "write_fully",
     "write_json_atomic",
     "write_new_file",
+    "write_temporary",
     "write_terminal_capture",
 ]
 
@@ -49,12 +52,10 @@ def write_json_atomic(path: Path, value: dict[str, Any], *, sync_dir: bool = Tru
 
     ``sync_dir=False`` leaves the directory fsync to a later atomic write in the same directory.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    tmp = temporary_path(path)
+    fd = write_temporary(tmp, json_document(value))
     try:
         try:
-            os.fchmod(fd, FILE_MODE)
-            write_fully(fd, json_document(value))
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -62,13 +63,30 @@ def write_json_atomic(path: Path, value: dict[str, Any], *, sync_dir: bool = Tru
     except BaseException:
         unlink_quietly(tmp)  # a full disk must not also collect temporary files
         raise
-    if not sync_dir:
-        return
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    if sync_dir:
+        fsync_file(path.parent)
+
+
+def temporary_path(path: str | Path) -> str:
+    """Where an atomic replace of ``path`` writes first: hidden, beside it, this process's and thread's."""
+    directory, name = os.path.split(path)
+    return f"{directory}/.{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+
+
+def write_temporary(tmp: str | Path, data: bytes) -> int:
+    """Write ``data`` to ``tmp`` (0600, truncated if a dead writer left it) and return it open, unsynced.
+
+    On an error nothing is left behind (a full disk must not also collect temporary files).
+    """
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+        os.fchmod(fd, FILE_MODE)
+        write_fully(fd, data)
+    except BaseException:
+        os.close(fd)
+        unlink_quietly(tmp)
+        raise
+    return fd
 
 
 def overwrite_json_in_place(path: Path, value: dict[str, Any]) -> None:
@@ -101,7 +119,7 @@ def write_fully(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def unlink_quietly(path: Path) -> None:
+def unlink_quietly(path: str | Path) -> None:
     try:
         os.unlink(path)
     except OSError:
@@ -155,7 +173,8 @@ def _mkdir_private(path: Path) -> None:
     os.chmod(path, DIR_MODE)
 
 
-def fsync_file(path: Path) -> None:
+def fsync_file(path: str | Path) -> None:
+    """fsync a file (or a directory: its entries) by path."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -163,7 +182,8 @@ def fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def write_new_file(path: Path, data: bytes) -> None:
+
+def write_new_file(path: str | Path, data: bytes) -> None:
     """Create ``path`` (it must not exist) holding ``data``; not synced."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:

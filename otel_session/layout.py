@@ -27,6 +27,7 @@ __all__ = [
     "run_path",
     "safe_dir_name",
     "session_dir",
+    "session_dir_name",
 ]
 
 RUN_FILE = "run.json"
@@ -74,12 +75,17 @@ def run_path(root: Path, session_id: str, run_id: str, *, eval_id: str | None = 
     """
     if not is_valid_run_id(run_id):
         raise UnsafePathError(f"malformed run id {run_id!r}: expected 'run-' followed by a UUID")
-    return _session_dir(root, session_id, eval_id) / run_id
+    return Path(f"{session_dir_name(os.fspath(root), session_id, eval_id)}/{run_id}")
 
 
 def _session_dir(root: Path, session_id: str, eval_id: str | None) -> Path:
-    base = root / "sessions" if eval_id is None else root / "evals" / safe_dir_name(eval_id) / "sessions"
-    return base / safe_dir_name(session_id)
+    return Path(session_dir_name(os.fspath(root), session_id, eval_id))
+
+
+def session_dir_name(root: str, session_id: str, eval_id: str | None = None) -> str:
+    """:func:`session_dir` as a string, unchecked: the writer's per-run path, built without ``pathlib``."""
+    base = os.path.join(root, "sessions" if eval_id is None else f"evals/{safe_dir_name(eval_id)}/sessions")
+    return f"{base}/{safe_dir_name(session_id)}"
 
 
 def inside_root(root: Path, path: Path) -> Path:

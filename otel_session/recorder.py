@@ -37,10 +37,8 @@ from otel_session import layout
 from otel_session.files import (
     FILE_MODE,
     count_complete_lines,
-    fsync_file,
     unlink_quietly,
     write_fully,
-    write_terminal_capture,
 )
 from otel_session.journal import (
     CAPTURE_SCHEMA,
@@ -65,7 +63,6 @@ __all__ = [
     "CaptureFailure",
     "FailureCode",
     "RecordHead",
-    "Reorder",
     "RunLockedError",
     "RunRecorder",
     "RunSealedError",
@@ -120,8 +117,6 @@ class WriterLimits:
     max_queue_records: int = 8192
     max_queue_bytes: int = 16 * 1024 * 1024
     max_event_bytes: int = 1024 * 1024
-    seal_threads: int = 8
-    """Runs sealed at once when several close together (each seal waits on a few fsyncs)."""
 
 
 @dataclass(frozen=True)
@@ -134,18 +129,6 @@ class CaptureFailure:
         return {"failed_at": self.failed_at, "code": self.code.value, "message": self.message}
 
 
-
-
-class Reorder(Enum):
-    """What became of a seal's ``reorder`` request."""
-
-    NOT_ASKED = "not_asked"
-    ALREADY_IN_ORDER = "already_in_order"
-    """Nothing to move: the journal stays as appended (no rewrite, no renumbering)."""
-    RESEQUENCED = "resequenced"
-    """Rewritten in the key's order, ``seq`` renumbered; the capture says so."""
-    FAILED = "failed"
-    """The rewrite failed (logged): the journal stays as appended."""
 
 
 class RecordHead:
@@ -434,8 +417,9 @@ class RunRecorder:
         With ``run_status`` a final ``run_finished`` record with that status is appended first.
         With ``reorder`` (a sort key over decoded records) the writer thread rewrites the journal
         sorted by that key, stably, with ``seq`` renumbered 1…N, before the terminal capture
-        (temporary file, fsync, rename) — unless it is in that order already; when records moved,
-        the capture says ``"resequenced": true``. A journal that cannot be rewritten stays as
+        (temporary file, sync, rename: with the other runs sealed in the same writer pass,
+        ``otel_session.seal``) — unless it is in that order already; when records moved, the
+        capture says ``"resequenced": true``. A journal that cannot be rewritten stays as
         appended. ``capture_extras`` are added to the terminal ``capture.json``.
         Idempotent; returns at once (use :meth:`wait_sealed` or ``BundleWriter.force_flush``).
         """
@@ -513,7 +497,7 @@ class RunRecorder:
     # -- writer-thread side ----------------------------------------------------------------
 
     def _drain(self) -> bool:
-        """Write what is queued; True when the run is closing and now needs :meth:`_seal` (once)."""
+        """Write what is queued; True when the run is closing and now needs its seal (once; ``otel_session.seal``)."""
         with self._lock:
             pending, self._pending = self._pending, []
             self._pending_bytes = 0
@@ -563,17 +547,19 @@ class RunRecorder:
             written = self._writer._write(self._events_fd, view)
             view = view[written:]
 
-    def _rewrite_in_order(self, key: Callable[[dict[str, Any]], Any]) -> Reorder:
-        """Replace the journal with its records sorted by ``key`` and ``seq`` renumbered.
+    def _rewrite_aside(self, tmp_path: str) -> tuple[int, int] | None:
+        """Write the journal's records sorted by the ``reorder`` key, ``seq`` renumbered, to ``tmp_path``
+        (unsynced: the group seal syncs and renames it, ``otel_session.seal``); its descriptor (locked,
+        the run's lock once it is the journal) and line count, or None when there is nothing to rewrite.
 
-        A journal already in that order (and numbered 1…N) is left as it is. Lines that do not
-        decode (a torn tail cut at reopen never gets here) keep their relative position at the
-        end, so the rewrite never loses bytes. The new file is fsynced before the rename; the
-        directory is fsynced by the terminal capture's atomic replace right after. On any error
-        the appended journal stays and the error is logged.
+        Not asked, a capture that failed, or a journal already in that order (numbered 1…N): None.
+        Lines that do not decode (a torn tail cut at reopen never gets here) keep their relative
+        position at the end, so the rewrite never loses bytes. On any error the appended journal
+        stays and the error is logged.
         """
+        if self._reorder is None or self._failure is not None:
+            return None
         events_path = self.path / layout.EVENTS_FILE
-        tmp_path = self.path / f".{layout.EVENTS_FILE}.reorder.tmp"
         try:
             lines = events_path.read_bytes().splitlines()
             records: list[dict[str, Any]] = []
@@ -583,9 +569,9 @@ class RunRecorder:
                     records.append(decode_line(line))
                 except ValueError:
                     undecodable.append(line + b"\n")
-            records.sort(key=key)
+            records.sort(key=self._reorder)
             if not undecodable and all(record.get("seq") == seq for seq, record in enumerate(records, start=1)):
-                return Reorder.ALREADY_IN_ORDER
+                return None
             chunks = []
             for seq, record in enumerate(records, start=1):
                 record["seq"] = seq
@@ -593,54 +579,49 @@ class RunRecorder:
             chunks.extend(undecodable)
             new_fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, FILE_MODE)
             try:
-                fcntl.flock(new_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the run's lock, once this is the journal
+                fcntl.flock(new_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 os.fchmod(new_fd, FILE_MODE)
                 write_fully(new_fd, b"".join(chunks))
-                os.fsync(new_fd)
-                os.replace(tmp_path, events_path)
             except BaseException:
                 os.close(new_fd)
                 unlink_quietly(tmp_path)
                 raise
         except Exception:  # noqa: BLE001 - a bad key or I/O error keeps the appended journal
             logger.exception("could not rewrite %s in order; it stays in append order", events_path)
-            return Reorder.FAILED
-        os.close(self._events_fd)
-        self._events_fd = new_fd
-        self._lines_on_disk = len(chunks)
-        return Reorder.RESEQUENCED
+            return None
+        return new_fd, len(chunks)
 
-    def _seal(self) -> None:
-        """Make the bundle durable (journal, manifest), then write the terminal capture."""
-        if self._sealed.is_set():
-            return
+    def _adopt_journal(self, fd: int, lines: int) -> None:
+        """The rewritten journal replaced the appended one: append no more to the old file."""
+        os.close(self._events_fd)
+        self._events_fd = fd
+        self._lines_on_disk = lines
+
+    def _terminal_capture(self, lines: int | None, *, resequenced: bool) -> dict[str, Any]:
+        """The terminal ``capture.json``: status from the failure (if any), ``lines`` counted (None:
+        the journal as appended), the caller's extras, ``resequenced`` when the rewrite moved records."""
+        if lines is None:
+            lines = self._lines_on_disk if self._lines_on_disk is not None else count_complete_lines(self._events_fd)
+        capture: dict[str, Any] = {
+            "schema": CAPTURE_SCHEMA,
+            "status": CaptureStatus.FAILED.value if self._failure else CaptureStatus.COMPLETE.value,
+            "event_count": lines,
+        }
+        if self._failure is not None:
+            capture["failure"] = self._failure.as_json()
+        capture.update(self._capture_extras)
+        if resequenced:
+            capture["resequenced"] = True
+        return capture
+
+    def _fail_seal(self, error: OSError, message: str) -> None:
+        with self._lock:
+            self._fail_locked(failure_code_for(error), message)
+
+    def _end_seal(self) -> None:
+        """The terminal capture is durable (or could not be written, logged): release the run."""
         try:
-            reorder = Reorder.NOT_ASKED
-            if self._reorder is not None and self._failure is None:
-                reorder = self._rewrite_in_order(self._reorder)
-            try:
-                if reorder is not Reorder.RESEQUENCED:  # a rewritten journal was fsynced before its rename
-                    os.fsync(self._events_fd)
-                fsync_file(self.path / layout.RUN_FILE)  # written unsynced when the run was opened
-            except OSError as exc:
-                with self._lock:
-                    self._fail_locked(failure_code_for(exc), f"fsync of the bundle failed: {exc}")
-            lines = self._lines_on_disk
-            capture: dict[str, Any] = {
-                "schema": CAPTURE_SCHEMA,
-                "status": CaptureStatus.FAILED.value if self._failure else CaptureStatus.COMPLETE.value,
-                "event_count": lines if lines is not None else count_complete_lines(self._events_fd),
-            }
-            if self._failure is not None:
-                capture["failure"] = self._failure.as_json()
-            capture.update(self._capture_extras)
-            if reorder is Reorder.RESEQUENCED:
-                capture["resequenced"] = True
-            write_terminal_capture(self.path / layout.CAPTURE_FILE, capture)
-        except OSError:
-            logger.exception("could not write terminal capture of %s", self.path)
-        finally:
             os.close(self._events_fd)  # releases the run's lock
+        finally:
             self._sealed.set()
             self._writer.forget(self)
-

@@ -4,6 +4,7 @@ Contract::
 
     check_recording(path)                   # raises RunSealedError unless the capture is ``recording``
     next_seq, torn = recover_journal(events_path)   # cut a torn final line of a journal being continued
+    remove_seal_leftovers(path) -> int      # temporaries of a seal a crash interrupted (lock held)
     remove_abandoned_builds(root) -> int    # half-made bundles of dead processes
     restart_in_forked_children(writer)      # a forked child gets a writer thread of its own
     shutdown_at_exit = weak_atexit(writer)  # drain at interpreter exit without keeping the writer alive
@@ -28,7 +29,10 @@ from otel_session.recorder import RunSealedError
 if TYPE_CHECKING:
     from otel_session.write import BundleWriter
 
-__all__ = ["check_recording", "recover_journal", "remove_abandoned_builds", "restart_in_forked_children", "weak_atexit"]
+__all__ = [
+    "check_recording", "recover_journal", "remove_abandoned_builds", "remove_seal_leftovers", "restart_in_forked_children",
+    "weak_atexit",
+]
 
 logger = get_logger(__name__)
 
@@ -72,6 +76,20 @@ def check_recording(path: Path) -> None:
         status = None
     if status != CaptureStatus.RECORDING.value:
         raise RunSealedError(f"capture of {path} is {status or 'missing'}; a sealed bundle never changes")
+
+
+def remove_seal_leftovers(path: Path) -> int:
+    """Delete the temporaries of a seal a crash interrupted (the rewritten journal, the terminal
+    capture: written aside and never renamed, so the bundle is still ``recording``). Call it holding
+    the run's lock. Returns how many."""
+    removed = 0
+    for leftover in [*path.glob(f".{layout.CAPTURE_FILE}.*.tmp"), *path.glob(f".{layout.EVENTS_FILE}.reorder.tmp")]:
+        try:
+            os.unlink(leftover)
+        except FileNotFoundError:
+            continue
+        removed += 1
+    return removed
 
 
 def recover_journal(events_path: Path) -> tuple[int, int]:

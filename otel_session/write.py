@@ -7,11 +7,14 @@ Contract::
     run.append("turn_started", {"state": "greet", "required_slots": []}, at_ns=...)  # -> AppendResult
     run.close()                                       # drain, count lines, write terminal capture
     writer.force_flush(); writer.shutdown()           # like an OTel SpanExporter
+    BundleWriter(root, seal_sync=FsyncEach())         # how seals sync (default: $OTEL_SESSION_SEAL_SYNC)
 
 Producers enqueue fully stamped records (``seq`` assigned at enqueue, ``at`` from the event's own
 timestamp) and never touch the disk; the writer thread appends them in batches (a flush starts 25 ms
 after the first queued record, or at once when 256 records or 256 KiB are queued; everything queued
-goes out in one ``write``, one line per record, records never merged). Every id that names a bundle
+goes out in one ``write``, one line per record, records never merged). The runs that close in one
+writer pass are sealed as one group: one sync of their file system for all of them, then their
+captures renamed, then one more (``otel_session.seal``). Every id that names a bundle
 (session id, agent, service: the directory and ``run.json``) goes through ``identifier`` here, the
 one place all writers pass (default: ``Redactor.from_env(root).identifier``, issue 15 §5). Reaching a queue bound, an
 oversized event or an append error marks that run's capture ``failed`` with a code, stops its
@@ -57,10 +60,12 @@ from otel_session.recorder import (
     Written,
 )
 from otel_session.redact import Redactor
+from otel_session.seal import SealSync, seal_sync_from_env, seal_together
 from otel_session.recovery import (
     check_recording,
     recover_journal,
     remove_abandoned_builds,
+    remove_seal_leftovers,
     restart_in_forked_children,
     weak_atexit,
 )
@@ -99,7 +104,9 @@ class WaitStatus(Enum):
 class WaitResult:
     status: WaitStatus
     lost: list[RunRecorder] = field(default_factory=list)
-_RECORDING_CAPTURE = {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0}
+_RECORDING_DOCUMENT = json_document(
+    {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0})
+"""``capture.json`` of a run being recorded, the same bytes for every run."""
 
 
 class BundleWriter:
@@ -108,10 +115,12 @@ class BundleWriter:
 
     def __init__(
         self, root: str | os.PathLike[str], *, limits: WriterLimits | None = None,
-        identifier: Callable[[str], str] | None = None,
+        identifier: Callable[[str], str] | None = None, seal_sync: SealSync | None = None,
     ) -> None:
         self.root = Path(root)
         self.limits = limits or WriterLimits()
+        self._seal_sync = seal_sync or seal_sync_from_env()
+        """How the runs closing in one writer pass are made durable together (``otel_session.seal``)."""
         self._identifier = identifier
         """Maps an id holding PII to the one stored (``Redactor.identifier``); made on first use."""
         self._cond = threading.Condition()
@@ -125,8 +134,11 @@ class BundleWriter:
         self._closed = False
         self._open_runs: dict[str, RunRecorder] = {}
         self._open_lock = threading.Lock()
+        self._root_name = os.fspath(self.root)
         self._known_dirs: set[str] = set()
         """Session directories made or checked already (under ``_open_lock``)."""
+        self._stored_ids: dict[str, str] = {}
+        """Ids as stored, by the id given (``_stored_identifier``)."""
         self._thread = threading.Thread(target=self._run, name="otel-session-writer", daemon=True)
         self._thread.start()
         self._atexit = weak_atexit(self)
@@ -185,12 +197,14 @@ class BundleWriter:
                 raise ValueError(f"{name} {value!r} is not valid Unicode text")
         if kind is RunKind.EVAL and not eval_id:
             raise ValueError("an eval run needs an eval_id")
-        identifier = self._stored_identifier()
+        identifier = self._stored_identifier
         session_id = identifier(session_id)
         eval_id = identifier(eval_id) if eval_id else eval_id
         agent = identifier(agent) if agent else agent
         service = identifier(service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service")
-        path = layout.run_path(self.root, session_id, run_id, eval_id=eval_id if kind is RunKind.EVAL else None)
+        if not layout.is_valid_run_id(run_id):
+            raise layout.UnsafePathError(f"malformed run id {run_id!r}: expected 'run-' followed by a UUID")
+        directory = layout.session_dir_name(self._root_name, session_id, eval_id if kind is RunKind.EVAL else None)
         new_manifest: dict[str, Any] = {
             "schema": RUN_SCHEMA,
             "session_id": session_id,
@@ -207,39 +221,50 @@ class BundleWriter:
                 raise WriterClosedError("the bundle writer was shut down")
             if run_id in self._open_runs:
                 raise RunLockedError(f"run {run_id} is already open in this writer")
-            recorder = self._create_run(path, new_manifest) or self._continue_run(path)
+            recorder = self._create_run(directory, run_id, new_manifest) or self._continue_run(Path(directory, run_id))
             self._open_runs[run_id] = recorder
         return recorder
 
-    def _stored_identifier(self) -> Callable[[str], str]:
-        """The id mapping; by default the environment's policy with the root's key, so that
-        ``stored_session_id`` finds the session by its original id."""
-        if self._identifier is None:
-            self._identifier = Redactor.from_env(self.root).identifier
-        return self._identifier
+    def _stored_identifier(self, value: str) -> str:
+        """``value`` as stored: the id mapping (by default the environment's policy with the root's
+        key, so that ``stored_session_id`` finds the session by its original id), remembered: the
+        runs of a session, service and agent repeat their ids."""
+        stored = self._stored_ids.get(value)
+        if stored is None:
+            if self._identifier is None:
+                self._identifier = Redactor.from_env(self.root).identifier
+            stored = self._identifier(value)
+            if len(self._stored_ids) >= _KNOWN_DIRS:
+                self._stored_ids.clear()
+            self._stored_ids[value] = stored
+        return stored
 
-    def _create_run(self, path: Path, manifest: dict[str, Any]) -> RunRecorder | None:
-        """Make a new bundle, or return None when ``path`` already exists.
+    def _create_run(self, directory: str, run_id: str, manifest: dict[str, Any]) -> RunRecorder | None:
+        """Make a new bundle ``directory/run_id``, or return None when it already exists.
 
         The bundle is assembled in a hidden directory beside ``path`` (journal locked, ``run.json``,
         ``capture.json`` ``recording``) and renamed into place, so a reader never sees it half made
-        and an existing bundle is never touched. Nothing is fsynced here: a bundle is made durable
-        as a whole when it seals. Every step is one system call; on a busy file system each costs.
+        and an existing bundle is never touched. Nothing is synced here: a bundle is made durable
+        as a whole when it seals, its directory entries up to the root included. Every step is one
+        system call; on a busy file system each costs (paths are strings here: ``pathlib`` cost as
+        much CPU as the calls on tmpfs).
         """
-        self._ensure_private_dir(path.parent)
-        building = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+        self._ensure_private_dir(directory)
+        path = f"{directory}/{run_id}"
+        building = f"{directory}/.{run_id}.{os.getpid()}.{threading.get_ident()}.new"
         try:
             os.mkdir(building, DIR_MODE)  # 0700 at most: a umask only takes bits away
         except FileNotFoundError:  # the session directory was removed since (retention, a move)
-            self._known_dirs.discard(str(path.parent))
-            self._ensure_private_dir(path.parent)
+            self._known_dirs.discard(directory)
+            self._ensure_private_dir(directory)
             os.mkdir(building, DIR_MODE)
         events_fd = -1
         try:
-            events_fd = os.open(building / layout.EVENTS_FILE, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            events_fd = os.open(f"{building}/{layout.EVENTS_FILE}", os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL,
+                                FILE_MODE)
             fcntl.flock(events_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            write_new_file(building / layout.RUN_FILE, json_document(manifest))
-            write_new_file(building / layout.CAPTURE_FILE, json_document(_RECORDING_CAPTURE))
+            write_new_file(f"{building}/{layout.RUN_FILE}", json_document(manifest))
+            write_new_file(f"{building}/{layout.CAPTURE_FILE}", _RECORDING_DOCUMENT)
             os.rename(building, path)
         except BaseException as exc:
             if events_fd >= 0:
@@ -248,17 +273,16 @@ class BundleWriter:
             if isinstance(exc, OSError) and exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
                 return None  # the run exists: continue it, or be refused (lock, seal, symlink)
             raise
-        return RunRecorder(self, path, manifest, events_fd, 1, 0, created=True)
+        return RunRecorder(self, Path(path), manifest, events_fd, 1, 0, created=True)
 
-    def _ensure_private_dir(self, directory: Path) -> None:
+    def _ensure_private_dir(self, directory: str) -> None:
         """Make ``directory`` (0700) unless it exists; refuse a symlink or a file in its place, or on the way."""
-        key = str(directory)
-        if key in self._known_dirs:
+        if directory in self._known_dirs:
             return
-        make_private_dirs(self.root, directory)  # refuses <root>/sessions (or evals/…) linked elsewhere
+        make_private_dirs(self.root, Path(directory))  # refuses <root>/sessions (or evals/…) linked elsewhere
         if len(self._known_dirs) >= _KNOWN_DIRS:
             self._known_dirs.clear()
-        self._known_dirs.add(key)
+        self._known_dirs.add(directory)
 
     def _continue_run(self, path: Path) -> RunRecorder:
         """Take over an existing bundle that is still ``recording`` (left by a crashed writer)."""
@@ -275,6 +299,7 @@ class BundleWriter:
             except BlockingIOError:
                 raise RunLockedError(f"another writer holds {path} (an flock on {layout.EVENTS_FILE}); one writer per run") from None
             check_recording(path)
+            remove_seal_leftovers(path)
             manifest = orjson.loads((path / layout.RUN_FILE).read_bytes())
             next_seq, torn = recover_journal(events_path)
         except BaseException:
@@ -356,31 +381,6 @@ class BundleWriter:
 
     # -- writer thread ---------------------------------------------------------------------
 
-    def _seal_together(self, recorders: list[RunRecorder]) -> None:
-        """Seal runs that closed in the same pass, up to ``seal_threads`` at once.
-
-        A seal mostly waits on fsync; fsyncs issued together share the file system's journal
-        commits, so many short runs seal in about the time of one. Helper threads live for this
-        pass only: nothing outlives the writer thread.
-        """
-        pending = iter(recorders)  # shared: each run is taken by exactly one thread
-
-        def seal_pending() -> None:
-            for recorder in pending:
-                _guarded(recorder, recorder._seal)
-
-        helpers = []
-        for _ in range(min(len(recorders), self.limits.seal_threads) - 1):
-            helper = threading.Thread(target=seal_pending, name="otel-session-seal", daemon=True)
-            try:
-                helper.start()
-            except RuntimeError:  # interpreter shutting down: seal on this thread
-                break
-            helpers.append(helper)
-        seal_pending()
-        for helper in helpers:
-            helper.join()
-
     def schedule(self, recorder: RunRecorder, *, urgent: bool) -> None:
         # May be called with the recorder's lock held: the condition is never held while
         # taking a recorder's lock, so the two locks are always taken in this order.
@@ -424,7 +424,7 @@ class BundleWriter:
             with self._written_cond:  # one pass's writes acknowledge every request waiting on them
                 self._written_cond.notify_all()
             if closing:
-                self._seal_together(closing)
+                seal_together(closing, self._seal_sync, self.root)
             with cond:
                 self._busy = False
                 cond.notify_all()

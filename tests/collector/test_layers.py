@@ -1,6 +1,6 @@
 """The writer and the collector's assembly import downwards only, and without a circle.
 
-Layers, lowest first: the writer (``files`` < ``recorder`` < ``recovery`` < ``write``), the
+Layers, lowest first: the writer (``files`` < ``recorder`` < ``seal`` < ``recovery`` < ``write``), the
 assembly (``counters``, ``options``, ``ordering``, ``logjoin``, ``routing``, ``sealing``, ``sink``),
 the transports (``otlp``, ``forward``, ``http_receiver``, ``server``, ``importer``, ``cli``). The
 writer imports nothing of the collector; the assembly nothing of a transport (the span exporter
@@ -13,7 +13,7 @@ import ast
 import importlib.util
 from pathlib import Path
 
-WRITER = ["otel_session.files", "otel_session.recorder", "otel_session.recovery", "otel_session.write"]
+WRITER = ["otel_session.files", "otel_session.recorder", "otel_session.seal", "otel_session.recovery", "otel_session.write"]
 ASSEMBLY = [f"otel_session.collector.{name}" for name in
             ("counters", "options", "ordering", "logjoin", "routing", "sealing", "sink")]
 TRANSPORTS = [f"otel_session.collector.{name}" for name in
