@@ -14,6 +14,9 @@ Contract::
     head = encode_head(type, session_id, run_id, turn_index, message_id, tool_call_id, trace_id, span_id)
     body = encode_payload(payload)  # None: only encode_record can tell (a value deep enough to cut)
     line = compose_line(seq, at_ns, head, body)   # == encode_record(the record), composed_size(seq, head, body) bytes
+    data = join_lines(entries)  # each a line or compose_line's arguments: the writer thread's loop
+    heads = HeadEncoder(session_id, run_id)   # one run's heads from parts encoded once
+    head = heads.encode(type, turn_index, message_id, tool_call_id, trace_id, span_id)   # == encode_head(...)
 
 A record nests at most ``MAX_DEPTH`` levels (the record object is level 1). Deeper objects and
 arrays, which JSON codecs cannot all encode or decode (orjson stops at 255 levels), are replaced
@@ -41,6 +44,7 @@ __all__ = [
     "RUN_SCHEMA",
     "CaptureStatus",
     "EventType",
+    "HeadEncoder",
     "RunKind",
     "TRUNCATED_FIELD",
     "compose_line",
@@ -51,6 +55,7 @@ __all__ = [
     "encode_payload",
     "encode_record",
     "format_timestamp",
+    "join_lines",
     "parse_timestamp",
     "run_id_from_trace_id",
 ]
@@ -105,8 +110,16 @@ def run_id_from_trace_id(trace_id: int) -> str:
     return "run-" + str(uuid.UUID(int=trace_id))
 
 
-_second_prefixes: dict[int, str] = {}  # second → "2026-11-29T22:52:01"; emptied when it holds _PREFIXES_KEPT
+_second_prefixes: dict[int, bytes] = {}  # second → b"2026-11-29T22:52:01"; emptied when it holds _PREFIXES_KEPT
 _PREFIXES_KEPT = 4096
+
+
+def _second_prefix(seconds: int) -> bytes:
+    """``seconds``' ``at`` up to the fraction (``format_timestamp``'s cache; a miss fills it)."""
+    if len(_second_prefixes) >= _PREFIXES_KEPT:
+        _second_prefixes.clear()
+    prefix = _second_prefixes[seconds] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)).encode()
+    return prefix
 
 
 def format_timestamp(time_ns: int) -> str:
@@ -116,13 +129,8 @@ def format_timestamp(time_ns: int) -> str:
     requests interleave their runs' seconds, and a one-entry cache rebuilt the prefix at each switch.
     """
     seconds, micros = divmod(time_ns // 1000, 1_000_000)
-    try:
-        prefix = _second_prefixes[seconds]
-    except KeyError:
-        if len(_second_prefixes) >= _PREFIXES_KEPT:
-            _second_prefixes.clear()
-        prefix = _second_prefixes[seconds] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-    return f"{prefix}.{micros:06d}Z"
+    prefix = _second_prefixes.get(seconds) or _second_prefix(seconds)
+    return (b"%b.%06dZ" % (prefix, micros)).decode()
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -249,8 +257,8 @@ def encode_json(value: Any) -> bytes:
 # ``session_id``, ``run_id``, the correlation fields present, the ``payload`` key), the payload.
 # orjson writes a dict as its keys' and values' texts joined, with no whitespace, so the parts
 # joined are byte for byte the whole record's encoding.
-_LINE = b'{"seq":%d,"at":"%b",%b%b}\n'
-_LINE_FIXED = len(_LINE % (0, b"", b"", b"")) - 1  # the seq's digits and the timestamp aside
+_STAMP = b'{"seq":%d,"at":"%b.%06dZ",'  # seq, the second's prefix, µs; then the head, the payload, ``}\n``
+_LINE_FIXED = len(b'{"seq":,"at":"",}\n')  # the seq's digits and the timestamp aside
 _TIMESTAMP_SIZE = len("2026-11-29T22:52:01.123456Z")
 COMPOSED_AT_NS = range(0, 253_402_300_800 * 1_000_000_000)
 """Event times whose ``at`` is ``_TIMESTAMP_SIZE`` characters (years 1970–9999): ``composed_size`` holds."""
@@ -298,7 +306,108 @@ def composed_size(seq: int, head: bytes, payload: bytes) -> int:
 
 def compose_line(seq: int, at_ns: int, head: bytes, payload: bytes) -> bytes:
     """The record's NDJSON line from its parts: ``encode_record`` of the same record, byte for byte."""
-    return _LINE % (seq, format_timestamp(at_ns).encode(), head, payload)
+    return join_lines([(seq, at_ns, head, payload)])
+
+
+def join_lines(entries: list[bytes | tuple[int, int, bytes, bytes]]) -> bytes:
+    """The lines of ``entries`` joined: each a whole line, or ``compose_line``'s arguments (the
+    writer thread's per-record work: one join for all, no line built on its own)."""
+    prefixes = _second_prefixes
+    parts: list[bytes] = []
+    add, extend = parts.append, parts.extend
+    for entry in entries:
+        if type(entry) is bytes:
+            add(entry)
+            continue
+        seq, at_ns, head, payload = entry
+        seconds, micros = divmod(at_ns // 1000, 1_000_000)
+        extend((_STAMP % (seq, prefixes.get(seconds) or _second_prefix(seconds), micros), head, payload, b"}\n"))
+    return b"".join(parts)
+
+
+class HeadEncoder:
+    """``encode_head``'s bytes for one run's records, composed from parts encoded once (the run's
+    session and run ids, each record type, turn index and trace/span id pair) and the record's own
+    message and tool call ids: the collector's records share little but these. A part orjson
+    cannot encode alone exactly as inside the record (a lone surrogate, an int past 64 bits, a
+    value that is not text) sends the head to ``encode_head``."""
+
+    __slots__ = ("_ids", "_run", "_session_id", "_run_id", "_turns", "_types")
+
+    def __init__(self, session_id: str, run_id: str) -> None:
+        self._session_id = session_id
+        self._run_id = run_id
+        session, run = _text_part(session_id), _text_part(run_id)
+        self._run = None if session is None or run is None else b',"session_id":%b,"run_id":%b' % (session, run)
+        self._types: dict[str, bytes] = {}
+        self._turns: dict[int, bytes] = {}
+        self._ids: dict[tuple[str | None, str | None], bytes] = {}
+
+    def encode(
+        self,
+        event_type: str,
+        turn_index: int | None = None,
+        message_id: str | None = None,
+        tool_call_id: str | None = None,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+    ) -> bytes:
+        """The head of a record with these fields (``encode_head``'s, byte for byte)."""
+        head = self._types.get(event_type) or self._type_part(event_type)
+        if turn_index is not None and head is not None:
+            turn = (self._turns.get(turn_index) if type(turn_index) is int else None) or self._turn_part(turn_index)
+            head = None if turn is None else head + turn
+        if (message_id is not None or tool_call_id is not None) and head is not None:
+            message = b"" if message_id is None else _text_part(message_id, b',"message_id":')
+            tool_call = b"" if tool_call_id is None else _text_part(tool_call_id, b',"tool_call_id":')
+            head = None if message is None or tool_call is None else head + message + tool_call
+        ids = self._ids.get((trace_id, span_id)) or self._ids_part(trace_id, span_id)
+        if head is None or ids is None:
+            return encode_head(event_type, self._session_id, self._run_id, turn_index, message_id, tool_call_id,
+                               trace_id, span_id)
+        return head + ids
+
+    def _type_part(self, event_type: str) -> bytes | None:
+        text = _text_part(event_type, b'"type":') if type(event_type) is str else None
+        if text is None or self._run is None:
+            return None
+        if len(self._types) < _PARTS_KEPT:
+            self._types[event_type] = text + self._run
+        return text + self._run
+
+    def _turn_part(self, turn_index: Any) -> bytes | None:
+        if type(turn_index) is not int or not _INT64.start <= turn_index < _INT64.stop:
+            return None  # orjson writes a bool, a float or a longer int otherwise than %d, or not at all
+        part = b',"turn_index":%d' % turn_index
+        if len(self._turns) < _PARTS_KEPT:
+            self._turns[turn_index] = part
+        return part
+
+    def _ids_part(self, trace_id: str | None, span_id: str | None) -> bytes | None:
+        trace = b"" if trace_id is None else _text_part(trace_id, b',"trace_id":')
+        span = b"" if span_id is None else _text_part(span_id, b',"span_id":')
+        if trace is None or span is None:
+            return None
+        part = trace + span + b',"payload":'
+        if len(self._ids) >= _PARTS_KEPT:
+            self._ids.clear()  # a run's spans come and go: keep the recent ones
+        self._ids[(trace_id, span_id)] = part
+        return part
+
+
+_INT64 = range(-(2**63), 2**64)
+_PARTS_KEPT = 1024
+
+
+def _text_part(value: Any, key: bytes = b"") -> bytes | None:
+    """``key`` and the JSON text of ``value`` (a ``str``) as orjson writes it inside a record; None
+    for anything else, or text orjson refuses (lone surrogates: ``encode_record`` replaces them)."""
+    if type(value) is not str:
+        return None
+    try:
+        return key + orjson.dumps(value)
+    except TypeError:
+        return None
 
 
 _STRUCTURE = re.compile(rb'[\[\]{}"]')

@@ -11,9 +11,11 @@ Contract::
     run.failure, run.sealed, run.wait_sealed(timeout)
     run.written(run.enqueued_seq) -> Written        # in the journal file yet? (BundleWriter.wait_written)
 
-``seq`` is assigned at enqueue. ``append_to`` encodes only the payload on the caller's thread (a
-snapshot, and the line's exact size for the bounds); the writer thread formats the timestamp and
-joins the line, byte for byte ``encode_record``'s (``journal.compose_line``). Reaching a queue
+``seq`` is assigned at enqueue. The caller's thread encodes each record's payload (a snapshot, and
+the line's exact size for the bounds) and its head: ``append_to``'s once for many records, the
+others' from the run's parts encoded once (``journal.HeadEncoder``); the writer thread formats the
+timestamp and joins the line, byte for byte ``encode_record``'s (``journal.join_lines``). A
+record only ``encode_record`` can tell about (a value to cut or fall back for) is encoded whole. Reaching a queue
 bound, an oversized event or an append error marks the capture ``failed`` with a ``FailureCode``, stops the recording and is logged. ``reorder`` is a
 mechanism, not a policy: the recorder rewrites the journal sorted by the caller's key (the
 collector's assembly decides when, and which ``capture_extras`` say so); when that moved any
@@ -45,13 +47,13 @@ from otel_session.journal import (
     COMPOSED_AT_NS,
     CaptureStatus,
     EventType,
-    compose_line,
+    HeadEncoder,
     composed_size,
     decode_line,
-    encode_head,
     encode_payload,
     encode_record,
     format_timestamp,
+    join_lines,
 )
 from otel_session.log import get_logger
 
@@ -134,15 +136,20 @@ class CaptureFailure:
 class RecordHead:
     """A record's fields that stay the same across many records (type, ids, turn), encoded once."""
 
-    __slots__ = ("type", "correlation", "encoded", "size")
+    __slots__ = ("type", "correlation", "encoded")
 
     def __init__(self, event_type: str, correlation: tuple[Any, ...], encoded: bytes) -> None:
         self.type = event_type
         self.correlation = correlation
         """``(turn_index, message_id, tool_call_id, trace_id, span_id)``, as ``RunRecorder._record`` takes them."""
         self.encoded = encoded
-        self.size = composed_size(0, encoded, b"") - 1
-        """A line's bytes but the seq's digits and the payload's."""
+
+
+_Item = tuple[str, int, bytes | None, Any]
+"""What ``_enqueue`` takes for one record: ``(type, at_ns, head, payload's JSON)``, or ``(type,
+at_ns, None, record)`` for one only ``encode_record`` can encode (``RunRecorder._item``)."""
+_LINE_SIZE = composed_size(0, b"", b"") - 1
+"""A composed line's bytes but the seq's digits, the head's and the payload's."""
 
 
 class Written(Enum):
@@ -204,6 +211,7 @@ class RunRecorder:
         self._writer = writer
         self._limits = writer.limits
         self._events_fd = events_fd
+        self._heads = HeadEncoder(self.session_id, self.run_id)
         """The journal, appended to; its ``flock`` is the run's one-writer lock."""
         self._lines_on_disk: int | None = 0 if created else None
         """Lines the journal holds when this process made it (None: count them at seal)."""
@@ -212,7 +220,7 @@ class RunRecorder:
         self._written_seq = next_seq - 1
         """The last ``seq`` handed to the OS (``write`` returned): it survives a kill of this process."""
         self._pending: list[bytes | tuple[int, int, bytes, bytes]] = []
-        """Queued lines, or ``append_to``'s parts of one (``compose_line``'s arguments)."""
+        """Queued lines, or the parts of one (``compose_line``'s arguments), joined by the writer thread."""
         self._pending_bytes = 0
         self._scheduled = False
         self._full_signalled = False
@@ -243,10 +251,10 @@ class RunRecorder:
         span_id: str | None = None,
     ) -> AppendResult:
         """Stamp and enqueue one journal record. Never raises, never blocks on disk."""
-        record = self._record(event_type.value if isinstance(event_type, EventType) else event_type,
-                              now_ns() if at_ns is None else at_ns, turn_index, message_id, tool_call_id, trace_id,
-                              span_id, payload)
-        return AppendResult.ACCEPTED if self._enqueue([record]) else AppendResult.CAPTURE_STOPPED
+        item = self._item(event_type.value if isinstance(event_type, EventType) else event_type,
+                          now_ns() if at_ns is None else at_ns, turn_index, message_id, tool_call_id, trace_id,
+                          span_id, payload)
+        return AppendResult.ACCEPTED if self._enqueue([item]) else AppendResult.CAPTURE_STOPPED
 
     def append_events(self, events: Iterable[JournalEvent]) -> int:
         """Stamp and enqueue normalized (and redacted) events in order, under one lock.
@@ -254,10 +262,10 @@ class RunRecorder:
         Returns how many were accepted: all of them, or those before the first refusal (the
         capture stopped there, see :attr:`failure`). Never raises, never blocks on disk.
         """
-        record = self._record
+        item = self._item
         return self._enqueue([
-            record(event.type, event.at_ns, event.turn_index, event.message_id, event.tool_call_id, event.trace_id,
-                   event.span_id, event.payload)
+            item(event.type, event.at_ns, event.turn_index, event.message_id, event.tool_call_id, event.trace_id,
+                 event.span_id, event.payload)
             for event in events
         ])
 
@@ -275,29 +283,40 @@ class RunRecorder:
         :meth:`append_to`: encoded once, not per record."""
         event_type = event_type.value if isinstance(event_type, EventType) else event_type
         correlation = (turn_index, message_id, tool_call_id, trace_id, span_id)
-        return RecordHead(event_type, correlation, encode_head(event_type, self.session_id, self.run_id, *correlation))
+        return RecordHead(event_type, correlation, self._heads.encode(event_type, *correlation))
 
     def append_to(self, head: RecordHead, payload: dict[str, Any] | None, at_ns: int) -> bool:
         """Enqueue one record of ``head``: the payload is encoded now (later changes to it are not
         recorded), the line is composed by the writer thread. False when refused (the capture
         stopped). Never raises, never blocks on disk."""
-        body = None if payload is None else encode_payload(payload)
-        if body is None or at_ns not in COMPOSED_AT_NS:  # a value only encode_record can tell about
-            return self._enqueue([self._record(head.type, at_ns, *head.correlation, payload)]) == 1
-        with self._lock:
-            if not self._accepting:
-                return False
-            seq = self._next_seq
-            size = head.size + len(str(seq)) + len(body)
-            queued_bytes = self._pending_bytes
-            if not self._fits_locked(seq, head.type, size, len(self._pending), queued_bytes):
-                return False
-            self._pending.append((seq, at_ns, head.encoded, body))
-            self._next_seq = seq + 1
-            wake = self._queued_locked(queued_bytes + size)
-        if wake is not None:
-            self._writer.schedule(self, urgent=wake)
-        return True
+        body = None if payload is None or type(at_ns) is not int or at_ns not in COMPOSED_AT_NS else (
+            encode_payload(payload))
+        if body is None:  # a value only encode_record can tell about
+            return self._enqueue([(head.type, at_ns, None, self._record(head.type, at_ns, *head.correlation, payload))]) == 1
+        return self._enqueue([(head.type, at_ns, head.encoded, body)]) == 1
+
+    def _item(
+        self,
+        event_type: str,
+        at_ns: int,
+        turn_index: int | None,
+        message_id: str | None,
+        tool_call_id: str | None,
+        trace_id: str | None,
+        span_id: str | None,
+        payload: dict[str, Any] | None,
+    ) -> _Item:
+        """One record for ``_enqueue``: its head (``HeadEncoder``: the run's parts encoded once) and
+        payload encoded, the line joined by the writer thread; the whole record where only
+        ``encode_record`` can tell (no payload, a value it must cut or fall back for, a time
+        outside ``COMPOSED_AT_NS``)."""
+        if payload is not None and type(at_ns) is int and at_ns in COMPOSED_AT_NS:
+            body = encode_payload(payload)
+            if body is not None:
+                return event_type, at_ns, self._heads.encode(
+                    event_type, turn_index, message_id, tool_call_id, trace_id, span_id), body
+        return event_type, at_ns, None, self._record(
+            event_type, at_ns, turn_index, message_id, tool_call_id, trace_id, span_id, payload)
 
     def _record(
         self,
@@ -331,23 +350,36 @@ class RunRecorder:
             record["payload"] = payload
         return record
 
-    def _enqueue(self, records: list[dict[str, Any]]) -> int:
-        """Number, encode and queue ``records`` in order; stop the capture at the first that
-        would pass a bound. Returns how many were queued."""
+    def _enqueue(self, items: list[_Item]) -> int:
+        """Number, size and queue ``items`` in order; stop the capture at the first that would
+        pass a bound. Returns how many were queued."""
+        limits = self._limits
+        max_event, max_records, max_bytes = limits.max_event_bytes, limits.max_queue_records, limits.max_queue_bytes
         with self._lock:
             if not self._accepting:
                 return 0
             pending = self._pending
+            append = pending.append
             seq = self._next_seq
+            digits = len(str(seq))
+            next_digit_at = 10**digits
             queued_bytes = self._pending_bytes
             queued = 0
-            for record in records:
-                record["seq"] = seq
-                line = encode_record(record)
-                size = len(line)
-                if not self._fits_locked(seq, record["type"], size, len(pending), queued_bytes):
+            for event_type, at_ns, head, body in items:
+                if seq >= next_digit_at:
+                    digits += 1
+                    next_digit_at *= 10
+                if head is None:
+                    body["seq"] = seq
+                    entry = encode_record(body)
+                    size = len(entry)
+                else:
+                    entry = (seq, at_ns, head, body)
+                    size = _LINE_SIZE + digits + len(head) + len(body)
+                if size > max_event or len(pending) >= max_records or queued_bytes + size > max_bytes:
+                    self._fail_bound_locked(seq, event_type, size, len(pending), queued_bytes)
                     break
-                pending.append(line)
+                append(entry)
                 queued_bytes += size
                 seq += 1
                 queued += 1
@@ -366,12 +398,9 @@ class RunRecorder:
             self.peak_queued_bytes = queued_bytes
         return self._wake_locked()
 
-    def _fits_locked(self, seq: int, event_type: str, size: int, queued: int, queued_bytes: int) -> bool:
-        """Whether a record of ``size`` bytes fits the bounds; if not, the capture fails with the bound's code."""
+    def _fail_bound_locked(self, seq: int, event_type: str, size: int, queued: int, queued_bytes: int) -> None:
+        """A record of ``size`` bytes passes a bound: the capture fails with the bound's code."""
         limits = self._limits
-        if size <= limits.max_event_bytes and queued < limits.max_queue_records and (
-                queued_bytes + size <= limits.max_queue_bytes):
-            return True
         if size > limits.max_event_bytes:
             self._fail_locked(
                 FailureCode.EVENT_TOO_LARGE,
@@ -386,7 +415,6 @@ class RunRecorder:
                 FailureCode.QUEUE_BYTES_EXCEEDED,
                 f"{queued_bytes} bytes already queued at seq {seq}; the limit is {limits.max_queue_bytes}",
             )
-        return False
 
     def _wake_locked(self) -> bool | None:
         """Whether to wake the writer: None (no need), False (start the flush timer), True (flush now).
@@ -508,8 +536,7 @@ class RunRecorder:
             discard = self._discard_pending
             upto = self._next_seq - 1
         if pending and not discard and not self._io_failed():
-            lines = [entry if type(entry) is bytes else compose_line(*entry) for entry in pending]
-            if self._write_batch(lines):
+            if self._write_batch(join_lines(pending), len(pending)):
                 self._written_seq = upto
         return seal
 
@@ -521,24 +548,24 @@ class RunRecorder:
             FailureCode.IO_ERROR,
         )
 
-    def _write_batch(self, lines: list[bytes]) -> bool:
+    def _write_batch(self, data: bytes, lines: int) -> bool:
         # Everything pending goes out in one write: a thread waiting for the GIL after each
         # syscall would otherwise fall behind a busy producer and overrun the queue bound.
         try:
-            self._write_all(b"".join(lines))
+            self._write_all(data)
         except OSError as exc:
             with self._lock:
                 self._fail_locked(
                     failure_code_for(exc),
                     f"append to {layout.EVENTS_FILE} failed: {exc}; "
-                    f"a batch of {len(lines)} records was not (fully) written",
+                    f"a batch of {lines} records was not (fully) written",
                 )
                 self._discard_pending = True
             self._lines_on_disk = None  # a partial write: count what is there
             return False
         self.batches_written += 1
         if self._lines_on_disk is not None:
-            self._lines_on_disk += len(lines)
+            self._lines_on_disk += lines
         return True
 
     def _write_all(self, data: bytes) -> None:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from otel_session.journal import (
     COMPOSED_AT_NS,
     DEPTH_MARKER,
+    HeadEncoder,
     MAX_DEPTH,
     compose_line,
     composed_size,
@@ -66,6 +67,24 @@ def test_a_composed_line_is_the_whole_records_encoding(seq, at_ns, fields, paylo
     line = compose_line(seq, at_ns, head, body)
     assert line == whole(seq, at_ns, fields, payload)
     assert composed_size(seq, head, body) == len(line)
+
+
+TURNS = st.none() | st.integers(0, 10**6) | st.integers(-(2**70), 2**70) | st.booleans() | st.floats(allow_nan=False) | TEXT
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    run=st.tuples(TEXT, TEXT),
+    records=st.lists(st.tuples(st.sampled_from(["message_started", "slot_write"]) | TEXT, TURNS, IDS, IDS,
+                               st.sampled_from(["ab" * 16, None]) | TEXT, st.sampled_from(["cd" * 8, None]) | TEXT),
+                     min_size=1, max_size=6),
+)
+def test_a_runs_head_encoder_writes_encode_heads_bytes(run, records):
+    """The collector's records take their heads from parts encoded once per run (cached across
+    records): the same bytes as ``encode_head`` for any fields, odd ones included."""
+    heads = HeadEncoder(*run)
+    for event_type, *correlation in records * 2:  # the second time from the parts kept
+        assert heads.encode(event_type, *correlation) == encode_head(event_type, *run, *correlation)
 
 
 def test_only_values_that_need_the_whole_record_are_left_to_it():
