@@ -163,9 +163,12 @@ def _encode_fallback(value: Any) -> Any:
 
 
 def _valid_text(value: Any) -> Any:
-    """Replace lone surrogates (not representable in UTF-8) everywhere in ``value``."""
+    """Replace what orjson cannot write everywhere in ``value``: lone surrogates (not representable
+    in UTF-8) and integers past 64 bits (written as their decimal text)."""
     if isinstance(value, str):
         return value.encode("utf-8", "replace").decode("utf-8")
+    if type(value) is int and not -(2**63) <= value < 2**64:
+        return str(value)
     if isinstance(value, dict):
         return {_valid_text(k) if isinstance(k, str) else k: _valid_text(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):

@@ -87,6 +87,14 @@ def test_a_runs_head_encoder_writes_encode_heads_bytes(run, records):
         assert heads.encode(event_type, *correlation) == encode_head(event_type, *run, *correlation)
 
 
+def test_an_integer_past_64_bits_is_written_as_its_digits_anywhere_in_a_record():
+    """orjson writes no integer past 64 bits: the record keeps it as its decimal text instead of
+    the encoder raising (a turn index or a payload value from a caller's API)."""
+    record = orjson.loads(encode_record({"seq": 1, "turn_index": 2**70, "payload": {"n": -(2**63) - 1, "ok": 2**64 - 1}}))
+    assert record == {"seq": 1, "turn_index": str(2**70), "payload": {"n": str(-(2**63) - 1), "ok": 2**64 - 1}}
+    assert f'"turn_index":"{2**70}"'.encode() in encode_head("slot_write", "s", "r", 2**70)
+
+
 def test_only_values_that_need_the_whole_record_are_left_to_it():
     assert encode_payload({"index": 0, "kind": "text", "delta": 'a "quoted" é\n'}) is not None
     assert encode_payload({"value": {1, 2}, "previous": object(), 3: b"\xff"}) is not None  # the fallback is the same
