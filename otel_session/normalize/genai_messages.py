@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from otel_session.normalize.genai_history import new_items
+from otel_session.normalize.spans import json_list, json_value
 from otel_session.normalize.view import SpanView
 
 __all__ = [
@@ -211,55 +213,8 @@ def _new_structured_inputs(value: Any) -> tuple[list[Message], bool]:
     A model call's input repeats the whole conversation: only what follows the last assistant
     message is new (see ``new_inputs``), so the history before it is not mapped at all.
     """
-    items = _history_items(value)
-    for position in range(len(items) - 1, -1, -1):
-        if _structured_role(items[position]) == "assistant":
-            return _messages_of_items(items[position + 1 :]), True
-    return _messages_of_items(items), False
-
-
-def _history_items(value: Any) -> list[Any]:
-    """``json_list(value)`` for a model call's input messages, reusing the previous call's parse.
-
-    An agent's model calls resend the history they were given plus what came since, and a run's
-    spans arrive together: when ``value`` is the last parsed (non-empty) array with elements
-    appended, only the appended elements are parsed. Items are shared read-only (mapping never
-    mutates them).
-    """
-    global _last_history
-    if type(value) is not str or value[:1] != "[":
-        return json_list(value)
-    previous, previous_items = _last_history  # one tuple read: safe across threads
-    cut = len(previous) - 1  # ``previous`` ends with its array's "]"
-    if previous_items and value[cut : cut + 1] == "," and value.startswith(previous[:cut]):
-        try:
-            appended = orjson.loads("[" + value[cut + 1 :])
-        except orjson.JSONDecodeError:
-            appended = None
-        if isinstance(appended, list) and appended:
-            items = previous_items + [json_value(item) if isinstance(item, str) else item for item in appended]
-            _last_history = (value, items)
-            return items
-    try:
-        parsed = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return json_list(value)
-    if not isinstance(parsed, list):
-        return json_list(value)
-    items = [json_value(item) if isinstance(item, str) else item for item in parsed]
-    if value.endswith("]"):
-        _last_history = (value, items)
-    return items
-
-
-def _structured_role(item: Any) -> str | None:
-    """The role ``_messages_of_items`` gives ``item`` (None: not a message)."""
-    if not isinstance(item, dict):
-        return None
-    inner = item.get("message")
-    if isinstance(inner, dict):
-        return str(inner.get("role") or "assistant")
-    return str(item.get("role") or "assistant")
+    items, after_assistant = new_items(value)
+    return _messages_of_items(items), after_assistant
 
 
 def _messages_of_items(items: list[Any]) -> list[Message]:
@@ -388,31 +343,3 @@ def tool_call_text(call_id: Any, name: Any, arguments: Any) -> str:
     instrumented clients and the framework instrumentors write alike)."""
     value = {"id": call_id, "name": name, "arguments": json_value(arguments)}
     return orjson.dumps({key: item for key, item in value.items() if item is not None}, default=str).decode()
-
-
-def json_value(value: Any) -> Any:
-    """A JSON document in a string, decoded when it is an object or array; anything else as is."""
-    if isinstance(value, str) and value[:1] in ("{", "["):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-    return value
-
-
-def json_list(value: Any) -> list[Any]:
-    value = json_value(value)
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            if isinstance(item, str):
-                return [json_value(item) for item in value]
-        return value if isinstance(value, list) else list(value)  # callers only read it
-    if isinstance(value, dict):
-        return [value]
-    if isinstance(value, str) and value:
-        return [value]
-    return []
-
-
-# The last model input parsed and its items (see _history_items).
-_last_history: tuple[str, list[Any]] = ("", [])

@@ -1,0 +1,142 @@
+"""What a model call's input adds to the conversation, parsing as little of the input as it can.
+
+Contract::
+
+    items, after_assistant = new_items(value)   # the items of ``gen_ai.input.messages`` after its
+                                                # last assistant message, and whether it had one
+    role = structured_role(item)                # the role an item maps to (None: not a message)
+
+A model call's input repeats the whole conversation so far; only the items after its last
+assistant message are new (``genai_messages.new_inputs``). The answer is always what a fresh
+parse (``json_list``) and a scan from its end give, for any value, valid or not.
+
+How: the value is cut before every ``{"role":"assistant"`` (either spacing of ``json.dumps``) into
+pieces; only the last piece is parsed. The pieces before it must be valid JSON for the value to be,
+and each is checked once, when first seen: a call's last piece (its latest assistant message and
+what followed) is the next call's middle one, so an agent's history is checked one exchange per
+call, however long it grows or however its window slides. Pieces known valid are kept in bounded
+sets shared by all runs (a piece's validity does not depend on where it occurs). A value that does
+not cut into valid pieces, or whose last piece holds no assistant message, is parsed whole.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from otel_session.normalize.spans import json_list, json_value
+
+__all__ = ["MAX_KNOWN_PIECES", "new_items", "structured_role"]
+
+MAX_KNOWN_PIECES = 4096  # per set; a full set starts over (~1 MB of typical pieces)
+_MARKERS = ('{"role":"assistant"', '{"role": "assistant"')
+_SEPARATORS = (",", ", ")  # what follows an item in compact and in default json.dumps output
+
+# Texts known to be valid: heads ``[`` + items + separator (a value's text before its first cut),
+# and middles (a piece between two cuts: marker + piece is items + separator). Two sets: a middle
+# piece starting with ``[`` is invalid, yet could equal a known head.
+_HEADS: set[str] = set()
+_MIDDLES: set[str] = set()
+
+
+def structured_role(item: Any) -> str | None:
+    """The role ``genai_messages`` gives ``item`` (a ``gen_ai.choice`` body's inner message's)."""
+    if not isinstance(item, dict):
+        return None
+    inner = item.get("message")
+    if isinstance(inner, dict):
+        return str(inner.get("role") or "assistant")
+    return str(item.get("role") or "assistant")
+
+
+def new_items(value: Any) -> tuple[list[Any], bool]:
+    """The input's items after its last assistant message and True; all of them and False when
+    it has none. Items are shared read-only (string items holding JSON decoded)."""
+    if value.__class__ is str and value[:1] == "[":
+        for marker in _MARKERS:
+            if marker in value:
+                found = _from_pieces(value, marker)
+                if found is not None:
+                    return found
+                break
+        return _after_last_assistant(_parsed_whole(value))
+    return _after_last_assistant(json_list(value))
+
+
+def _from_pieces(value: str, marker: str) -> tuple[list[Any], bool] | None:
+    """The answer from the last piece alone, when every piece before it is valid; else None."""
+    head, *middles, last = value.split(marker)
+    try:
+        tail = orjson.loads("[" + marker + last)
+    except orjson.JSONDecodeError:
+        return None
+    items = [json_value(item) if item.__class__ is str else item for item in tail]
+    for position in range(len(items) - 1, -1, -1):
+        if structured_role(items[position]) == "assistant":
+            break
+    else:  # an item cut at the marker is not an assistant message after all
+        return None
+    if not (head in _HEADS or _valid_head(head)):
+        return None
+    if not _MIDDLES.issuperset(middles):
+        for piece in middles:
+            if piece not in _MIDDLES and not _valid_middle(piece, marker):
+                return None
+    rest = last.rstrip()
+    if rest.endswith("]"):  # this piece, followed by more items: the next call's middle piece
+        _remember(_MIDDLES, rest[:-1])
+    return items[position + 1 :], True
+
+
+def _parsed_whole(value: str) -> list[Any]:
+    try:
+        parsed = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return json_list(value)
+    if parsed and value[-1:] == "]":  # the next call's head, when it appends to this input
+        _remember(_HEADS, value[:-1])
+    return json_list(parsed)
+
+
+def _valid_head(head: str) -> bool:
+    rest = head.rstrip()
+    if rest == "[":
+        return True
+    if not rest.endswith(","):
+        return False
+    try:
+        valid = bool(orjson.loads(rest[:-1] + "]"))  # at least one item before the separator
+    except orjson.JSONDecodeError:
+        return False
+    if valid:
+        _remember(_HEADS, rest[:-1])
+    return valid
+
+
+def _valid_middle(piece: str, marker: str) -> bool:
+    rest = piece.rstrip()
+    if not rest.endswith(","):
+        return False
+    try:
+        orjson.loads("[" + marker + rest[:-1] + "]")
+    except orjson.JSONDecodeError:
+        return False
+    _remember(_MIDDLES, rest[:-1])
+    _MIDDLES.add(piece)  # as it is spaced here, when that is neither separator
+    return True
+
+
+def _remember(known: set[str], items: str) -> None:
+    """``items`` (a valid text) followed by either separator, as its pieces will look."""
+    if len(known) >= MAX_KNOWN_PIECES:
+        known.clear()
+    for separator in _SEPARATORS:
+        known.add(items + separator)
+
+
+def _after_last_assistant(items: list[Any]) -> tuple[list[Any], bool]:
+    for position in range(len(items) - 1, -1, -1):
+        if structured_role(items[position]) == "assistant":
+            return items[position + 1 :], True
+    return items, False
