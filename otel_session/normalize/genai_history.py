@@ -11,12 +11,14 @@ assistant message are new (``genai_messages.new_inputs``). The answer is always 
 parse (``json_list``) and a scan from its end give, for any value, valid or not.
 
 How: the value is cut before every ``{"role":"assistant"`` (either spacing of ``json.dumps``) into
-pieces; only the last piece is parsed. The pieces before it must be valid JSON for the value to be,
-and each is checked once, when first seen: a call's last piece (its latest assistant message and
-what followed) is the next call's middle one, so an agent's history is checked one exchange per
-call, however long it grows or however its window slides. Pieces known valid are kept in bounded
-sets shared by all runs (a piece's validity does not depend on where it occurs). A value that does
-not cut into valid pieces, or whose last piece holds no assistant message, is parsed whole.
+pieces; only the last piece is parsed. The text before it must be valid JSON for the value to be:
+* an agent's next call continues its previous input (the same head: system prompt, first user
+  message; its history grown, or its window slid): when the text between the first and last cut is
+  the end of the conversation's previous input, byte for byte, it is valid (one comparison);
+* otherwise each piece is checked once, when first seen, and kept in bounded sets shared by all runs
+  (a piece's validity does not depend on where it occurs).
+A value that does not cut into valid pieces, or whose last piece holds no assistant message, is
+parsed whole.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ MAX_KNOWN_PIECES = 4096  # per set; a full set starts over (~1 MB of typical pie
 _MARKERS = ('{"role":"assistant"', '{"role": "assistant"')
 _SEPARATORS = (",", ", ")  # what follows an item in compact and in default json.dumps output
 
+# The last input of each conversation (by head) whose markers are all cuts between valid pieces.
+_CONVERSATIONS: dict[str, tuple[str, str]] = {}
 # Texts known to be valid: heads ``[`` + items + separator (a value's text before its first cut),
 # and middles (a piece between two cuts: marker + piece is items + separator). Two sets: a middle
 # piece starting with ``[`` is invalid, yet could equal a known head.
@@ -55,8 +59,9 @@ def new_items(value: Any) -> tuple[list[Any], bool]:
     it has none. Items are shared read-only (string items holding JSON decoded)."""
     if value.__class__ is str and value[:1] == "[":
         for marker in _MARKERS:
-            if marker in value:
-                found = _from_pieces(value, marker)
+            last = value.rfind(marker)
+            if last >= 0:
+                found = _from_last_piece(value, marker, last)
                 if found is not None:
                     return found
                 break
@@ -64,11 +69,10 @@ def new_items(value: Any) -> tuple[list[Any], bool]:
     return _after_last_assistant(json_list(value))
 
 
-def _from_pieces(value: str, marker: str) -> tuple[list[Any], bool] | None:
+def _from_last_piece(value: str, marker: str, last: int) -> tuple[list[Any], bool] | None:
     """The answer from the last piece alone, when every piece before it is valid; else None."""
-    head, *middles, last = value.split(marker)
     try:
-        tail = orjson.loads("[" + marker + last)
+        tail = orjson.loads("[" + value[last:])
     except orjson.JSONDecodeError:
         return None
     items = [json_value(item) if item.__class__ is str else item for item in tail]
@@ -77,16 +81,53 @@ def _from_pieces(value: str, marker: str) -> tuple[list[Any], bool] | None:
             break
     else:  # an item cut at the marker is not an assistant message after all
         return None
+    first = value.find(marker)
+    head = value[:first]
+    if not _continues(value, marker, head, first, last):
+        if not _valid_pieces(value, marker, head):
+            return None
+        rest = value[last:].rstrip()  # the last piece: a middle one of the next call to take this route
+        if rest.endswith("]"):
+            _remember(_MIDDLES, rest[len(marker) : -1])
+    if value[-1:] == "]":  # every marker in it a cut between valid pieces: the next call may continue it
+        if len(_CONVERSATIONS) >= MAX_KNOWN_PIECES:
+            _CONVERSATIONS.clear()
+        _CONVERSATIONS[head] = (value, marker)
+    return items[position + 1 :], True
+
+
+def _continues(value: str, marker: str, head: str, first: int, last: int) -> bool:
+    """Whether ``value`` before its last cut is the conversation's previous input (same head) with
+    its last piece followed by a separator, less any pieces from its start: an agent's next call,
+    its history grown or its window slid."""
+    known = _CONVERSATIONS.get(head)
+    if known is None or known[1] != marker:
+        return False
+    if first == last:  # nothing between the head (known valid) and the last piece
+        return True
+    previous = known[0]
+    if value[last - 1] == ",":
+        end = last - 1
+    elif value[last - 2 : last] == ", ":
+        end = last - 2
+    else:
+        return False
+    # Where the previous input's remaining pieces begin (a marker, as ``value`` has one at ``first``);
+    # never inside its head, nor a negative index.
+    cut = len(previous) - 1 - (end - first)
+    return cut >= first and value.startswith(previous[cut:-1], first)
+
+
+def _valid_pieces(value: str, marker: str, head: str) -> bool:
+    """Whether the head and every middle piece (between two markers) are valid, each checked once."""
     if not (head in _HEADS or _valid_head(head)):
-        return None
+        return False
+    middles = value.split(marker)[1:-1]
     if not _MIDDLES.issuperset(middles):
         for piece in middles:
             if piece not in _MIDDLES and not _valid_middle(piece, marker):
-                return None
-    rest = last.rstrip()
-    if rest.endswith("]"):  # this piece, followed by more items: the next call's middle piece
-        _remember(_MIDDLES, rest[:-1])
-    return items[position + 1 :], True
+                return False
+    return True
 
 
 def _parsed_whole(value: str) -> list[Any]:

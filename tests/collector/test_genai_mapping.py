@@ -287,6 +287,32 @@ def test_a_piece_seen_in_one_place_is_no_proof_of_another():
         assert genai_history.new_items(value) == fresh_new_items(value), value
 
 
+def test_a_continued_conversation_is_checked_against_its_previous_input():
+    """A call whose head (system prompt, first user message) is a known conversation's is taken
+    as that conversation's next call only when what lies between its first and last cut is the
+    previous input's end, byte for byte: grown, slid, or neither."""
+    def message(role, text):
+        return {"role": role, "parts": [{"type": "text", "content": text}]}
+
+    head = [message("system", "Book tables."), message("user", "Friday?")]
+    exchanges = [[message("assistant", f"call {n}"), message("tool", f"result {n}")] for n in range(4)]
+    for separators in ((",", ":"), (", ", ": ")):
+        def dumps(items):
+            return json.dumps(items, separators=separators)
+
+        previous = dumps(head + exchanges[0] + exchanges[1])
+        assert genai_history.new_items(previous) == fresh_new_items(previous)
+        grown = dumps(head + exchanges[0] + exchanges[1] + exchanges[2])
+        slid = dumps(head + exchanges[1] + exchanges[2])
+        middle = previous[len(dumps(head)) : -1]  # the previous input's pieces after its head
+        broken = middle.replace("}", "]", 1)  # as long, a marker first, invalid
+        marker = dumps({"role": "assistant"})[:-1]
+        last = grown[grown.rindex(separators[0] + marker) :]  # the separator, the last assistant message, ...
+        for value in (grown, slid, dumps(head)[:-1] + separators[0] + broken + last):
+            assert genai_history.new_items(value) == fresh_new_items(value), value
+            assert genai_history.new_items(previous) == fresh_new_items(previous)
+
+
 # -- what real third-party spans carry (issue 16 §3; tests/collector/test_thirdparty_spans.py runs them) --
 
 
