@@ -220,16 +220,24 @@ def _new_structured_inputs(value: Any) -> tuple[list[Message], bool]:
 def _messages_of_items(items: list[Any]) -> list[Message]:
     messages = []
     for item in items:
-        if not isinstance(item, dict):
+        if item.__class__ is not dict and not isinstance(item, dict):
             continue
-        message = Message(str(item.get("role") or "assistant"), [], item.get("finish_reason"))
+        role = item.get("role")
+        stop_reason = item.get("finish_reason")
         inner = item.get("message")
-        if isinstance(inner, dict):  # a gen_ai.choice body
-            message.role = str(inner.get("role") or "assistant")
+        if inner is not None and isinstance(inner, dict):  # a gen_ai.choice body
+            role = inner.get("role")
             item = inner
+        message = Message(role if role.__class__ is str and role else str(role or "assistant"), [], stop_reason)
         parts = item.get("parts")
-        if isinstance(parts, (list, tuple)):
+        if parts.__class__ is list or isinstance(parts, (list, tuple)):
+            content = message.content
             for part in parts:
+                if part.__class__ is dict and part.get("type") == "text":  # the common case, as _add_part takes it
+                    text = part.get("content", part.get("text"))
+                    if text.__class__ is str and text:
+                        content.append({"index": len(content), "kind": "text", "text": text})
+                        continue
                 _add_part(message, part)
         else:
             add_openai_message(message, item)
@@ -251,12 +259,7 @@ def _add_part(message: Message, part: Any) -> None:
     elif kind in ("reasoning", "thinking"):
         message.add("thinking", part.get("content"))
     else:
-        text = part.get("content", part.get("text"))
-        if text.__class__ is str and text:  # the common case, as add() would take it, one call fewer
-            content = message.content
-            content.append({"index": len(content), "kind": "text", "text": text})
-        else:
-            message.add("text", text)
+        message.add("text", part.get("content", part.get("text")))
 
 
 def add_openai_message(message: Message, item: Mapping[str, Any]) -> None:
