@@ -75,9 +75,11 @@ def _from_last_piece(value: str, marker: str, last: int) -> tuple[list[Any], boo
         tail = orjson.loads("[" + value[last:])
     except orjson.JSONDecodeError:
         return None
-    items = [json_value(item) if item.__class__ is str else item for item in tail]
-    for position in range(len(items) - 1, -1, -1):
-        if structured_role(items[position]) == "assistant":
+    for position in range(len(tail) - 1, -1, -1):  # string items decoded on the way: those after it
+        item = tail[position]
+        if item.__class__ is str:
+            item = tail[position] = json_value(item)
+        if structured_role(item) == "assistant":
             break
     else:  # an item cut at the marker is not an assistant message after all
         return None
@@ -93,7 +95,7 @@ def _from_last_piece(value: str, marker: str, last: int) -> tuple[list[Any], boo
         if len(_CONVERSATIONS) >= MAX_KNOWN_PIECES:
             _CONVERSATIONS.clear()
         _CONVERSATIONS[head] = (value, marker)
-    return items[position + 1 :], True
+    return tail[position + 1 :], True
 
 
 def _continues(value: str, marker: str, head: str, first: int, last: int) -> bool:

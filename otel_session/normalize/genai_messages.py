@@ -204,6 +204,15 @@ def _response_message(output: list[Any]) -> Message:
 
 def _structured_messages(value: Any) -> list[Message]:
     """``[{role, parts: [...]}]`` (current) or ``[{role, content, tool_calls}]`` (older/OpenAI)."""
+    if value.__class__ is str and value[:1] == "[":  # the common case, as json_list takes it
+        try:
+            items = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return []  # json_list's [value]: a string, no message
+        for item in items:
+            if item.__class__ is str:
+                return _messages_of_items(json_list(items))
+        return _messages_of_items(items)
     return _messages_of_items(json_list(value))
 
 
