@@ -29,9 +29,10 @@ import orjson
 
 from otel_session.normalize.spans import json_list, json_value
 
-__all__ = ["MAX_KNOWN_PIECES", "new_items", "structured_role"]
+__all__ = ["MAX_KNOWN_CHARS", "MAX_KNOWN_PIECES", "new_items", "structured_role"]
 
 MAX_KNOWN_PIECES = 4096  # per set; a full set starts over (~1 MB of typical pieces)
+MAX_KNOWN_CHARS = 16 * 1024 * 1024  # all texts kept, counted as they are kept: past it, all start over
 _MARKERS = ('{"role":"assistant"', '{"role": "assistant"')
 _SEPARATORS = (",", ", ")  # what follows an item in compact and in default json.dumps output
 
@@ -42,6 +43,7 @@ _CONVERSATIONS: dict[str, tuple[str, str]] = {}
 # piece starting with ``[`` is invalid, yet could equal a known head.
 _HEADS: set[str] = set()
 _MIDDLES: set[str] = set()
+_kept_chars = 0  # text added to the three since they last started over (replaced entries included)
 
 
 def structured_role(item: Any) -> str | None:
@@ -94,6 +96,7 @@ def _from_last_piece(value: str, marker: str, last: int) -> tuple[list[Any], boo
     if value[-1:] == "]":  # every marker in it a cut between valid pieces: the next call may continue it
         if len(_CONVERSATIONS) >= MAX_KNOWN_PIECES:
             _CONVERSATIONS.clear()
+        _keep(len(value))
         _CONVERSATIONS[head] = (value, marker)
     return tail[position + 1 :], True
 
@@ -166,6 +169,7 @@ def _valid_middle(piece: str, marker: str) -> bool:
     except orjson.JSONDecodeError:
         return False
     _remember(_MIDDLES, rest[:-1])
+    _keep(len(piece))
     _MIDDLES.add(piece)  # as it is spaced here, when that is neither separator
     return True
 
@@ -174,8 +178,20 @@ def _remember(known: set[str], items: str) -> None:
     """``items`` (a valid text) followed by either separator, as its pieces will look."""
     if len(known) >= MAX_KNOWN_PIECES:
         known.clear()
+    _keep(2 * len(items))
     for separator in _SEPARATORS:
         known.add(items + separator)
+
+
+def _keep(chars: int) -> None:
+    """Count ``chars`` more text kept; past ``MAX_KNOWN_CHARS`` (long inputs) forget everything."""
+    global _kept_chars
+    _kept_chars += chars
+    if _kept_chars > MAX_KNOWN_CHARS:
+        _kept_chars = chars
+        _CONVERSATIONS.clear()
+        _HEADS.clear()
+        _MIDDLES.clear()
 
 
 def _after_last_assistant(items: list[Any]) -> tuple[list[Any], bool]:

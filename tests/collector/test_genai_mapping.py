@@ -313,6 +313,24 @@ def test_a_continued_conversation_is_checked_against_its_previous_input():
             assert genai_history.new_items(previous) == fresh_new_items(previous)
 
 
+def test_the_texts_kept_to_check_inputs_are_bounded(monkeypatch):
+    """Many conversations keep at most ``MAX_KNOWN_CHARS`` of text (then all starts over), and the
+    answers stay a fresh parse's."""
+    monkeypatch.setattr(genai_history, "MAX_KNOWN_CHARS", 20_000)
+
+    def kept():
+        return (sum(len(value) for value, _ in genai_history._CONVERSATIONS.values())
+                + sum(map(len, genai_history._HEADS)) + sum(map(len, genai_history._MIDDLES)))
+
+    for conversation in range(100):
+        history = [{"role": "system", "parts": ["Book tables."]}, {"role": "user", "parts": [f"{conversation} " * 300]}]
+        for call in range(3):
+            history += [{"role": "assistant", "parts": [f"call {call}"]}, {"role": "tool", "parts": ["x" * 200]}]
+            value = json.dumps(history)
+            assert genai_history.new_items(value) == fresh_new_items(value)
+            assert kept() <= 20_000 + 2 * len(value)
+
+
 # -- what real third-party spans carry (issue 16 §3; tests/collector/test_thirdparty_spans.py runs them) --
 
 
