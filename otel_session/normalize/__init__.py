@@ -14,10 +14,11 @@ GenAI conventions (old and new spellings), OpenInference and OpenLLMetry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from otel_session.normalize import genai, own, voice
+from otel_session.semconv import RUN_ID
 from otel_session.normalize.spans import (
     SESSION_ID_KEYS,
     DetachedEvent,
@@ -63,9 +64,19 @@ def detached_event(
     return DetachedEvent(trace_id, span_id, SpanEventData(name, time_ns, attributes))
 
 
+# The mapping of a span by its instrumentation scope: one probe for most spans (``own`` first:
+# a span re-emitted by another SDK is ours by its attributes, ``own.is_own_span``).
+_MAPPERS: dict[str, Callable[[SpanView], list[JournalEvent]]] = {
+    own.SCOPE_NAME: own.map_span, **{scope: voice.map_span for scope in voice.SCOPES}
+}
+
+
 def normalize_span(span: SpanView) -> list[JournalEvent]:
     """Journal events of one finished span, in event-time order (start, span events, end)."""
-    events = own.map_span(span) if own.is_own_span(span) else voice.map_span(span) if voice.is_voice_span(span) else genai.map_span(span)
+    if RUN_ID in span.attributes and own.is_own_span(span):
+        events = own.map_span(span)
+    else:
+        events = _MAPPERS.get(span.scope_name, genai.map_span)(span)
     if span.dropped_events or span.dropped_attributes:
         events.append(upstream_drop_event(span))
     return events

@@ -177,15 +177,9 @@ def _add_tool_events(span: SpanView, ids: _SpanIds, events: list[JournalEvent]) 
         or span.name
     )
     call_id = str(attributes.get("gen_ai.tool.call.id") or attributes.get("tool_call.id") or ids[2])
-    events.append(
-        _event(
-            ids,
-            _TOOL_EXECUTION_STARTED,
-            span.start_time_ns,
-            {"name": str(name), "arguments": _tool_arguments(attributes)},
-            tool_call_id=call_id,
-        )
-    )
+    turn_index, trace_id, span_id = ids
+    started = {"name": str(name), "arguments": _tool_arguments(attributes)}
+    events.append(JournalEvent(_TOOL_EXECUTION_STARTED, span.start_time_ns, started, turn_index, None, call_id, trace_id, span_id))
     if span.status_code == "error":
         error = span.status_message or attributes.get("error.type") or "error"
         finished_payload: dict[str, Any] = {"status": "error", "error": str(error)}
@@ -194,7 +188,9 @@ def _add_tool_events(span: SpanView, ids: _SpanIds, events: list[JournalEvent]) 
         finished_payload = {"status": "ok", "result": json_value(result)}
     else:
         finished_payload = {"status": "ok", "result": _traceloop_value(attributes.get("traceloop.entity.output"))}
-    events.append(_event(ids, _TOOL_EXECUTION_FINISHED, span.end_time_ns, finished_payload, tool_call_id=call_id))
+    events.append(
+        JournalEvent(_TOOL_EXECUTION_FINISHED, span.end_time_ns, finished_payload, turn_index, None, call_id, trace_id, span_id)
+    )
 
 
 def _tool_arguments(attributes: Mapping[str, Any]) -> Any:
@@ -281,22 +277,41 @@ _USAGE_KEYS = (
 def _model_call_facts(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """``{"model": str, "usage": {"input_tokens": int, "output_tokens": int}}``, each key only
     when the span says it (the response model before the requested one)."""
+    get = attributes.get
     facts: dict[str, Any] = {}
-    for key in _MODEL_KEYS:  # a loop, not next(generator): this runs for every model call
-        model = attributes.get(key)
-        if isinstance(model, str) and model:
-            facts["model"] = model
-            break
+    # The first truthy value is the first text, unless a value of another type comes first (then
+    # the key-by-key rule): this runs for every model call.
+    model = get(_MODEL_KEYS[0]) or get(_MODEL_KEYS[1]) or get(_MODEL_KEYS[2]) or get(_MODEL_KEYS[3]) or get(_MODEL_KEYS[4])
+    if model.__class__ is not str and model:
+        model = _first_text(attributes, _MODEL_KEYS)
+    if model:
+        facts["model"] = model
     usage = {}
     for name, keys in _USAGE_KEYS:
-        for key in keys:
-            value = attributes.get(key)
-            if value.__class__ is int and value >= 0:
-                usage[name] = value
-                break
+        value = get(keys[0])
+        if value.__class__ is not int or value < 0:
+            value = _first_count(attributes, keys)
+        if value is not None:
+            usage[name] = value
     if usage:
         facts["usage"] = usage
     return facts
+
+
+def _first_text(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+    for key in keys:
+        value = attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _first_count(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        value = attributes.get(key)
+        if value.__class__ is int and value >= 0:
+            return value
+    return None
 
 
 def _first(attributes: Mapping[str, Any], *keys: str) -> Any:

@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from otel_session.normalize.genai_history import new_items
+from otel_session.normalize.spans import json_list, json_value
 from otel_session.normalize.view import SpanView
 
 __all__ = [
@@ -202,6 +204,15 @@ def _response_message(output: list[Any]) -> Message:
 
 def _structured_messages(value: Any) -> list[Message]:
     """``[{role, parts: [...]}]`` (current) or ``[{role, content, tool_calls}]`` (older/OpenAI)."""
+    if value.__class__ is str and value[:1] == "[":  # the common case, as json_list takes it
+        try:
+            items = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return []  # json_list's [value]: a string, no message
+        for item in items:
+            if item.__class__ is str:
+                return _messages_of_items(json_list(items))
+        return _messages_of_items(items)
     return _messages_of_items(json_list(value))
 
 
@@ -211,70 +222,31 @@ def _new_structured_inputs(value: Any) -> tuple[list[Message], bool]:
     A model call's input repeats the whole conversation: only what follows the last assistant
     message is new (see ``new_inputs``), so the history before it is not mapped at all.
     """
-    items = _history_items(value)
-    for position in range(len(items) - 1, -1, -1):
-        if _structured_role(items[position]) == "assistant":
-            return _messages_of_items(items[position + 1 :]), True
-    return _messages_of_items(items), False
-
-
-def _history_items(value: Any) -> list[Any]:
-    """``json_list(value)`` for a model call's input messages, reusing the previous call's parse.
-
-    An agent's model calls resend the history they were given plus what came since, and a run's
-    spans arrive together: when ``value`` is the last parsed (non-empty) array with elements
-    appended, only the appended elements are parsed. Items are shared read-only (mapping never
-    mutates them).
-    """
-    global _last_history
-    if type(value) is not str or value[:1] != "[":
-        return json_list(value)
-    previous, previous_items = _last_history  # one tuple read: safe across threads
-    cut = len(previous) - 1  # ``previous`` ends with its array's "]"
-    if previous_items and value[cut : cut + 1] == "," and value.startswith(previous[:cut]):
-        try:
-            appended = orjson.loads("[" + value[cut + 1 :])
-        except orjson.JSONDecodeError:
-            appended = None
-        if isinstance(appended, list) and appended:
-            items = previous_items + [json_value(item) if isinstance(item, str) else item for item in appended]
-            _last_history = (value, items)
-            return items
-    try:
-        parsed = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return json_list(value)
-    if not isinstance(parsed, list):
-        return json_list(value)
-    items = [json_value(item) if isinstance(item, str) else item for item in parsed]
-    if value.endswith("]"):
-        _last_history = (value, items)
-    return items
-
-
-def _structured_role(item: Any) -> str | None:
-    """The role ``_messages_of_items`` gives ``item`` (None: not a message)."""
-    if not isinstance(item, dict):
-        return None
-    inner = item.get("message")
-    if isinstance(inner, dict):
-        return str(inner.get("role") or "assistant")
-    return str(item.get("role") or "assistant")
+    items, after_assistant = new_items(value)
+    return _messages_of_items(items), after_assistant
 
 
 def _messages_of_items(items: list[Any]) -> list[Message]:
     messages = []
     for item in items:
-        if not isinstance(item, dict):
+        if item.__class__ is not dict and not isinstance(item, dict):
             continue
-        message = Message(str(item.get("role") or "assistant"), [], item.get("finish_reason"))
+        role = item.get("role")
+        stop_reason = item.get("finish_reason")
         inner = item.get("message")
-        if isinstance(inner, dict):  # a gen_ai.choice body
-            message.role = str(inner.get("role") or "assistant")
+        if inner is not None and isinstance(inner, dict):  # a gen_ai.choice body
+            role = inner.get("role")
             item = inner
+        message = Message(role if role.__class__ is str and role else str(role or "assistant"), [], stop_reason)
         parts = item.get("parts")
-        if isinstance(parts, (list, tuple)):
+        if parts.__class__ is list or isinstance(parts, (list, tuple)):
+            content = message.content
             for part in parts:
+                if part.__class__ is dict and part.get("type") == "text":  # the common case, as _add_part takes it
+                    text = part.get("content", part.get("text"))
+                    if text.__class__ is str and text:
+                        content.append({"index": len(content), "kind": "text", "text": text})
+                        continue
                 _add_part(message, part)
         else:
             add_openai_message(message, item)
@@ -296,12 +268,7 @@ def _add_part(message: Message, part: Any) -> None:
     elif kind in ("reasoning", "thinking"):
         message.add("thinking", part.get("content"))
     else:
-        text = part.get("content", part.get("text"))
-        if text.__class__ is str and text:  # the common case, as add() would take it, one call fewer
-            content = message.content
-            content.append({"index": len(content), "kind": "text", "text": text})
-        else:
-            message.add("text", text)
+        message.add("text", part.get("content", part.get("text")))
 
 
 def add_openai_message(message: Message, item: Mapping[str, Any]) -> None:
@@ -388,31 +355,3 @@ def tool_call_text(call_id: Any, name: Any, arguments: Any) -> str:
     instrumented clients and the framework instrumentors write alike)."""
     value = {"id": call_id, "name": name, "arguments": json_value(arguments)}
     return orjson.dumps({key: item for key, item in value.items() if item is not None}, default=str).decode()
-
-
-def json_value(value: Any) -> Any:
-    """A JSON document in a string, decoded when it is an object or array; anything else as is."""
-    if isinstance(value, str) and value[:1] in ("{", "["):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-    return value
-
-
-def json_list(value: Any) -> list[Any]:
-    value = json_value(value)
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            if isinstance(item, str):
-                return [json_value(item) for item in value]
-        return value if isinstance(value, list) else list(value)  # callers only read it
-    if isinstance(value, dict):
-        return [value]
-    if isinstance(value, str) and value:
-        return [value]
-    return []
-
-
-# The last model input parsed and its items (see _history_items).
-_last_history: tuple[str, list[Any]] = ("", [])

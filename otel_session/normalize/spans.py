@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from otel_session.journal import EventType, run_id_from_trace_id
 
 if TYPE_CHECKING:
@@ -25,6 +27,8 @@ __all__ = [
     "SpanMethods",
     "SpanData",
     "SpanEventData",
+    "json_list",
+    "json_value",
     "session_id_of",
     "upstream_drop_event",
 ]
@@ -185,3 +189,27 @@ def upstream_drop_event(span: SpanView) -> JournalEvent | None:
         trace_id=span.trace_id_hex,
         span_id=span.span_id_hex,
     )
+
+
+def json_value(value: Any) -> Any:
+    """A JSON document in a string, decoded when it is an object or array; anything else as is."""
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def json_list(value: Any) -> list[Any]:
+    value = json_value(value)
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, str):
+                return [json_value(item) for item in value]
+        return value if isinstance(value, list) else list(value)  # callers only read it
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, str) and value:
+        return [value]
+    return []

@@ -46,13 +46,14 @@ from otel_session.normalize import genai, genai_messages
 from otel_session.normalize.spans import JournalEvent
 from otel_session.normalize.view import SpanView
 
-__all__ = ["MAX_HELD_PARENTS", "LATENCY_KEYS", "is_voice_span", "map_span"]
+__all__ = ["MAX_HELD_PARENTS", "LATENCY_KEYS", "SCOPES", "is_voice_span", "map_span"]
 
 MAX_HELD_PARENTS = 4096
 LATENCY_KEYS = ("user_to_agent_ms", "endpointing_ms", "stt_ms", "llm_ttft_ms", "tts_ttfb_ms")
 
 _PIPECAT_SCOPES = frozenset({"pipecat", "pipecat.turn"})
 _LIVEKIT_SCOPE = "livekit-agents"
+SCOPES = _PIPECAT_SCOPES | {_LIVEKIT_SCOPE}
 _TURN_SPANS = frozenset({"turn", "agent_turn"})
 # A service span's latency part: span name -> (attribute in seconds, part); the first span of a turn counts.
 _PIPECAT_LATENCY = {"stt": ("metrics.ttfb", "stt_ms"), "llm": ("metrics.ttfb", "llm_ttft_ms"),
@@ -61,7 +62,7 @@ _LIVEKIT_LATENCY = {"llm_node": ("lk.response.ttft", "llm_ttft_ms"), "tts_node":
 
 
 def is_voice_span(span: SpanView) -> bool:
-    return span.scope_name in _PIPECAT_SCOPES or span.scope_name == _LIVEKIT_SCOPE
+    return span.scope_name in SCOPES
 
 
 class _Held:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_session.normalize import SpanData, SpanEventData, genai, genai_messages, normalize_span
+from otel_session.normalize import SpanData, SpanEventData, genai, genai_history, genai_messages, normalize_span
 
 START, END = 1_000_000_000, 2_000_000_000
 
@@ -223,28 +223,112 @@ def test_history_before_the_last_assistant_message_is_not_mapped():
     ]
 
 
+def fresh_new_items(value):
+    """The reference ``genai_history.new_items`` must equal: a fresh parse, scanned from its end."""
+    items = genai_messages.json_list(value)
+    for position in range(len(items) - 1, -1, -1):
+        if genai_history.structured_role(items[position]) == "assistant":
+            return items[position + 1 :], True
+    return items, False
+
+
+_PARTS = st.lists(st.fixed_dictionaries({"type": st.just("text"), "content": st.text(max_size=8)}), max_size=2)
 _ITEMS = st.one_of(
-    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool"]), "parts": st.lists(
-        st.fixed_dictionaries({"type": st.just("text"), "content": st.text(max_size=8)}), max_size=2)}),
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool"]), "parts": _PARTS}),
+    st.fixed_dictionaries({"parts": _PARTS, "role": st.sampled_from(["user", "assistant"])}),  # role not first
+    st.fixed_dictionaries({"parts": _PARTS}),  # no role: an assistant message
+    # what cuts at the marker without being a top-level assistant message: a later role, an inner one,
+    # a nested marker, the marker's text inside a string
+    st.just({"role": "assistant", "role ": 1, "message": {"role": "user"}}),
+    st.just({"role": "tool", "parts": [{"type": "tool_call_response", "response": {"role": "assistant"}}]}),
+    st.just({"role": "user", "parts": ['{"role":"assistant"}', '{"role": "assistant", "x": [']}),
     st.text(max_size=6),  # a string item: decoded when it holds JSON
-    st.just('{"role": "tool", "content": "x"}'),
+    st.just('{"role": "assistant", "content": "x"}'),
     st.integers(),
 )
+_BREAKS = ["", ",]", ", ]", ",1]", "] x", ",{", " ", '{"role":"assistant"}]', ',{"role":"assistant"', '{"role": "assistant"]]']
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
-    items=st.lists(_ITEMS, max_size=8),
+    items=st.lists(_ITEMS, max_size=12),
+    window=st.integers(min_value=2, max_value=20),
     separators=st.sampled_from([(",", ":"), (", ", ": ")]),
-    suffixes=st.lists(st.sampled_from(["", ",]", ", ]", ",1]", "] x", ",{", " "]), max_size=3),
+    breaks=st.lists(st.tuples(st.integers(min_value=0, max_value=400), st.sampled_from(_BREAKS)), max_size=4),
 )
-def test_a_growing_history_parses_as_a_fresh_parse_would(items, separators, suffixes):
-    """Model calls resend their history with new messages appended: reusing the previous parse
-    gives exactly the fresh parse, also for empty, malformed or differently spaced inputs."""
-    values = [json.dumps(items[:end], separators=separators) for end in range(len(items) + 1)]
-    values += [values[-1][:-1] + suffix for suffix in suffixes]  # broken continuations
+def test_the_new_items_of_a_history_are_those_of_a_fresh_parse(items, window, separators, breaks):
+    """Model calls resend their history with new messages appended, the oldest dropped past a
+    window: parsing only the last piece gives exactly what a fresh parse does, also for empty,
+    malformed, differently spaced or misleading inputs, whatever was seen before (the pieces
+    known valid are shared by every call)."""
+    head = items[:2]
+    values = [json.dumps(head + items[max(2, end - window) : end], separators=separators) for end in range(len(items) + 1)]
+    for at, text in breaks:  # broken inputs, and pieces of valid ones put together wrongly
+        value = values[at % len(values)]
+        values.append(value[: at % (len(value) + 1)] + text + value[at % (len(value) + 1) :])
+        values.append(value[:-1] + text)
     for value in values:
-        assert genai_messages._history_items(value) == genai_messages.json_list(value), value
+        assert genai_history.new_items(value) == fresh_new_items(value), value
+
+
+def test_a_piece_seen_in_one_place_is_no_proof_of_another():
+    """A known-valid middle piece is no valid head (nor the other way round), and a piece valid
+    only with its separator does not make a value valid without it."""
+    known = json.dumps([{"role": "user", "parts": ["a"]}, {"role": "assistant", "parts": ["b"]}, {"role": "tool", "parts": ["c"]}], separators=(",", ":"))
+    assert genai_history.new_items(known) == fresh_new_items(known)
+    middle = known[len('[{"role":"user","parts":["a"]},{"role":"assistant"') : -1]  # ,"parts":["b"]},{"role":"tool",...}
+    for value in (
+        '[{"role":"assistant"[' + known[1:-1] + ',{"role":"assistant"' + middle + "]",
+        '[{"role":"assistant"' + middle + '{"role":"assistant","parts":["d"]},{"role":"user"}]',
+        '[{"role":"user"},' + '{"role":"assistant"' + middle + '{"role":"assistant","parts":["d"]},{"role":"user"}]',
+        known[:-1] + ',,{"role":"assistant","parts":["d"]},{"role":"user"}]',
+        "[" + known[:-1] + ',{"role":"assistant","parts":["d"]},{"role":"user"}]',
+    ):
+        assert genai_history.new_items(value) == fresh_new_items(value), value
+
+
+def test_a_continued_conversation_is_checked_against_its_previous_input():
+    """A call whose head (system prompt, first user message) is a known conversation's is taken
+    as that conversation's next call only when what lies between its first and last cut is the
+    previous input's end, byte for byte: grown, slid, or neither."""
+    def message(role, text):
+        return {"role": role, "parts": [{"type": "text", "content": text}]}
+
+    head = [message("system", "Book tables."), message("user", "Friday?")]
+    exchanges = [[message("assistant", f"call {n}"), message("tool", f"result {n}")] for n in range(4)]
+    for separators in ((",", ":"), (", ", ": ")):
+        def dumps(items):
+            return json.dumps(items, separators=separators)
+
+        previous = dumps(head + exchanges[0] + exchanges[1])
+        assert genai_history.new_items(previous) == fresh_new_items(previous)
+        grown = dumps(head + exchanges[0] + exchanges[1] + exchanges[2])
+        slid = dumps(head + exchanges[1] + exchanges[2])
+        middle = previous[len(dumps(head)) : -1]  # the previous input's pieces after its head
+        broken = middle.replace("}", "]", 1)  # as long, a marker first, invalid
+        marker = dumps({"role": "assistant"})[:-1]
+        last = grown[grown.rindex(separators[0] + marker) :]  # the separator, the last assistant message, ...
+        for value in (grown, slid, dumps(head)[:-1] + separators[0] + broken + last):
+            assert genai_history.new_items(value) == fresh_new_items(value), value
+            assert genai_history.new_items(previous) == fresh_new_items(previous)
+
+
+def test_the_texts_kept_to_check_inputs_are_bounded(monkeypatch):
+    """Many conversations keep at most ``MAX_KNOWN_CHARS`` of text (then all starts over), and the
+    answers stay a fresh parse's."""
+    monkeypatch.setattr(genai_history, "MAX_KNOWN_CHARS", 20_000)
+
+    def kept():
+        return (sum(len(value) for value, _ in genai_history._CONVERSATIONS.values())
+                + sum(map(len, genai_history._HEADS)) + sum(map(len, genai_history._MIDDLES)))
+
+    for conversation in range(100):
+        history = [{"role": "system", "parts": ["Book tables."]}, {"role": "user", "parts": [f"{conversation} " * 300]}]
+        for call in range(3):
+            history += [{"role": "assistant", "parts": [f"call {call}"]}, {"role": "tool", "parts": ["x" * 200]}]
+            value = json.dumps(history)
+            assert genai_history.new_items(value) == fresh_new_items(value)
+            assert kept() <= 20_000 + 2 * len(value)
 
 
 # -- what real third-party spans carry (issue 16 §3; tests/collector/test_thirdparty_spans.py runs them) --
