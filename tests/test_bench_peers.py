@@ -42,6 +42,7 @@ _TREE = textwrap.dedent(f"""
     import subprocess, sys
     subprocess.run([sys.executable, "-c", {_BURN!r}])       # burns, exits, is reaped
     print("reaped", flush=True)
+    sys.stdin.readline()                                    # the test has measured: go on
     live = subprocess.Popen([sys.executable, "-c", {_BURN!r} + "print('burnt', flush=True); import sys; sys.stdin.read()"])
     live.wait()                                             # burns, then lives until stdin closes
 """)
@@ -52,6 +53,8 @@ def test_a_real_tree_is_charged_for_its_reaped_and_its_live_descendants():
     try:
         assert server.stdout.readline() == "reaped\n"
         after_reaped = peers.tree_cpu_s(server.pid)
+        server.stdin.write("go\n")  # the live child starts only now: none of its burn is in after_reaped
+        server.stdin.flush()
         assert server.stdout.readline() == "burnt\n"
         after_live = peers.tree_cpu_s(server.pid)
         # Two children of 0.3 CPU-s each (the kernel counts in ticks); the launcher's own start-up on top.
