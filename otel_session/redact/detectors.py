@@ -79,6 +79,11 @@ _NEEDS = {
 # number of every IBAN format); an e-mail holds "@" or "%40"; an IPv6 address "::" or six colons. A search for the digits and a
 # few substring tests are much cheaper than the whole pattern on text without them.
 _FOUR_DIGITS = re.compile(f"{_DIGITS}{{3}}")
+# The same test without a regex for ASCII text (a regex call costs more than a short text's walk):
+# digits become "0", separators go, every other character becomes "x"; four digits with only
+# separators between them leave "0000" (necessary, not sufficient: ``_FOUR_DIGITS`` decides then).
+_DIGIT_SHAPE = bytes(ord("0") if chr(byte).isdigit() else ord("x") for byte in range(256))
+_ASCII_SEPARATORS = " \t\n\r().-".encode("ascii")
 _NEED_DIGITS = frozenset({"iban", "ipv4", "national_letters", "number", "glued"})
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{2}[./-]\d{2}[./-]\d{4}|\d{4}[./]\d{2}[./]\d{2}")
 _SSN = re.compile(r"\d{3}-\d{2}-\d{4}")
@@ -286,7 +291,9 @@ def _left_out(text: str, start: int) -> frozenset[str]:
         left_out.add("email")
     if "::" not in rest and rest.count(":") < 6:
         left_out.add("ipv6")
-    if _FOUR_DIGITS.search(rest) is None:
+    # bytes.find, not "in": "in" tries its operand as an int first and pays for the TypeError.
+    if (rest.isascii() and rest.encode("ascii").translate(_DIGIT_SHAPE, _ASCII_SEPARATORS).find(b"0000") < 0
+            or _FOUR_DIGITS.search(rest) is None):
         left_out |= _NEED_DIGITS
     return frozenset(left_out)
 
