@@ -123,6 +123,8 @@ class Redactor:
         self._tool_results_leaf = self._leaf_function(self.policy.tool_results)
         self._keep_identifiers = self.policy.identifiers is FieldMode.KEEP
         self._identifier_cache: dict[str, str] = {}
+        self._handlers = {kind: handler.__get__(self) for kind, handler in self._payload_handlers.items()}
+        """Each record type's payload redaction, bound to this redactor (``redact_payload``)."""
 
     @classmethod
     def from_env(cls, bundle_dir: str | os.PathLike[str] | None, policy: RedactionPolicy | None = None) -> Redactor:
@@ -334,22 +336,17 @@ class Redactor:
     def redact_payload(self, event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
         """``payload`` with the fields of ``event_type`` redacted (SPEC §5.2 table): a copy, or
         ``payload`` itself when it holds only text the policy leaves as it is. Neither is changed."""
-        handler = self._payload_handlers.get(event_type)
         try:
-            if handler is not None:
-                return handler(self, payload)
-            return {
-                key: (item if key in _STRUCTURAL_KEYS else self.free_leaves(item)) for key, item in payload.items()
-            }
+            return self._handlers.get(event_type, self._free_payload)(payload)
         except Exception:  # noqa: BLE001 - never pass a payload through unredacted
-            logger.warning("redaction of a %s payload failed; payload replaced", event_type, exc_info=True)
-            return {"redaction_error": REDACTED_ERROR}
+            return _failed_payload(event_type)
 
     def redact_events(self, events: list[JournalEvent]) -> list[JournalEvent]:
         """Redact the events of one span or export request in place, in order, and return them.
 
         For callers that own the events (freshly normalized): each payload is replaced by its
-        redaction (``redact_payload``), tool call and message ids by ``identifier``, and the
+        redaction (``redact_payload``), tool call and message ids by ``identifier`` (each distinct
+        id once a call: a message's or a tool call's records share it), and the
         ``assistant_delta`` events of each message block
         are redacted as one :class:`DeltaStream`: each delta keeps its own (redacted) text, a
         detection split across deltas is masked in the delta where it starts.
@@ -357,15 +354,25 @@ class Redactor:
         streams: dict[tuple[str | None, int], DeltaStream[JournalEvent]] = {}
         failed: set[tuple[str | None, int]] = set()
         released: list[tuple[JournalEvent, str]] = []
-        redact_payload = self.redact_payload
+        handlers, free_payload = self._handlers, self._free_payload
+        ids: dict[str, str] = {}
+        stored_id = self._tool_call_id
         for event in events:
-            if event.tool_call_id is not None:
-                event.tool_call_id = self._tool_call_id(event.tool_call_id)
-            if event.message_id is not None:
-                event.message_id = self._tool_call_id(event.message_id)
-            block = _delta_block(event)
+            tool_call_id = event.tool_call_id
+            if tool_call_id is not None:
+                stored = ids.get(tool_call_id) if type(tool_call_id) is str else None
+                event.tool_call_id = stored if stored is not None else _remember(ids, tool_call_id, stored_id)
+            message_id = event.message_id
+            if message_id is not None:
+                stored = ids.get(message_id) if type(message_id) is str else None
+                event.message_id = stored if stored is not None else _remember(ids, message_id, stored_id)
+            kind = event.type
+            block = _delta_block(event) if kind == _ASSISTANT_DELTA else None
             if block is None:
-                event.payload = redact_payload(event.type, event.payload or {})
+                try:
+                    event.payload = handlers.get(kind, free_payload)(event.payload or {})
+                except Exception:  # noqa: BLE001 - never pass a payload through unredacted
+                    event.payload = _failed_payload(kind)
                 continue
             stream = streams.get(block)
             if stream is None:
@@ -489,6 +496,10 @@ class Redactor:
                 result[key] = self._scan(payload[key])
         return result
 
+    def _free_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A record of a type without a handler (a newer writer's): every leaf scanned as text."""
+        return {key: (item if key in _STRUCTURAL_KEYS else self.free_leaves(item)) for key, item in payload.items()}
+
     def _structural_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         # The project's own vocabulary (states, slot and guard names, flags, counts): PII
         # detectors run over its strings in case an integration put user data there.
@@ -544,6 +555,20 @@ def _delta_block(event: JournalEvent) -> tuple[str | None, int] | None:
 _SLOT_VALUE_KEYS = ("value", "previous")
 _SLOT_LABEL_KEYS = ("slot", "source")
 _SPAN_ID = re.compile(r"(?:msg-|call-)?[0-9a-f]{16}(?:-(?:in|out)-[0-9]+)?").fullmatch
+
+
+def _remember(ids: dict[str, str], value: Any, stored_id: Callable[[Any], Any]) -> Any:
+    """``stored_id(value)``, kept in ``ids`` when ``value`` is a plain str (a subclass may hash unlike its text)."""
+    stored = stored_id(value)
+    if type(value) is str:
+        ids[value] = stored
+    return stored
+
+
+def _failed_payload(event_type: str) -> dict[str, Any]:
+    """What replaces a payload whose redaction raised (logged: nothing passes through unredacted)."""
+    logger.warning("redaction of a %s payload failed; payload replaced", event_type, exc_info=True)
+    return {"redaction_error": REDACTED_ERROR}
 _STRUCTURAL_KEYS = frozenset({"role", "kind", "index", "status", "name", "settled", "stop_reason"})
 
 
