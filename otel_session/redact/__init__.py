@@ -113,6 +113,7 @@ class Redactor:
         self._hash_cache: dict[Any, str] = {}  # recent values (the next write's "previous" is the last value)
         self._scanner = Scanner(self.policy.detectors, self.policy.patterns)
         self._scan = self._scanner.scan
+        self._clean = self._scanner.clean
         self._scan_text = self.policy.text is FieldMode.SCAN
         self._slot_leaf = self._whole_value_function(self.policy.slot_values)
         self._slot_hashes = self._hash_cache if self.policy.slot_values is FieldMode.HASH else None
@@ -454,11 +455,12 @@ class Redactor:
     def _texts_kept(self, content: list[Any]) -> bool:
         """True when every block is a ``{..., "text"}`` object whose text redacts to itself."""
         text = self.text
+        clean = self._clean if self._scan_text else ()
         for block in content:
             if type(block) is not dict or "text" not in block:
                 return False
             value = block["text"]
-            if text(value) is not value:
+            if not (type(value) is str and value in clean) and text(value) is not value:
                 return False
         return True
 
@@ -503,9 +505,9 @@ class Redactor:
     def _structural_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         # The project's own vocabulary (states, slot and guard names, flags, counts): PII
         # detectors run over its strings in case an integration put user data there.
-        scan = self._scan
+        scan, clean = self._scan, self._clean
         for item in payload.values():
-            if type(item) is not str or scan(item) is not item:
+            if type(item) is not str or item not in clean and scan(item) is not item:
                 break
         else:
             return payload  # only text the scanner leaves as it is

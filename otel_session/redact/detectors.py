@@ -98,7 +98,6 @@ _CACHE_CHARS = 1 << 21
 _CACHE_MAX_TEXT = 1 << 16
 
 Edit = tuple[int, int, str]
-_SAME = object()  # in the cache: the text holds no detection
 
 
 def _luhn_valid(digits: str) -> bool:
@@ -148,7 +147,10 @@ class Scanner:
         self._token = re.compile(f"{_HASH}|{_MASK}|\\[(?:{'|'.join(labels)})\\]")
         self._user = [(f"[{label}]", re.compile(pattern)) for label, pattern in (patterns or {}).items()]
         self._patterns: dict[frozenset[str], re.Pattern[str]] = {}
-        self._cache: dict[str, object] = {}
+        self.clean: set[str] = set()
+        """Texts seen to hold no detection: for a plain ``str``, ``text in scanner.clean`` says
+        ``scan(text) is text`` without a call (a caller's fast path; bounded with the cache)."""
+        self._cache: dict[str, str] = {}  # texts seen to hold detections -> scanned
         self._cached_chars = 0
         self.triggers = None if self._user else TRIGGERS
         """``TRIGGERS``, or None with user patterns (they may match any text)."""
@@ -166,19 +168,26 @@ class Scanner:
         none, so callers may test ``scan(value) is value``."""
         if type(text) is not str:  # a subclass may compare, hash or search unlike its text
             text = str.__str__(text)
+        clean = self.clean
+        if text in clean:
+            return text
         cache = self._cache
         scanned = cache.get(text)
         if scanned is None:
             edits = self.edits(text)
-            scanned = _apply(text, edits) if edits else _SAME
+            scanned = _apply(text, edits) if edits else text
             size = len(text)
             if size <= _CACHE_MAX_TEXT:
-                if len(cache) >= _CACHE_SIZE or self._cached_chars + size > _CACHE_CHARS:
+                if len(cache) + len(clean) >= _CACHE_SIZE or self._cached_chars + size > _CACHE_CHARS:
                     cache.clear()
+                    clean.clear()
                     self._cached_chars = 0
-                cache[text] = scanned
+                if edits:
+                    cache[text] = scanned
+                else:
+                    clean.add(text)
                 self._cached_chars += size  # approximate under threads; it only bounds the cache
-        return text if scanned is _SAME else scanned  # type: ignore[return-value]
+        return scanned
 
     def edits(self, text: str, start: int = 0) -> list[Edit]:
         """The detections in ``text[start:]`` (``text[:start]`` is context a pattern may look

@@ -437,6 +437,8 @@ def test_scan_cache_gives_the_same_answer_and_stays_bounded(monkeypatch):
     assert [redactor.text(text) for text in texts] == expected
     assert [redactor.text(text) for text in reversed(texts)] == expected[::-1]
     assert len(redactor._scanner._cache) <= 3
+    assert [redactor.text(f"guest {n} at table {n}") for n in range(10)] == [f"guest {n} at table {n}" for n in range(10)]
+    assert len(redactor._scanner._cache) + len(redactor._scanner.clean) <= 3  # texts without detections count too
 
     class Text(str):
         def __hash__(self) -> int:
