@@ -152,6 +152,7 @@ class Scanner:
         ``scan(text) is text`` without a call (a caller's fast path; bounded with the cache)."""
         self._cache: dict[str, str] = {}  # texts seen to hold detections -> scanned
         self._cached_chars = 0
+        self._builtin_only = not self._user
         self.triggers = None if self._user else TRIGGERS
         """``TRIGGERS``, or None with user patterns (they may match any text)."""
 
@@ -174,7 +175,11 @@ class Scanner:
         cache = self._cache
         scanned = cache.get(text)
         if scanned is None:
-            edits = self.edits(text)
+            # The common new text, in line: no pattern can match it, no user pattern, no escape.
+            if self._builtin_only and self._kind_set <= _left_out(text, 0) and "\\" not in text:
+                edits = []
+            else:
+                edits = self.edits(text)
             scanned = _apply(text, edits) if edits else text
             size = len(text)
             if size <= _CACHE_MAX_TEXT:
@@ -295,16 +300,20 @@ class Scanner:
 def _left_out(text: str, start: int) -> frozenset[str]:
     """The patterns that can find nothing in ``text[start:]`` (see ``_FOUR_DIGITS``)."""
     rest = text[start:] if start else text
-    left_out: set[str] = set()
-    if "@" not in rest and "%40" not in rest:
-        left_out.add("email")
-    if "::" not in rest and rest.count(":") < 6:
-        left_out.add("ipv6")
-    # bytes.find, not "in": "in" tries its operand as an int first and pays for the TypeError.
-    if (rest.isascii() and rest.encode("ascii").translate(_DIGIT_SHAPE, _ASCII_SEPARATORS).find(b"0000") < 0
-            or _FOUR_DIGITS.search(rest) is None):
-        left_out |= _NEED_DIGITS
-    return frozenset(left_out)
+    return _LEFT_OUT[
+        ("@" not in rest and "%40" not in rest)
+        | ("::" not in rest and rest.count(":") < 6) << 1
+        # bytes.find, not "in": "in" tries its operand as an int first and pays for the TypeError.
+        | (rest.isascii() and rest.encode("ascii").translate(_DIGIT_SHAPE, _ASCII_SEPARATORS).find(b"0000") < 0
+           or _FOUR_DIGITS.search(rest) is None) << 2
+    ]
+
+
+# _left_out's answers, made once: bit 0 no e-mail, bit 1 no IPv6 address, bit 2 no four digits.
+_LEFT_OUT = tuple(
+    frozenset(({"email"} if mask & 1 else set()) | ({"ipv6"} if mask & 2 else set()) | (_NEED_DIGITS if mask & 4 else set()))
+    for mask in range(8)
+)
 
 
 def _decode_escapes(text: str) -> tuple[str, list[int], list[int]]:
