@@ -431,7 +431,7 @@ class Redactor:
         a subclass may hash unlike its text)."""
         if type(value) is not str:
             return value
-        if _SPAN_ID(value) or value in self._clean:
+        if value in self._clean or _SPAN_ID(value):  # a known clean id (a tool call's, again) skips the regex
             redacted = value
         else:
             redacted = self.identifier(value)

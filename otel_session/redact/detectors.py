@@ -5,6 +5,7 @@ Contract::
     scanner = Scanner(DEFAULT_DETECTORS, patterns={"employee_id": r"EMP-\\d{6}"})
     scanner.scan("mail jane@example.com, EMP-123456")  # -> "mail [email], [employee_id]"
     scanner.edits("mail jane@example.com")             # -> [(5, 21, "[email]")]
+    "table for 2" in scanner.clean                     # -> True once scanned: it holds no detection
 
 Built-in detectors (each masks as ``[name]``): ``email`` (international domains, ``%40``-encoded),
 ``phone``, ``card`` (Luhn-checked, also glued to letters or ``_``), ``national_id`` (SSN, UK NI and
