@@ -113,6 +113,9 @@ class Redactor:
         self._hash_cache: dict[Any, str] = {}  # recent values (the next write's "previous" is the last value)
         self._scanner = Scanner(self.policy.detectors, self.policy.patterns)
         self._scan = self._scanner.scan
+        self._clean = self._scanner.clean
+        self._scanned_leaf = self._scan_leaf
+        """The ``scan`` mode's leaf function, one bound method (``_map_leaves`` knows it by identity)."""
         self._scan_text = self.policy.text is FieldMode.SCAN
         self._slot_leaf = self._whole_value_function(self.policy.slot_values)
         self._slot_hashes = self._hash_cache if self.policy.slot_values is FieldMode.HASH else None
@@ -123,6 +126,8 @@ class Redactor:
         self._tool_results_leaf = self._leaf_function(self.policy.tool_results)
         self._keep_identifiers = self.policy.identifiers is FieldMode.KEEP
         self._identifier_cache: dict[str, str] = {}
+        self._handlers = {kind: handler.__get__(self) for kind, handler in self._payload_handlers.items()}
+        """Each record type's payload redaction, bound to this redactor (``redact_payload``)."""
 
     @classmethod
     def from_env(cls, bundle_dir: str | os.PathLike[str] | None, policy: RedactionPolicy | None = None) -> Redactor:
@@ -175,36 +180,49 @@ class Redactor:
         if mode is FieldMode.KEEP:
             return _kept
         if mode is FieldMode.SCAN:
-            return self._scan_leaf
+            return self._scanned_leaf
         if mode is FieldMode.MASK:
             return self._mask
         return self._hash
 
     def _whole_value_function(self, mode: FieldMode) -> Callable[[Any], Any]:
         if mode is FieldMode.SCAN:
-            return lambda value: self._map_leaves(value, self._scan_leaf)
+            return lambda value: self._map_leaves(value, self._scanned_leaf)
         return self._leaf_function(mode)
 
     def _map_leaves(self, value: Any, leaf: Callable[[Any], Any]) -> Any:
         """``value`` with each leaf redacted by ``leaf`` and, unless ``leaf`` keeps values, each
         map key scanned: keys are data too (an address used as a key)."""
         kind = type(value)
+        clean = self._clean
+        scanned = leaf is self._scanned_leaf  # then a plain str in ``clean`` is its own redaction
         if kind in _JSON_SCALARS:  # the common leaves, before the (slower) abstract Mapping check
-            return leaf(value)
+            return value if scanned and kind is str and value in clean else leaf(value)
         if kind is dict or isinstance(value, Mapping):
             if leaf is _kept:
                 return {key: self._map_leaves(item, leaf) for key, item in value.items()}
             result: dict[Any, Any] = {}
             scan, map_leaves = self._scan, self._map_leaves
             for key, item in value.items():
-                redacted_key = scan(key) if type(key) is str else self._map_key(key)
+                if type(key) is str:
+                    redacted_key = key if key in clean else scan(key)
+                else:
+                    redacted_key = self._map_key(key)
                 if redacted_key in result:
                     redacted_key = _distinct(result, redacted_key)
-                result[redacted_key] = leaf(item) if type(item) in _JSON_SCALARS else map_leaves(item, leaf)
+                item_kind = type(item)
+                if scanned and item_kind is str and item in clean:
+                    result[redacted_key] = item
+                else:
+                    result[redacted_key] = leaf(item) if item_kind in _JSON_SCALARS else map_leaves(item, leaf)
             return result
         if isinstance(value, (list, tuple)):
             map_leaves = self._map_leaves
-            return [leaf(item) if type(item) in _JSON_SCALARS else map_leaves(item, leaf) for item in value]
+            return [
+                item if scanned and type(item) is str and item in clean
+                else leaf(item) if type(item) in _JSON_SCALARS else map_leaves(item, leaf)
+                for item in value
+            ]
         return leaf(value)
 
     def _map_key(self, key: Any) -> Any:
@@ -217,9 +235,9 @@ class Redactor:
         return key
 
     @staticmethod
-    def _guarded(function: Callable[[Any], Any], value: Any) -> Any:
+    def _guarded(function: Callable[..., Any], value: Any, *args: Any) -> Any:
         try:
-            return function(value)
+            return function(value, *args)
         except Exception:  # noqa: BLE001 - a redactor error redacts the whole value
             logger.warning("redaction failed; the whole value was replaced", exc_info=True)
             return REDACTED_ERROR
@@ -255,15 +273,15 @@ class Redactor:
 
     def tool_arguments(self, value: Any) -> Any:
         """Tool-call arguments: structure kept, every leaf redacted per policy."""
-        return self._guarded(lambda item: self._map_leaves(item, self._tool_arguments_leaf), value)
+        return self._guarded(self._map_leaves, value, self._tool_arguments_leaf)
 
     def tool_result(self, value: Any) -> Any:
         """A tool's result: structure kept, every leaf redacted per policy."""
-        return self._guarded(lambda item: self._map_leaves(item, self._tool_results_leaf), value)
+        return self._guarded(self._map_leaves, value, self._tool_results_leaf)
 
     def free_leaves(self, value: Any) -> Any:
         """Any other structure (unknown record types): every string leaf scanned as text."""
-        return self._guarded(lambda item: self._map_leaves(item, self._text), value)
+        return self._guarded(self._map_leaves, value, self._text)
 
     def with_mode(self, mode: FieldMode) -> Callable[[Any], Any]:
         """What a value of a field redacted by ``mode`` goes through: ``scan`` keeps the structure
@@ -298,7 +316,7 @@ class Redactor:
             return value
         try:
             text = value if type(value) is str else str(value)
-            if self._scan(text) == text:
+            if type(text) is str and text in self._clean or self._scan(text) == text:
                 return text
             cached = self._identifier_cache.get(text)
             if cached is None:
@@ -319,7 +337,7 @@ class Redactor:
     def identifier_leaves(self, value: Any) -> Any:
         """A structure of ids (resource and scope attributes): string leaves by ``identifier``,
         numbers scanned as digits, keys scanned."""
-        return self._guarded(lambda item: self._map_leaves(item, self._identifier_leaf), value)
+        return self._guarded(self._map_leaves, value, self._identifier_leaf)
 
     def _identifier_leaf(self, value: Any) -> Any:
         return self.identifier(value) if isinstance(value, str) else self._scan_leaf(value)
@@ -334,22 +352,17 @@ class Redactor:
     def redact_payload(self, event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
         """``payload`` with the fields of ``event_type`` redacted (SPEC §5.2 table): a copy, or
         ``payload`` itself when it holds only text the policy leaves as it is. Neither is changed."""
-        handler = self._payload_handlers.get(event_type)
         try:
-            if handler is not None:
-                return handler(self, payload)
-            return {
-                key: (item if key in _STRUCTURAL_KEYS else self.free_leaves(item)) for key, item in payload.items()
-            }
+            return self._handlers.get(event_type, self._free_payload)(payload)
         except Exception:  # noqa: BLE001 - never pass a payload through unredacted
-            logger.warning("redaction of a %s payload failed; payload replaced", event_type, exc_info=True)
-            return {"redaction_error": REDACTED_ERROR}
+            return _failed_payload(event_type)
 
     def redact_events(self, events: list[JournalEvent]) -> list[JournalEvent]:
         """Redact the events of one span or export request in place, in order, and return them.
 
         For callers that own the events (freshly normalized): each payload is replaced by its
-        redaction (``redact_payload``), tool call and message ids by ``identifier``, and the
+        redaction (``redact_payload``), tool call and message ids by ``identifier`` (each distinct
+        id once a call: a message's or a tool call's records share it), and the
         ``assistant_delta`` events of each message block
         are redacted as one :class:`DeltaStream`: each delta keeps its own (redacted) text, a
         detection split across deltas is masked in the delta where it starts.
@@ -357,15 +370,25 @@ class Redactor:
         streams: dict[tuple[str | None, int], DeltaStream[JournalEvent]] = {}
         failed: set[tuple[str | None, int]] = set()
         released: list[tuple[JournalEvent, str]] = []
-        redact_payload = self.redact_payload
+        handlers, free_payload = self._handlers, self._free_payload
+        ids: dict[str, str] = {}
+        stored_id = self._tool_call_id
         for event in events:
-            if event.tool_call_id is not None:
-                event.tool_call_id = self._tool_call_id(event.tool_call_id)
-            if event.message_id is not None:
-                event.message_id = self._tool_call_id(event.message_id)
-            block = _delta_block(event)
+            tool_call_id = event.tool_call_id
+            if tool_call_id is not None:
+                stored = ids.get(tool_call_id) if type(tool_call_id) is str else None
+                event.tool_call_id = stored if stored is not None else stored_id(tool_call_id, ids)
+            message_id = event.message_id
+            if message_id is not None:
+                stored = ids.get(message_id) if type(message_id) is str else None
+                event.message_id = stored if stored is not None else stored_id(message_id, ids)
+            kind = event.type
+            block = _delta_block(event) if kind == _ASSISTANT_DELTA else None
             if block is None:
-                event.payload = redact_payload(event.type, event.payload or {})
+                try:
+                    event.payload = handlers.get(kind, free_payload)(event.payload or {})
+                except Exception:  # noqa: BLE001 - never pass a payload through unredacted
+                    event.payload = _failed_payload(kind)
                 continue
             stream = streams.get(block)
             if stream is None:
@@ -400,15 +423,23 @@ class Redactor:
             return dataclasses.replace(event, payload=redacted, **ids)
         return event if redacted is payload else event.with_payload(redacted)
 
-    def _tool_call_id(self, value: str) -> str:
+    def _tool_call_id(self, value: str, seen: dict[str, str] | None = None) -> str:
         """A record's tool call or message id (a model's, an integration's or an app's, so it may
         hold PII) as ``identifier`` gives it; ``value`` itself when it holds none or is a span id
         (random hex, the fallback ids ``msg-…``/``call-…`` and the GenAI mappings' ``{span id}-in-N``/
-        ``-out-N`` are made of, where digit runs are chance)."""
-        if type(value) is not str or _SPAN_ID(value):
+        ``-out-N`` are made of, where digit runs are chance). Kept in ``seen`` (a plain str only:
+        a subclass may hash unlike its text)."""
+        if type(value) is not str:
             return value
-        redacted = self.identifier(value)
-        return value if redacted == value else redacted
+        if value in self._clean or _SPAN_ID(value):  # a known clean id (a tool call's, again) skips the regex
+            redacted = value
+        else:
+            redacted = self.identifier(value)
+            if redacted == value:
+                redacted = value
+        if seen is not None:
+            seen[value] = redacted
+        return redacted
 
     def _slot_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         """A slot write or diff: ``value`` and ``previous`` as ``slot_value`` gives them (the hot
@@ -431,8 +462,18 @@ class Redactor:
 
     def _message_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         content = payload.get("content")
-        if isinstance(content, list) and self._texts_kept(content):
-            return payload
+        if type(content) is list:
+            # The common message, in line: every block a {..., "text"} object whose text redacts to itself.
+            text = self.text
+            clean = self._clean if self._scan_text else ()
+            for block in content:
+                if type(block) is not dict or "text" not in block:
+                    break
+                value = block["text"]
+                if not (type(value) is str and value in clean) and text(value) is not value:
+                    break
+            else:
+                return payload
         result = dict(payload)
         if isinstance(content, list):
             result["content"] = [
@@ -443,17 +484,6 @@ class Redactor:
         elif content is not None:
             result["content"] = self.free_leaves(content)
         return result
-
-    def _texts_kept(self, content: list[Any]) -> bool:
-        """True when every block is a ``{..., "text"}`` object whose text redacts to itself."""
-        text = self.text
-        for block in content:
-            if type(block) is not dict or "text" not in block:
-                return False
-            value = block["text"]
-            if text(value) is not value:
-                return False
-        return True
 
     def _delta_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         result = dict(payload)
@@ -489,12 +519,16 @@ class Redactor:
                 result[key] = self._scan(payload[key])
         return result
 
+    def _free_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A record of a type without a handler (a newer writer's): every leaf scanned as text."""
+        return {key: (item if key in _STRUCTURAL_KEYS else self.free_leaves(item)) for key, item in payload.items()}
+
     def _structural_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         # The project's own vocabulary (states, slot and guard names, flags, counts): PII
         # detectors run over its strings in case an integration put user data there.
-        scan = self._scan
+        scan, clean = self._scan, self._clean
         for item in payload.values():
-            if type(item) is not str or scan(item) is not item:
+            if type(item) is not str or item not in clean and scan(item) is not item:
                 break
         else:
             return payload  # only text the scanner leaves as it is
@@ -544,6 +578,12 @@ def _delta_block(event: JournalEvent) -> tuple[str | None, int] | None:
 _SLOT_VALUE_KEYS = ("value", "previous")
 _SLOT_LABEL_KEYS = ("slot", "source")
 _SPAN_ID = re.compile(r"(?:msg-|call-)?[0-9a-f]{16}(?:-(?:in|out)-[0-9]+)?").fullmatch
+
+
+def _failed_payload(event_type: str) -> dict[str, Any]:
+    """What replaces a payload whose redaction raised (logged: nothing passes through unredacted)."""
+    logger.warning("redaction of a %s payload failed; payload replaced", event_type, exc_info=True)
+    return {"redaction_error": REDACTED_ERROR}
 _STRUCTURAL_KEYS = frozenset({"role", "kind", "index", "status", "name", "settled", "stop_reason"})
 
 

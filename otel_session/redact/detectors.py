@@ -5,6 +5,7 @@ Contract::
     scanner = Scanner(DEFAULT_DETECTORS, patterns={"employee_id": r"EMP-\\d{6}"})
     scanner.scan("mail jane@example.com, EMP-123456")  # -> "mail [email], [employee_id]"
     scanner.edits("mail jane@example.com")             # -> [(5, 21, "[email]")]
+    "table for 2" in scanner.clean                     # -> True once scanned: it holds no detection
 
 Built-in detectors (each masks as ``[name]``): ``email`` (international domains, ``%40``-encoded),
 ``phone``, ``card`` (Luhn-checked, also glued to letters or ``_``), ``national_id`` (SSN, UK NI and
@@ -79,6 +80,11 @@ _NEEDS = {
 # number of every IBAN format); an e-mail holds "@" or "%40"; an IPv6 address "::" or six colons. A search for the digits and a
 # few substring tests are much cheaper than the whole pattern on text without them.
 _FOUR_DIGITS = re.compile(f"{_DIGITS}{{3}}")
+# The same test without a regex for ASCII text (a regex call costs more than a short text's walk):
+# digits become "0", separators go, every other character becomes "x"; four digits with only
+# separators between them leave "0000" (necessary, not sufficient: ``_FOUR_DIGITS`` decides then).
+_DIGIT_SHAPE = bytes(ord("0") if chr(byte).isdigit() else ord("x") for byte in range(256))
+_ASCII_SEPARATORS = " \t\n\r().-".encode("ascii")
 _NEED_DIGITS = frozenset({"iban", "ipv4", "national_letters", "number", "glued"})
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{2}[./-]\d{2}[./-]\d{4}|\d{4}[./]\d{2}[./]\d{2}")
 _SSN = re.compile(r"\d{3}-\d{2}-\d{4}")
@@ -93,7 +99,6 @@ _CACHE_CHARS = 1 << 21
 _CACHE_MAX_TEXT = 1 << 16
 
 Edit = tuple[int, int, str]
-_SAME = object()  # in the cache: the text holds no detection
 
 
 def _luhn_valid(digits: str) -> bool:
@@ -143,8 +148,12 @@ class Scanner:
         self._token = re.compile(f"{_HASH}|{_MASK}|\\[(?:{'|'.join(labels)})\\]")
         self._user = [(f"[{label}]", re.compile(pattern)) for label, pattern in (patterns or {}).items()]
         self._patterns: dict[frozenset[str], re.Pattern[str]] = {}
-        self._cache: dict[str, object] = {}
+        self.clean: set[str] = set()
+        """Texts seen to hold no detection: for a plain ``str``, ``text in scanner.clean`` says
+        ``scan(text) is text`` without a call (a caller's fast path; bounded with the cache)."""
+        self._cache: dict[str, str] = {}  # texts seen to hold detections -> scanned
         self._cached_chars = 0
+        self._builtin_only = not self._user
         self.triggers = None if self._user else TRIGGERS
         """``TRIGGERS``, or None with user patterns (they may match any text)."""
 
@@ -161,19 +170,30 @@ class Scanner:
         none, so callers may test ``scan(value) is value``."""
         if type(text) is not str:  # a subclass may compare, hash or search unlike its text
             text = str.__str__(text)
+        clean = self.clean
+        if text in clean:
+            return text
         cache = self._cache
         scanned = cache.get(text)
         if scanned is None:
-            edits = self.edits(text)
-            scanned = _apply(text, edits) if edits else _SAME
+            # The common new text, in line: no pattern can match it, no user pattern, no escape.
+            if self._builtin_only and self._kind_set <= _left_out(text, 0) and "\\" not in text:
+                edits = []
+            else:
+                edits = self.edits(text)
+            scanned = _apply(text, edits) if edits else text
             size = len(text)
             if size <= _CACHE_MAX_TEXT:
-                if len(cache) >= _CACHE_SIZE or self._cached_chars + size > _CACHE_CHARS:
+                if len(cache) + len(clean) >= _CACHE_SIZE or self._cached_chars + size > _CACHE_CHARS:
                     cache.clear()
+                    clean.clear()
                     self._cached_chars = 0
-                cache[text] = scanned
+                if edits:
+                    cache[text] = scanned
+                else:
+                    clean.add(text)
                 self._cached_chars += size  # approximate under threads; it only bounds the cache
-        return text if scanned is _SAME else scanned  # type: ignore[return-value]
+        return scanned
 
     def edits(self, text: str, start: int = 0) -> list[Edit]:
         """The detections in ``text[start:]`` (``text[:start]`` is context a pattern may look
@@ -281,14 +301,20 @@ class Scanner:
 def _left_out(text: str, start: int) -> frozenset[str]:
     """The patterns that can find nothing in ``text[start:]`` (see ``_FOUR_DIGITS``)."""
     rest = text[start:] if start else text
-    left_out: set[str] = set()
-    if "@" not in rest and "%40" not in rest:
-        left_out.add("email")
-    if "::" not in rest and rest.count(":") < 6:
-        left_out.add("ipv6")
-    if _FOUR_DIGITS.search(rest) is None:
-        left_out |= _NEED_DIGITS
-    return frozenset(left_out)
+    return _LEFT_OUT[
+        ("@" not in rest and "%40" not in rest)
+        | ("::" not in rest and rest.count(":") < 6) << 1
+        # bytes.find, not "in": "in" tries its operand as an int first and pays for the TypeError.
+        | (rest.isascii() and rest.encode("ascii").translate(_DIGIT_SHAPE, _ASCII_SEPARATORS).find(b"0000") < 0
+           or _FOUR_DIGITS.search(rest) is None) << 2
+    ]
+
+
+# _left_out's answers, made once: bit 0 no e-mail, bit 1 no IPv6 address, bit 2 no four digits.
+_LEFT_OUT = tuple(
+    frozenset(({"email"} if mask & 1 else set()) | ({"ipv6"} if mask & 2 else set()) | (_NEED_DIGITS if mask & 4 else set()))
+    for mask in range(8)
+)
 
 
 def _decode_escapes(text: str) -> tuple[str, list[int], list[int]]:

@@ -437,6 +437,8 @@ def test_scan_cache_gives_the_same_answer_and_stays_bounded(monkeypatch):
     assert [redactor.text(text) for text in texts] == expected
     assert [redactor.text(text) for text in reversed(texts)] == expected[::-1]
     assert len(redactor._scanner._cache) <= 3
+    assert [redactor.text(f"guest {n} at table {n}") for n in range(10)] == [f"guest {n} at table {n}" for n in range(10)]
+    assert len(redactor._scanner._cache) + len(redactor._scanner.clean) <= 3  # texts without detections count too
 
     class Text(str):
         def __hash__(self) -> int:
@@ -571,6 +573,29 @@ def test_redact_events_hashes_tool_call_ids_that_hold_pii_alike_in_every_record(
     span_id = redactor.redact_event(JournalEvent(EventType.TOOL_EXECUTION_FINISHED.value, 1, {"status": "ok"},
                                                  tool_call_id="0000004155550199"))
     assert span_id.tool_call_id == "0000004155550199"  # the normalizer's fallback: a span id, random hex
+
+
+def test_redact_events_gives_each_id_its_own_redaction_and_replaces_a_payload_that_fails(redactor):
+    """Ids are redacted once per distinct id in a call (a message's records share theirs): equal ids
+    stay equal, different ids never share a result; a payload whose redaction raises is replaced."""
+
+    class Unprintable:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    events = [
+        JournalEvent(EventType.MESSAGE_STARTED.value, 1, {"role": "user"}, message_id="m jane@example.com"),
+        JournalEvent(EventType.MESSAGE_FINISHED.value, 2, {"content": []}, message_id="m jane@example.com"),
+        JournalEvent(EventType.MESSAGE_STARTED.value, 3, {"role": "user"}, message_id="m joe@example.com"),
+        JournalEvent(EventType.MESSAGE_STARTED.value, 4, {"role": "user"}, message_id="0000004155550199-in-0"),
+        JournalEvent(EventType.SLOT_WRITE.value, 5, {"slot": Unprintable(), "value": "jane@example.com"}),
+    ]
+    redactor.redact_events(events)
+    first, again, other, span_id, failed = events
+    assert first.message_id == again.message_id == redactor.identifier("m jane@example.com")
+    assert other.message_id == redactor.identifier("m joe@example.com") != first.message_id
+    assert span_id.message_id == "0000004155550199-in-0"
+    assert failed.payload == {"redaction_error": REDACTED_ERROR}
 
 
 def test_a_tool_name_holding_pii_is_hashed_like_an_id(redactor):
