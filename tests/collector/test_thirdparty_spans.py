@@ -26,7 +26,15 @@ from .thirdparty_venv import thirdparty_python
 pytestmark = pytest.mark.slow
 
 AGENT = Path(__file__).with_name("thirdparty_agent.py")
-ENV = {**{key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}, "TRACELOOP_TELEMETRY": "false"}
+ENV = {
+    **{key: value for key, value in os.environ.items() if not key.startswith("OTEL_")},
+    "TRACELOOP_TELEMETRY": "false",
+    # The batch processor holds each run until the scenario's force_flush: its 5-s timer firing in
+    # the middle of a run slowed by a loaded machine would send the run's first spans without the
+    # span that names its agent (run.json's agent comes from the request that opens the run,
+    # docs/conventions.md), and the test would depend on the machine's speed.
+    "OTEL_BSP_SCHEDULE_DELAY": "120000",
+}
 
 
 @pytest.fixture(scope="module")
