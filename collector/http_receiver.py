@@ -367,14 +367,20 @@ class HttpReceiver:
         server, self._server = self._server, None
         if server is None:
             return
-        server.trigger.pull_trigger(lambda: _stop_accepting(server))
         dispatcher = server.task_dispatcher
-        _wait_until(lambda: not dispatcher.queue and dispatcher.active_count == 0, grace_s)
-        dispatcher.shutdown(cancel_pending=True, timeout=1)  # what is still queued after grace_s is cancelled
-        # Idle channels close once flushed (waitress's own maintenance: no 408 for a collector stopping).
-        server.trigger.pull_trigger(lambda: TcpWSGIServer.maintenance(server, float("inf")))
-        _wait_until(lambda: not server.active_channels, 1.0)
-        server.trigger.pull_trigger(lambda: wasyncore.close_all(self._map))  # ends the loop
+        try:
+            server.trigger.pull_trigger(lambda: _stop_accepting(server))
+            _wait_until(lambda: not dispatcher.queue and dispatcher.active_count == 0, grace_s)
+            dispatcher.shutdown(cancel_pending=True, timeout=1)  # what is still queued after grace_s is cancelled
+            # Idle channels close once flushed (waitress's own maintenance: no 408 for a collector stopping).
+            server.trigger.pull_trigger(lambda: TcpWSGIServer.maintenance(server, float("inf")))
+            _wait_until(lambda: not server.active_channels, 1.0)
+            server.trigger.pull_trigger(lambda: wasyncore.close_all(self._map))  # ends the loop
+        except OSError as exc:  # the loop's wake-up pipe is gone: close everything from this thread
+            logger.warning("OTLP/HTTP listener: its event loop could not be woken (%s); closing its "
+                           "connections from the stopping thread", exc)
+            dispatcher.shutdown(cancel_pending=True, timeout=1)
+            wasyncore.close_all(self._map, ignore_all=True)  # the loop ends at its next poll (≤ 1 s)
         if self._loop is not None:
             self._loop.join(grace_s + 1)
 

@@ -35,7 +35,7 @@ import errno
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -296,10 +296,11 @@ class Collector:
                 return
             self._stopped = True
         self._stop.set()
+        # A listener that fails to stop must not keep the runs from being sealed and drained below.
         if self._grpc_server is not None:
-            self._grpc_server.stop(grace_s).wait(grace_s + 1)
+            _guarded_stop("gRPC", lambda: self._grpc_server.stop(grace_s).wait(grace_s + 1))
         if self._http_server is not None:
-            self._http_server.stop(grace_s)
+            _guarded_stop("HTTP", lambda: self._http_server.stop(grace_s))
         if self._timer.is_alive():
             self._timer.join(2)
         if isinstance(self.receiver, Receiver):
@@ -329,6 +330,13 @@ class Collector:
                 if status != last_status:
                     logger.info("collector status: %s open_runs=%d", status, self.sink.open_run_count)
                     last_status = status
+
+
+def _guarded_stop(listener: str, stop: Callable[[], object]) -> None:
+    try:
+        stop()
+    except Exception:  # noqa: BLE001 - logged; the collector goes on to seal and drain
+        logger.exception("the OTLP/%s listener did not stop cleanly", listener)
 
 
 class _ReceiveOnly:

@@ -307,3 +307,31 @@ def test_an_append_error_in_the_collector_fails_one_run_and_refuses_its_later_sp
     assert sum(1 for e in ok.events if e["type"] == "tool_execution_started") == 40
     entry, _ = viewer_verdict(root, "faulty", failed.run_id)
     assert entry["integrity"] == "failed"
+
+
+def test_a_listener_that_cannot_stop_still_lets_the_collector_seal_and_drain(tmp_path, monkeypatch, caplog):
+    """The OTLP/HTTP listener's wake-up pipe failing at shutdown (EBADF, as seen once in CI) is
+    logged; the collector still stops its loop, seals every run it acknowledged and drains."""
+    import threading
+
+    from waitress.trigger import trigger
+
+    root = tmp_path / "bundles"
+    collector = Collector(root, grpc_address=None, http_address="127.0.0.1:0", seal_after_s=3600,
+                          redactor=Redactor(RedactionPolicy(), key=b"stop"))
+    collector.start()
+    trace = trace_hex(7)
+    status, _ = HttpClient(collector.http_port).post(request(root_span(trace, "s-stop"), tool_span(trace, 1, "s-stop")))
+    assert status == 200
+
+    def pipe_gone(self) -> None:
+        raise OSError(errno.EBADF, "Bad file descriptor")
+
+    monkeypatch.setattr(trigger, "_physical_pull", pipe_gone)
+    collector.stop(grace_s=1)
+
+    (bundle,) = bundles(root)
+    assert bundle.status is BundleStatus.COMPLETE, bundle.diagnostics
+    assert [event["type"] for event in bundle.events].count("tool_execution_started") == 1
+    assert "could not be woken" in caplog.text
+    assert not [thread for thread in threading.enumerate() if thread.name in ("otlp-http", "otel-session-writer")]
