@@ -223,6 +223,8 @@ class BundleSink:
         everything received (and two file descriptors each) while the writer falls behind:
         memory would grow with the load instead of being bounded. Called with ``_lock`` held.
         """
+        if len(self._sealing) <= _MAX_RUNS_AWAITING_SEAL:
+            return  # within the bound even if none sealed yet: not walked per request
         self._sealing = [recorder for recorder in self._sealing if not recorder.sealed]
         if len(self._sealing) > _MAX_RUNS_AWAITING_SEAL:
             raise Overloaded(f"the bundle writer is behind ({len(self._sealing)} runs awaiting their seal); retry later")

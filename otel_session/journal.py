@@ -17,6 +17,7 @@ Contract::
     data = join_lines(entries)  # each a line or compose_line's arguments: the writer thread's loop
     heads = HeadEncoder(session_id, run_id)   # one run's heads from parts encoded once
     head = heads.encode(type, turn_index, message_id, tool_call_id, trace_id, span_id)   # == encode_head(...)
+    entries = heads.entries(records, fallback)   # many records' (type, at_ns, head, body) in one loop
 
 A record nests at most ``MAX_DEPTH`` levels (the record object is level 1). Deeper objects and
 arrays, which JSON codecs cannot all encode or decode (orjson stops at 255 levels), are replaced
@@ -30,8 +31,9 @@ import re
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
+from collections.abc import Callable, Iterable
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -42,6 +44,7 @@ __all__ = [
     "MAX_DEPTH",
     "REQUIRED_FIELDS",
     "RUN_SCHEMA",
+    "RecordFields",
     "CaptureStatus",
     "EventType",
     "HeadEncoder",
@@ -335,7 +338,7 @@ class HeadEncoder:
     cannot encode alone exactly as inside the record (a lone surrogate, an int past 64 bits, a
     value that is not text) sends the head to ``encode_head``."""
 
-    __slots__ = ("_ids", "_run", "_session_id", "_run_id", "_turns", "_types")
+    __slots__ = ("_ids", "_messages", "_run", "_session_id", "_run_id", "_turns", "_types")
 
     def __init__(self, session_id: str, run_id: str) -> None:
         self._session_id = session_id
@@ -345,6 +348,7 @@ class HeadEncoder:
         self._types: dict[str, bytes] = {}
         self._turns: dict[int, bytes] = {}
         self._ids: dict[tuple[str | None, str | None], bytes] = {}
+        self._messages: dict[tuple[str | None, str | None], bytes] = {}
 
     def encode(
         self,
@@ -361,14 +365,63 @@ class HeadEncoder:
             turn = (self._turns.get(turn_index) if type(turn_index) is int else None) or self._turn_part(turn_index)
             head = None if turn is None else head + turn
         if (message_id is not None or tool_call_id is not None) and head is not None:
-            message = b"" if message_id is None else _text_part(message_id, b',"message_id":')
-            tool_call = b"" if tool_call_id is None else _text_part(tool_call_id, b',"tool_call_id":')
-            head = None if message is None or tool_call is None else head + message + tool_call
-        ids = self._ids.get((trace_id, span_id)) or self._ids_part(trace_id, span_id)
+            try:
+                message = self._messages.get((message_id, tool_call_id)) or self._message_part(message_id, tool_call_id)
+            except TypeError:  # an id that is no text (unhashable): encode_head writes it
+                message = None
+            head = None if message is None else head + message
+        try:
+            ids = self._ids.get((trace_id, span_id)) or self._ids_part(trace_id, span_id)
+        except TypeError:  # an id that is no text (unhashable): encode_head writes it
+            ids = None
         if head is None or ids is None:
             return encode_head(event_type, self._session_id, self._run_id, turn_index, message_id, tool_call_id,
                                trace_id, span_id)
         return head + ids
+
+    def entries(self, records: Iterable[RecordFields], fallback: Callable[..., _Entry]) -> list[_Entry]:
+        """``(type, at_ns, head, payload's JSON)`` of each record (its fields as attributes: a
+        normalized span's records), in one loop: the payload encoded by ``encode_payload``'s rule
+        (inlined), the head from the parts kept (``encode`` when one is not kept yet).
+        ``fallback(type, at_ns, turn_index, message_id, tool_call_id, trace_id, span_id, payload)``
+        gives the entry of a record only ``encode_record`` can tell about."""
+        types, turns, messages, ids, encode = self._types, self._turns, self._messages, self._ids, self.encode
+        dumps, option = orjson.dumps, orjson.OPT_NON_STR_KEYS
+        entries: list[_Entry] = []
+        add = entries.append
+        for record in records:
+            event_type, at_ns, payload = record.type, record.at_ns, record.payload
+            turn_index, message_id, tool_call_id = record.turn_index, record.message_id, record.tool_call_id
+            trace_id, span_id = record.trace_id, record.span_id
+            body = None
+            if payload is not None and at_ns.__class__ is int and 0 <= at_ns < _COMPOSED_STOP:
+                try:
+                    body = dumps(payload, default=_encode_fallback, option=option)
+                except TypeError:
+                    pass
+                else:
+                    if len(body) > _SHORT_PAYLOAD and _openers(body) >= MAX_DEPTH:
+                        body = None
+            if body is None:
+                add(fallback(event_type, at_ns, turn_index, message_id, tool_call_id, trace_id, span_id, payload))
+                continue
+            head = types.get(event_type) if event_type.__class__ is str else None
+            if head is not None and turn_index is not None:
+                turn = turns.get(turn_index) if turn_index.__class__ is int else None
+                head = None if turn is None else head + turn
+            try:
+                if head is not None and (message_id is not None or tool_call_id is not None):
+                    message = messages.get((message_id, tool_call_id))
+                    head = None if message is None else head + message
+                if head is not None:
+                    part = ids.get((trace_id, span_id))
+                    head = None if part is None else head + part
+            except TypeError:  # an id that is no text (unhashable): encode's
+                head = None
+            if head is None:  # a part not kept yet (encode keeps it), or an odd value
+                head = encode(event_type, turn_index, message_id, tool_call_id, trace_id, span_id)
+            add((event_type, at_ns, head, body))
+        return entries
 
     def _type_part(self, event_type: str) -> bytes | None:
         text = _text_part(event_type, b'"type":') if type(event_type) is str else None
@@ -386,6 +439,16 @@ class HeadEncoder:
             self._turns[turn_index] = part
         return part
 
+    def _message_part(self, message_id: str | None, tool_call_id: str | None) -> bytes | None:
+        message = b"" if message_id is None else _text_part(message_id, b',"message_id":')
+        tool_call = b"" if tool_call_id is None else _text_part(tool_call_id, b',"tool_call_id":')
+        if message is None or tool_call is None:
+            return None
+        if len(self._messages) >= _PARTS_KEPT:
+            self._messages.clear()  # a run's messages come and go: keep the recent ones
+        part = self._messages[(message_id, tool_call_id)] = message + tool_call
+        return part
+
     def _ids_part(self, trace_id: str | None, span_id: str | None) -> bytes | None:
         trace = b"" if trace_id is None else _text_part(trace_id, b',"trace_id":')
         span = b"" if span_id is None else _text_part(span_id, b',"span_id":')
@@ -400,6 +463,23 @@ class HeadEncoder:
 
 _INT64 = range(-(2**63), 2**64)
 _PARTS_KEPT = 1024
+_COMPOSED_STOP = COMPOSED_AT_NS.stop
+_Entry = tuple[str, int, "bytes | None", Any]
+"""``(type, at_ns, head, payload's JSON)``, or ``(type, at_ns, None, record)`` for a record only
+``encode_record`` can encode (``HeadEncoder.entries``' fallback makes those)."""
+
+
+class RecordFields(Protocol):
+    """A record's fields as attributes (``normalize.JournalEvent``: this stage imports none above it)."""
+
+    type: str
+    at_ns: int
+    payload: dict[str, Any] | None
+    turn_index: int | None
+    message_id: str | None
+    tool_call_id: str | None
+    trace_id: str | None
+    span_id: str | None
 
 
 def _text_part(value: Any, key: bytes = b"") -> bytes | None:

@@ -271,12 +271,7 @@ class RunRecorder:
         Returns how many were accepted: all of them, or those before the first refusal (the
         capture stopped there, see :attr:`failure`). Never raises, never blocks on disk.
         """
-        item = self._item
-        return self._enqueue([
-            item(event.type, event.at_ns, event.turn_index, event.message_id, event.tool_call_id, event.trace_id,
-                 event.span_id, event.payload)
-            for event in events
-        ])
+        return self._enqueue(self._heads.entries(events, self._item))
 
     def head(
         self,

@@ -87,6 +87,53 @@ def test_a_runs_head_encoder_writes_encode_heads_bytes(run, records):
         assert heads.encode(event_type, *correlation) == encode_head(event_type, *run, *correlation)
 
 
+class _Record:
+    """A record's fields as attributes, as ``HeadEncoder.entries`` reads a normalized span's."""
+
+    def __init__(self, event_type, turn_index, message_id, tool_call_id, trace_id, span_id, at_ns, payload):
+        self.type, self.turn_index, self.message_id, self.tool_call_id = event_type, turn_index, message_id, tool_call_id
+        self.trace_id, self.span_id, self.at_ns, self.payload = trace_id, span_id, at_ns, payload
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    run=st.tuples(TEXT, TEXT),
+    records=st.lists(st.tuples(st.sampled_from(["message_started", "slot_write"]) | TEXT, TURNS,
+                               IDS | st.just(["unhashable"]), IDS,
+                               st.sampled_from(["ab" * 16, None]) | TEXT, st.sampled_from(["cd" * 8, None]) | TEXT,
+                               st.integers(COMPOSED_AT_NS.start, COMPOSED_AT_NS.stop - 1) | st.sampled_from([-1, 10**30]),
+                               st.none() | st.dictionaries(TEXT, VALUES, max_size=3)
+                               | st.just({"value": nested(MAX_DEPTH - 1)})),
+                     min_size=1, max_size=6),
+)
+def test_a_batch_of_records_is_encoded_as_one_record_at_a_time(run, records):
+    """The collector's batches (``append_events``) take ``HeadEncoder.entries``' one loop: for any
+    fields, each record's head is ``encode_head``'s and its payload ``encode_payload``'s, and a
+    record only ``encode_record`` can tell about (no payload, a value to cut or fall back for, a
+    time without a composed ``at``) goes to the fallback with its fields."""
+    heads = HeadEncoder(*run)
+    fallen: list[tuple] = []
+
+    def fallback(*fields):
+        fallen.append(fields)
+        return ("fallback", len(fallen))
+
+    batch = [_Record(*fields) for fields in records] * 2  # the second time from the parts kept
+    expected_fallen = []
+    for entry, record in zip(heads.entries(batch, fallback), batch):
+        body = encode_payload(record.payload) if record.payload is not None else None
+        fields = (record.type, record.at_ns, record.turn_index, record.message_id, record.tool_call_id,
+                  record.trace_id, record.span_id, record.payload)
+        if body is None or record.at_ns not in COMPOSED_AT_NS:
+            expected_fallen.append(fields)
+            assert entry == ("fallback", len(expected_fallen))
+            continue
+        head = encode_head(record.type, *run, record.turn_index, record.message_id, record.tool_call_id,
+                           record.trace_id, record.span_id)
+        assert entry == (record.type, record.at_ns, head, body)
+    assert fallen == expected_fallen
+
+
 def test_an_integer_past_64_bits_is_written_as_its_digits_anywhere_in_a_record():
     """orjson writes no integer past 64 bits: the record keeps it as its decimal text instead of
     the encoder raising (a turn index or a payload value from a caller's API)."""
