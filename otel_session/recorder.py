@@ -224,6 +224,8 @@ class RunRecorder:
         """The journal, appended to; its ``flock`` is the run's one-writer lock."""
         self._lines_on_disk: int | None = 0 if created else None
         """Lines the journal holds when this process made it (None: count them at seal)."""
+        self.created = created
+        """Made by this writer, not continued: its capture holds this writer's ``recording`` bytes."""
         self._lock = threading.Lock()
         self._next_seq = next_seq
         self._written_seq = next_seq - 1

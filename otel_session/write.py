@@ -38,6 +38,7 @@ from typing import Any
 import orjson
 
 from otel_session import layout
+from otel_session.capture_pool import CapturePool
 from otel_session.files import (
     DIR_MODE,
     FILE_MODE,
@@ -135,6 +136,8 @@ class BundleWriter:
         self._open_runs: dict[str, RunRecorder] = {}
         self._open_lock = threading.Lock()
         self._root_name = os.fspath(self.root)
+        self._captures = CapturePool(self._root_name)
+        """Spare ``recording`` capture inodes: seals keep them, opens reuse them (``capture_pool``)."""
         self._known_dirs: set[str] = set()
         """Session directories made or checked already (under ``_open_lock``)."""
         self._stored_ids: dict[str, str] = {}
@@ -158,6 +161,8 @@ class BundleWriter:
         self._open_lock = threading.Lock()
         self._dirty = {}
         self._urgent = self._busy = self._stopping = False
+        self._captures.abandon()  # the parent's: its spares and its lock stay the parent's
+        self._captures = CapturePool(self._root_name)
         inherited, self._open_runs = list(self._open_runs.values()), {}
         for recorder in inherited:
             recorder._disown_after_fork()
@@ -264,7 +269,9 @@ class BundleWriter:
                                 FILE_MODE)
             fcntl.flock(events_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             write_new_file(f"{building}/{layout.RUN_FILE}", json_document(manifest))
-            write_new_file(f"{building}/{layout.CAPTURE_FILE}", _RECORDING_DOCUMENT)
+            capture = f"{building}/{layout.CAPTURE_FILE}"
+            if not self._captures.take(capture):
+                write_new_file(capture, _RECORDING_DOCUMENT)
             os.rename(building, path)
         except BaseException as exc:
             if events_fd >= 0:
@@ -372,6 +379,8 @@ class BundleWriter:
         self._thread.join(timeout_millis / 1000)
         if self._thread.is_alive():
             logger.error("bundle writer did not drain within %d ms", timeout_millis)
+        else:
+            self._captures.close()  # one still sealing keeps it: removed once this process is gone
         atexit.unregister(self._atexit)
 
     @property
@@ -424,7 +433,7 @@ class BundleWriter:
             with self._written_cond:  # one pass's writes acknowledge every request waiting on them
                 self._written_cond.notify_all()
             if closing:
-                seal_together(closing, self._seal_sync, self.root)
+                seal_together(closing, self._seal_sync, self.root, self._captures)
             with cond:
                 self._busy = False
                 cond.notify_all()
