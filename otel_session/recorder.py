@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import os
 import threading
 import time
@@ -203,7 +204,7 @@ class RunRecorder:
     def __init__(
         self,
         writer: WriterLoop,
-        path: Path,
+        path: str | Path,
         manifest: dict[str, Any],
         events_fd: int,
         next_seq: int,
@@ -211,7 +212,8 @@ class RunRecorder:
         *,
         created: bool,
     ) -> None:
-        self.path = path
+        self.directory = os.fspath(path)
+        """The bundle's directory as a string (``path`` is made from it when first asked)."""
         self.session_id: str = manifest["session_id"]
         self.run_id: str = manifest["run_id"]
         self.manifest = manifest
@@ -246,6 +248,11 @@ class RunRecorder:
         self.peak_queued_records = 0
         self.peak_queued_bytes = 0
         self.batches_written = 0
+
+    @functools.cached_property
+    def path(self) -> Path:
+        """The bundle's directory (built on first use: a ``Path`` per run cost as much as a system call)."""
+        return Path(self.directory)
 
     # -- producer side ---------------------------------------------------------------------
 

@@ -278,7 +278,7 @@ def _seal_group(plans: list[SealPlan], sync: SealSync, pool: CapturePool) -> Non
 
 def _plan(recorder: RunRecorder, root: Path) -> SealPlan:
     """Write ``recorder``'s rewritten journal (if asked) and terminal capture aside, unsynced."""
-    directory = os.fspath(recorder.path)
+    directory = recorder.directory
     plan = SealPlan(recorder, root, directory, temporary_path(f"{directory}/{layout.CAPTURE_FILE}"))
     rewritten = recorder._rewrite_aside(plan.journal_tmp)
     if rewritten is not None:

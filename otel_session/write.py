@@ -43,6 +43,7 @@ from otel_session.files import (
     DIR_MODE,
     FILE_MODE,
     json_document,
+    make_private_dir,
     make_private_dirs,
     require_real_dir,
     write_json_atomic,
@@ -280,16 +281,30 @@ class BundleWriter:
             if isinstance(exc, OSError) and exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
                 return None  # the run exists: continue it, or be refused (lock, seal, symlink)
             raise
-        return RunRecorder(self, Path(path), manifest, events_fd, 1, 0, created=True)
+        return RunRecorder(self, path, manifest, events_fd, 1, 0, created=True)
 
     def _ensure_private_dir(self, directory: str) -> None:
-        """Make ``directory`` (0700) unless it exists; refuse a symlink or a file in its place, or on the way."""
-        if directory in self._known_dirs:
+        """Make ``directory`` (0700) unless it exists; refuse a symlink or a file in its place, or on the way.
+
+        A session directory whose parent (``<root>/sessions``) was made or checked already is made
+        after one ``lstat`` of that parent (still refused if it became a symlink): the walk from the
+        root cost a new session two more system calls and ``pathlib``.
+        """
+        known = self._known_dirs
+        if directory in known:
             return
-        make_private_dirs(self.root, Path(directory))  # refuses <root>/sessions (or evals/…) linked elsewhere
-        if len(self._known_dirs) >= _KNOWN_DIRS:
-            self._known_dirs.clear()
-        self._known_dirs.add(directory)
+        parent = directory.rpartition("/")[0]
+        try:
+            if parent not in known:
+                raise FileNotFoundError(parent)
+            require_real_dir(parent)
+            make_private_dir(directory)
+        except FileNotFoundError:  # not checked yet, or removed since (retention, a move)
+            known.discard(parent)
+            make_private_dirs(self.root, Path(directory))  # refuses <root>/sessions (or evals/…) linked elsewhere
+        if len(known) >= _KNOWN_DIRS:
+            known.clear()
+        known.update((parent, directory))
 
     def _continue_run(self, path: Path) -> RunRecorder:
         """Take over an existing bundle that is still ``recording`` (left by a crashed writer)."""
