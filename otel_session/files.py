@@ -7,6 +7,7 @@ Contract::
     fd = write_temporary(temporary_path(path), data)   # beside ``path``, unsynced, left open
     write_new_file(path, data); write_fully(fd, data); fsync_file(path); count_complete_lines(fd)
     make_private_dirs(root, directory); require_real_dir(path)   # 0700 directories; a symlink is refused
+    make_private_dir(path)                          # one, its parent known to be a real directory
 
 Nothing here knows runs, queues or threads.
 """
@@ -30,6 +31,7 @@ __all__ = [
     "count_complete_lines",
     "fsync_file",
     "json_document",
+    "make_private_dir",
     "make_private_dirs",
     "require_real_dir",
     "temporary_path",
@@ -151,20 +153,21 @@ def make_private_dirs(root: Path, directory: Path) -> None:
         missing.append(current)
         current = current.parent
     for path in reversed(missing):
-        _mkdir_private(path)
+        make_private_dir(path)
     current = root
     for part in directory.relative_to(root).parts:
         current = current / part
         try:
             mode = os.lstat(current).st_mode
         except FileNotFoundError:
-            _mkdir_private(current)
+            make_private_dir(current)
             continue
         if not stat.S_ISDIR(mode):
             raise layout.UnsafePathError(f"{current} is not a directory (a symlink or a file in its place)")
 
 
-def _mkdir_private(path: Path) -> None:
+def make_private_dir(path: str | Path) -> None:
+    """Make ``path`` (0700), or check that the one there (another writer's) is a directory itself."""
     try:
         os.mkdir(path, DIR_MODE)
     except FileExistsError:

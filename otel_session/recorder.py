@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import os
 import threading
 import time
@@ -203,7 +204,7 @@ class RunRecorder:
     def __init__(
         self,
         writer: WriterLoop,
-        path: Path,
+        path: str | Path,
         manifest: dict[str, Any],
         events_fd: int,
         next_seq: int,
@@ -211,7 +212,8 @@ class RunRecorder:
         *,
         created: bool,
     ) -> None:
-        self.path = path
+        self.directory = os.fspath(path)
+        """The bundle's directory as a string (``path`` is made from it when first asked)."""
         self.session_id: str = manifest["session_id"]
         self.run_id: str = manifest["run_id"]
         self.manifest = manifest
@@ -224,6 +226,8 @@ class RunRecorder:
         """The journal, appended to; its ``flock`` is the run's one-writer lock."""
         self._lines_on_disk: int | None = 0 if created else None
         """Lines the journal holds when this process made it (None: count them at seal)."""
+        self.created = created
+        """Made by this writer, not continued: its capture holds this writer's ``recording`` bytes."""
         self._lock = threading.Lock()
         self._next_seq = next_seq
         self._written_seq = next_seq - 1
@@ -244,6 +248,11 @@ class RunRecorder:
         self.peak_queued_records = 0
         self.peak_queued_bytes = 0
         self.batches_written = 0
+
+    @functools.cached_property
+    def path(self) -> Path:
+        """The bundle's directory (built on first use: a ``Path`` per run cost as much as a system call)."""
+        return Path(self.directory)
 
     # -- producer side ---------------------------------------------------------------------
 

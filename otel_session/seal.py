@@ -3,12 +3,13 @@
 Contract::
 
     sync = seal_sync_from_env()           # SyncFs() where syncfs(2) reports errors, else FsyncEach()
-    seal_together(recorders, sync, root)  # seal every run of one writer pass as one group
+    seal_together(recorders, sync, root, pool)  # seal every run of one writer pass as one group
 
 A group's seal, for every member at once: (1) the journal rewritten in order, if asked, and the
 terminal capture written to temporary files beside their targets; (2) ``sync.files``: everything
 each member's bundle holds made durable (journal, ``run.json``, both temporaries, and the directory
-entries from the bundle up to the root); (3) each temporary renamed over its target; (4)
+entries from the bundle up to the root); (3) each temporary renamed over its target (the
+``recording`` capture it replaces linked into the writer's ``CapturePool`` first: no inode freed); (4)
 ``sync.renames``: the renames made durable. Only then is any member reported sealed. ``SyncFs``
 does (2) and (4) with one ``syncfs(2)`` per file system — the fsync of every file at once — where
 ``FsyncEach`` fsyncs each file and directory (other systems, old kernels, ``OTEL_SESSION_SEAL_SYNC=fsync``).
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from otel_session import layout
+from otel_session.capture_pool import CapturePool
 from otel_session.config import seal_sync_setting
 from otel_session.files import (
     json_document,
@@ -227,8 +229,9 @@ def seal_sync_from_env() -> SealSync:
     return FsyncEach()
 
 
-def seal_together(recorders: Sequence[RunRecorder], sync: SealSync, root: Path) -> None:
-    """Seal ``recorders`` (closing, drained) as one group; every one ends sealed, whatever fails."""
+def seal_together(recorders: Sequence[RunRecorder], sync: SealSync, root: Path, pool: CapturePool) -> None:
+    """Seal ``recorders`` (closing, drained) as one group; every one ends sealed, whatever fails.
+    The ``recording`` captures the renames replace go to ``pool`` (``otel_session.capture_pool``)."""
     plans: list[SealPlan] = []
     for recorder in recorders:
         if recorder.sealed:
@@ -239,7 +242,7 @@ def seal_together(recorders: Sequence[RunRecorder], sync: SealSync, root: Path) 
             logger.exception("could not seal %s", recorder.path)
             recorder._end_seal()
     try:
-        _seal_group(plans, sync)
+        _seal_group(plans, sync, pool)
     except Exception:  # noqa: BLE001 - a bug must not leave runs unsealed or stop the writer
         logger.exception("sealing a group of %d runs failed", len(plans))
     finally:
@@ -250,7 +253,7 @@ def seal_together(recorders: Sequence[RunRecorder], sync: SealSync, root: Path) 
                 plan.recorder._end_seal()
 
 
-def _seal_group(plans: list[SealPlan], sync: SealSync) -> None:
+def _seal_group(plans: list[SealPlan], sync: SealSync, pool: CapturePool) -> None:
     if not plans:
         return
     try:
@@ -262,7 +265,7 @@ def _seal_group(plans: list[SealPlan], sync: SealSync) -> None:
     for plan in plans:
         if plan.capture_fd < 0:
             _finish_alone(plan)
-        elif _rename(plan):
+        elif _rename(plan, pool):
             renamed.append(plan)
     try:
         sync.renames(renamed)
@@ -275,7 +278,7 @@ def _seal_group(plans: list[SealPlan], sync: SealSync) -> None:
 
 def _plan(recorder: RunRecorder, root: Path) -> SealPlan:
     """Write ``recorder``'s rewritten journal (if asked) and terminal capture aside, unsynced."""
-    directory = os.fspath(recorder.path)
+    directory = recorder.directory
     plan = SealPlan(recorder, root, directory, temporary_path(f"{directory}/{layout.CAPTURE_FILE}"))
     rewritten = recorder._rewrite_aside(plan.journal_tmp)
     if rewritten is not None:
@@ -291,7 +294,7 @@ def _plan(recorder: RunRecorder, root: Path) -> SealPlan:
     return plan
 
 
-def _rename(plan: SealPlan) -> bool:
+def _rename(plan: SealPlan, pool: CapturePool) -> bool:
     """Put the member's rewritten journal and terminal capture in place; False if it finished alone."""
     recorder = plan.recorder
     if plan.journal_fd >= 0:
@@ -310,13 +313,19 @@ def _rename(plan: SealPlan) -> bool:
         plan.resequenced = True
     os.close(plan.capture_fd)
     plan.capture_fd = -1
+    capture = f"{plan.directory}/{layout.CAPTURE_FILE}"
+    kept = pool.keep(capture) if recorder.created else None  # the rename then frees no inode
     try:
-        os.replace(plan.capture_tmp, f"{plan.directory}/{layout.CAPTURE_FILE}")
+        os.replace(plan.capture_tmp, capture)
     except OSError as exc:
         logger.warning("could not rename the terminal capture of %s into place (%s)", plan.path, exc)
+        if kept is not None:
+            pool.drop(kept)  # before the rewrite in place: never through a second name
         unlink_quietly(plan.capture_tmp)
         _finish_alone(plan)
         return False
+    if kept is not None:
+        pool.kept(kept)
     return True
 
 

@@ -38,10 +38,12 @@ from typing import Any
 import orjson
 
 from otel_session import layout
+from otel_session.capture_pool import CapturePool
 from otel_session.files import (
     DIR_MODE,
     FILE_MODE,
     json_document,
+    make_private_dir,
     make_private_dirs,
     require_real_dir,
     write_json_atomic,
@@ -135,6 +137,8 @@ class BundleWriter:
         self._open_runs: dict[str, RunRecorder] = {}
         self._open_lock = threading.Lock()
         self._root_name = os.fspath(self.root)
+        self._captures = CapturePool(self._root_name)
+        """Spare ``recording`` capture inodes: seals keep them, opens reuse them (``capture_pool``)."""
         self._known_dirs: set[str] = set()
         """Session directories made or checked already (under ``_open_lock``)."""
         self._stored_ids: dict[str, str] = {}
@@ -158,6 +162,8 @@ class BundleWriter:
         self._open_lock = threading.Lock()
         self._dirty = {}
         self._urgent = self._busy = self._stopping = False
+        self._captures.abandon()  # the parent's: its spares and its lock stay the parent's
+        self._captures = CapturePool(self._root_name)
         inherited, self._open_runs = list(self._open_runs.values()), {}
         for recorder in inherited:
             recorder._disown_after_fork()
@@ -264,7 +270,9 @@ class BundleWriter:
                                 FILE_MODE)
             fcntl.flock(events_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             write_new_file(f"{building}/{layout.RUN_FILE}", json_document(manifest))
-            write_new_file(f"{building}/{layout.CAPTURE_FILE}", _RECORDING_DOCUMENT)
+            capture = f"{building}/{layout.CAPTURE_FILE}"
+            if not self._captures.take(capture):
+                write_new_file(capture, _RECORDING_DOCUMENT)
             os.rename(building, path)
         except BaseException as exc:
             if events_fd >= 0:
@@ -273,16 +281,30 @@ class BundleWriter:
             if isinstance(exc, OSError) and exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
                 return None  # the run exists: continue it, or be refused (lock, seal, symlink)
             raise
-        return RunRecorder(self, Path(path), manifest, events_fd, 1, 0, created=True)
+        return RunRecorder(self, path, manifest, events_fd, 1, 0, created=True)
 
     def _ensure_private_dir(self, directory: str) -> None:
-        """Make ``directory`` (0700) unless it exists; refuse a symlink or a file in its place, or on the way."""
-        if directory in self._known_dirs:
+        """Make ``directory`` (0700) unless it exists; refuse a symlink or a file in its place, or on the way.
+
+        A session directory whose parent (``<root>/sessions``) was made or checked already is made
+        after one ``lstat`` of that parent (still refused if it became a symlink): the walk from the
+        root cost a new session two more system calls and ``pathlib``.
+        """
+        known = self._known_dirs
+        if directory in known:
             return
-        make_private_dirs(self.root, Path(directory))  # refuses <root>/sessions (or evals/…) linked elsewhere
-        if len(self._known_dirs) >= _KNOWN_DIRS:
-            self._known_dirs.clear()
-        self._known_dirs.add(directory)
+        parent = directory.rpartition("/")[0]
+        try:
+            if parent not in known:
+                raise FileNotFoundError(parent)
+            require_real_dir(parent)
+            make_private_dir(directory)
+        except FileNotFoundError:  # not checked yet, or removed since (retention, a move)
+            known.discard(parent)
+            make_private_dirs(self.root, Path(directory))  # refuses <root>/sessions (or evals/…) linked elsewhere
+        if len(known) >= _KNOWN_DIRS:
+            known.clear()
+        known.update((parent, directory))
 
     def _continue_run(self, path: Path) -> RunRecorder:
         """Take over an existing bundle that is still ``recording`` (left by a crashed writer)."""
@@ -372,6 +394,8 @@ class BundleWriter:
         self._thread.join(timeout_millis / 1000)
         if self._thread.is_alive():
             logger.error("bundle writer did not drain within %d ms", timeout_millis)
+        else:
+            self._captures.close()  # one still sealing keeps it: removed once this process is gone
         atexit.unregister(self._atexit)
 
     @property
@@ -424,7 +448,7 @@ class BundleWriter:
             with self._written_cond:  # one pass's writes acknowledge every request waiting on them
                 self._written_cond.notify_all()
             if closing:
-                seal_together(closing, self._seal_sync, self.root)
+                seal_together(closing, self._seal_sync, self.root, self._captures)
             with cond:
                 self._busy = False
                 cond.notify_all()

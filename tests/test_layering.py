@@ -2,7 +2,7 @@
 arrow from a lower stage to a higher one.
 
 Stages, lowest first: records (``_version``, journal, layout, semconv, config, stop_signal, log) →
-normalize → redact → write (files, recorder, seal, recovery, write) → read (read, archive) → reduce →
+normalize → redact → write (files, recorder, seal, recovery, capture_pool, write) → read (read, archive) → reduce →
 facts (resolve, latency, facts, listing) → the producers (instrument, collector) → the surfaces
 (viewer, the CLI, the demo, testing helpers, the package's re-exports). A module may import
 modules of its own stage and of lower stages only. Imports under ``if TYPE_CHECKING:`` are
@@ -24,7 +24,7 @@ STAGES = [
     ("records", ("_version", "journal", "layout", "semconv", "config", "stop_signal", "log")),
     ("normalize", ("normalize",)),
     ("redact", ("redact",)),
-    ("write", ("files", "recorder", "seal", "recovery", "write")),
+    ("write", ("files", "recorder", "seal", "recovery", "capture_pool", "write")),
     ("read", ("read", "archive")),
     ("reduce", ("reduce",)),
     ("facts", ("resolve", "latency", "facts", "listing")),

@@ -492,6 +492,27 @@ def test_a_session_directory_removed_while_the_writer_runs_is_made_again(writer,
     assert read_bundle(again.path).status is BundleStatus.COMPLETE
 
 
+def test_sessions_removed_whole_while_the_writer_runs_is_made_again_and_checked(writer, root, tmp_path):
+    """A new session's directory is made with one ``mkdir`` once ``<root>/sessions`` was checked; a
+    ``sessions`` removed since is made again, and one replaced by a symlink is refused again."""
+    first = writer.open_run(session_id="s1", run_id=new_run_id())
+    first.close(run_status="ok")
+    assert writer.force_flush()
+    shutil.rmtree(root / "sessions")
+    again = writer.open_run(session_id="s2", run_id=new_run_id())
+    again.close(run_status="ok")
+    assert writer.force_flush()
+    assert read_bundle(again.path).status is BundleStatus.COMPLETE
+    assert stat.S_IMODE(os.stat(root / "sessions").st_mode) == 0o700
+    shutil.rmtree(root / "sessions")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "sessions").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(layout.UnsafePathError, match="symlink"):
+        writer.open_run(session_id="s3", run_id=new_run_id())
+    assert list(outside.iterdir()) == []
+
+
 def test_bundles_a_dead_process_left_half_made_are_removed(writer, root):
     """A crash between making a bundle aside and renaming it into place leaves a hidden directory."""
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
