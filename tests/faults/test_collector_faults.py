@@ -317,6 +317,7 @@ def test_a_listener_that_cannot_stop_still_lets_the_collector_seal_and_drain(tmp
     from waitress.trigger import trigger
 
     root = tmp_path / "bundles"
+    threads_before = set(threading.enumerate())  # other tests' threads are not this collector's
     collector = Collector(root, grpc_address=None, http_address="127.0.0.1:0", seal_after_s=3600,
                           redactor=Redactor(RedactionPolicy(), key=b"stop"))
     collector.start()
@@ -334,4 +335,5 @@ def test_a_listener_that_cannot_stop_still_lets_the_collector_seal_and_drain(tmp
     assert bundle.status is BundleStatus.COMPLETE, bundle.diagnostics
     assert [event["type"] for event in bundle.events].count("tool_execution_started") == 1
     assert "could not be woken" in caplog.text
-    assert not [thread for thread in threading.enumerate() if thread.name in ("otlp-http", "otel-session-writer")]
+    left = set(threading.enumerate()) - threads_before
+    assert not [thread for thread in left if thread.name in ("otlp-http", "otel-session-writer")]
