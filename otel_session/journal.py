@@ -51,6 +51,7 @@ __all__ = [
     "RunKind",
     "TRUNCATED_FIELD",
     "compose_line",
+    "composed_payload",
     "composed_size",
     "decode_line",
     "encode_head",
@@ -305,6 +306,15 @@ def encode_payload(payload: dict[str, Any]) -> bytes | None:
     return None
 
 
+def composed_payload(payload: dict[str, Any] | None, at_ns: Any) -> bytes | None:
+    """The payload's encoding when its record's line can be composed from parts (a head encoded
+    once, this, the writer's stamp); None when only ``encode_record`` can tell (no payload, an
+    integer time outside ``COMPOSED_AT_NS``, a value it must cut or fall back for)."""
+    if payload is None or type(at_ns) is not int or at_ns not in COMPOSED_AT_NS:
+        return None
+    return encode_payload(payload)
+
+
 def composed_size(seq: int, head: bytes, payload: bytes) -> int:
     """The length of ``compose_line(seq, at_ns, head, payload)`` for an ``at_ns`` in ``COMPOSED_AT_NS``."""
     return _LINE_FIXED + len(str(seq)) + _TIMESTAMP_SIZE + len(head) + len(payload)
@@ -381,46 +391,21 @@ class HeadEncoder:
 
     def entries(self, records: Iterable[RecordFields], fallback: Callable[..., _Entry]) -> list[_Entry]:
         """``(type, at_ns, head, payload's JSON)`` of each record (its fields as attributes: a
-        normalized span's records), in one loop: the payload encoded by ``encode_payload``'s rule
-        (inlined), the head from the parts kept (``encode`` when one is not kept yet).
+        normalized span's records), in one loop: ``composed_payload`` and ``encode``.
         ``fallback(type, at_ns, turn_index, message_id, tool_call_id, trace_id, span_id, payload)``
         gives the entry of a record only ``encode_record`` can tell about."""
-        types, turns, messages, ids, encode = self._types, self._turns, self._messages, self._ids, self.encode
-        dumps, option = orjson.dumps, orjson.OPT_NON_STR_KEYS
+        encode = self.encode
         entries: list[_Entry] = []
         add = entries.append
         for record in records:
             event_type, at_ns, payload = record.type, record.at_ns, record.payload
             turn_index, message_id, tool_call_id = record.turn_index, record.message_id, record.tool_call_id
             trace_id, span_id = record.trace_id, record.span_id
-            body = None
-            if payload is not None and at_ns.__class__ is int and 0 <= at_ns < _COMPOSED_STOP:
-                try:
-                    body = dumps(payload, default=_encode_fallback, option=option)
-                except TypeError:
-                    pass
-                else:
-                    if len(body) > _SHORT_PAYLOAD and _openers(body) >= MAX_DEPTH:
-                        body = None
+            body = composed_payload(payload, at_ns)
             if body is None:
                 add(fallback(event_type, at_ns, turn_index, message_id, tool_call_id, trace_id, span_id, payload))
-                continue
-            head = types.get(event_type) if event_type.__class__ is str else None
-            if head is not None and turn_index is not None:
-                turn = turns.get(turn_index) if turn_index.__class__ is int else None
-                head = None if turn is None else head + turn
-            try:
-                if head is not None and (message_id is not None or tool_call_id is not None):
-                    message = messages.get((message_id, tool_call_id))
-                    head = None if message is None else head + message
-                if head is not None:
-                    part = ids.get((trace_id, span_id))
-                    head = None if part is None else head + part
-            except TypeError:  # an id that is no text (unhashable): encode's
-                head = None
-            if head is None:  # a part not kept yet (encode keeps it), or an odd value
-                head = encode(event_type, turn_index, message_id, tool_call_id, trace_id, span_id)
-            add((event_type, at_ns, head, body))
+            else:
+                add((event_type, at_ns, encode(event_type, turn_index, message_id, tool_call_id, trace_id, span_id), body))
         return entries
 
     def _type_part(self, event_type: str) -> bytes | None:
@@ -463,7 +448,6 @@ class HeadEncoder:
 
 _INT64 = range(-(2**63), 2**64)
 _PARTS_KEPT = 1024
-_COMPOSED_STOP = COMPOSED_AT_NS.stop
 _Entry = tuple[str, int, "bytes | None", Any]
 """``(type, at_ns, head, payload's JSON)``, or ``(type, at_ns, None, record)`` for a record only
 ``encode_record`` can encode (``HeadEncoder.entries``' fallback makes those)."""

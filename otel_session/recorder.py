@@ -45,13 +45,12 @@ from otel_session.files import (
 )
 from otel_session.journal import (
     CAPTURE_SCHEMA,
-    COMPOSED_AT_NS,
     CaptureStatus,
     EventType,
     HeadEncoder,
+    composed_payload,
     composed_size,
     decode_line,
-    encode_payload,
     encode_record,
     format_timestamp,
     join_lines,
@@ -132,15 +131,6 @@ class CaptureFailure:
         return {"failed_at": self.failed_at, "code": self.code.value, "message": self.message}
 
 
-
-
-def _composed_payload(payload: dict[str, Any] | None, at_ns: Any) -> bytes | None:
-    """The payload's encoding when its record's line can be composed from parts (a head encoded
-    once, this, the writer's stamp); None when only ``encode_record`` can tell (no payload, an
-    integer time outside ``COMPOSED_AT_NS``, a value it must cut or fall back for)."""
-    if payload is None or type(at_ns) is not int or at_ns not in COMPOSED_AT_NS:
-        return None
-    return encode_payload(payload)
 
 
 class RecordHead:
@@ -302,7 +292,7 @@ class RunRecorder:
         """Enqueue one record of ``head``: the payload is encoded now (later changes to it are not
         recorded), the line is composed by the writer thread. False when refused (the capture
         stopped). Never raises, never blocks on disk."""
-        body = _composed_payload(payload, at_ns)
+        body = composed_payload(payload, at_ns)
         if body is None:  # a value only encode_record can tell about
             return self._enqueue([(head.type, at_ns, None, self._record(head.type, at_ns, *head.correlation, payload))]) == 1
         return self._enqueue([(head.type, at_ns, head.encoded, body)]) == 1
@@ -322,7 +312,7 @@ class RunRecorder:
         payload encoded, the line joined by the writer thread; the whole record where only
         ``encode_record`` can tell (no payload, a value it must cut or fall back for, a time
         outside ``COMPOSED_AT_NS``)."""
-        body = _composed_payload(payload, at_ns)
+        body = composed_payload(payload, at_ns)
         if body is not None:
             return event_type, at_ns, self._heads.encode(
                 event_type, turn_index, message_id, tool_call_id, trace_id, span_id), body
