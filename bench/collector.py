@@ -46,7 +46,7 @@ TARGETS = {(64, "disk"): 15_000, (64, "tmpfs"): 18_000, (8, "disk"): 8_000}
 
 def serve(mode: str, root: str) -> None:
     """Run a collector until SIGTERM, then print its counters and CPU time as JSON."""
-    from otel_session.collector.server import Collector
+    from otel_session.collector.server import Collector, settle_heap_for_serving
     from otel_session.redact import RedactionPolicy, Redactor
     from otel_session.stop_signal import StopSignal
 
@@ -62,6 +62,7 @@ def serve(mode: str, root: str) -> None:
         collector.sink.ack_after_write = False
     collector.start()
     stop = StopSignal().install()
+    settle_heap_for_serving()  # as ``otel-session collect`` does
     ready = os.times()
     print(collector.grpc_port, flush=True)
     stop.wait()

@@ -50,7 +50,7 @@ def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) ->
     wins. Stops cleanly on SIGTERM/SIGINT: in-flight requests finish, open runs are sealed (as
     interrupted when their root span never arrived).
     """
-    from otel_session.collector.server import Collector, ListenError
+    from otel_session.collector.server import Collector, ListenError, settle_heap_for_serving
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     redact_root_handlers()
@@ -74,6 +74,7 @@ def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) ->
     except (OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     stop = StopSignal().install()  # for the rest of the process: SIGTERM/SIGINT stop the collector
+    settle_heap_for_serving()
     forwarding = (
         f", forwarding to {collector.forwarder.url} over {options.forward_protocol} "
         f"({'redacted' if options.forward_redacted else 'raw'})" if collector.forwarder is not None else ""
