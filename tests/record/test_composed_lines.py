@@ -1,6 +1,6 @@
-"""A record's line in parts (``RunRecorder.append_to``: the payload encoded by the producer, the line
-joined by the writer thread) is ``encode_record``'s line byte for byte, and its size, counted at
-enqueue for the bounds, is the line's exact length."""
+"""A record's line from parts (``RunRecorder.append_to``: a head encoded once, the payload now, the
+stamp at enqueue; ``HeadEncoder.lines`` for a batch) is ``encode_record``'s line byte for byte, and
+the bounds count its exact length."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from otel_session.journal import (
     HeadEncoder,
     MAX_DEPTH,
     compose_line,
-    composed_size,
     encode_head,
     encode_payload,
     encode_record,
@@ -66,7 +65,6 @@ def test_a_composed_line_is_the_whole_records_encoding(seq, at_ns, fields, paylo
     head = encode_head(*fields)
     line = compose_line(seq, at_ns, head, body)
     assert line == whole(seq, at_ns, fields, payload)
-    assert composed_size(seq, head, body) == len(line)
 
 
 TURNS = st.none() | st.integers(0, 10**6) | st.integers(-(2**70), 2**70) | st.booleans() | st.floats(allow_nan=False) | TEXT
@@ -88,7 +86,7 @@ def test_a_runs_head_encoder_writes_encode_heads_bytes(run, records):
 
 
 class _Record:
-    """A record's fields as attributes, as ``HeadEncoder.entries`` reads a normalized span's."""
+    """A record's fields as attributes, as ``HeadEncoder.lines`` reads a normalized span's."""
 
     def __init__(self, event_type, turn_index, message_id, tool_call_id, trace_id, span_id, at_ns, payload):
         self.type, self.turn_index, self.message_id, self.tool_call_id = event_type, turn_index, message_id, tool_call_id
@@ -107,30 +105,32 @@ class _Record:
                      min_size=1, max_size=6),
 )
 def test_a_batch_of_records_is_encoded_as_one_record_at_a_time(run, records):
-    """The collector's batches (``append_events``) take ``HeadEncoder.entries``' one loop: for any
-    fields, each record's head is ``encode_head``'s and its payload ``encode_payload``'s, and a
-    record only ``encode_record`` can tell about (no payload, a value to cut or fall back for, a
-    time without a composed ``at``) goes to the fallback with its fields."""
+    """The collector's batches (``append_events``) take ``HeadEncoder.lines``' one loop: for any
+    fields, each record's line is ``encode_record``'s with its ``seq``, and a record only
+    ``encode_record`` can tell about (no payload, a value to cut or fall back for, a time without a
+    composed ``at``) goes to ``whole`` with its ``seq`` and fields."""
     heads = HeadEncoder(*run)
     fallen: list[tuple] = []
 
     def fallback(*fields):
         fallen.append(fields)
-        return ("fallback", len(fallen))
+        return b"whole %d" % len(fallen)
 
     batch = [_Record(*fields) for fields in records] * 2  # the second time from the parts kept
+    first_seq = 7
     expected_fallen = []
-    for entry, record in zip(heads.entries(batch, fallback), batch):
+    lines = heads.lines(batch, first_seq, fallback)
+    assert len(lines) == len(batch)
+    for seq, (line, record) in enumerate(zip(lines, batch), start=first_seq):
         body = encode_payload(record.payload) if record.payload is not None else None
-        fields = (record.type, record.at_ns, record.turn_index, record.message_id, record.tool_call_id,
+        fields = (seq, record.type, record.at_ns, record.turn_index, record.message_id, record.tool_call_id,
                   record.trace_id, record.span_id, record.payload)
         if body is None or record.at_ns not in COMPOSED_AT_NS:
             expected_fallen.append(fields)
-            assert entry == ("fallback", len(expected_fallen))
+            assert line == b"whole %d" % len(expected_fallen)
             continue
-        head = encode_head(record.type, *run, record.turn_index, record.message_id, record.tool_call_id,
-                           record.trace_id, record.span_id)
-        assert entry == (record.type, record.at_ns, head, body)
+        correlation = (record.turn_index, record.message_id, record.tool_call_id, record.trace_id, record.span_id)
+        assert line == whole(seq, record.at_ns, (record.type, *run, *correlation), record.payload)
     assert fallen == expected_fallen
 
 
