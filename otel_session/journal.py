@@ -12,7 +12,7 @@ Contract::
 
     # the same line from parts, a run's constant ones encoded once (the recorder's way):
     head = encode_head(type, session_id, run_id, turn_index, message_id, tool_call_id, trace_id, span_id)
-    body = encode_payload(payload)  # None: only encode_record can tell (a value deep enough to cut)
+    body = composed_payload(payload, at_ns)  # None: only encode_record can tell (a value deep enough to cut)
     line = compose_line(seq, at_ns, head, body)   # == encode_record(the record), byte for byte
     heads = HeadEncoder(session_id, run_id)   # one run's heads from parts encoded once
     head = heads.encode(type, turn_index, message_id, tool_call_id, trace_id, span_id)   # == encode_head(...)
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 from datetime import datetime, timedelta, timezone
 from collections.abc import Callable, Iterable
 from enum import Enum
@@ -54,7 +53,6 @@ __all__ = [
     "decode_line",
     "encode_head",
     "encode_json",
-    "encode_payload",
     "encode_record",
     "format_timestamp",
     "parse_timestamp",
@@ -107,8 +105,12 @@ class CaptureStatus(str, Enum):
 
 
 def run_id_from_trace_id(trace_id: int) -> str:
-    """Return the run id of a trace: ``"run-" + str(uuid.UUID(int=trace_id))``."""
-    return "run-" + str(uuid.UUID(int=trace_id))
+    """Return the run id of a trace: ``"run-" + str(uuid.UUID(int=trace_id))``, written from its
+    hex digits (a ``UUID`` object a run cost more than the rest of its routing)."""
+    if not 0 <= trace_id < 1 << 128:
+        raise ValueError("a trace id is a 128-bit unsigned integer")
+    digits = f"{trace_id:032x}"
+    return f"run-{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
 _second_prefixes: dict[int, bytes] = {}  # second → b"2026-11-29T22:52:01"; emptied when it holds _PREFIXES_KEPT
@@ -288,10 +290,13 @@ def encode_head(
     return encode_record(fields)[1:-6]  # up to ``null}\n``
 
 
-def encode_payload(payload: dict[str, Any]) -> bytes | None:
-    """The payload as ``encode_record`` writes it inside a record, or None when only
-    ``encode_record`` can tell: a value it must fall back for (lone surrogates) or one nested deep
-    enough that the record might pass ``MAX_DEPTH``."""
+def composed_payload(payload: dict[str, Any] | None, at_ns: Any) -> bytes | None:
+    """The payload as ``encode_record`` writes it inside a record, when its record's line can be
+    composed from parts (a head encoded once, this, the stamp); None when only ``encode_record``
+    can tell: no payload, an integer time outside ``COMPOSED_AT_NS``, a value it must fall back for
+    (lone surrogates) or one nested deep enough that the record might pass ``MAX_DEPTH``."""
+    if payload is None or type(at_ns) is not int or at_ns not in COMPOSED_AT_NS:
+        return None
     try:
         text = orjson.dumps(payload, default=_encode_fallback, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:
@@ -299,15 +304,6 @@ def encode_payload(payload: dict[str, Any]) -> bytes | None:
     if len(text) <= _SHORT_PAYLOAD or _openers(text) < MAX_DEPTH:
         return text
     return None
-
-
-def composed_payload(payload: dict[str, Any] | None, at_ns: Any) -> bytes | None:
-    """The payload's encoding when its record's line can be composed from parts (a head encoded
-    once, this, the writer's stamp); None when only ``encode_record`` can tell (no payload, an
-    integer time outside ``COMPOSED_AT_NS``, a value it must cut or fall back for)."""
-    if payload is None or type(at_ns) is not int or at_ns not in COMPOSED_AT_NS:
-        return None
-    return encode_payload(payload)
 
 
 def compose_line(seq: int, at_ns: int, head: bytes, payload: bytes) -> bytes:

@@ -16,8 +16,8 @@ from otel_session.journal import (
     HeadEncoder,
     MAX_DEPTH,
     compose_line,
+    composed_payload,
     encode_head,
-    encode_payload,
     encode_record,
     format_timestamp,
 )
@@ -59,7 +59,7 @@ def whole(seq, at_ns, fields, payload) -> bytes:
     payload=st.dictionaries(TEXT, VALUES, max_size=4),
 )
 def test_a_composed_line_is_the_whole_records_encoding(seq, at_ns, fields, payload):
-    body = encode_payload(payload)
+    body = composed_payload(payload, at_ns)
     if body is None:  # a value only encode_record can tell about: the recorder encodes the whole record
         return
     head = encode_head(*fields)
@@ -122,10 +122,10 @@ def test_a_batch_of_records_is_encoded_as_one_record_at_a_time(run, records):
     lines = heads.lines(batch, first_seq, fallback)
     assert len(lines) == len(batch)
     for seq, (line, record) in enumerate(zip(lines, batch), start=first_seq):
-        body = encode_payload(record.payload) if record.payload is not None else None
+        body = composed_payload(record.payload, record.at_ns)
         fields = (seq, record.type, record.at_ns, record.turn_index, record.message_id, record.tool_call_id,
                   record.trace_id, record.span_id, record.payload)
-        if body is None or record.at_ns not in COMPOSED_AT_NS:
+        if body is None:
             expected_fallen.append(fields)
             assert line == b"whole %d" % len(expected_fallen)
             continue
@@ -143,11 +143,11 @@ def test_an_integer_past_64_bits_is_written_as_its_digits_anywhere_in_a_record()
 
 
 def test_only_values_that_need_the_whole_record_are_left_to_it():
-    assert encode_payload({"index": 0, "kind": "text", "delta": 'a "quoted" é\n'}) is not None
-    assert encode_payload({"value": {1, 2}, "previous": object(), 3: b"\xff"}) is not None  # the fallback is the same
-    assert encode_payload({"value": nested(MAX_DEPTH - 2)}) is not None  # the record is MAX_DEPTH levels deep
-    assert encode_payload({"value": nested(MAX_DEPTH - 1)}) is None  # one more would be cut: encode_record says so
-    assert encode_payload({"delta": "a\ud800b"}) is None
+    assert composed_payload({"index": 0, "kind": "text", "delta": 'a "quoted" é\n'}, 0) is not None
+    assert composed_payload({"value": {1, 2}, "previous": object(), 3: b"\xff"}, 0) is not None  # the fallback is the same
+    assert composed_payload({"value": nested(MAX_DEPTH - 2)}, 0) is not None  # the record is MAX_DEPTH levels deep
+    assert composed_payload({"value": nested(MAX_DEPTH - 1)}, 0) is None  # one more would be cut: encode_record says so
+    assert composed_payload({"delta": "a\ud800b"}, 0) is None
     assert DEPTH_MARKER.encode() in whole(1, 0, ("t", "s", "r", None, None, None, None, None),
                                           {"value": nested(MAX_DEPTH - 1)})
 
