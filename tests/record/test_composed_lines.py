@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +22,7 @@ from otel_session.journal import (
     encode_record,
     format_timestamp,
 )
+from otel_session.normalize import JournalEvent
 from otel_session.write import FailureCode
 
 TEXT = st.text(max_size=12) | st.sampled_from(["a\ud800b", 'quo"te\\', "tab\tnew\nline\x00\x7f", "é漢🙂"])
@@ -211,3 +213,35 @@ def test_a_payload_changed_after_append_to_is_recorded_as_it_was(writer, run_id)
     writer.force_flush()
     (line,) = (run.path / "events.ndjson").read_bytes().splitlines()
     assert orjson.loads(line)["payload"]["value"] == {"party": ["ann"]}
+
+
+def _batch(count: int, big_at: int | None = None) -> list[JournalEvent]:
+    """``count`` records of one size (seq below 10), but a large ``tool_execution_started`` at ``big_at``."""
+    return [
+        JournalEvent("tool_execution_started" if index == big_at else "assistant_delta",
+                     1_764_600_000_000_000_000 + index * 1000, {"delta": "y" * 5000 if index == big_at else "x" * 10},
+                     message_id="m", trace_id="ab" * 16, span_id="cd" * 8)
+        for index in range(count)
+    ]
+
+
+@pytest.mark.parametrize("bound,code", [("max_queue_records", FailureCode.QUEUE_RECORDS_EXCEEDED),
+                                        ("max_queue_bytes", FailureCode.QUEUE_BYTES_EXCEEDED),
+                                        ("max_event_bytes", FailureCode.EVENT_TOO_LARGE)])
+def test_a_batch_past_a_bound_queues_the_records_before_it_and_stops_there(make_writer, run_id, bound, code):
+    """``append_events`` checks a batch's lines against the bounds at once: past one, the records
+    before the first that passes it are queued (and written), the capture fails naming that record."""
+    size = len(whole(1, 1_764_600_000_000_000_000, ("assistant_delta", "bounds", run_id, None, "m", None, "ab" * 16,
+                                                    "cd" * 8), {"delta": "x" * 10}))
+    limit = {"max_queue_records": 4, "max_queue_bytes": 4 * size + size // 2, "max_event_bytes": 2 * size}[bound]
+    writer = make_writer(flush_interval_s=3600, batch_records=1 << 30, batch_bytes=1 << 40, **{bound: limit})
+    run = writer.open_run(session_id="bounds", run_id=run_id)
+    assert run.append_events(_batch(2)) == 2
+    assert run.append_events(_batch(6, big_at=2 if bound == "max_event_bytes" else None)) == 2
+    assert run.failure is not None and run.failure.code is code
+    assert "at seq 5" in run.failure.message or "event seq 5 (tool_execution_started)" in run.failure.message
+    assert run.append_events(_batch(1)) == 0
+    assert run.peak_queued_records == 4 and run.peak_queued_bytes == 4 * size
+    writer.force_flush()
+    lines = (run.path / "events.ndjson").read_bytes().splitlines()
+    assert [orjson.loads(line)["seq"] for line in lines] == [1, 2, 3, 4]
