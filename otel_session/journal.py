@@ -16,7 +16,7 @@ Contract::
     line = compose_line(seq, at_ns, head, body)   # == encode_record(the record), byte for byte
     heads = HeadEncoder(session_id, run_id)   # one run's heads from parts encoded once
     head = heads.encode(type, turn_index, message_id, tool_call_id, trace_id, span_id)   # == encode_head(...)
-    lines = heads.lines(records, seq, whole)     # many records' lines, numbered from seq, in one loop
+    lines = heads.lines(seq, records, whole)     # many records' lines, numbered from seq, in one loop
 
 A record nests at most ``MAX_DEPTH`` levels (the record object is level 1). Deeper objects and
 arrays, which JSON codecs cannot all encode or decode (orjson stops at 255 levels), are replaced
@@ -360,7 +360,7 @@ class HeadEncoder:
                                trace_id, span_id)
         return head + ids
 
-    def lines(self, records: Iterable[RecordFields], seq: int, whole: Callable[..., bytes]) -> list[bytes]:
+    def lines(self, seq: int, records: Iterable[RecordFields], whole: Callable[..., bytes]) -> list[bytes]:
         """The NDJSON lines of ``records`` (their fields as attributes: a normalized span's),
         numbered from ``seq``, in one loop: ``composed_payload``, ``encode`` and the stamp (the
         records' one visit between the redactor and the file). ``whole(seq, type, at_ns,

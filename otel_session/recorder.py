@@ -146,11 +146,6 @@ class RecordHead:
         self.encoded = encoded
 
 
-_Lines = Callable[[int], list[bytes]]
-"""What ``_enqueue`` takes: the lines of some records, numbered from the ``seq`` given (called
-under the recorder's lock, so ``seq`` follows the queue's order)."""
-
-
 class Written(Enum):
     """Where records handed to a recorder are (:meth:`RunRecorder.written`)."""
 
@@ -258,10 +253,16 @@ class RunRecorder:
         span_id: str | None = None,
     ) -> AppendResult:
         """Stamp and enqueue one journal record. Never raises, never blocks on disk."""
-        lines = self._one(event_type.value if isinstance(event_type, EventType) else event_type,
-                          now_ns() if at_ns is None else at_ns, None,
-                          (turn_index, message_id, tool_call_id, trace_id, span_id), payload)
-        return AppendResult.ACCEPTED if self._enqueue(lines) else AppendResult.CAPTURE_STOPPED
+        event_type = event_type.value if isinstance(event_type, EventType) else event_type
+        at_ns = now_ns() if at_ns is None else at_ns
+        body = composed_payload(payload, at_ns)
+        if body is None:  # a value only encode_record can tell about
+            queued = self._enqueue(self._whole, event_type, at_ns, turn_index, message_id, tool_call_id, trace_id,
+                                   span_id, payload)
+        else:
+            head = self._heads.encode(event_type, turn_index, message_id, tool_call_id, trace_id, span_id)
+            queued = self._enqueue(compose_line, at_ns, head, body)
+        return AppendResult.ACCEPTED if queued else AppendResult.CAPTURE_STOPPED
 
     def append_events(self, events: Iterable[JournalEvent]) -> int:
         """Stamp and enqueue normalized (and redacted) events in order, under one lock.
@@ -269,8 +270,7 @@ class RunRecorder:
         Returns how many were accepted: all of them, or those before the first refusal (the
         capture stopped there, see :attr:`failure`). Never raises, never blocks on disk.
         """
-        lines = self._heads.lines
-        return self._enqueue(lambda seq: lines(events, seq, self._whole))
+        return self._enqueue(self._heads.lines, events, self._whole)
 
     def head(
         self,
@@ -292,21 +292,10 @@ class RunRecorder:
         """Enqueue one record of ``head``: the payload is encoded now (later changes to it are not
         recorded), the line stamped at enqueue. False when refused (the capture
         stopped). Never raises, never blocks on disk."""
-        return self._enqueue(self._one(head.type, at_ns, head.encoded, head.correlation, payload)) == 1
-
-    def _one(
-        self, event_type: str, at_ns: int, head: bytes | None, correlation: tuple[Any, ...], payload: dict[str, Any] | None
-    ) -> _Lines:
-        """One record for ``_enqueue``: its payload encoded now (a snapshot), its head (given, or
-        from the run's parts, ``HeadEncoder``), stamped with its ``seq`` under the lock; the whole
-        record where only ``encode_record`` can tell (no payload, a value it must cut or fall back
-        for, a time outside ``COMPOSED_AT_NS``)."""
         body = composed_payload(payload, at_ns)
-        if body is None:
-            return lambda seq: [self._whole(seq, event_type, at_ns, *correlation, payload)]
-        if head is None:
-            head = self._heads.encode(event_type, *correlation)
-        return lambda seq: [compose_line(seq, at_ns, head, body)]
+        if body is None:  # a value only encode_record can tell about
+            return self._enqueue(self._whole, head.type, at_ns, *head.correlation, payload) == 1
+        return self._enqueue(compose_line, at_ns, head.encoded, body) == 1
 
     def _whole(
         self,
@@ -320,7 +309,7 @@ class RunRecorder:
         span_id: str | None,
         payload: dict[str, Any] | None,
     ) -> bytes:
-        """The line of a record only ``encode_record`` can encode."""
+        """The line of a record only ``encode_record`` can encode (``HeadEncoder.lines``' ``whole``)."""
         record: dict[str, Any] = {
             "seq": seq,
             "at": format_timestamp(at_ns),
@@ -342,19 +331,23 @@ class RunRecorder:
             record["payload"] = payload
         return encode_record(record)
 
-    def _enqueue(self, lines_from: _Lines) -> int:
-        """Number, size and queue records in order (``lines_from``, under the lock); stop the
-        capture at the first that would pass a bound. Returns how many were queued."""
+    def _enqueue(self, lines_from: Callable[..., bytes | list[bytes]], *args: Any) -> int:
+        """Number, size and queue records in order: ``lines_from(seq, *args)``, called under the
+        lock (so ``seq`` follows the queue's order), gives their line or lines numbered from
+        ``seq``; stop the capture at the first that would pass a bound. Returns how many were queued."""
         limits = self._limits
         with self._lock:
             if not self._accepting:
                 return 0
             seq = self._next_seq
-            lines = lines_from(seq)
+            lines = lines_from(seq, *args)
+            if type(lines) is bytes:
+                lines = [lines]
             pending = self._pending
-            queued_bytes = self._pending_bytes + sum(map(len, lines))
+            added = sum(map(len, lines))
+            queued_bytes = self._pending_bytes + added
             if (len(pending) + len(lines) > limits.max_queue_records or queued_bytes > limits.max_queue_bytes
-                    or max(map(len, lines), default=0) > limits.max_event_bytes):
+                    or (added > limits.max_event_bytes and max(map(len, lines)) > limits.max_event_bytes)):
                 lines = self._within_bounds_locked(seq, lines)
                 queued_bytes = self._pending_bytes + sum(map(len, lines))
             pending += lines

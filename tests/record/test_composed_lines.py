@@ -121,7 +121,7 @@ def test_a_batch_of_records_is_encoded_as_one_record_at_a_time(run, records):
     batch = [_Record(*fields) for fields in records] * 2  # the second time from the parts kept
     first_seq = 7
     expected_fallen = []
-    lines = heads.lines(batch, first_seq, fallback)
+    lines = heads.lines(first_seq, batch, fallback)
     assert len(lines) == len(batch)
     for seq, (line, record) in enumerate(zip(lines, batch), start=first_seq):
         body = composed_payload(record.payload, record.at_ns)
