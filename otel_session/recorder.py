@@ -265,7 +265,8 @@ class RunRecorder:
         return AppendResult.ACCEPTED if queued else AppendResult.CAPTURE_STOPPED
 
     def append_events(self, events: Iterable[JournalEvent]) -> int:
-        """Stamp and enqueue normalized (and redacted) events in order, under one lock.
+        """Encode, stamp and enqueue normalized (and redacted) events in order, under one lock
+        (``HeadEncoder.lines``: their lines made there, so their ``seq``s follow the queue's order).
 
         Returns how many were accepted: all of them, or those before the first refusal (the
         capture stopped there, see :attr:`failure`). Never raises, never blocks on disk.
