@@ -17,7 +17,8 @@ without a session attribute (one run, many services); the sink keeps that bindin
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from operator import attrgetter
+from typing import NamedTuple
 
 from otel_session import semconv as sc
 from otel_session.journal import RunKind
@@ -35,8 +36,7 @@ def session_of(spans: list[SpanView]) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class RunIdentity:
+class RunIdentity(NamedTuple):
     """The manifest fields of a run, from the first of its spans to arrive."""
 
     session_id: str
@@ -51,19 +51,26 @@ class RunIdentity:
 def run_identity(session_id: str, spans: list[SpanView]) -> RunIdentity:
     """The run of ``spans`` (one trace's): kind and eval from its root span when among them, the
     agent as ``genai.run_agent`` finds it."""
-    first = min(spans, key=lambda span: span.start_time_ns)
-    attributes = next((span.attributes for span in spans if span.parent_span_id is None), first.attributes)
+    first = min(spans, key=_START_TIME)
+    attributes = first.attributes
+    for span in spans:
+        if span.parent_span_id is None:
+            attributes = span.attributes
+            break
     eval_id = attributes.get(sc.EVAL_ID)
     is_eval = attributes.get(sc.RUN_KIND) == RunKind.EVAL.value and bool(eval_id)
     return RunIdentity(
-        session_id=session_id,
-        run_id=first.run_id,
-        kind=RunKind.EVAL if is_eval else RunKind.LIVE,
-        eval_id=str(eval_id) if is_eval else None,
-        agent=genai.run_agent(spans),
-        service=first.service_name,
-        created_at_ns=first.start_time_ns,
+        session_id,
+        first.run_id,
+        RunKind.EVAL if is_eval else RunKind.LIVE,
+        str(eval_id) if is_eval else None,
+        genai.run_agent(spans),
+        first.service_name,
+        first.start_time_ns,
     )
+
+
+_START_TIME = attrgetter("start_time_ns")
 
 
 class HeldSpans:

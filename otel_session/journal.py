@@ -10,14 +10,13 @@ Contract::
     text = encode_json(value)       # one value as JSON text (a span attribute), by the same rules
     record = decode_line(line)      # ValueError unless the line is a JSON object
 
-    # the same line in parts, for a producer that numbers and stamps on another thread:
+    # the same line from parts, a run's constant ones encoded once (the recorder's way):
     head = encode_head(type, session_id, run_id, turn_index, message_id, tool_call_id, trace_id, span_id)
-    body = encode_payload(payload)  # None: only encode_record can tell (a value deep enough to cut)
-    line = compose_line(seq, at_ns, head, body)   # == encode_record(the record), composed_size(seq, head, body) bytes
-    data = join_lines(entries)  # each a line or compose_line's arguments: the writer thread's loop
+    body = composed_payload(payload, at_ns)  # None: only encode_record can tell (a value deep enough to cut)
+    line = compose_line(seq, at_ns, head, body)   # == encode_record(the record), byte for byte
     heads = HeadEncoder(session_id, run_id)   # one run's heads from parts encoded once
     head = heads.encode(type, turn_index, message_id, tool_call_id, trace_id, span_id)   # == encode_head(...)
-    entries = heads.entries(records, fallback)   # many records' (type, at_ns, head, body) in one loop
+    lines = heads.lines(seq, records, whole)     # many records' lines, numbered from seq, in one loop
 
 A record nests at most ``MAX_DEPTH`` levels (the record object is level 1). Deeper objects and
 arrays, which JSON codecs cannot all encode or decode (orjson stops at 255 levels), are replaced
@@ -29,7 +28,6 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 from datetime import datetime, timedelta, timezone
 from collections.abc import Callable, Iterable
 from enum import Enum
@@ -52,14 +50,11 @@ __all__ = [
     "TRUNCATED_FIELD",
     "compose_line",
     "composed_payload",
-    "composed_size",
     "decode_line",
     "encode_head",
     "encode_json",
-    "encode_payload",
     "encode_record",
     "format_timestamp",
-    "join_lines",
     "parse_timestamp",
     "run_id_from_trace_id",
 ]
@@ -110,8 +105,12 @@ class CaptureStatus(str, Enum):
 
 
 def run_id_from_trace_id(trace_id: int) -> str:
-    """Return the run id of a trace: ``"run-" + str(uuid.UUID(int=trace_id))``."""
-    return "run-" + str(uuid.UUID(int=trace_id))
+    """Return the run id of a trace: ``"run-" + str(uuid.UUID(int=trace_id))``, written from its
+    hex digits (a ``UUID`` object a run cost more than the rest of its routing)."""
+    if not 0 <= trace_id < 1 << 128:
+        raise ValueError("a trace id is a 128-bit unsigned integer")
+    digits = f"{trace_id:032x}"
+    return f"run-{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
 _second_prefixes: dict[int, bytes] = {}  # second → b"2026-11-29T22:52:01"; emptied when it holds _PREFIXES_KEPT
@@ -264,11 +263,9 @@ def encode_json(value: Any) -> bytes:
 # ``session_id``, ``run_id``, the correlation fields present, the ``payload`` key), the payload.
 # orjson writes a dict as its keys' and values' texts joined, with no whitespace, so the parts
 # joined are byte for byte the whole record's encoding.
-_STAMP = b'{"seq":%d,"at":"%b.%06dZ",'  # seq, the second's prefix, µs; then the head, the payload, ``}\n``
-_LINE_FIXED = len(b'{"seq":,"at":"",}\n')  # the seq's digits and the timestamp aside
-_TIMESTAMP_SIZE = len("2026-11-29T22:52:01.123456Z")
+_LINE = b'{"seq":%d,"at":"%b.%06dZ",%b%b}\n'  # seq, the second's prefix, µs, the head, the payload
 COMPOSED_AT_NS = range(0, 253_402_300_800 * 1_000_000_000)
-"""Event times whose ``at`` is ``_TIMESTAMP_SIZE`` characters (years 1970–9999): ``composed_size`` holds."""
+"""Event times a line is composed for (years 1970–9999); a record at another goes to ``encode_record``."""
 _SHORT_PAYLOAD = _SHORT_LINE - 2
 """Bytes a payload needs to nest ``MAX_DEPTH`` levels (in the record: past ``MAX_DEPTH``)."""
 
@@ -293,10 +290,13 @@ def encode_head(
     return encode_record(fields)[1:-6]  # up to ``null}\n``
 
 
-def encode_payload(payload: dict[str, Any]) -> bytes | None:
-    """The payload as ``encode_record`` writes it inside a record, or None when only
-    ``encode_record`` can tell: a value it must fall back for (lone surrogates) or one nested deep
-    enough that the record might pass ``MAX_DEPTH``."""
+def composed_payload(payload: dict[str, Any] | None, at_ns: Any) -> bytes | None:
+    """The payload as ``encode_record`` writes it inside a record, when its record's line can be
+    composed from parts (a head encoded once, this, the stamp); None when only ``encode_record``
+    can tell: no payload, an integer time outside ``COMPOSED_AT_NS``, a value it must fall back for
+    (lone surrogates) or one nested deep enough that the record might pass ``MAX_DEPTH``."""
+    if payload is None or type(at_ns) is not int or at_ns not in COMPOSED_AT_NS:
+        return None
     try:
         text = orjson.dumps(payload, default=_encode_fallback, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:
@@ -306,39 +306,10 @@ def encode_payload(payload: dict[str, Any]) -> bytes | None:
     return None
 
 
-def composed_payload(payload: dict[str, Any] | None, at_ns: Any) -> bytes | None:
-    """The payload's encoding when its record's line can be composed from parts (a head encoded
-    once, this, the writer's stamp); None when only ``encode_record`` can tell (no payload, an
-    integer time outside ``COMPOSED_AT_NS``, a value it must cut or fall back for)."""
-    if payload is None or type(at_ns) is not int or at_ns not in COMPOSED_AT_NS:
-        return None
-    return encode_payload(payload)
-
-
-def composed_size(seq: int, head: bytes, payload: bytes) -> int:
-    """The length of ``compose_line(seq, at_ns, head, payload)`` for an ``at_ns`` in ``COMPOSED_AT_NS``."""
-    return _LINE_FIXED + len(str(seq)) + _TIMESTAMP_SIZE + len(head) + len(payload)
-
-
 def compose_line(seq: int, at_ns: int, head: bytes, payload: bytes) -> bytes:
     """The record's NDJSON line from its parts: ``encode_record`` of the same record, byte for byte."""
-    return join_lines([(seq, at_ns, head, payload)])
-
-
-def join_lines(entries: list[bytes | tuple[int, int, bytes, bytes]]) -> bytes:
-    """The lines of ``entries`` joined: each a whole line, or ``compose_line``'s arguments (the
-    writer thread's per-record work: one join for all, no line built on its own)."""
-    prefixes = _second_prefixes
-    parts: list[bytes] = []
-    add, extend = parts.append, parts.extend
-    for entry in entries:
-        if type(entry) is bytes:
-            add(entry)
-            continue
-        seq, at_ns, head, payload = entry
-        seconds, micros = divmod(at_ns // 1000, 1_000_000)
-        extend((_STAMP % (seq, prefixes.get(seconds) or _second_prefix(seconds), micros), head, payload, b"}\n"))
-    return b"".join(parts)
+    seconds, micros = divmod(at_ns // 1000, 1_000_000)
+    return _LINE % (seq, _second_prefixes.get(seconds) or _second_prefix(seconds), micros, head, payload)
 
 
 class HeadEncoder:
@@ -389,24 +360,29 @@ class HeadEncoder:
                                trace_id, span_id)
         return head + ids
 
-    def entries(self, records: Iterable[RecordFields], fallback: Callable[..., _Entry]) -> list[_Entry]:
-        """``(type, at_ns, head, payload's JSON)`` of each record (its fields as attributes: a
-        normalized span's records), in one loop: ``composed_payload`` and ``encode``.
-        ``fallback(type, at_ns, turn_index, message_id, tool_call_id, trace_id, span_id, payload)``
-        gives the entry of a record only ``encode_record`` can tell about."""
+    def lines(self, seq: int, records: Iterable[RecordFields], whole: Callable[..., bytes]) -> list[bytes]:
+        """The NDJSON lines of ``records`` (their fields as attributes: a normalized span's),
+        numbered from ``seq``, in one loop: ``composed_payload``, ``encode`` and the stamp (the
+        records' one visit between the redactor and the file). ``whole(seq, type, at_ns,
+        turn_index, message_id, tool_call_id, trace_id, span_id, payload)`` gives the line of a
+        record only ``encode_record`` can tell about."""
         encode = self.encode
-        entries: list[_Entry] = []
-        add = entries.append
+        prefixes = _second_prefixes
+        lines: list[bytes] = []
+        add = lines.append
         for record in records:
             event_type, at_ns, payload = record.type, record.at_ns, record.payload
-            turn_index, message_id, tool_call_id = record.turn_index, record.message_id, record.tool_call_id
-            trace_id, span_id = record.trace_id, record.span_id
             body = composed_payload(payload, at_ns)
             if body is None:
-                add(fallback(event_type, at_ns, turn_index, message_id, tool_call_id, trace_id, span_id, payload))
+                add(whole(seq, event_type, at_ns, record.turn_index, record.message_id, record.tool_call_id,
+                          record.trace_id, record.span_id, payload))
             else:
-                add((event_type, at_ns, encode(event_type, turn_index, message_id, tool_call_id, trace_id, span_id), body))
-        return entries
+                head = encode(event_type, record.turn_index, record.message_id, record.tool_call_id, record.trace_id,
+                              record.span_id)
+                seconds, micros = divmod(at_ns // 1000, 1_000_000)  # compose_line's, in line: a call a record
+                add(_LINE % (seq, prefixes.get(seconds) or _second_prefix(seconds), micros, head, body))
+            seq += 1
+        return lines
 
     def _type_part(self, event_type: str) -> bytes | None:
         text = _text_part(event_type, b'"type":') if type(event_type) is str else None
@@ -448,9 +424,6 @@ class HeadEncoder:
 
 _INT64 = range(-(2**63), 2**64)
 _PARTS_KEPT = 1024
-_Entry = tuple[str, int, "bytes | None", Any]
-"""``(type, at_ns, head, payload's JSON)``, or ``(type, at_ns, None, record)`` for a record only
-``encode_record`` can encode (``HeadEncoder.entries``' fallback makes those)."""
 
 
 class RecordFields(Protocol):

@@ -6,15 +6,17 @@ Contract::
     run.append(type, payload, at_ns=...)            # -> AppendResult; never raises, never blocks on disk
     run.append_events(events) -> int                # a batch under one lock: how many were accepted
     head = run.head(type, turn_index=..., message_id=..., trace_id=..., span_id=...)  # once per message
-    run.append_to(head, payload, at_ns) -> bool     # the hot path: encoded and stamped by the writer
+    run.append_to(head, payload, at_ns) -> bool     # the hot path: the head encoded once, the payload now
     run.close(run_status=None, reorder=None, capture_extras=None)   # drain, (rewrite,) seal
     run.failure, run.sealed, run.wait_sealed(timeout)
     run.written(run.enqueued_seq) -> Written        # in the journal file yet? (BundleWriter.wait_written)
 
-``seq`` is assigned at enqueue. The caller's thread encodes each record's payload (a snapshot, and
-the line's exact size for the bounds) and its head: ``append_to``'s once for many records, the
-others' from the run's parts encoded once (``journal.HeadEncoder``); the writer thread formats the
-timestamp and joins the line, byte for byte ``encode_record``'s (``journal.join_lines``). A
+``seq`` is assigned at enqueue. The caller's thread makes each record's whole line, byte for byte
+``encode_record``'s, so the queue holds lines of their exact size for the bounds: its payload
+encoded at once (a snapshot), its head ``append_to``'s once for many records or from the run's
+parts encoded once (``journal.HeadEncoder``; a batch's lines in one loop, ``HeadEncoder.lines``),
+the ``seq`` and ``at`` stamped under the run's lock; the writer thread joins the queue in one
+``b"".join`` and writes it. A
 record only ``encode_record`` can tell about (a value to cut or fall back for) is encoded whole. Reaching a queue
 bound, an oversized event or an append error marks the capture ``failed`` with a ``FailureCode``, stops the recording and is logged. ``reorder`` is a
 mechanism, not a policy: the recorder rewrites the journal sorted by the caller's key (the
@@ -49,11 +51,10 @@ from otel_session.journal import (
     EventType,
     HeadEncoder,
     composed_payload,
-    composed_size,
+    compose_line,
     decode_line,
     encode_record,
     format_timestamp,
-    join_lines,
 )
 from otel_session.log import get_logger
 
@@ -141,15 +142,8 @@ class RecordHead:
     def __init__(self, event_type: str, correlation: tuple[Any, ...], encoded: bytes) -> None:
         self.type = event_type
         self.correlation = correlation
-        """``(turn_index, message_id, tool_call_id, trace_id, span_id)``, as ``RunRecorder._record`` takes them."""
+        """``(turn_index, message_id, tool_call_id, trace_id, span_id)``, as ``RunRecorder._whole`` takes them."""
         self.encoded = encoded
-
-
-_Item = tuple[str, int, bytes | None, Any]
-"""What ``_enqueue`` takes for one record: ``(type, at_ns, head, payload's JSON)``, or ``(type,
-at_ns, None, record)`` for one only ``encode_record`` can encode (``RunRecorder._item``)."""
-_LINE_SIZE = composed_size(0, b"", b"") - 1
-"""A composed line's bytes but the seq's digits, the head's and the payload's."""
 
 
 class Written(Enum):
@@ -222,8 +216,8 @@ class RunRecorder:
         self._next_seq = next_seq
         self._written_seq = next_seq - 1
         """The last ``seq`` handed to the OS (``write`` returned): it survives a kill of this process."""
-        self._pending: list[bytes | tuple[int, int, bytes, bytes]] = []
-        """Queued lines, or the parts of one (``compose_line``'s arguments), joined by the writer thread."""
+        self._pending: list[bytes] = []
+        """Queued lines, joined and written by the writer thread."""
         self._pending_bytes = 0
         self._scheduled = False
         self._full_signalled = False
@@ -259,18 +253,25 @@ class RunRecorder:
         span_id: str | None = None,
     ) -> AppendResult:
         """Stamp and enqueue one journal record. Never raises, never blocks on disk."""
-        item = self._item(event_type.value if isinstance(event_type, EventType) else event_type,
-                          now_ns() if at_ns is None else at_ns, turn_index, message_id, tool_call_id, trace_id,
-                          span_id, payload)
-        return AppendResult.ACCEPTED if self._enqueue([item]) else AppendResult.CAPTURE_STOPPED
+        event_type = event_type.value if isinstance(event_type, EventType) else event_type
+        at_ns = now_ns() if at_ns is None else at_ns
+        body = composed_payload(payload, at_ns)
+        if body is None:  # a value only encode_record can tell about
+            queued = self._enqueue(self._whole, event_type, at_ns, turn_index, message_id, tool_call_id, trace_id,
+                                   span_id, payload)
+        else:
+            head = self._heads.encode(event_type, turn_index, message_id, tool_call_id, trace_id, span_id)
+            queued = self._enqueue(compose_line, at_ns, head, body)
+        return AppendResult.ACCEPTED if queued else AppendResult.CAPTURE_STOPPED
 
     def append_events(self, events: Iterable[JournalEvent]) -> int:
-        """Stamp and enqueue normalized (and redacted) events in order, under one lock.
+        """Encode, stamp and enqueue normalized (and redacted) events in order, under one lock
+        (``HeadEncoder.lines``: their lines made there, so their ``seq``s follow the queue's order).
 
         Returns how many were accepted: all of them, or those before the first refusal (the
         capture stopped there, see :attr:`failure`). Never raises, never blocks on disk.
         """
-        return self._enqueue(self._heads.entries(events, self._item))
+        return self._enqueue(self._heads.lines, events, self._whole)
 
     def head(
         self,
@@ -290,15 +291,16 @@ class RunRecorder:
 
     def append_to(self, head: RecordHead, payload: dict[str, Any] | None, at_ns: int) -> bool:
         """Enqueue one record of ``head``: the payload is encoded now (later changes to it are not
-        recorded), the line is composed by the writer thread. False when refused (the capture
+        recorded), the line stamped at enqueue. False when refused (the capture
         stopped). Never raises, never blocks on disk."""
         body = composed_payload(payload, at_ns)
         if body is None:  # a value only encode_record can tell about
-            return self._enqueue([(head.type, at_ns, None, self._record(head.type, at_ns, *head.correlation, payload))]) == 1
-        return self._enqueue([(head.type, at_ns, head.encoded, body)]) == 1
+            return self._enqueue(self._whole, head.type, at_ns, *head.correlation, payload) == 1
+        return self._enqueue(compose_line, at_ns, head.encoded, body) == 1
 
-    def _item(
+    def _whole(
         self,
+        seq: int,
         event_type: str,
         at_ns: int,
         turn_index: int | None,
@@ -307,31 +309,10 @@ class RunRecorder:
         trace_id: str | None,
         span_id: str | None,
         payload: dict[str, Any] | None,
-    ) -> _Item:
-        """One record for ``_enqueue``: its head (``HeadEncoder``: the run's parts encoded once) and
-        payload encoded, the line joined by the writer thread; the whole record where only
-        ``encode_record`` can tell (no payload, a value it must cut or fall back for, a time
-        outside ``COMPOSED_AT_NS``)."""
-        body = composed_payload(payload, at_ns)
-        if body is not None:
-            return event_type, at_ns, self._heads.encode(
-                event_type, turn_index, message_id, tool_call_id, trace_id, span_id), body
-        return event_type, at_ns, None, self._record(
-            event_type, at_ns, turn_index, message_id, tool_call_id, trace_id, span_id, payload)
-
-    def _record(
-        self,
-        event_type: str,
-        at_ns: int,
-        turn_index: int | None,
-        message_id: str | None,
-        tool_call_id: str | None,
-        trace_id: str | None,
-        span_id: str | None,
-        payload: dict[str, Any] | None,
-    ) -> dict[str, Any]:
+    ) -> bytes:
+        """The line of a record only ``encode_record`` can encode (``HeadEncoder.lines``' ``whole``)."""
         record: dict[str, Any] = {
-            "seq": 0,
+            "seq": seq,
             "at": format_timestamp(at_ns),
             "type": event_type,
             "session_id": self.session_id,
@@ -349,46 +330,46 @@ class RunRecorder:
             record["span_id"] = span_id
         if payload is not None:
             record["payload"] = payload
-        return record
+        return encode_record(record)
 
-    def _enqueue(self, items: list[_Item]) -> int:
-        """Number, size and queue ``items`` in order; stop the capture at the first that would
-        pass a bound. Returns how many were queued."""
+    def _enqueue(self, lines_from: Callable[..., bytes | list[bytes]], *args: Any) -> int:
+        """Number, size and queue records in order: ``lines_from(seq, *args)``, called under the
+        lock (so ``seq`` follows the queue's order), gives their line or lines numbered from
+        ``seq``; stop the capture at the first that would pass a bound. Returns how many were queued."""
         limits = self._limits
-        max_event, max_records, max_bytes = limits.max_event_bytes, limits.max_queue_records, limits.max_queue_bytes
         with self._lock:
             if not self._accepting:
                 return 0
-            pending = self._pending
-            append = pending.append
             seq = self._next_seq
-            digits = len(str(seq))
-            next_digit_at = 10**digits
-            queued_bytes = self._pending_bytes
-            queued = 0
-            for event_type, at_ns, head, body in items:
-                if seq >= next_digit_at:
-                    digits += 1
-                    next_digit_at *= 10
-                if head is None:
-                    body["seq"] = seq
-                    entry = encode_record(body)
-                    size = len(entry)
-                else:
-                    entry = (seq, at_ns, head, body)
-                    size = _LINE_SIZE + digits + len(head) + len(body)
-                if size > max_event or len(pending) >= max_records or queued_bytes + size > max_bytes:
-                    self._fail_bound_locked(seq, event_type, size, len(pending), queued_bytes)
-                    break
-                append(entry)
-                queued_bytes += size
-                seq += 1
-                queued += 1
-            self._next_seq = seq
-            wake = self._queued_locked(queued_bytes) if queued else None
+            lines = lines_from(seq, *args)
+            if type(lines) is bytes:
+                lines = [lines]
+            pending = self._pending
+            added = sum(map(len, lines))
+            queued_bytes = self._pending_bytes + added
+            if (len(pending) + len(lines) > limits.max_queue_records or queued_bytes > limits.max_queue_bytes
+                    or (added > limits.max_event_bytes and max(map(len, lines)) > limits.max_event_bytes)):
+                lines = self._within_bounds_locked(seq, lines)
+                queued_bytes = self._pending_bytes + sum(map(len, lines))
+            pending += lines
+            self._next_seq = seq + len(lines)
+            wake = self._queued_locked(queued_bytes) if lines else None
         if wake is not None:
             self._writer.schedule(self, urgent=wake)
-        return queued
+        return len(lines)
+
+    def _within_bounds_locked(self, seq: int, lines: list[bytes]) -> list[bytes]:
+        """The lines before the first that would pass a bound; the capture fails there, with the bound's code."""
+        limits = self._limits
+        queued, queued_bytes = len(self._pending), self._pending_bytes
+        for index, line in enumerate(lines):
+            size = len(line)
+            if size > limits.max_event_bytes or queued >= limits.max_queue_records or queued_bytes + size > limits.max_queue_bytes:
+                self._fail_bound_locked(seq + index, str(decode_line(line).get("type")), size, queued, queued_bytes)
+                return lines[:index]
+            queued += 1
+            queued_bytes += size
+        return lines
 
     def _queued_locked(self, queued_bytes: int) -> bool | None:
         """Records were queued: note the queue's size and peaks; whether to wake the writer (``_wake_locked``)."""
@@ -537,7 +518,7 @@ class RunRecorder:
             discard = self._discard_pending
             upto = self._next_seq - 1
         if pending and not discard and not self._io_failed():
-            if self._write_batch(join_lines(pending), len(pending)):
+            if self._write_batch(b"".join(pending), len(pending)):
                 self._written_seq = upto
         return seal
 

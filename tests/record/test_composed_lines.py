@@ -1,12 +1,13 @@
-"""A record's line in parts (``RunRecorder.append_to``: the payload encoded by the producer, the line
-joined by the writer thread) is ``encode_record``'s line byte for byte, and its size, counted at
-enqueue for the bounds, is the line's exact length."""
+"""A record's line from parts (``RunRecorder.append_to``: a head encoded once, the payload now, the
+stamp at enqueue; ``HeadEncoder.lines`` for a batch) is ``encode_record``'s line byte for byte, and
+the bounds count its exact length."""
 
 from __future__ import annotations
 
 import uuid
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,12 +17,12 @@ from otel_session.journal import (
     HeadEncoder,
     MAX_DEPTH,
     compose_line,
-    composed_size,
+    composed_payload,
     encode_head,
-    encode_payload,
     encode_record,
     format_timestamp,
 )
+from otel_session.normalize import JournalEvent
 from otel_session.write import FailureCode
 
 TEXT = st.text(max_size=12) | st.sampled_from(["a\ud800b", 'quo"te\\', "tab\tnew\nline\x00\x7f", "é漢🙂"])
@@ -60,13 +61,12 @@ def whole(seq, at_ns, fields, payload) -> bytes:
     payload=st.dictionaries(TEXT, VALUES, max_size=4),
 )
 def test_a_composed_line_is_the_whole_records_encoding(seq, at_ns, fields, payload):
-    body = encode_payload(payload)
+    body = composed_payload(payload, at_ns)
     if body is None:  # a value only encode_record can tell about: the recorder encodes the whole record
         return
     head = encode_head(*fields)
     line = compose_line(seq, at_ns, head, body)
     assert line == whole(seq, at_ns, fields, payload)
-    assert composed_size(seq, head, body) == len(line)
 
 
 TURNS = st.none() | st.integers(0, 10**6) | st.integers(-(2**70), 2**70) | st.booleans() | st.floats(allow_nan=False) | TEXT
@@ -88,7 +88,7 @@ def test_a_runs_head_encoder_writes_encode_heads_bytes(run, records):
 
 
 class _Record:
-    """A record's fields as attributes, as ``HeadEncoder.entries`` reads a normalized span's."""
+    """A record's fields as attributes, as ``HeadEncoder.lines`` reads a normalized span's."""
 
     def __init__(self, event_type, turn_index, message_id, tool_call_id, trace_id, span_id, at_ns, payload):
         self.type, self.turn_index, self.message_id, self.tool_call_id = event_type, turn_index, message_id, tool_call_id
@@ -107,30 +107,32 @@ class _Record:
                      min_size=1, max_size=6),
 )
 def test_a_batch_of_records_is_encoded_as_one_record_at_a_time(run, records):
-    """The collector's batches (``append_events``) take ``HeadEncoder.entries``' one loop: for any
-    fields, each record's head is ``encode_head``'s and its payload ``encode_payload``'s, and a
-    record only ``encode_record`` can tell about (no payload, a value to cut or fall back for, a
-    time without a composed ``at``) goes to the fallback with its fields."""
+    """The collector's batches (``append_events``) take ``HeadEncoder.lines``' one loop: for any
+    fields, each record's line is ``encode_record``'s with its ``seq``, and a record only
+    ``encode_record`` can tell about (no payload, a value to cut or fall back for, a time without a
+    composed ``at``) goes to ``whole`` with its ``seq`` and fields."""
     heads = HeadEncoder(*run)
     fallen: list[tuple] = []
 
     def fallback(*fields):
         fallen.append(fields)
-        return ("fallback", len(fallen))
+        return b"whole %d" % len(fallen)
 
     batch = [_Record(*fields) for fields in records] * 2  # the second time from the parts kept
+    first_seq = 7
     expected_fallen = []
-    for entry, record in zip(heads.entries(batch, fallback), batch):
-        body = encode_payload(record.payload) if record.payload is not None else None
-        fields = (record.type, record.at_ns, record.turn_index, record.message_id, record.tool_call_id,
+    lines = heads.lines(first_seq, batch, fallback)
+    assert len(lines) == len(batch)
+    for seq, (line, record) in enumerate(zip(lines, batch), start=first_seq):
+        body = composed_payload(record.payload, record.at_ns)
+        fields = (seq, record.type, record.at_ns, record.turn_index, record.message_id, record.tool_call_id,
                   record.trace_id, record.span_id, record.payload)
-        if body is None or record.at_ns not in COMPOSED_AT_NS:
+        if body is None:
             expected_fallen.append(fields)
-            assert entry == ("fallback", len(expected_fallen))
+            assert line == b"whole %d" % len(expected_fallen)
             continue
-        head = encode_head(record.type, *run, record.turn_index, record.message_id, record.tool_call_id,
-                           record.trace_id, record.span_id)
-        assert entry == (record.type, record.at_ns, head, body)
+        correlation = (record.turn_index, record.message_id, record.tool_call_id, record.trace_id, record.span_id)
+        assert line == whole(seq, record.at_ns, (record.type, *run, *correlation), record.payload)
     assert fallen == expected_fallen
 
 
@@ -143,11 +145,11 @@ def test_an_integer_past_64_bits_is_written_as_its_digits_anywhere_in_a_record()
 
 
 def test_only_values_that_need_the_whole_record_are_left_to_it():
-    assert encode_payload({"index": 0, "kind": "text", "delta": 'a "quoted" é\n'}) is not None
-    assert encode_payload({"value": {1, 2}, "previous": object(), 3: b"\xff"}) is not None  # the fallback is the same
-    assert encode_payload({"value": nested(MAX_DEPTH - 2)}) is not None  # the record is MAX_DEPTH levels deep
-    assert encode_payload({"value": nested(MAX_DEPTH - 1)}) is None  # one more would be cut: encode_record says so
-    assert encode_payload({"delta": "a\ud800b"}) is None
+    assert composed_payload({"index": 0, "kind": "text", "delta": 'a "quoted" é\n'}, 0) is not None
+    assert composed_payload({"value": {1, 2}, "previous": object(), 3: b"\xff"}, 0) is not None  # the fallback is the same
+    assert composed_payload({"value": nested(MAX_DEPTH - 2)}, 0) is not None  # the record is MAX_DEPTH levels deep
+    assert composed_payload({"value": nested(MAX_DEPTH - 1)}, 0) is None  # one more would be cut: encode_record says so
+    assert composed_payload({"delta": "a\ud800b"}, 0) is None
     assert DEPTH_MARKER.encode() in whole(1, 0, ("t", "s", "r", None, None, None, None, None),
                                           {"value": nested(MAX_DEPTH - 1)})
 
@@ -211,3 +213,35 @@ def test_a_payload_changed_after_append_to_is_recorded_as_it_was(writer, run_id)
     writer.force_flush()
     (line,) = (run.path / "events.ndjson").read_bytes().splitlines()
     assert orjson.loads(line)["payload"]["value"] == {"party": ["ann"]}
+
+
+def _batch(count: int, big_at: int | None = None) -> list[JournalEvent]:
+    """``count`` records of one size (seq below 10), but a large ``tool_execution_started`` at ``big_at``."""
+    return [
+        JournalEvent("tool_execution_started" if index == big_at else "assistant_delta",
+                     1_764_600_000_000_000_000 + index * 1000, {"delta": "y" * 5000 if index == big_at else "x" * 10},
+                     message_id="m", trace_id="ab" * 16, span_id="cd" * 8)
+        for index in range(count)
+    ]
+
+
+@pytest.mark.parametrize("bound,code", [("max_queue_records", FailureCode.QUEUE_RECORDS_EXCEEDED),
+                                        ("max_queue_bytes", FailureCode.QUEUE_BYTES_EXCEEDED),
+                                        ("max_event_bytes", FailureCode.EVENT_TOO_LARGE)])
+def test_a_batch_past_a_bound_queues_the_records_before_it_and_stops_there(make_writer, run_id, bound, code):
+    """``append_events`` checks a batch's lines against the bounds at once: past one, the records
+    before the first that passes it are queued (and written), the capture fails naming that record."""
+    size = len(whole(1, 1_764_600_000_000_000_000, ("assistant_delta", "bounds", run_id, None, "m", None, "ab" * 16,
+                                                    "cd" * 8), {"delta": "x" * 10}))
+    limit = {"max_queue_records": 4, "max_queue_bytes": 4 * size + size // 2, "max_event_bytes": 2 * size}[bound]
+    writer = make_writer(flush_interval_s=3600, batch_records=1 << 30, batch_bytes=1 << 40, **{bound: limit})
+    run = writer.open_run(session_id="bounds", run_id=run_id)
+    assert run.append_events(_batch(2)) == 2
+    assert run.append_events(_batch(6, big_at=2 if bound == "max_event_bytes" else None)) == 2
+    assert run.failure is not None and run.failure.code is code
+    assert "at seq 5" in run.failure.message or "event seq 5 (tool_execution_started)" in run.failure.message
+    assert run.append_events(_batch(1)) == 0
+    assert run.peak_queued_records == 4 and run.peak_queued_bytes == 4 * size
+    writer.force_flush()
+    lines = (run.path / "events.ndjson").read_bytes().splitlines()
+    assert [orjson.loads(line)["seq"] for line in lines] == [1, 2, 3, 4]
