@@ -91,9 +91,9 @@ __all__ = [
 logger = get_logger(__name__)
 
 _KNOWN_DIRS = 4096
-_RunKey = tuple[RunKind | str, str, str | None, str | None, str, str | None, bool]
+_RunKey = tuple[RunKind | str, str, str | None, str | None, str, bool, str | None, bool]
 """``open_run``'s arguments but ``run_id`` and ``created_at_ns``: ``(kind, session_id, eval_id, agent,
-service, recorded_by, session_derived)``, the service defaulted."""
+service, service given, recorded_by, session_derived)``, the service defaulted (``$OTEL_SERVICE_NAME``)."""
 _RunHead = tuple[str, str, dict[str, Any]]
 """``(stored session id, session directory, manifest fields)`` of a ``_RunKey`` (``_run_head``)."""
 
@@ -207,8 +207,8 @@ class BundleWriter:
         another writer holds the run, ``RunSealedError`` when its capture is already terminal,
         ``WriterClosedError`` after shutdown, and ``OSError`` when the directory cannot be made.
         """
-        service = service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service"
-        key = (kind, session_id, eval_id, agent, service, recorded_by, session_derived)
+        key = (kind, session_id, eval_id, agent, service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service",
+               bool(service), recorded_by, session_derived)
         stored_session_id, directory, head = self._run_heads.get(key) or self._run_head(key)
         if not layout.is_valid_run_id(run_id):
             raise layout.UnsafePathError(f"malformed run id {run_id!r}: expected 'run-' followed by a UUID")
@@ -235,9 +235,10 @@ class BundleWriter:
         checked and mapped once, remembered (a session's runs repeat them; the checks and the
         directory's name cost more Python than the rest of an open). Raises ``ValueError`` for an id
         that is not Unicode text and for an eval run without its ``eval_id``."""
-        kind, session_id, eval_id, agent, service, recorded_by, session_derived = key
+        kind, session_id, eval_id, agent, service, service_given, recorded_by, session_derived = key
         kind = RunKind(kind)
-        for name, value in (("session_id", session_id), ("eval_id", eval_id), ("agent", agent), ("service", service)):
+        checked = (("session_id", session_id), ("eval_id", eval_id), ("agent", agent), ("service", service_given and service))
+        for name, value in checked:  # the environment's service name is stored as it is
             if isinstance(value, str) and value.encode("utf-8", "replace").decode("utf-8") != value:
                 raise ValueError(f"{name} {value!r} is not valid Unicode text")
         if kind is RunKind.EVAL and not eval_id:

@@ -73,3 +73,15 @@ def test_bad_ids_are_refused_at_every_open_not_only_the_first(writer):
         with pytest.raises(layout.UnsafePathError):
             writer.open_run(session_id="s", run_id="run-not-a-uuid")
     assert writer.open_runs == []
+
+
+def test_the_environments_service_name_is_read_at_every_open(writer, monkeypatch):
+    """The shared fields are remembered by the service an open resolves to, not by the argument."""
+    services = []
+    for name in ("svc-a", "svc-b"):
+        monkeypatch.setenv("OTEL_SERVICE_NAME", name)
+        run = writer.open_run(session_id="s", run_id=_run_id())
+        services.append(orjson.loads((run.path / layout.RUN_FILE).read_bytes())["service"])
+        run.close(run_status="ok")
+    assert services == ["svc-a", "svc-b"]
+    assert writer.force_flush()
