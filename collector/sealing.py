@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
+from operator import attrgetter
 from typing import Any, Protocol
 
 from otel_session.collector.logjoin import LogJoins
@@ -38,6 +39,8 @@ logger = get_logger(__name__)
 ROOT_SPAN_MISSING = "root_span_missing"  # quiet for --seal-rootless-after (or --seal-after once resumed)
 COLLECTOR_STOPPED = "collector_stopped"  # still open at shutdown
 _RUN_FINISHED = EventType.RUN_FINISHED.value
+_AT_NS = attrgetter("at_ns")
+_TYPE = attrgetter("type")
 ORDER = {"order": "event_time"}
 """What a sealed collector run's ``capture.json`` says of its journal's order."""
 
@@ -90,8 +93,12 @@ class OpenRun:
         recorder = self.recorder
         accepted = recorder.append_events(redacted)
         if accepted:
-            self.latest_ns = max(self.latest_ns, max(event.at_ns for event in redacted[:accepted]))
-            self.finished = self.finished or any(event.type == _RUN_FINISHED for event in redacted[:accepted])
+            journaled = redacted if accepted == len(redacted) else redacted[:accepted]
+            latest = max(map(_AT_NS, journaled))  # in C: a generator cost a Python frame step an event
+            if latest > self.latest_ns:
+                self.latest_ns = latest
+            if not self.finished:
+                self.finished = _RUN_FINISHED in map(_TYPE, journaled)
         if accepted < len(redacted):
             failure = recorder.failure
             return f"{failure.code.value}: {failure.message}" if failure is not None else "the capture is closed"

@@ -526,7 +526,8 @@ class BundleSink:
                 self._journal_late_logs(run, settled_before=float("inf"))
             status = run.seal(interrupted=not run.root_seen, reason=reason)
         self.counters.add("runs_sealed")
-        logger.info("sealed %s (%s) at %s", log_id(run.recorder.run_id), status, format_timestamp(time.time_ns()))
+        if logger.isEnabledFor(logging.INFO):  # its arguments cost a bundle more than the check
+            logger.info("sealed %s (%s) at %s", log_id(run.recorder.run_id), status, format_timestamp(time.time_ns()))
 
     @property
     def open_run_count(self) -> int:

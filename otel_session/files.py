@@ -5,6 +5,7 @@ Contract::
     write_json_atomic(path, value, sync_dir=True)   # temporary file, fsync, rename, fsync dir
     write_terminal_capture(path, capture)           # atomic, else in place (a full disk still reports)
     fd = write_temporary(temporary_path(path), data)   # beside ``path``, unsynced, left open
+    f"{directory}/.{name}{temporary_suffix()}"      # temporary_path's, one getpid for many paths
     write_new_file(path, data); write_fully(fd, data); fsync_file(path); count_complete_lines(fd)
     make_private_dirs(root, directory); require_real_dir(path)   # 0700 directories; a symlink is refused
     make_private_dir(path)                          # one, its parent known to be a real directory
@@ -35,6 +36,7 @@ __all__ = [
     "make_private_dirs",
     "require_real_dir",
     "temporary_path",
+    "temporary_suffix",
     "unlink_quietly",
     "write_fully",
     "write_json_atomic",
@@ -72,7 +74,12 @@ def write_json_atomic(path: Path, value: dict[str, Any], *, sync_dir: bool = Tru
 def temporary_path(path: str | Path) -> str:
     """Where an atomic replace of ``path`` writes first: hidden, beside it, this process's and thread's."""
     directory, name = os.path.split(path)
-    return f"{directory}/.{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    return f"{directory}/.{name}{temporary_suffix()}"
+
+
+def temporary_suffix() -> str:
+    """The end of this process's and thread's temporary names (``getpid`` is a system call)."""
+    return f".{os.getpid()}.{threading.get_ident()}.tmp"
 
 
 def write_temporary(tmp: str | Path, data: bytes) -> int:

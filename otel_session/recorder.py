@@ -225,7 +225,10 @@ class RunRecorder:
         self._close_requested = False
         self._seal_claimed = False
         self._discard_pending = False
-        self._sealed = threading.Event()
+        self._sealed = False
+        self._sealed_event: threading.Event | None = None
+        """Made by the first :meth:`wait_sealed` only: an ``Event`` (its ``Condition``) cost as much as
+        the rest of a recorder's construction, and the collector never waits on one."""
         self._failure: CaptureFailure | None = None
         self._reorder: Callable[[dict[str, Any]], Any] | None = None
         self._capture_extras: dict[str, Any] = {}
@@ -452,8 +455,8 @@ class RunRecorder:
         self._close_requested = self._seal_claimed = True
         self._pending = []
         self._pending_bytes = 0
-        self._sealed = threading.Event()
-        self._sealed.set()  # nothing to wait for here
+        self._sealed = True  # nothing to wait for here
+        self._sealed_event = None
         try:
             os.close(self._events_fd)  # the child's copy; the parent keeps its descriptor and its flock
         except OSError:
@@ -483,17 +486,25 @@ class RunRecorder:
         a kill of this process; fsync waits for the seal), still queued, or never will be."""
         if self._written_seq >= seq:
             return Written.WRITTEN
-        if self._discard_pending or self._io_failed() or self._sealed.is_set():
+        if self._discard_pending or self._io_failed() or self._sealed:
             return Written.LOST
         return Written.QUEUED
 
     @property
     def sealed(self) -> bool:
-        return self._sealed.is_set()
+        return self._sealed
 
     def wait_sealed(self, timeout: float | None = None) -> bool:
         """Wait until terminal capture status is on disk."""
-        return self._sealed.wait(timeout)
+        if self._sealed:
+            return True
+        with self._lock:  # _end_seal sets the flag and reads the event under it: no wake-up is missed
+            if self._sealed:
+                return True
+            event = self._sealed_event
+            if event is None:
+                event = self._sealed_event = threading.Event()
+        return event.wait(timeout)
 
     def _fail_locked(self, code: FailureCode, message: str) -> None:
         if self._failure is None:
@@ -632,5 +643,9 @@ class RunRecorder:
         try:
             os.close(self._events_fd)  # releases the run's lock
         finally:
-            self._sealed.set()
+            with self._lock:
+                self._sealed = True
+                event = self._sealed_event
+            if event is not None:
+                event.set()
             self._writer.forget(self)

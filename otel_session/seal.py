@@ -35,7 +35,7 @@ from otel_session.capture_pool import CapturePool
 from otel_session.config import seal_sync_setting
 from otel_session.files import (
     json_document,
-    temporary_path,
+    temporary_suffix,
     unlink_quietly,
     write_temporary,
     write_terminal_capture,
@@ -233,11 +233,12 @@ def seal_together(recorders: Sequence[RunRecorder], sync: SealSync, root: Path, 
     """Seal ``recorders`` (closing, drained) as one group; every one ends sealed, whatever fails.
     The ``recording`` captures the renames replace go to ``pool`` (``otel_session.capture_pool``)."""
     plans: list[SealPlan] = []
+    suffix = temporary_suffix()
     for recorder in recorders:
         if recorder.sealed:
             continue
         try:
-            plans.append(_plan(recorder, root))
+            plans.append(_plan(recorder, root, suffix))
         except Exception:  # noqa: BLE001 - a bug in one run must not stop the others
             logger.exception("could not seal %s", recorder.path)
             recorder._end_seal()
@@ -276,10 +277,11 @@ def _seal_group(plans: list[SealPlan], sync: SealSync, pool: CapturePool) -> Non
         plan.recorder._end_seal()
 
 
-def _plan(recorder: RunRecorder, root: Path) -> SealPlan:
-    """Write ``recorder``'s rewritten journal (if asked) and terminal capture aside, unsynced."""
+def _plan(recorder: RunRecorder, root: Path, suffix: str) -> SealPlan:
+    """Write ``recorder``'s rewritten journal (if asked) and terminal capture aside, unsynced
+    (``suffix``: ``files.temporary_suffix``, the writer thread's, made once a group)."""
     directory = recorder.directory
-    plan = SealPlan(recorder, root, directory, temporary_path(f"{directory}/{layout.CAPTURE_FILE}"))
+    plan = SealPlan(recorder, root, directory, f"{directory}/.{layout.CAPTURE_FILE}{suffix}")
     rewritten = recorder._rewrite_aside(plan.journal_tmp)
     if rewritten is not None:
         plan.journal_fd, plan.journal_lines = rewritten

@@ -91,6 +91,11 @@ __all__ = [
 logger = get_logger(__name__)
 
 _KNOWN_DIRS = 4096
+_RunKey = tuple[RunKind | str, str, str | None, str | None, str, bool, str | None, bool]
+"""``open_run``'s arguments but ``run_id`` and ``created_at_ns``: ``(kind, session_id, eval_id, agent,
+service, service given, recorded_by, session_derived)``, the service defaulted (``$OTEL_SERVICE_NAME``)."""
+_RunHead = tuple[str, str, dict[str, Any]]
+"""``(stored session id, session directory, manifest fields)`` of a ``_RunKey`` (``_run_head``)."""
 
 
 class WaitStatus(Enum):
@@ -143,6 +148,10 @@ class BundleWriter:
         """Session directories made or checked already (under ``_open_lock``)."""
         self._stored_ids: dict[str, str] = {}
         """Ids as stored, by the id given (``_stored_identifier``)."""
+        self._run_heads: dict[_RunKey, _RunHead] = {}
+        """What the runs of one session, agent and service share, checked once (``_run_head``)."""
+        self._pid = os.getpid()
+        """This process's (a system call each time asked; a forked child sets its own)."""
         self._thread = threading.Thread(target=self._run, name="otel-session-writer", daemon=True)
         self._thread.start()
         self._atexit = weak_atexit(self)
@@ -155,6 +164,7 @@ class BundleWriter:
         written. Runs the parent had open stay the parent's (their journals, their locks): the
         child refuses records for them and starts a new writer thread for the runs it opens.
         """
+        self._pid = os.getpid()
         if self._closed:
             return  # shut down in the parent: nothing to restart, nothing of the child's to write
         self._cond = threading.Condition()
@@ -197,31 +207,19 @@ class BundleWriter:
         another writer holds the run, ``RunSealedError`` when its capture is already terminal,
         ``WriterClosedError`` after shutdown, and ``OSError`` when the directory cannot be made.
         """
-        kind = RunKind(kind)
-        for name, value in (("session_id", session_id), ("eval_id", eval_id), ("agent", agent), ("service", service)):
-            if isinstance(value, str) and value.encode("utf-8", "replace").decode("utf-8") != value:
-                raise ValueError(f"{name} {value!r} is not valid Unicode text")
-        if kind is RunKind.EVAL and not eval_id:
-            raise ValueError("an eval run needs an eval_id")
-        identifier = self._stored_identifier
-        session_id = identifier(session_id)
-        eval_id = identifier(eval_id) if eval_id else eval_id
-        agent = identifier(agent) if agent else agent
-        service = identifier(service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service")
+        key = (kind, session_id, eval_id, agent, service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service",
+               bool(service), recorded_by, session_derived)
+        stored_session_id, directory, head = self._run_heads.get(key) or self._run_head(key)
         if not layout.is_valid_run_id(run_id):
             raise layout.UnsafePathError(f"malformed run id {run_id!r}: expected 'run-' followed by a UUID")
-        directory = layout.session_dir_name(self._root_name, session_id, eval_id if kind is RunKind.EVAL else None)
         new_manifest: dict[str, Any] = {
             "schema": RUN_SCHEMA,
-            "session_id": session_id,
+            "session_id": stored_session_id,
             "run_id": run_id,
-            "kind": kind.value,
+            "kind": head["kind"],
             "created_at": format_timestamp(created_at_ns or time.time_ns()),
-            "service": service,
         }
-        optional = {"eval_id": eval_id if kind is RunKind.EVAL else None, "agent": agent, "recorded_by": recorded_by,
-                    "session_derived": session_derived}
-        new_manifest.update((key, value) for key, value in optional.items() if value)
+        new_manifest.update(head)  # "kind" stays where it was put; "service" and the optional fields follow
         with self._open_lock:
             if self._closed:
                 raise WriterClosedError("the bundle writer was shut down")
@@ -230,6 +228,33 @@ class BundleWriter:
             recorder = self._create_run(directory, run_id, new_manifest) or self._continue_run(Path(directory, run_id))
             self._open_runs[run_id] = recorder
         return recorder
+
+    def _run_head(self, key: _RunKey) -> _RunHead:
+        """What the runs opened with ``key``'s arguments share: the stored session id, the session
+        directory and the manifest's fields but ``run_id`` and ``created_at`` (``kind`` first), each id
+        checked and mapped once, remembered (a session's runs repeat them; the checks and the
+        directory's name cost more Python than the rest of an open). Raises ``ValueError`` for an id
+        that is not Unicode text and for an eval run without its ``eval_id``."""
+        kind, session_id, eval_id, agent, service, service_given, recorded_by, session_derived = key
+        kind = RunKind(kind)
+        checked = (("session_id", session_id), ("eval_id", eval_id), ("agent", agent), ("service", service_given and service))
+        for name, value in checked:  # the environment's service name is stored as it is
+            if isinstance(value, str) and value.encode("utf-8", "replace").decode("utf-8") != value:
+                raise ValueError(f"{name} {value!r} is not valid Unicode text")
+        if kind is RunKind.EVAL and not eval_id:
+            raise ValueError("an eval run needs an eval_id")
+        identifier = self._stored_identifier
+        stored_session_id = identifier(session_id)
+        eval_id = identifier(eval_id) if eval_id and kind is RunKind.EVAL else None
+        agent = identifier(agent) if agent else agent
+        directory = layout.session_dir_name(self._root_name, stored_session_id, eval_id)
+        head: dict[str, Any] = {"kind": kind.value, "service": identifier(service)}
+        optional = {"eval_id": eval_id, "agent": agent, "recorded_by": recorded_by, "session_derived": session_derived}
+        head.update((name, value) for name, value in optional.items() if value)
+        if len(self._run_heads) >= _KNOWN_DIRS:
+            self._run_heads.clear()
+        known = self._run_heads[key] = (stored_session_id, directory, head)
+        return known
 
     def _stored_identifier(self, value: str) -> str:
         """``value`` as stored: the id mapping (by default the environment's policy with the root's
@@ -257,7 +282,7 @@ class BundleWriter:
         """
         self._ensure_private_dir(directory)
         path = f"{directory}/{run_id}"
-        building = f"{directory}/.{run_id}.{os.getpid()}.{threading.get_ident()}.new"
+        building = f"{directory}/.{run_id}.{self._pid}.{threading.get_ident()}.new"
         try:
             os.mkdir(building, DIR_MODE)  # 0700 at most: a umask only takes bits away
         except FileNotFoundError:  # the session directory was removed since (retention, a move)
@@ -417,8 +442,10 @@ class BundleWriter:
             self._cond.notify()
 
     def forget(self, recorder: RunRecorder) -> None:
-        with self._open_lock:
-            self._open_runs.pop(recorder.run_id, None)
+        """A sealed run leaves :attr:`open_runs`. Without ``_open_lock``: a seal waited for every
+        open's system calls under it (a futex wait and a thread switch a bundle), and one ``pop`` is
+        atomic; the run id cannot name a newer recorder (``open_run`` refuses it while this one is open)."""
+        self._open_runs.pop(recorder.run_id, None)
 
     def _write(self, fd: int, data: memoryview) -> int:
         """The one syscall that appends journal bytes (a seam for fault-injection tests)."""

@@ -1,0 +1,87 @@
+"""What a bundle's open and seal share between runs, and what they no longer wait for (issue 21)."""
+
+from __future__ import annotations
+
+import uuid
+
+import orjson
+import pytest
+
+from otel_session import layout
+from otel_session.files import json_document
+from otel_session.journal import RUN_SCHEMA
+from otel_session.read import BundleStatus, read_bundle
+
+
+def _run_id() -> str:
+    return f"run-{uuid.uuid4()}"
+
+
+def test_a_seal_does_not_wait_for_an_open_in_progress(writer):
+    """An open holds the writer's open lock across its system calls (slow on a busy disk); the
+    writer thread's seals must not queue behind it, or every bundle paid a thread switch."""
+    first = writer.open_run(session_id="s", run_id=_run_id())
+    second = writer.open_run(session_id="s", run_id=_run_id())
+    with writer._open_lock:  # another thread's open_run, in the middle of its mkdir and renames
+        first.close(run_status="ok")
+        assert first.wait_sealed(10)
+        second.close(run_status="ok")
+        assert second.wait_sealed(10)
+    assert writer.open_runs == []
+    assert read_bundle(second.path).status is BundleStatus.COMPLETE
+
+
+def test_wait_sealed_from_another_thread_before_and_after_the_seal(writer):
+    run = writer.open_run(session_id="s", run_id=_run_id())
+    assert not run.wait_sealed(0.01)  # waits on an event made for it
+    run.close(run_status="ok")
+    assert run.wait_sealed(10) and run.sealed
+    assert run.wait_sealed(0)
+
+
+def test_runs_sharing_a_session_keep_each_its_own_manifest(writer, root):
+    """The checks and fields a session's runs share are made once; each run.json stays what the
+    arguments of its own open say, byte for byte, in the same field order."""
+    opens = [
+        {"session_id": "s", "agent": "a", "service": "svc"},
+        {"session_id": "s", "agent": "b", "service": "svc", "recorded_by": "otel-session collector"},
+        {"session_id": "s", "service": "other", "session_derived": True},
+        {"session_id": "s", "kind": "eval", "eval_id": "e1", "agent": "a", "service": "svc"},
+        {"session_id": "s", "agent": "a", "service": "svc"},
+    ]
+    for arguments in opens:
+        run_id = _run_id()
+        run = writer.open_run(run_id=run_id, created_at_ns=1_796_000_000_123_456_000, **arguments)
+        kind = arguments.get("kind", "live")
+        expected = {"schema": RUN_SCHEMA, "session_id": "s", "run_id": run_id, "kind": kind,
+                    "created_at": "2026-11-30T00:53:20.123456Z", "service": arguments["service"]}
+        optional = {"eval_id": arguments.get("eval_id"), "agent": arguments.get("agent"),
+                    "recorded_by": arguments.get("recorded_by"), "session_derived": arguments.get("session_derived")}
+        expected.update((key, value) for key, value in optional.items() if value)
+        assert (run.path / layout.RUN_FILE).read_bytes() == json_document(expected)
+        assert orjson.loads((run.path / layout.RUN_FILE).read_bytes()) == run.manifest
+        run.close(run_status="ok")
+    assert writer.force_flush()
+
+
+def test_bad_ids_are_refused_at_every_open_not_only_the_first(writer):
+    for _ in range(2):
+        with pytest.raises(ValueError, match="not valid Unicode"):
+            writer.open_run(session_id="s", run_id=_run_id(), agent="bad\udc80")
+        with pytest.raises(ValueError, match="eval_id"):
+            writer.open_run(session_id="s", run_id=_run_id(), kind="eval")
+        with pytest.raises(layout.UnsafePathError):
+            writer.open_run(session_id="s", run_id="run-not-a-uuid")
+    assert writer.open_runs == []
+
+
+def test_the_environments_service_name_is_read_at_every_open(writer, monkeypatch):
+    """The shared fields are remembered by the service an open resolves to, not by the argument."""
+    services = []
+    for name in ("svc-a", "svc-b"):
+        monkeypatch.setenv("OTEL_SERVICE_NAME", name)
+        run = writer.open_run(session_id="s", run_id=_run_id())
+        services.append(orjson.loads((run.path / layout.RUN_FILE).read_bytes())["service"])
+        run.close(run_status="ok")
+    assert services == ["svc-a", "svc-b"]
+    assert writer.force_flush()
