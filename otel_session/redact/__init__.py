@@ -377,11 +377,11 @@ class Redactor:
             tool_call_id = event.tool_call_id
             if tool_call_id is not None:
                 stored = ids.get(tool_call_id) if type(tool_call_id) is str else None
-                event.tool_call_id = stored if stored is not None else stored_id(tool_call_id, ids)
+                event.tool_call_id = stored if stored is not None else stored_id(tool_call_id, ids, event.span_id)
             message_id = event.message_id
             if message_id is not None:
                 stored = ids.get(message_id) if type(message_id) is str else None
-                event.message_id = stored if stored is not None else stored_id(message_id, ids)
+                event.message_id = stored if stored is not None else stored_id(message_id, ids, event.span_id)
             kind = event.type
             block = _delta_block(event) if kind == _ASSISTANT_DELTA else None
             if block is None:
@@ -418,20 +418,25 @@ class Redactor:
         payload = event.payload
         redacted = self.redact_payload(event.type, payload or {})
         ids = {name: redacted_id for name in ("tool_call_id", "message_id")
-               if (value := getattr(event, name)) is not None and (redacted_id := self._tool_call_id(value)) is not value}
+               if (value := getattr(event, name)) is not None
+               and (redacted_id := self._tool_call_id(value, None, event.span_id)) is not value}
         if ids:
             return dataclasses.replace(event, payload=redacted, **ids)
         return event if redacted is payload else event.with_payload(redacted)
 
-    def _tool_call_id(self, value: str, seen: dict[str, str] | None = None) -> str:
+    def _tool_call_id(self, value: str, seen: dict[str, str] | None = None, span_id: str | None = None) -> str:
         """A record's tool call or message id (a model's, an integration's or an app's, so it may
         hold PII) as ``identifier`` gives it; ``value`` itself when it holds none or is a span id
         (random hex, the fallback ids ``msg-…``/``call-…`` and the GenAI mappings' ``{span id}-in-N``/
         ``-out-N`` are made of, where digit runs are chance). Kept in ``seen`` (a plain str only:
-        a subclass may hash unlike its text)."""
+        a subclass may hash unlike its text).
+
+        The mappings' own ids are told without the regex: the record's ``span_id`` (written as it
+        is, so nothing new) followed by ``-in-N``/``-out-N`` (N < 1024) or nothing adds no text."""
         if type(value) is not str:
             return value
-        if value in self._clean or _SPAN_ID(value):  # a known clean id (a tool call's, again) skips the regex
+        # A known clean id (a tool call's, again) or the record's own span id's skip the regex.
+        if value in self._clean or value[:16] == span_id and value[16:] in _OWN_ID_SUFFIXES or _SPAN_ID(value):
             redacted = value
         else:
             redacted = self.identifier(value)
@@ -578,6 +583,8 @@ def _delta_block(event: JournalEvent) -> tuple[str | None, int] | None:
 _SLOT_VALUE_KEYS = ("value", "previous")
 _SLOT_LABEL_KEYS = ("slot", "source")
 _SPAN_ID = re.compile(r"(?:msg-|call-)?[0-9a-f]{16}(?:-(?:in|out)-[0-9]+)?").fullmatch
+# What the GenAI mappings append to a span id (16 hex digits) to name its messages (``_tool_call_id``).
+_OWN_ID_SUFFIXES = frozenset(["", *(f"-{side}-{n}" for side in ("in", "out") for n in range(1024))])
 
 
 def _failed_payload(event_type: str) -> dict[str, Any]:
