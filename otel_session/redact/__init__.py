@@ -201,6 +201,15 @@ class Redactor:
         if kind is dict or isinstance(value, Mapping):
             if leaf is _kept:
                 return {key: self._map_leaves(item, leaf) for key, item in value.items()}
+            if scanned and kind is dict:  # the common map, in line: keys and leaves (text, integers) known clean
+                for key, item in value.items():
+                    if type(key) is not str or key not in clean:
+                        break
+                    item_kind = type(item)
+                    if not (item_kind is str and item in clean or item_kind is int and str(item) in clean):
+                        break
+                else:
+                    return value
             result: dict[Any, Any] = {}
             scan, map_leaves = self._scan, self._map_leaves
             for key, item in value.items():
@@ -497,21 +506,27 @@ class Redactor:
         return result
 
     def _tool_started_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        name = payload.get("name")
+        redacted_name = self.identifier(name) if type(name) is str else name
+        arguments = payload.get("arguments")
+        redacted_arguments = self.tool_arguments(arguments) if "arguments" in payload else arguments
+        if redacted_name is name and redacted_arguments is arguments:
+            return payload  # nothing the policy changes: no copy
         result = dict(payload)
-        if type(payload.get("name")) is str:
-            result["name"] = self.identifier(payload["name"])
+        if type(name) is str:
+            result["name"] = redacted_name
         if "arguments" in payload:
-            result["arguments"] = self.tool_arguments(payload["arguments"])
+            result["arguments"] = redacted_arguments
         return result
 
     def _tool_finished_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
-        result = dict(payload)
+        result = payload  # copied only when the policy changes a value
         if "result" in payload:
-            result["result"] = self.tool_result(payload["result"])
+            result = _with_value(result, payload, "result", self.tool_result(payload["result"]))
         if "error" in payload:
-            result["error"] = self.free_leaves(payload["error"])
+            result = _with_value(result, payload, "error", self.free_leaves(payload["error"]))
         if "detail" in payload:
-            result["detail"] = self.free_leaves(payload["detail"])
+            result = _with_value(result, payload, "detail", self.free_leaves(payload["detail"]))
         return result
 
     def _verdict_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -592,6 +607,17 @@ def _failed_payload(event_type: str) -> dict[str, Any]:
     logger.warning("redaction of a %s payload failed; payload replaced", event_type, exc_info=True)
     return {"redaction_error": REDACTED_ERROR}
 _STRUCTURAL_KEYS = frozenset({"role", "kind", "index", "status", "name", "settled", "stop_reason"})
+
+
+def _with_value(result: dict[str, Any], payload: dict[str, Any], key: str, redacted: Any) -> dict[str, Any]:
+    """``result`` (``payload`` or its copy) with ``key``'s redaction: ``payload`` is copied the first
+    time a redaction is not the value itself."""
+    if redacted is payload[key]:
+        return result
+    if result is payload:
+        result = dict(payload)
+    result[key] = redacted
+    return result
 
 
 def _kept(value: Any) -> Any:
