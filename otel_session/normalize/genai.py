@@ -32,7 +32,6 @@ from otel_session.normalize.genai_messages import (
     Message,
     json_value,
     messages_of,
-    new_inputs,
 )
 
 __all__ = ["Message", "is_message_event", "is_model_call", "is_tool_call", "map_span", "run_agent"]
@@ -227,7 +226,7 @@ def _traceloop_value(value: Any) -> Any:
 def _add_message_events(span: SpanView, ids: _SpanIds, events: list[JournalEvent]) -> None:
     inputs, outputs = messages_of(span)
     start_ns = span.start_time_ns
-    for position, message in enumerate(new_inputs(inputs)):
+    for position, message in enumerate(inputs):
         _add_message(ids, events, start_ns, start_ns, message, f"{ids[2]}-in-{position}")
     call = _model_call_facts(span.attributes) if outputs else None
     deltas = deltas_of(span) if outputs and span.events else {}

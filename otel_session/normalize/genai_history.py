@@ -81,6 +81,12 @@ def _from_last_piece(value: str, marker: str, last: int) -> tuple[list[Any], boo
         item = tail[position]
         if item.__class__ is str:
             item = tail[position] = json_value(item)
+        if item.__class__ is dict and "message" not in item:  # the common item, as structured_role takes it
+            role = item.get("role")
+            if not role or role == "assistant":
+                break
+            if role.__class__ is str:
+                continue
         if structured_role(item) == "assistant":
             break
     else:  # an item cut at the marker is not an assistant message after all

@@ -2,8 +2,8 @@
 
 Contract::
 
-    inputs, outputs = messages_of(span)   # list[Message] each; the first convention found wins
-    new = new_inputs(inputs)               # what this call added to the conversation
+    new, outputs = messages_of(span)      # list[Message] each; the first convention found wins
+    new = new_inputs(inputs)              # what a call's input messages add to the conversation
 
 A ``Message`` is the neutral shape the journal takes: a role, content blocks ``{index, kind,
 text}`` and a stop reason. The conventions, in the order tried, are listed in
@@ -64,7 +64,8 @@ def new_inputs(inputs: list[Message]) -> list[Message]:
 
 
 def messages_of(span: SpanView) -> tuple[list[Message], list[Message]]:
-    """Input and output messages from whichever convention the span uses (first one found wins).
+    """The input messages this call added to the conversation (``new_inputs``) and the output
+    messages, from whichever convention the span uses (first one found wins).
 
     An output message without a finish reason of its own takes the span's: OpenInference's
     ``llm.finish_reason``, else the positional ``gen_ai.response.finish_reasons``.
@@ -91,7 +92,8 @@ def _messages_of(span: SpanView) -> tuple[list[Message], list[Message]]:
             break
     for source in (attributes, details):
         if "gen_ai.input.messages" in source or "gen_ai.output.messages" in source:
-            # The system instructions come first, so only a call without an earlier assistant
+            # Only the items after the last assistant message are mapped (none of them is one). The
+            # system instructions come first, so only a call without an earlier assistant
             # message journals them (what new_inputs keeps).
             inputs, after_assistant = _new_structured_inputs(source.get("gen_ai.input.messages"))
             instructions = source.get("gen_ai.system_instructions")
@@ -103,20 +105,21 @@ def _messages_of(span: SpanView) -> tuple[list[Message], list[Message]]:
             return inputs, _structured_messages(source.get("gen_ai.output.messages"))
     role_events = [event for event in span.events if event.name in ROLE_EVENTS or event.name == "gen_ai.choice"]
     if role_events:
-        return _event_messages(role_events)
+        inputs, outputs = _event_messages(role_events)
+        return new_inputs(inputs), outputs
     for event in span.events:  # gen_ai.content.prompt / gen_ai.content.completion (older spelling)
         if event.name == "gen_ai.content.prompt":
             inputs = _structured_messages(event.attributes.get("gen_ai.prompt"))
             completion = next((e for e in span.events if e.name == "gen_ai.content.completion"), None)
             outputs = _structured_messages(completion.attributes.get("gen_ai.completion")) if completion else []
-            return inputs, outputs
+            return new_inputs(inputs), outputs
     if any(key.startswith("llm.input_messages.") or key.startswith("llm.output_messages.") for key in attributes):
         outputs = _openinference_messages(attributes, "llm.output_messages.")
         if not outputs and "output.value" in attributes:  # the Agents SDK's streamed Chat Completions
             outputs = value_messages(attributes["output.value"])
-        return _openinference_messages(attributes, "llm.input_messages."), outputs
+        return new_inputs(_openinference_messages(attributes, "llm.input_messages.")), outputs
     if any(key.startswith("gen_ai.prompt.") or key.startswith("gen_ai.completion.") for key in attributes):
-        return _indexed_messages(attributes, "gen_ai.prompt.", "user"), _indexed_messages(
+        return new_inputs(_indexed_messages(attributes, "gen_ai.prompt.", "user")), _indexed_messages(
             attributes, "gen_ai.completion.", "assistant"
         )
     inputs = [Message("user")] if "input.value" in attributes else []

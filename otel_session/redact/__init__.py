@@ -201,6 +201,15 @@ class Redactor:
         if kind is dict or isinstance(value, Mapping):
             if leaf is _kept:
                 return {key: self._map_leaves(item, leaf) for key, item in value.items()}
+            if scanned and kind is dict:  # the common map, in line: keys and leaves (text, integers) known clean
+                for key, item in value.items():
+                    if type(key) is not str or key not in clean:
+                        break
+                    item_kind = type(item)
+                    if not (item_kind is str and item in clean or item_kind is int and str(item) in clean):
+                        break
+                else:
+                    return value
             result: dict[Any, Any] = {}
             scan, map_leaves = self._scan, self._map_leaves
             for key, item in value.items():
@@ -377,11 +386,11 @@ class Redactor:
             tool_call_id = event.tool_call_id
             if tool_call_id is not None:
                 stored = ids.get(tool_call_id) if type(tool_call_id) is str else None
-                event.tool_call_id = stored if stored is not None else stored_id(tool_call_id, ids)
+                event.tool_call_id = stored if stored is not None else stored_id(tool_call_id, ids, event.span_id)
             message_id = event.message_id
             if message_id is not None:
                 stored = ids.get(message_id) if type(message_id) is str else None
-                event.message_id = stored if stored is not None else stored_id(message_id, ids)
+                event.message_id = stored if stored is not None else stored_id(message_id, ids, event.span_id)
             kind = event.type
             block = _delta_block(event) if kind == _ASSISTANT_DELTA else None
             if block is None:
@@ -418,20 +427,25 @@ class Redactor:
         payload = event.payload
         redacted = self.redact_payload(event.type, payload or {})
         ids = {name: redacted_id for name in ("tool_call_id", "message_id")
-               if (value := getattr(event, name)) is not None and (redacted_id := self._tool_call_id(value)) is not value}
+               if (value := getattr(event, name)) is not None
+               and (redacted_id := self._tool_call_id(value, None, event.span_id)) is not value}
         if ids:
             return dataclasses.replace(event, payload=redacted, **ids)
         return event if redacted is payload else event.with_payload(redacted)
 
-    def _tool_call_id(self, value: str, seen: dict[str, str] | None = None) -> str:
+    def _tool_call_id(self, value: str, seen: dict[str, str] | None = None, span_id: str | None = None) -> str:
         """A record's tool call or message id (a model's, an integration's or an app's, so it may
         hold PII) as ``identifier`` gives it; ``value`` itself when it holds none or is a span id
         (random hex, the fallback ids ``msg-…``/``call-…`` and the GenAI mappings' ``{span id}-in-N``/
         ``-out-N`` are made of, where digit runs are chance). Kept in ``seen`` (a plain str only:
-        a subclass may hash unlike its text)."""
+        a subclass may hash unlike its text).
+
+        The mappings' own ids are told without the regex: the record's ``span_id`` (written as it
+        is, so nothing new) followed by ``-in-N``/``-out-N`` (N < 1024) or nothing adds no text."""
         if type(value) is not str:
             return value
-        if value in self._clean or _SPAN_ID(value):  # a known clean id (a tool call's, again) skips the regex
+        # A known clean id (a tool call's, again) or the record's own span id's skip the regex.
+        if value in self._clean or value[:16] == span_id and value[16:] in _OWN_ID_SUFFIXES or _SPAN_ID(value):
             redacted = value
         else:
             redacted = self.identifier(value)
@@ -492,21 +506,27 @@ class Redactor:
         return result
 
     def _tool_started_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        name = payload.get("name")
+        redacted_name = self.identifier(name) if type(name) is str else name
+        arguments = payload.get("arguments")
+        redacted_arguments = self.tool_arguments(arguments) if "arguments" in payload else arguments
+        if redacted_name is name and redacted_arguments is arguments:
+            return payload  # nothing the policy changes: no copy
         result = dict(payload)
-        if type(payload.get("name")) is str:
-            result["name"] = self.identifier(payload["name"])
+        if type(name) is str:
+            result["name"] = redacted_name
         if "arguments" in payload:
-            result["arguments"] = self.tool_arguments(payload["arguments"])
+            result["arguments"] = redacted_arguments
         return result
 
     def _tool_finished_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
-        result = dict(payload)
+        result = payload  # copied only when the policy changes a value
         if "result" in payload:
-            result["result"] = self.tool_result(payload["result"])
+            result = _with_value(result, payload, "result", self.tool_result(payload["result"]))
         if "error" in payload:
-            result["error"] = self.free_leaves(payload["error"])
+            result = _with_value(result, payload, "error", self.free_leaves(payload["error"]))
         if "detail" in payload:
-            result["detail"] = self.free_leaves(payload["detail"])
+            result = _with_value(result, payload, "detail", self.free_leaves(payload["detail"]))
         return result
 
     def _verdict_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -578,6 +598,8 @@ def _delta_block(event: JournalEvent) -> tuple[str | None, int] | None:
 _SLOT_VALUE_KEYS = ("value", "previous")
 _SLOT_LABEL_KEYS = ("slot", "source")
 _SPAN_ID = re.compile(r"(?:msg-|call-)?[0-9a-f]{16}(?:-(?:in|out)-[0-9]+)?").fullmatch
+# What the GenAI mappings append to a span id (16 hex digits) to name its messages (``_tool_call_id``).
+_OWN_ID_SUFFIXES = frozenset(["", *(f"-{side}-{n}" for side in ("in", "out") for n in range(1024))])
 
 
 def _failed_payload(event_type: str) -> dict[str, Any]:
@@ -585,6 +607,17 @@ def _failed_payload(event_type: str) -> dict[str, Any]:
     logger.warning("redaction of a %s payload failed; payload replaced", event_type, exc_info=True)
     return {"redaction_error": REDACTED_ERROR}
 _STRUCTURAL_KEYS = frozenset({"role", "kind", "index", "status", "name", "settled", "stop_reason"})
+
+
+def _with_value(result: dict[str, Any], payload: dict[str, Any], key: str, redacted: Any) -> dict[str, Any]:
+    """``result`` (``payload`` or its copy) with ``key``'s redaction: ``payload`` is copied the first
+    time a redaction is not the value itself."""
+    if redacted is payload[key]:
+        return result
+    if result is payload:
+        result = dict(payload)
+    result[key] = redacted
+    return result
 
 
 def _kept(value: Any) -> Any:

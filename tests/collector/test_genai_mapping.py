@@ -237,6 +237,8 @@ _ITEMS = st.one_of(
     st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool"]), "parts": _PARTS}),
     st.fixed_dictionaries({"parts": _PARTS, "role": st.sampled_from(["user", "assistant"])}),  # role not first
     st.fixed_dictionaries({"parts": _PARTS}),  # no role: an assistant message
+    st.fixed_dictionaries({"role": st.sampled_from(["", None, 0, 1, ["assistant"], "Assistant"])}),  # odd roles
+    st.just({"role": "user", "message": "not a map"}),  # a message that is no gen_ai.choice body
     # what cuts at the marker without being a top-level assistant message: a later role, an inner one,
     # a nested marker, the marker's text inside a string
     st.just({"role": "assistant", "role ": 1, "message": {"role": "user"}}),

@@ -575,6 +575,25 @@ def test_redact_events_hashes_tool_call_ids_that_hold_pii_alike_in_every_record(
     assert span_id.tool_call_id == "0000004155550199"  # the normalizer's fallback: a span id, random hex
 
 
+def test_message_ids_made_of_the_records_own_span_id_are_kept_and_nothing_else_rides_on_it(redactor):
+    """The mappings' ids (``{span id}-in-N``/``-out-N``) are kept without the regex when they are the
+    record's own span id and a suffix; any other text after that span id is still an id to redact."""
+    span_id = "4155550199000000"
+    own = [JournalEvent(EventType.MESSAGE_STARTED.value, 1, {"role": "user"}, message_id=f"{span_id}{suffix}",
+                        span_id=span_id) for suffix in ("-in-0", "-out-3", "-in-1023", "")]
+    other = JournalEvent(EventType.MESSAGE_STARTED.value, 1, {"role": "user"}, message_id=f"{span_id}-in-jane@example.com",
+                         span_id=span_id)
+    stranger = JournalEvent(EventType.MESSAGE_STARTED.value, 1, {"role": "user"},
+                            message_id="m +1 415 555 0199", span_id="m +1 415 555 0199"[:16])
+    redactor.redact_events([*own, other, stranger])
+    assert [event.message_id for event in own] == [f"{span_id}-in-0", f"{span_id}-out-3", f"{span_id}-in-1023", span_id]
+    assert "jane@example.com" not in other.message_id
+    assert "415 555 0199" not in stranger.message_id
+    single = redactor.redact_event(JournalEvent(EventType.MESSAGE_STARTED.value, 1, {"role": "user"},
+                                                message_id=f"{span_id}-out-0", span_id=span_id))
+    assert single.message_id == f"{span_id}-out-0"
+
+
 def test_redact_events_gives_each_id_its_own_redaction_and_replaces_a_payload_that_fails(redactor):
     """Ids are redacted once per distinct id in a call (a message's records share theirs): equal ids
     stay equal, different ids never share a result; a payload whose redaction raises is replaced."""
