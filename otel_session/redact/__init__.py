@@ -438,12 +438,13 @@ class Redactor:
         hold PII) as ``identifier`` gives it; ``value`` itself when it holds none or is a span id
         (random hex, the fallback ids ``msg-…``/``call-…`` and the GenAI mappings' ``{span id}-in-N``/
         ``-out-N`` are made of, where digit runs are chance). Kept in ``seen`` (a plain str only:
-        a subclass may hash unlike its text).
+        a subclass may hash unlike its text). Any other value (an app's ``str`` subclass, a number)
+        is stored as ``identifier`` gives its text.
 
         The mappings' own ids are told without the regex: the record's ``span_id`` (written as it
         is, so nothing new) followed by ``-in-N``/``-out-N`` (N < 1024) or nothing adds no text."""
         if type(value) is not str:
-            return value
+            return self.identifier(value)
         # A known clean id (a tool call's, again) or the record's own span id's skip the regex.
         if value in self._clean or value[:16] == span_id and value[16:] in _OWN_ID_SUFFIXES or _SPAN_ID(value):
             redacted = value

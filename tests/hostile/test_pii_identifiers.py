@@ -146,3 +146,22 @@ def test_the_collectors_log_lines_hold_no_id_holding_pii(tmp_path, pii_service, 
     assert "a sealed bundle never changes (" in caplog.text and "(invalid_id)" in caplog.text  # the lines under test were logged
     for canary in (*PHONE_DIGITS, EMAIL):
         assert canary not in caplog.text, f"{canary!r} logged"
+
+
+
+class _CallId(str):
+    """An app's own id type (a ``str`` subclass, as ``enum.StrEnum`` members and id newtypes are)."""
+
+
+@pytest.mark.parametrize("field", ["tool_call_id", "message_id"])
+def test_an_id_of_a_str_subclass_is_redacted_like_a_str(field):
+    """The redactor passed a record's tool call or message id through unchanged unless it was an
+    exact ``str`` (and an int as it was: digits are a phone number too)."""
+    from otel_session.normalize import JournalEvent
+
+    redactor = Redactor()
+    for value, expected in ((_CallId(f"call {EMAIL}"), redactor.identifier(f"call {EMAIL}")),
+                            (14155550142, redactor.identifier("14155550142"))):
+        (event,) = redactor.redact_events([JournalEvent("tool_execution_started", 1, {"name": "t"}, **{field: value})])
+        assert getattr(event, field) == expected and type(getattr(event, field)) is str
+        assert EMAIL not in getattr(event, field) and "14155550142" not in getattr(event, field)
