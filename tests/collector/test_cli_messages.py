@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import gc
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -14,7 +12,6 @@ import pytest
 from click.testing import CliRunner
 
 from otel_session.cli import main
-from otel_session.collector.server import SERVING_GC_THRESHOLD, settle_heap_for_serving
 
 SPAN_LINE = orjson.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {"name": "t"}, "spans": [{
     "traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "00f067aa0ba902b7", "name": "job",
@@ -64,40 +61,3 @@ def test_a_json_line_that_is_not_otlp_is_reported_as_such(tmp_path, line, ok):
     assert (result.exit_code == 0) is ok, result.output
     assert ("not an OTLP export request" in result.output) is not ok
     assert "1 run(s) written" in result.output  # the rest of the file is still imported
-
-
-def test_collect_tunes_the_garbage_collector_of_its_own_process(tmp_path):
-    """``collect`` is a process of its own: its start-up objects frozen, young collections rarer
-    (``settle_heap_for_serving``); asked by a signal once the collector says it listens."""
-    script = (
-        "import gc, signal, sys\n"
-        "signal.signal(signal.SIGUSR1, lambda *_: print('gc', gc.get_threshold()[0], gc.get_freeze_count() > 0,"
-        " file=sys.stderr, flush=True))\n"
-        "from otel_session.cli import main\n"
-        "main(['collect', '--dir', sys.argv[1], '--grpc', '127.0.0.1:0', '--http', 'off'])\n"
-    )
-    child = subprocess.Popen(
-        [sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "OTEL_SESSION_REDACTION_KEY": "k"},
-    )
-    try:
-        assert child.stdout.readline().startswith("otel-session collector: grpc=127.0.0.1:")
-        child.send_signal(signal.SIGUSR1)  # handled before SIGTERM: CPython runs pending handlers by number
-        child.send_signal(signal.SIGTERM)
-        _, stderr = child.communicate(timeout=60)
-    finally:
-        child.kill()
-    assert child.returncode == 0, stderr
-    assert f"gc {SERVING_GC_THRESHOLD} True" in stderr.splitlines()
-
-
-def test_settling_the_heap_freezes_what_is_alive_and_keeps_the_older_generations_thresholds():
-    threshold = gc.get_threshold()
-    try:
-        gc.set_threshold(700, 7, 9)
-        settle_heap_for_serving()
-        assert gc.get_threshold() == (SERVING_GC_THRESHOLD, 7, 9)
-        assert gc.get_freeze_count() > 0
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*threshold)
