@@ -311,16 +311,17 @@ class BundleWriter:
     def _ensure_private_dir(self, directory: str) -> None:
         """Make ``directory`` (0700) unless it exists; refuse a symlink or a file in its place, or on the way.
 
-        A session directory whose parent (``<root>/sessions``) was made or checked already is made
-        after one ``lstat`` of that parent (still refused if it became a symlink): the walk from the
-        root cost a new session two more system calls and ``pathlib``.
+        A session directory whose parent is ``<root>/sessions`` and was made or checked already is
+        made after one ``lstat`` of that parent (still refused if it became a symlink): the walk from
+        the root cost a new session two more system calls and ``pathlib``. An eval's sessions
+        (``<root>/evals/<eval>/sessions``) are deeper than one ``lstat`` sees: walked every time.
         """
         known = self._known_dirs
         if directory in known:
             return
         parent = directory.rpartition("/")[0]
         try:
-            if parent not in known:
+            if parent not in known or parent.rpartition("/")[0] != self._root_name:
                 raise FileNotFoundError(parent)
             require_real_dir(parent)
             make_private_dir(directory)

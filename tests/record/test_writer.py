@@ -513,6 +513,20 @@ def test_sessions_removed_whole_while_the_writer_runs_is_made_again_and_checked(
     assert list(outside.iterdir()) == []
 
 
+def test_an_eval_sessions_path_replaced_by_a_symlink_on_the_way_is_refused_at_the_next_session(writer, root, tmp_path):
+    """A new eval session's parent (``<root>/evals/<eval>/sessions``) is deeper than one ``lstat``
+    sees: ``<root>/evals`` replaced by a symlink after the first session must still be refused."""
+    first = writer.open_run(session_id="s1", run_id=new_run_id(), kind="eval", eval_id="e1")
+    first.close(run_status="ok")
+    assert writer.force_flush()
+    outside = tmp_path / "outside"
+    shutil.move(root / "evals", outside)
+    (root / "evals").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(layout.UnsafePathError, match="evals"):
+        writer.open_run(session_id="s2", run_id=new_run_id(), kind="eval", eval_id="e1")
+    assert [path.name for path in (outside / "e1" / "sessions").iterdir()] == ["s1"]
+
+
 def test_bundles_a_dead_process_left_half_made_are_removed(writer, root):
     """A crash between making a bundle aside and renaming it into place leaves a hidden directory."""
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
