@@ -16,7 +16,8 @@ Contract::
     line = compose_line(seq, at_ns, head, body)   # == encode_record(the record), byte for byte
     heads = HeadEncoder(session_id, run_id)   # one run's heads from parts encoded once
     head = heads.encode(type, turn_index, message_id, tool_call_id, trace_id, span_id)   # == encode_head(...)
-    lines = heads.lines(seq, records, whole)     # many records' lines, numbered from seq, in one loop
+    parts = heads.parts(records)                 # many records' (head, payload) in one loop, before a lock
+    lines = stamp_lines(seq, records, parts, whole)   # their lines numbered from seq (under the lock)
 
 A record nests at most ``MAX_DEPTH`` levels (the record object is level 1). Deeper objects and
 arrays, which JSON codecs cannot all encode or decode (orjson stops at 255 levels), are replaced
@@ -29,7 +30,7 @@ from __future__ import annotations
 import re
 import time
 from datetime import datetime, timedelta, timezone
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any, Protocol
 
@@ -57,6 +58,7 @@ __all__ = [
     "format_timestamp",
     "parse_timestamp",
     "run_id_from_trace_id",
+    "stamp_lines",
 ]
 
 RUN_SCHEMA = "otel-session.run.v1"
@@ -360,29 +362,23 @@ class HeadEncoder:
                                trace_id, span_id)
         return head + ids
 
-    def lines(self, seq: int, records: Iterable[RecordFields], whole: Callable[..., bytes]) -> list[bytes]:
-        """The NDJSON lines of ``records`` (their fields as attributes: a normalized span's),
-        numbered from ``seq``, in one loop: ``composed_payload``, ``encode`` and the stamp (the
-        records' one visit between the redactor and the file). ``whole(seq, type, at_ns,
-        turn_index, message_id, tool_call_id, trace_id, span_id, payload)`` gives the line of a
-        record only ``encode_record`` can tell about."""
+    def parts(self, records: Sequence[RecordFields]) -> list[tuple[bytes, bytes] | None]:
+        """``(head, payload's JSON)`` of each record (its fields as attributes: a normalized span's)
+        by ``encode`` and ``composed_payload``, in one loop; None for a record only
+        ``encode_record`` can tell about. Before the run's lock: encoding may run an app's code (a
+        value's ``repr``), which may append to the same run."""
         encode = self.encode
-        prefixes = _second_prefixes
-        lines: list[bytes] = []
-        add = lines.append
+        parts: list[tuple[bytes, bytes] | None] = []
+        add = parts.append
         for record in records:
-            event_type, at_ns, payload = record.type, record.at_ns, record.payload
-            body = composed_payload(payload, at_ns)
+            body = composed_payload(record.payload, record.at_ns)
             if body is None:
-                add(whole(seq, event_type, at_ns, record.turn_index, record.message_id, record.tool_call_id,
-                          record.trace_id, record.span_id, payload))
+                add(None)
             else:
-                head = encode(event_type, record.turn_index, record.message_id, record.tool_call_id, record.trace_id,
-                              record.span_id)
-                seconds, micros = divmod(at_ns // 1000, 1_000_000)  # compose_line's, in line: a call a record
-                add(_LINE % (seq, prefixes.get(seconds) or _second_prefix(seconds), micros, head, body))
-            seq += 1
-        return lines
+                add((encode(record.type, record.turn_index, record.message_id, record.tool_call_id, record.trace_id,
+                            record.span_id), body))
+        return parts
+
 
     def _type_part(self, event_type: str) -> bytes | None:
         text = _text_part(event_type, b'"type":') if type(event_type) is str else None
@@ -420,6 +416,28 @@ class HeadEncoder:
             self._ids.clear()  # a run's spans come and go: keep the recent ones
         self._ids[(trace_id, span_id)] = part
         return part
+
+
+
+def stamp_lines(
+    seq: int, records: Sequence[RecordFields], parts: list[tuple[bytes, bytes] | None], whole: Callable[..., bytes]
+) -> list[bytes]:
+    """The NDJSON lines of ``records`` numbered from ``seq``: each record's ``HeadEncoder.parts``
+    with its stamp (``compose_line``'s, in line: a call a record), or ``whole(seq, type, at_ns,
+    turn_index, message_id, tool_call_id, trace_id, span_id, payload)`` for one without parts."""
+    prefixes = _second_prefixes
+    lines: list[bytes] = []
+    add = lines.append
+    for record, part in zip(records, parts):
+        at_ns = record.at_ns
+        if part is None:
+            add(whole(seq, record.type, at_ns, record.turn_index, record.message_id, record.tool_call_id,
+                      record.trace_id, record.span_id, record.payload))
+        else:
+            seconds, micros = divmod(at_ns // 1000, 1_000_000)
+            add(_LINE % (seq, prefixes.get(seconds) or _second_prefix(seconds), micros, *part))
+        seq += 1
+    return lines
 
 
 _INT64 = range(-(2**63), 2**64)

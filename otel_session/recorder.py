@@ -14,7 +14,7 @@ Contract::
 ``seq`` is assigned at enqueue. The caller's thread makes each record's whole line, byte for byte
 ``encode_record``'s, so the queue holds lines of their exact size for the bounds: its payload
 encoded at once (a snapshot), its head ``append_to``'s once for many records or from the run's
-parts encoded once (``journal.HeadEncoder``; a batch's lines in one loop, ``HeadEncoder.lines``),
+parts encoded once (``journal.HeadEncoder``; a batch's in one loop, ``HeadEncoder.parts``),
 the ``seq`` and ``at`` stamped under the run's lock; the writer thread joins the queue in one
 ``b"".join`` and writes it. A
 record only ``encode_record`` can tell about (a value to cut or fall back for) is encoded whole. Reaching a queue
@@ -55,6 +55,7 @@ from otel_session.journal import (
     decode_line,
     encode_record,
     format_timestamp,
+    stamp_lines,
 )
 from otel_session.log import get_logger
 
@@ -268,13 +269,15 @@ class RunRecorder:
         return AppendResult.ACCEPTED if queued else AppendResult.CAPTURE_STOPPED
 
     def append_events(self, events: Iterable[JournalEvent]) -> int:
-        """Encode, stamp and enqueue normalized (and redacted) events in order, under one lock
-        (``HeadEncoder.lines``: their lines made there, so their ``seq``s follow the queue's order).
+        """Encode, stamp and enqueue normalized (and redacted) events in order: their heads and
+        payloads encoded first (``HeadEncoder.parts``: a value's ``repr`` may append to this run),
+        their lines stamped under one lock (``stamp_lines``: ``seq`` follows the queue's order).
 
         Returns how many were accepted: all of them, or those before the first refusal (the
         capture stopped there, see :attr:`failure`). Never raises, never blocks on disk.
         """
-        return self._enqueue(self._heads.lines, events, self._whole)
+        records = events if type(events) is list else list(events)
+        return self._enqueue(stamp_lines, records, self._heads.parts(records), self._whole)
 
     def head(
         self,
@@ -313,7 +316,7 @@ class RunRecorder:
         span_id: str | None,
         payload: dict[str, Any] | None,
     ) -> bytes:
-        """The line of a record only ``encode_record`` can encode (``HeadEncoder.lines``' ``whole``)."""
+        """The line of a record only ``encode_record`` can encode (``journal.stamp_lines``' ``whole``)."""
         record: dict[str, Any] = {
             "seq": seq,
             "at": format_timestamp(at_ns),

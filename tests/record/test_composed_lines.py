@@ -1,9 +1,10 @@
 """A record's line from parts (``RunRecorder.append_to``: a head encoded once, the payload now, the
-stamp at enqueue; ``HeadEncoder.lines`` for a batch) is ``encode_record``'s line byte for byte, and
+stamp at enqueue; ``HeadEncoder.parts`` and ``stamp_lines`` for a batch) is ``encode_record``'s line byte for byte, and
 the bounds count its exact length."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import orjson
@@ -21,6 +22,7 @@ from otel_session.journal import (
     encode_head,
     encode_record,
     format_timestamp,
+    stamp_lines,
 )
 from otel_session.normalize import JournalEvent
 from otel_session.write import FailureCode
@@ -107,7 +109,7 @@ class _Record:
                      min_size=1, max_size=6),
 )
 def test_a_batch_of_records_is_encoded_as_one_record_at_a_time(run, records):
-    """The collector's batches (``append_events``) take ``HeadEncoder.lines``' one loop: for any
+    """The collector's batches (``append_events``) take ``HeadEncoder.parts`` and ``stamp_lines``: for any
     fields, each record's line is ``encode_record``'s with its ``seq``, and a record only
     ``encode_record`` can tell about (no payload, a value to cut or fall back for, a time without a
     composed ``at``) goes to ``whole`` with its ``seq`` and fields."""
@@ -121,7 +123,7 @@ def test_a_batch_of_records_is_encoded_as_one_record_at_a_time(run, records):
     batch = [_Record(*fields) for fields in records] * 2  # the second time from the parts kept
     first_seq = 7
     expected_fallen = []
-    lines = heads.lines(first_seq, batch, fallback)
+    lines = stamp_lines(first_seq, batch, heads.parts(batch), fallback)
     assert len(lines) == len(batch)
     for seq, (line, record) in enumerate(zip(lines, batch), start=first_seq):
         body = composed_payload(record.payload, record.at_ns)
@@ -245,3 +247,27 @@ def test_a_batch_past_a_bound_queues_the_records_before_it_and_stops_there(make_
     writer.force_flush()
     lines = (run.path / "events.ndjson").read_bytes().splitlines()
     assert [orjson.loads(line)["seq"] for line in lines] == [1, 2, 3, 4]
+
+
+def test_a_value_whose_repr_appends_to_the_same_run_is_recorded_without_a_deadlock(writer, run_id):
+    """A batch's payloads are encoded before the run's lock is taken: an app's object in a tool
+    result is written by its ``repr``, and a ``repr`` that records something (to the same run)
+    must not wait for the lock its own batch holds."""
+    run = writer.open_run(session_id="reentrant", run_id=run_id)
+
+    class Noisy:
+        def __repr__(self) -> str:
+            run.append("slot_write", {"slot": "seen", "value": 1}, at_ns=2_000)
+            return "Noisy()"
+
+    appended: list[int] = []
+    batch = [JournalEvent("tool_execution_finished", 1_000, {"result": Noisy()})]
+    worker = threading.Thread(target=lambda: appended.append(run.append_events(batch)), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert appended == [1], "append_events did not return: the repr's append waited for the batch's lock"
+    run.close(run_status="ok")
+    assert writer.force_flush()
+    records = [orjson.loads(line) for line in (run.path / "events.ndjson").read_bytes().splitlines()]
+    assert [(record["type"], record["seq"]) for record in records[:2]] == [("slot_write", 1), ("tool_execution_finished", 2)]
+    assert records[1]["payload"] == {"result": "Noisy()"}
