@@ -47,6 +47,9 @@ DEFAULT_LIMIT = 512
 """Spare inodes a pool holds at most (each a ``recording`` document: one block)."""
 
 _writers = itertools.count()
+_made_here: set[str] = set()
+"""The pool directories this process made (a pool named by this pid that is not here is a dead
+process's whose pid came back: a container's pid 1 after a restart)."""
 
 
 class CapturePool:
@@ -134,7 +137,8 @@ class CapturePool:
         parent = f"{self._root}/{POOL_DIR}"
         directory = f"{parent}/{os.getpid()}.{next(_writers)}"
         try:
-            remove_dead_pools(self._root)
+            remove_dead_pools(self._root)  # a dead one's of this name too (this pid's, before a restart)
+            _made_here.add(directory)  # before it exists: another writer's remove_dead_pools skips it
             for attempt in range(2):
                 try:
                     os.mkdir(parent, DIR_MODE)
@@ -165,7 +169,8 @@ def remove_dead_pools(root: str) -> int:
 
     A pool is never reused: one of its entries may be a crashed bundle's live ``capture.json``
     (removing the pool's name for it leaves the bundle's). A live process's pools, and those a
-    forked child of a dead one still holds, are left alone.
+    forked child of a dead one still holds, are left alone; one named by this process's pid that
+    this process did not make is a dead one's.
     """
     removed = 0
     try:
@@ -174,7 +179,7 @@ def remove_dead_pools(root: str) -> int:
         return 0
     for entry in entries:
         pid = entry.name.split(".", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or process_alive(int(pid)):
+        if not pid.isdigit() or entry.path in _made_here or int(pid) != os.getpid() and process_alive(int(pid)):
             continue
         try:
             fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)

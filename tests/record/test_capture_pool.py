@@ -252,3 +252,31 @@ def test_bundles_on_another_file_system_than_the_root_are_written_as_before(tmp_
     finally:
         subprocess.run(["umount", "-l", str(root / "sessions")], check=False)
     assert not (root / POOL_DIR).exists()
+
+
+def test_a_dead_pool_of_a_process_with_this_ones_pid_is_removed_and_the_pool_works(tmp_path):
+    """In a container the pid (often 1) comes back after a restart: a pool named by this process's
+    pid that this process did not make is a dead one (its lock free), removed like any other — it
+    was skipped, and its name then took the new writer's, so the pool was off for good."""
+    root = tmp_path / "bundles"
+    script = textwrap.dedent(f"""
+        import os, sys, uuid
+        from otel_session.write import BundleWriter
+        root = {str(root)!r}
+        stale = os.path.join(root, {POOL_DIR!r}, f"{{os.getpid()}}.0")
+        os.makedirs(stale)
+        open(os.path.join(stale, "0"), "w").close()   # a crashed bundle's capture, say
+        writer = BundleWriter(root, identifier=lambda value: value)
+        inodes = []
+        for _ in range(3):
+            run = writer.open_run(session_id="s", run_id=f"run-{{uuid.uuid4()}}", service="svc")
+            inodes.append(os.stat(os.path.join(run.path, "capture.json")).st_ino)
+            run.append("turn_started", {{"state": "greet", "required_slots": []}})
+            run.close(run_status="ok")
+            assert run.wait_sealed(30)
+        print(len(set(inodes[1:])), os.path.exists(os.path.join(stale, "0")))
+        writer.shutdown()
+    """)
+    finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.split() == ["1", "False"], "the spares reused, the stale pool gone"
