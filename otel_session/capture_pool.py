@@ -5,7 +5,7 @@ Contract::
     pool = CapturePool(root)            # <root>/.capture-pool/<pid>.<n>/, made at the first keep()
     pool.take(path) -> bool             # a spare ``recording`` capture renamed to ``path``; False: create one
     entry = pool.keep(capture_path)     # link the capture a seal is about to replace; None: pool full or off
-    pool.kept(entry); pool.drop(entry)  # the replace succeeded (a spare now) / failed (the link removed)
+    pool.kept(entry); pool.drop(entry)  # the replace durable (a spare now) / failed (the link removed)
     pool.close()                        # remove the pool (writer shutdown)
     remove_dead_pools(root) -> int      # pools of dead processes: removed, never reused
 
@@ -98,7 +98,7 @@ class CapturePool:
         return name
 
     def kept(self, name: str) -> None:
-        """The capture linked as ``name`` was replaced: its inode is a spare now."""
+        """The capture linked as ``name`` was replaced, durably: its inode is a spare now."""
         self._spares.append(name)
 
     def drop(self, name: str) -> None:

@@ -69,6 +69,9 @@ class SealPlan:
     capture: dict[str, Any] = field(default_factory=dict)
     resequenced: bool = False
     """The rewritten journal replaced the appended one."""
+    spare: str | None = None
+    """The replaced ``recording`` capture's name in the writer's ``CapturePool``: a spare once the
+    renames are durable (until then a crash may bring the bundle's old name for it back)."""
 
     @property
     def path(self) -> Path:
@@ -271,9 +274,14 @@ def _seal_group(plans: list[SealPlan], sync: SealSync, pool: CapturePool) -> Non
     try:
         sync.renames(renamed)
     except OSError as exc:
+        for plan in renamed:
+            if plan.spare is not None:
+                pool.drop(plan.spare)
         _fail_all(renamed, exc, f"{sync.name} of the sealed bundle failed: {exc}")
         return
     for plan in renamed:
+        if plan.spare is not None:
+            pool.kept(plan.spare)
         plan.recorder._end_seal()
 
 
@@ -326,8 +334,7 @@ def _rename(plan: SealPlan, pool: CapturePool) -> bool:
         unlink_quietly(plan.capture_tmp)
         _finish_alone(plan)
         return False
-    if kept is not None:
-        pool.kept(kept)
+    plan.spare = kept
     return True
 
 

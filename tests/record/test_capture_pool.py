@@ -280,3 +280,34 @@ def test_a_dead_pool_of_a_process_with_this_ones_pid_is_removed_and_the_pool_wor
     finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert finished.returncode == 0, finished.stderr
     assert finished.stdout.split() == ["1", "False"], "the spares reused, the stale pool gone"
+
+
+def test_a_replaced_capture_is_a_spare_only_once_its_rename_is_durable(tmp_path):
+    """A bundle opened while a seal's renames are not yet synced must not get the inode that seal
+    replaced: until then a crash may bring the sealed bundle's old name for it back."""
+    taken_during_sync: list[int] = []
+
+    class OpensDuringTheSync:
+        name = "fsync"
+
+        def __init__(self) -> None:
+            self.inner = FsyncEach()
+
+        def files(self, plans) -> None:
+            self.inner.files(plans)
+
+        def renames(self, plans) -> None:
+            if not taken_during_sync:
+                taken_during_sync.append(_capture_inode(_open(writer, "meanwhile")).st_ino)
+            self.inner.renames(plans)
+
+    root = tmp_path / "bundles"
+    writer = _writer(root, seal_sync=OpensDuringTheSync())
+    try:
+        first = _open(writer)
+        replaced = _capture_inode(first).st_ino
+        _seal(first)
+        assert taken_during_sync and taken_during_sync[0] != replaced
+        assert _capture_inode(_open(writer, "after")).st_ino == replaced, "a spare once the renames are durable"
+    finally:
+        writer.shutdown()
