@@ -42,8 +42,9 @@ class SubmitResult:
     rejected: int = 0
     messages: list[str] = field(default_factory=list)
     rejected_by: dict[RejectReason, int] = field(default_factory=dict)
-    appended: list[tuple[Any, int, int]] = field(default_factory=list)
-    """``(RunRecorder, seq, spans)`` per run appended to: what must be in the journal before the answer."""
+    appended: list[tuple[Any, int, int, int]] = field(default_factory=list)
+    """``(RunRecorder, seq, spans journaled, spans it had journaled already)`` per run appended to:
+    what must be in the journal before the answer."""
 
     @property
     def error_message(self) -> str:
@@ -60,7 +61,8 @@ class Counters:
     """Span and log record counters (received, bundled, forwarded, rejected, no_session, …); thread-safe.
 
     ``received`` counts spans the receivers decoded (a retried request counts again; a request
-    refused for the sealing backlog before decoding does not count); ``log_records_*`` count log
+    refused for the sealing backlog before decoding does not count); ``duplicate_spans`` those a
+    run had journaled already (a retry's: accepted, journaled once); ``log_records_*`` count log
     records, ``log_events_*`` the GenAI message events among them.
     """
 
@@ -68,6 +70,7 @@ class Counters:
         "received", "bundled", "forwarded", "forward_failed", "rejected", "no_session", "runs_sealed",
         "log_records_received", "log_records_ignored", "log_events_bundled", "log_events_unmatched",
         "log_records_rejected", "log_records_forwarded", "log_records_forward_failed", "runs_session_derived",
+        "duplicate_spans",
     )
 
     def __init__(self) -> None:

@@ -31,7 +31,7 @@ from otel_session.normalize import JournalEvent
 from otel_session.normalize.toollink import ToolCallLinker
 from otel_session.write import RunRecorder
 
-__all__ = ["COLLECTOR_STOPPED", "ROOT_SPAN_MISSING", "EventRedactor", "OpenRun", "latest_at_ns"]
+__all__ = ["COLLECTOR_STOPPED", "ROOT_SPAN_MISSING", "EventRedactor", "OpenRun", "journaled_spans", "latest_at_ns"]
 
 logger = get_logger(__name__)
 
@@ -57,11 +57,14 @@ class OpenRun:
     """The state of one run between its first span and its seal."""
 
     __slots__ = (
-        "batches", "closed", "finished", "joins", "last_activity", "latest_ns", "lock", "recorder", "resumed",
-        "root_seen", "root_status", "tool_links", "tree",
+        "batches", "closed", "finished", "joins", "journaled_spans", "last_activity", "latest_ns", "lock", "recorder",
+        "resumed", "root_seen", "root_status", "tool_links", "tree",
     )
 
-    def __init__(self, recorder: RunRecorder, now: float, *, resumed: bool = False, latest_ns: int = 0) -> None:
+    def __init__(
+        self, recorder: RunRecorder, now: float, *, resumed: bool = False, latest_ns: int = 0,
+        journaled_spans: set[str] | None = None,
+    ) -> None:
         self.recorder = recorder
         self.lock = threading.Lock()
         self.closed = False
@@ -79,6 +82,8 @@ class OpenRun:
         self.resumed = resumed
         """Left ``recording`` by a previous process: sealed (as interrupted) when quiet, like a rooted run."""
         self.tool_links = ToolCallLinker()
+        self.journaled_spans = journaled_spans if journaled_spans is not None else set()
+        """The ids (hex) of the spans journaled (under ``lock``): a retried export's are not journaled again."""
 
     def quiet(self, now: float, seal_after_s: float, seal_rootless_after_s: float) -> bool:
         """Whether the run is due its seal at ``now``."""
@@ -127,6 +132,11 @@ class OpenRun:
         in_order = self.finished and self.batches == 1 and not self.resumed
         self.recorder.close(reorder=None if in_order else event_order_key(self.tree.depth_of), capture_extras=ORDER)
         return status
+
+
+def journaled_spans(records: list[dict[str, Any]]) -> set[str]:
+    """The span ids of decoded journal records: the spans a run resumed from its journal has."""
+    return {span_id for record in records if isinstance(span_id := record.get("span_id"), str)}
 
 
 def latest_at_ns(records: list[dict[str, Any]]) -> int:

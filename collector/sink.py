@@ -44,6 +44,7 @@ from otel_session.collector.sealing import (
     ROOT_SPAN_MISSING,
     EventRedactor,
     OpenRun,
+    journaled_spans,
     latest_at_ns,
 )
 from otel_session.journal import CaptureStatus, format_timestamp, run_id_from_trace_id
@@ -159,18 +160,20 @@ class BundleSink:
     def _wait_journaled(self, result: SubmitResult) -> None:
         """Return once ``result``'s records are in their journal files (written to the OS: a kill -9
         keeps them; fsync is the seal's). Spans of a capture that stopped first are rejected; a
-        writer too slow raises ``Overloaded`` (the client's retry may then journal them twice:
-        at least once, never lost)."""
-        waited = self.writer.wait_written([(recorder, seq) for recorder, seq, _ in result.appended], _ACK_TIMEOUT_S)
+        writer too slow raises ``Overloaded`` (the client's retry is then answered once they are
+        written, not journaled again: ``_append``)."""
+        waited = self.writer.wait_written([(recorder, seq) for recorder, seq, _, _ in result.appended], _ACK_TIMEOUT_S)
         if waited.status is WaitStatus.TIMED_OUT:
             raise Overloaded(f"the bundle writer did not write the request within {_ACK_TIMEOUT_S:.0f} s; retry later")
         for recorder in waited.lost:
-            count = sum(spans for appended, _, spans in result.appended if appended is recorder)
+            bundled = sum(spans for appended, _, spans, _ in result.appended if appended is recorder)
+            repeats = sum(repeats for appended, _, _, repeats in result.appended if appended is recorder)
             failure = recorder.failure
             why = f"{failure.code.value}: {failure.message}" if failure is not None else "the capture is closed"
-            result.accepted -= count
-            self.counters.add("bundled", -count)
-            self._reject(result, count, RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {why}")
+            result.accepted -= bundled + repeats
+            self.counters.add("bundled", -bundled)
+            self.counters.add("duplicate_spans", -repeats)
+            self._reject(result, bundled + repeats, RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {why}")
 
     def submit_log_events(self, detached: Iterable[DetachedEvent]) -> SubmitResult:
         """Join GenAI log events to their spans (one export request); ``accepted`` counts events
@@ -313,15 +316,27 @@ class BundleSink:
     def _append(
         self, run: OpenRun, spans: list[SpanView], log_events: dict[int, list[SpanEventData]], result: SubmitResult
     ) -> None:
-        """Journal ``spans`` (one trace's, of one request), each with the log events that waited for it."""
+        """Journal ``spans`` (one trace's, of one request), each with the log events that waited for
+        it; a span the run has journaled already (an exporter's retry) is accepted, not journaled again."""
         # End order, as the app's SDK exported them: OTLP regroups a request's spans by scope, and a
         # mapping may join a span to the children that ended before it.
         spans.sort(key=attrgetter("end_time_ns"))
         with run.lock:
-            tree = run.tree
-            parents = tree.parents
-            span_ids = [span.span_id_hex for span in spans]
-            for span, span_hex in zip(spans, span_ids):
+            journaled = run.journaled_spans
+            fresh: dict[str, SpanView] = {}
+            repeats: list[SpanView] = []
+            for span in spans:
+                span_hex = span.span_id_hex
+                if span_hex in journaled or span_hex in fresh:
+                    repeats.append(span)
+                else:
+                    fresh[span_hex] = span
+            if repeats:
+                self._accept_repeats(run, repeats, log_events, result)
+            if not fresh:
+                return
+            parents = run.tree.parents
+            for span_hex, span in fresh.items():
                 parent = span.parent_span_id
                 parents[span_hex] = f"{parent:016x}" if parent is not None else None
                 if parent is None:
@@ -331,18 +346,34 @@ class BundleSink:
             normalize = run.joins.normalize
             normalized = [
                 (span_hex, normalize(span, span_hex, log_events.get(span.span_id) if log_events else None, now))
-                for span, span_hex in zip(spans, span_ids)
+                for span_hex, span in fresh.items()
             ]
-            failure = run.journal(tree.order(normalized), self.redactor)
+            failure = run.journal(run.tree.order(normalized), self.redactor)
             if failure is not None:
-                self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {run.recorder.run_id}: {failure}")
+                self._reject(result, len(fresh), RejectReason.CAPTURE_STOPPED, f"run {run.recorder.run_id}: {failure}")
                 return
+            journaled.update(fresh)
             run.last_activity = now
-            result.appended.append((run.recorder, run.recorder.enqueued_seq, len(spans)))
-        result.accepted += len(spans)
-        self.counters.add("bundled", len(spans))
+            result.appended.append((run.recorder, run.recorder.enqueued_seq, len(fresh), 0))
+        result.accepted += len(fresh)
+        self.counters.add("bundled", len(fresh))
         if log_events:
             self.counters.add("log_events_bundled", sum(len(events) for events in log_events.values()))
+
+    def _accept_repeats(
+        self, run: OpenRun, repeats: list[SpanView], log_events: dict[int, list[SpanEventData]], result: SubmitResult
+    ) -> None:
+        """Accept spans ``run`` has journaled already (``run.lock`` held): answered once their first
+        copy's records are written, like any span (that write may still be queued: the retry of a
+        request whose answer timed out). Log events that waited for such a span have no record to
+        join any more: counted unmatched, never dropped silently."""
+        result.appended.append((run.recorder, run.recorder.enqueued_seq, 0, len(repeats)))
+        result.accepted += len(repeats)
+        self.counters.add("duplicate_spans", len(repeats))
+        journaled = run.journaled_spans  # not a span repeated within this request: its events join its first copy
+        waited = sum(len(log_events.pop(span.span_id, ())) for span in repeats if span.span_id_hex in journaled)
+        if waited:
+            self._unmatched(waited, f"their span was journaled already in run {run.recorder.run_id} (a retried export)")
 
     def _journal_late_logs(self, run: OpenRun, *, settled_before: float) -> None:
         """Journal the messages of log events that came after their span and were quiet since
@@ -465,7 +496,9 @@ class BundleSink:
             except (RunLockedError, RunSealedError, UnsafePathError, ValueError, OSError) as exc:
                 logger.info("left %s as it is: %s", info.path, exc)
                 continue
-            run = OpenRun(recorder, self._clock(), resumed=True, latest_ns=latest_at_ns(read_bundle(info.path).events))
+            records = read_bundle(info.path).events
+            run = OpenRun(recorder, self._clock(), resumed=True, latest_ns=latest_at_ns(records),
+                          journaled_spans=journaled_spans(records))
             with self._lock:
                 self._runs[uuid.UUID(info.run_id.removeprefix("run-")).int] = run
             resumed += 1

@@ -138,3 +138,33 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_written(tmp_path):
     types = [event["type"] for event in final.events]
     assert types[0] == "run_started" and types[-1] == "run_finished"
     assert [event["seq"] for event in final.events] == list(range(1, len(final.events) + 1))
+
+
+def test_spans_sent_again_after_a_restart_are_not_journaled_twice(tmp_path):
+    """The exporter's retry of a request the killed collector had journaled (its answer was lost
+    with the process): the restarted collector resumes the run and knows those spans."""
+    root = tmp_path / "bundles"
+    process, port = start_collector(root)
+    try:
+        for number in range(3):
+            assert post(port, tool_request(number)) == 200
+        wait_for(lambda: journal_lines(root) == 6)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+
+    process, port = start_collector(root)
+    try:
+        for number in range(4):  # the three again, and one more
+            assert post(port, tool_request(number)) == 200
+        assert post(port, root_request()) == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    assert "received=5 bundled=2" in out and "duplicate_spans=3" in out
+
+    (final,) = bundles(root)
+    assert final.status is BundleStatus.COMPLETE, final.diagnostics
+    started = [e["payload"]["arguments"]["n"] for e in final.events if e["type"] == "tool_execution_started"]
+    assert started == [0, 1, 2, 3]

@@ -1,0 +1,53 @@
+"""An exporter's retry of spans the collector has journaled already: recorded once, answered success.
+
+The official exporters retry a request whose answer they did not get in time (their deadline is
+10 s; the collector's own answer waits up to 30 s for the journal write) or that failed on the
+way back, with the same spans. A span is immutable once ended, so a span id a run has journaled
+already is that span again.
+"""
+
+from __future__ import annotations
+
+import orjson
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from .conftest import sealed_bundles
+from .test_receivers import assert_agent_run_bundle, otlp_json_request, post, record_agent_run
+
+
+def finished_agent_run(make_provider) -> list:
+    recorded = InMemorySpanExporter()
+    record_agent_run(make_provider(recorded).get_tracer("test"))
+    return list(recorded.get_finished_spans())
+
+
+def test_spans_exported_again_by_the_official_exporter_are_journaled_once(make_collector, tmp_path, make_provider):
+    spans = finished_agent_run(make_provider)
+    children, root = spans[:-1], spans[-1:]
+    once = make_collector(tmp_path / "once")
+    exporter = GrpcExporter(endpoint=f"127.0.0.1:{once.grpc_port}", insecure=True)
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    (expected,) = sealed_bundles(tmp_path / "once")
+
+    retried = make_collector(tmp_path / "retried")
+    exporter = GrpcExporter(endpoint=f"127.0.0.1:{retried.grpc_port}", insecure=True)
+    for batch in (children, children, spans):  # the children's request sent again, then all of it (the root last)
+        assert exporter.export(batch) is SpanExportResult.SUCCESS
+    (bundle,) = sealed_bundles(tmp_path / "retried")
+    assert_agent_run_bundle(bundle)
+    assert bundle.events == expected.events
+    counters = retried.counters.snapshot()
+    assert (counters["received"], counters["bundled"], counters["duplicate_spans"]) == (7, 3, 4)
+
+
+def test_a_span_twice_in_one_request_is_journaled_once(collector, bundle_root):
+    request = otlp_json_request(attributes={"gen_ai.operation.name": "invoke_agent"})
+    spans = request["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans.append(dict(spans[0]))
+    response, body = post(collector.http_port, orjson.dumps(request))
+    assert response.status == 200, body
+    (bundle,) = sealed_bundles(bundle_root)
+    assert [event["type"] for event in bundle.events] == ["run_started", "run_finished"]
+    assert collector.counters.snapshot()["duplicate_spans"] == 1
