@@ -208,7 +208,7 @@ class BundleWriter:
         ``WriterClosedError`` after shutdown, and ``OSError`` when the directory cannot be made.
         """
         key = (kind, session_id, eval_id, agent, service or os.environ.get("OTEL_SERVICE_NAME") or "unknown_service",
-               bool(service), recorded_by, session_derived)
+               bool(service), recorded_by, bool(session_derived))  # 1 and True: one key, stored as ``true``
         stored_session_id, directory, head = self._run_heads.get(key) or self._run_head(key)
         if not layout.is_valid_run_id(run_id):
             raise layout.UnsafePathError(f"malformed run id {run_id!r}: expected 'run-' followed by a UUID")

@@ -64,6 +64,15 @@ def test_runs_sharing_a_session_keep_each_its_own_manifest(writer, root):
     assert writer.force_flush()
 
 
+def test_session_derived_is_stored_as_a_boolean_whichever_true_value_opened_the_first_run(writer):
+    """Opens whose arguments compare equal share what they store: ``1`` and ``True`` alike are ``true``."""
+    for value in (1, True):
+        run = writer.open_run(session_id="s", run_id=_run_id(), session_derived=value)
+        assert orjson.loads((run.path / layout.RUN_FILE).read_bytes())["session_derived"] is True
+        run.close(run_status="ok")
+    assert writer.force_flush()
+
+
 def test_bad_ids_are_refused_at_every_open_not_only_the_first(writer):
     for _ in range(2):
         with pytest.raises(ValueError, match="not valid Unicode"):
