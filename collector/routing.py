@@ -48,9 +48,9 @@ class RunIdentity(NamedTuple):
     created_at_ns: int
 
 
-def run_identity(session_id: str, spans: list[SpanView]) -> RunIdentity:
+def run_identity(session_id: str, spans: list[SpanView], agents: genai.RunAgent | None = None) -> RunIdentity:
     """The run of ``spans`` (one trace's): kind and eval from its root span when among them, the
-    agent as ``genai.run_agent`` finds it."""
+    agent as ``genai.RunAgent`` finds it (``agents``: the run's, which goes on with later spans)."""
     first = min(spans, key=_START_TIME)
     attributes = first.attributes
     for span in spans:
@@ -64,7 +64,7 @@ def run_identity(session_id: str, spans: list[SpanView]) -> RunIdentity:
         first.run_id,
         RunKind.EVAL if is_eval else RunKind.LIVE,
         str(eval_id) if is_eval else None,
-        genai.run_agent(spans),
+        (agents or genai.RunAgent()).add(spans),
         first.service_name,
         first.start_time_ns,
     )

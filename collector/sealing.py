@@ -28,6 +28,7 @@ from otel_session.collector.ordering import SpanTree, event_order_key
 from otel_session.journal import EventType, parse_timestamp
 from otel_session.log import get_logger, log_id
 from otel_session.normalize import JournalEvent
+from otel_session.normalize.genai import RunAgent
 from otel_session.normalize.toollink import ToolCallLinker
 from otel_session.write import RunRecorder
 
@@ -57,13 +58,13 @@ class OpenRun:
     """The state of one run between its first span and its seal."""
 
     __slots__ = (
-        "batches", "closed", "finished", "joins", "journaled_spans", "last_activity", "latest_ns", "lock", "recorder",
-        "resumed", "root_seen", "root_status", "tool_links", "tree",
+        "agent", "agents", "batches", "closed", "finished", "joins", "journaled_spans", "last_activity", "latest_ns",
+        "lock", "recorder", "resumed", "root_seen", "root_status", "tool_links", "tree",
     )
 
     def __init__(
         self, recorder: RunRecorder, now: float, *, resumed: bool = False, latest_ns: int = 0,
-        journaled_spans: set[str] | None = None,
+        journaled_spans: set[str] | None = None, agents: RunAgent | None = None, agent: str | None = None,
     ) -> None:
         self.recorder = recorder
         self.lock = threading.Lock()
@@ -82,6 +83,11 @@ class OpenRun:
         self.resumed = resumed
         """Left ``recording`` by a previous process: sealed (as interrupted) when quiet, like a rooted run."""
         self.tool_links = ToolCallLinker()
+        self.agents = agents
+        """The run's agent as its spans tell it (``genai.RunAgent``); None: not learnt here (a run
+        resumed with its agent named)."""
+        self.agent = agent
+        """The agent its ``run.json`` was given (as the spans name it, before the id mapping)."""
         self.journaled_spans = journaled_spans if journaled_spans is not None else set()
         """The ids (hex) of the spans journaled (under ``lock``): a retried export's are not journaled again."""
 

@@ -50,7 +50,7 @@ from otel_session.collector.sealing import (
 from otel_session.journal import CaptureStatus, format_timestamp, run_id_from_trace_id
 from otel_session.layout import UnsafePathError
 from otel_session.log import get_logger, log_id
-from otel_session.normalize import DetachedEvent, SpanEventData, SpanView
+from otel_session.normalize import DetachedEvent, SpanEventData, SpanView, genai
 from otel_session.read import RunInfo, find_run, read_bundle
 from otel_session.write import (
     BundleWriter,
@@ -271,7 +271,8 @@ class BundleSink:
         self, trace_id: int, session_id: str, spans: list[SpanView], result: SubmitResult, now: float, *,
         session_derived: bool = False,
     ) -> OpenRun | None:
-        identity = run_identity(session_id, spans)
+        agents = genai.RunAgent()
+        identity = run_identity(session_id, spans, agents)
         run_id = identity.run_id
         # What the client is told names the run and the reason, never a server path or an input
         # value (the session id may be personal data): the exception goes to the log only.
@@ -308,7 +309,7 @@ class BundleSink:
             message = f"cannot open the bundle of run {run_id}: {reason}"
             self._reject(result, len(spans), RejectReason.IO_ERROR, message, detail=exc)
             return None
-        run = self._runs[trace_id] = OpenRun(recorder, now)
+        run = self._runs[trace_id] = OpenRun(recorder, now, agents=agents, agent=identity.agent)
         return run
 
     # -- journaling (``run.lock`` held) -----------------------------------------------------
@@ -335,6 +336,9 @@ class BundleSink:
                 self._accept_repeats(run, repeats, log_events, result)
             if not fresh:
                 return
+            agents = run.agents
+            if agents is not None and not agents.settled and agents.add(fresh.values()) != run.agent:
+                self._name_agent(run, agents.agent)
             parents = run.tree.parents
             for span_hex, span in fresh.items():
                 parent = span.parent_span_id
@@ -359,6 +363,17 @@ class BundleSink:
         self.counters.add("bundled", len(fresh))
         if log_events:
             self.counters.add("log_events_bundled", sum(len(events) for events in log_events.values()))
+
+    def _name_agent(self, run: OpenRun, agent: str | None) -> None:
+        """Give ``run``'s ``run.json`` the agent a span that came after its open named (``run.lock``
+        held); a failure is logged, and the run records on without it."""
+        run.agent = agent
+        if agent is None:
+            return
+        try:
+            self.writer.name_agent(run.recorder, agent)
+        except (OSError, ValueError) as exc:
+            logger.warning("could not name the agent of run %s in its run.json: %s", log_id(run.recorder.run_id), exc)
 
     def _accept_repeats(
         self, run: OpenRun, repeats: list[SpanView], log_events: dict[int, list[SpanEventData]], result: SubmitResult
@@ -498,7 +513,8 @@ class BundleSink:
                 continue
             records = read_bundle(info.path).events
             run = OpenRun(recorder, self._clock(), resumed=True, latest_ns=latest_at_ns(records),
-                          journaled_spans=journaled_spans(records))
+                          journaled_spans=journaled_spans(records),
+                          agents=None if info.agent else genai.RunAgent())  # named before: kept
             with self._lock:
                 self._runs[uuid.UUID(info.run_id.removeprefix("run-")).int] = run
             resumed += 1

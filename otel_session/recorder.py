@@ -42,8 +42,11 @@ from otel_session import layout
 from otel_session.files import (
     FILE_MODE,
     count_complete_lines,
+    json_document,
+    temporary_path,
     unlink_quietly,
     write_fully,
+    write_temporary,
 )
 from otel_session.journal import (
     CAPTURE_SCHEMA,
@@ -450,6 +453,27 @@ class RunRecorder:
             self._close_requested = True
             self._reorder = reorder
         self._writer.schedule(self, urgent=True)
+
+    def replace_manifest(self, manifest: dict[str, Any]) -> bool:
+        """Replace ``run.json`` by ``manifest`` (same ``session_id`` and ``run_id``) while the run
+        records: a temporary file renamed over it, made durable by the seal like the rest of the
+        bundle. False once the run is closing or its capture stopped (after its terminal status
+        nothing in a bundle changes); ``OSError`` if the file cannot be replaced (it stays as it was)."""
+        if (manifest.get("session_id"), manifest.get("run_id")) != (self.session_id, self.run_id):
+            raise ValueError("a run's manifest keeps its session and run ids")
+        path = f"{self.directory}/{layout.RUN_FILE}"
+        with self._lock:
+            if self._close_requested:
+                return False
+            temporary = temporary_path(path)
+            os.close(write_temporary(temporary, json_document(manifest)))
+            try:
+                os.replace(temporary, path)
+            except OSError:
+                unlink_quietly(temporary)
+                raise
+            self.manifest = manifest
+        return True
 
     def _disown_after_fork(self) -> None:
         """In a forked child: this run belongs to the parent; accept nothing, touch nothing."""

@@ -94,6 +94,10 @@ _KNOWN_DIRS = 4096
 _RunKey = tuple[RunKind | str, str, str | None, str | None, str, bool, str | None, bool]
 """``open_run``'s arguments but ``run_id`` and ``created_at_ns``: ``(kind, session_id, eval_id, agent,
 service, service given, recorded_by, session_derived)``, the service defaulted (``$OTEL_SERVICE_NAME``)."""
+_MANIFEST_ORDER = (
+    "schema", "session_id", "run_id", "kind", "created_at", "service", "eval_id", "agent", "recorded_by", "session_derived",
+)
+"""The order ``open_run`` writes a manifest's fields in (``run.json``)."""
 _RunHead = tuple[str, str, dict[str, Any]]
 """``(stored session id, session directory, manifest fields)`` of a ``_RunKey`` (``_run_head``)."""
 
@@ -228,6 +232,19 @@ class BundleWriter:
             recorder = self._create_run(directory, run_id, new_manifest) or self._continue_run(Path(directory, run_id))
             self._open_runs[run_id] = recorder
         return recorder
+
+    def name_agent(self, recorder: RunRecorder, agent: str) -> bool:
+        """Give the open run ``recorder`` records the agent ``agent`` in its ``run.json``, stored as
+        ``open_run`` stores one (the collector learns a run's agent from a span that comes after
+        the run was opened): the manifest reads as if opened with it, field order included. False
+        when the run no longer records (``RunRecorder.replace_manifest``). Raises ``ValueError``
+        for an agent that is not Unicode text, ``OSError`` when ``run.json`` cannot be replaced."""
+        if agent.encode("utf-8", "replace").decode("utf-8") != agent:
+            raise ValueError("the agent name is not valid Unicode text")
+        manifest = {**recorder.manifest, "agent": self._stored_identifier(agent)}
+        ordered = {name: manifest[name] for name in _MANIFEST_ORDER if name in manifest}
+        ordered.update(manifest)  # fields of a newer writer this one does not know keep their place after
+        return recorder.replace_manifest(ordered)
 
     def _run_head(self, key: _RunKey) -> _RunHead:
         """What the runs opened with ``key``'s arguments share: the stored session id, the session

@@ -34,7 +34,7 @@ from otel_session.normalize.genai_messages import (
     messages_of,
 )
 
-__all__ = ["Message", "is_message_event", "is_model_call", "is_tool_call", "map_span", "run_agent"]
+__all__ = ["Message", "RunAgent", "is_message_event", "is_model_call", "is_tool_call", "map_span", "run_agent"]
 
 _MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 _TOOL_OPERATIONS = frozenset({"execute_tool"})
@@ -129,16 +129,45 @@ def _run_started_payload(span: SpanView) -> dict[str, Any]:
 
 
 def run_agent(spans: Iterable[SpanView]) -> str | None:
-    """The agent a run (a trace) is labelled with, from the spans of it at hand: the root's agent
-    attributes, else the first ``agent.name`` / ``gen_ai.agent.name`` among the spans (by start
-    time; an OpenInference or Agents SDK run names its agent on a child span), else the name of
-    a root agent span (``invoke_agent {name}``, an OpenInference ``AGENT`` span). None: no agent."""
-    spans = sorted(spans, key=_start_time)
-    root = next((span for span in spans if span.parent_span_id is None), None)
-    if root is not None and (agent := _agent_of(root)):
-        return agent
-    agent = next((name for span in spans if (name := _agent_of(span))), None)
-    return agent or (_agent_span_name(root) if root is not None else None)
+    """The agent a run (a trace) is labelled with, from the spans of it at hand (``RunAgent``'s rule)."""
+    return RunAgent().add(spans)
+
+
+class RunAgent:
+    """The agent of a run as its spans arrive, in one batch or many: the root's agent attributes,
+    else the first ``agent.name`` / ``gen_ai.agent.name`` among the spans (by start time, the
+    earlier batch first at a tie; an OpenInference or Agents SDK run names its agent on a child
+    span), else the name of a root agent span (``invoke_agent {name}``, an OpenInference ``AGENT``
+    span). ``agent`` is None while no span names one; ``settled`` once the root named it (no later
+    span changes it)."""
+
+    __slots__ = ("_first", "_root", "_root_attribute", "_root_name")
+
+    def __init__(self) -> None:
+        self._root: int | None = None
+        """The earliest root's start time (a trace has one root; a hostile one may send more)."""
+        self._root_attribute: str | None = None
+        self._root_name: str | None = None
+        self._first: tuple[int, str] | None = None
+
+    @property
+    def agent(self) -> str | None:
+        return self._root_attribute or (self._first[1] if self._first is not None else None) or self._root_name
+
+    @property
+    def settled(self) -> bool:
+        return self._root_attribute is not None
+
+    def add(self, spans: Iterable[SpanView]) -> str | None:
+        """Take ``spans`` into account; the run's agent so far."""
+        for span in spans:
+            agent = _agent_of(span)
+            start = span.start_time_ns
+            if span.parent_span_id is None and (self._root is None or start < self._root):
+                self._root, self._root_attribute, self._root_name = start, agent, _agent_span_name(span)
+            if agent and (self._first is None or start < self._first[0]):
+                self._first = (start, agent)
+        return self.agent
 
 
 def _agent_of(span: SpanView) -> str | None:
@@ -157,10 +186,6 @@ def _agent_span_name(span: SpanView) -> str | None:
     if span.attributes.get("openinference.span.kind") == "AGENT":
         return span.name or None
     return None
-
-
-def _start_time(span: SpanView) -> int:
-    return span.start_time_ns
 
 
 # -- tools -----------------------------------------------------------------------------------

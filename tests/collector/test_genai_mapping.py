@@ -464,3 +464,20 @@ def test_a_run_is_labelled_with_its_agent():
     assert genai.run_agent([at(0, {}, parent=None)]) is None
     (run_started, _) = normalize_span(workflow)
     assert run_started.payload["agent"] == "Agent workflow"
+
+
+def test_a_runs_agent_told_in_batches_is_the_agent_of_all_its_spans():
+    """The collector learns a run's agent request by request (a long run's spans come in many)."""
+    def at(offset, attributes, *, name="x", parent=0x1):
+        return SpanData(0xABC, 0x100 + offset, parent, name, START + offset, END, attributes)
+
+    root = at(0, {"gen_ai.operation.name": "invoke_agent"}, name="invoke_agent booking", parent=None)
+    named_root = at(0, {"gen_ai.agent.name": "root"}, parent=None)
+    early = at(1, {"agent.name": "Booker"})
+    late = at(2, {"agent.name": "Handoff"})
+    for spans in ([late, early, root], [root, late], [late, named_root, early], [early, late]):
+        for cut in range(len(spans) + 1):
+            agents = genai.RunAgent()
+            agents.add(spans[:cut])
+            assert agents.add(spans[cut:]) == genai.run_agent(spans), (spans, cut)
+            assert agents.settled is (named_root in spans)

@@ -73,6 +73,25 @@ def test_session_derived_is_stored_as_a_boolean_whichever_true_value_opened_the_
     assert writer.force_flush()
 
 
+def test_an_agent_named_while_the_run_records_reads_as_if_opened_with_it_and_never_after_its_close(writer):
+    run_id = _run_id()
+    run = writer.open_run(session_id="s", run_id=run_id, service="svc", created_at_ns=1_796_000_000_123_456_000,
+                          recorded_by="otel-session collector")
+    assert writer.name_agent(run, "booking")
+    opened_with_it = writer.open_run(session_id="s", run_id=_run_id(), service="svc", agent="booking",
+                                     created_at_ns=1_796_000_000_123_456_000, recorded_by="otel-session collector")
+    expected = {**opened_with_it.manifest, "run_id": run_id}
+    assert (run.path / layout.RUN_FILE).read_bytes() == json_document(expected) and run.manifest == expected
+    with pytest.raises(ValueError, match="not valid Unicode"):
+        writer.name_agent(run, "bad\udc80")
+    run.close(run_status="ok")
+    assert not writer.name_agent(run, "other")  # closing: a bundle's files stay as they are from here on
+    assert writer.force_flush()
+    assert orjson.loads((run.path / layout.RUN_FILE).read_bytes())["agent"] == "booking"
+    assert sorted(path.name for path in run.path.iterdir()) == [layout.CAPTURE_FILE, layout.EVENTS_FILE, layout.RUN_FILE]
+    opened_with_it.close(run_status="ok")
+
+
 def test_bad_ids_are_refused_at_every_open_not_only_the_first(writer):
     for _ in range(2):
         with pytest.raises(ValueError, match="not valid Unicode"):
