@@ -63,14 +63,15 @@ class Counters:
     ``received`` counts spans the receivers decoded (a retried request counts again; a request
     refused for the sealing backlog before decoding does not count); ``duplicate_spans`` those a
     run had journaled already (a retry's: accepted, journaled once); ``log_records_*`` count log
-    records, ``log_events_*`` the GenAI message events among them.
+    records, ``log_events_*`` the GenAI message events among them (``log_events_duplicate``: equal to
+    one their span has or waits with, a retry's: accepted, kept once).
     """
 
     NAMES = (
         "received", "bundled", "forwarded", "forward_failed", "rejected", "no_session", "runs_sealed",
         "log_records_received", "log_records_ignored", "log_events_bundled", "log_events_unmatched",
         "log_records_rejected", "log_records_forwarded", "log_records_forward_failed", "runs_session_derived",
-        "duplicate_spans",
+        "duplicate_spans", "log_events_duplicate",
     )
 
     def __init__(self) -> None:

@@ -3,14 +3,16 @@
 Contract::
 
     waiting = WaitingLogs(max_events)           # events that came before their span (sink._lock)
-    waiting.hold(trace_id, span_id, events, now) -> bool   # False: over the bound (count them unmatched)
+    fresh = waiting.unseen(trace_id, span_id, events)      # but those waiting already (a retried export's)
+    waiting.hold(trace_id, span_id, fresh, now) -> bool    # False: over the bound (count them unmatched)
     waiting.take(trace_id, spans) -> {span_id: events}     # when the spans come
     waiting.drop(trace_id) -> int; waiting.expire(is_expired) -> int
 
     joins = LogJoins()                          # one run's (run.lock held)
     events = joins.normalize(span, span_hex, waiting_events, now)   # its journal events, normalized once
     joins.accepts_late(span_hex) -> LateJoin               # may events coming after it still join?
-    joins.add_late(span_hex, events, now) -> bool
+    fresh = joins.unseen(span_hex, events)                 # but those it has joined already
+    joins.add_late(span_hex, fresh, now) -> bool
     fresh, count = joins.settled(settled_before)           # (span id, new message events) to journal
 
 * Arriving before its span (the usual case: the SDK exports logs every second, spans every five),
@@ -22,20 +24,32 @@ Contract::
   with them (message ids follow the messages' positions) and only the message records not
   journaled yet are kept. Model calls wait for late events ``LOG_JOIN_RETENTION_S``, at most
   ``MAX_LOG_JOINS_PER_RUN`` of them; other spans take none late.
+* An event equal to one its span already waits with or was joined by (same name, time and
+  attributes: an exporter's retry of a request whose answer it did not get) is that event again:
+  ``unseen`` leaves it out, so a retry adds no message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import Enum
 
 from otel_session.normalize import JournalEvent, SpanEventData, SpanView, genai, normalize_span
 
-__all__ = ["LOG_SETTLE_S", "LateJoin", "LogJoins", "WaitingLogs"]
+__all__ = ["LOG_SETTLE_S", "LateJoin", "LogJoins", "WaitingLogs", "unseen"]
 
 LOG_SETTLE_S = 0.5
 LOG_JOIN_RETENTION_S = 30.0
 MAX_LOG_JOINS_PER_RUN = 1_024
+
+
+def unseen(events: list[SpanEventData], seen: Sequence[SpanEventData]) -> list[SpanEventData]:
+    """``events`` but those equal to one of ``seen`` or to an earlier one of ``events``."""
+    fresh: list[SpanEventData] = []
+    for event in events:
+        if event not in seen and event not in fresh:
+            fresh.append(event)
+    return fresh
 
 
 class WaitingLogs:
@@ -56,6 +70,11 @@ class WaitingLogs:
         self._by_trace.setdefault(trace_id, (now, {}))[1].setdefault(span_id, []).extend(events)
         self.count += len(events)
         return True
+
+    def unseen(self, trace_id: int, span_id: int, events: list[SpanEventData]) -> list[SpanEventData]:
+        """``events`` but those already waiting for their span (``unseen``)."""
+        entry = self._by_trace.get(trace_id)
+        return unseen(events, entry[1].get(span_id, ()) if entry is not None else ())
 
     def take(self, trace_id: int, spans: list[SpanView]) -> dict[int, list[SpanEventData]]:
         """The events waiting for each of ``spans``, by span id (taken)."""
@@ -155,6 +174,11 @@ class LogJoins:
         if span_hex in self._joins:
             return LateJoin.JOINS
         return LateJoin.HAS_OWN if span_hex in self._own else LateJoin.NONE
+
+    def unseen(self, span_hex: str, events: list[SpanEventData]) -> list[SpanEventData]:
+        """``events`` but those the span was joined by already, or holds for its next settle (``unseen``)."""
+        join = self._joins.get(span_hex)
+        return unseen(events, [*join.span.events, *join.late] if join is not None else ())
 
     def add_late(self, span_hex: str, events: list[SpanEventData], now: float) -> bool:
         """Keep ``events`` for the span's next settle; False when it takes none (any more)."""

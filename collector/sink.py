@@ -203,9 +203,11 @@ class BundleSink:
                     self._hold_log_events(result, trace_id, span_id, events, now)
         for run, trace_id, span_id, span_hex, events in late:
             with run.lock:
-                if not run.closed and run.joins.add_late(span_hex, events, now):
+                fresh = run.joins.unseen(span_hex, events) if not run.closed else events
+                if not run.closed and (not fresh or run.joins.add_late(span_hex, fresh, now)):
                     run.last_activity = now
                     result.accepted += len(events)
+                    self._count_log_repeats(len(events) - len(fresh))
                     continue
             with self._lock:  # sealed, or the join expired, in between
                 self._hold_log_events(result, trace_id, span_id, events, now)
@@ -432,8 +434,15 @@ class BundleSink:
             self._reject(result, len(events), RejectReason.SEALED, message, what="log record")
             return
         result.accepted += len(events)
-        if not self._waiting_logs.hold(trace_id, span_id, events, now):
-            self._unmatched(len(events), f"{self._waiting_logs.count} already wait for their spans")
+        fresh = self._waiting_logs.unseen(trace_id, span_id, events)
+        self._count_log_repeats(len(events) - len(fresh))
+        if fresh and not self._waiting_logs.hold(trace_id, span_id, fresh, now):
+            self._unmatched(len(fresh), f"{self._waiting_logs.count} already wait for their spans")
+
+    def _count_log_repeats(self, count: int) -> None:
+        """Log events equal to ones their span has or waits with (a retry's): accepted, kept once."""
+        if count:
+            self.counters.add("log_events_duplicate", count)
 
     def _reject_waiting(self, trace_id: int) -> None:
         """Spans and log events that waited for a run found sealed (after a restart, or a file

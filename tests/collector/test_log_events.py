@@ -151,6 +151,25 @@ def recorded_in_memory() -> tuple[list, list]:
     return list(spans.get_finished_spans()), list(logs.get_finished_logs())
 
 
+@pytest.mark.parametrize("order", [("logs", "logs", "spans"), ("spans", "logs", "logs"), ("logs", "spans", "logs")])
+def test_log_events_exported_again_add_no_message(make_collector, bundle_root, order):
+    """The official exporters' retry of a log request whose answer they did not get sends the same
+    records again: before their span came, after it, or on both sides of it."""
+    collector = make_collector(bundle_root, seal_after_s=2.0)
+    span_exporter, log_exporter = exporters(collector, "http")
+    spans, logs = recorded_in_memory()
+    for what in order:
+        if what == "logs":
+            assert log_exporter.export(logs) is LogRecordExportResult.SUCCESS
+        else:
+            assert span_exporter.export(spans) is SpanExportResult.SUCCESS
+    (bundle,) = sealed_bundles(bundle_root)
+    assert conversation(bundle) == EXPECTED
+    counters = collector.counters.snapshot()
+    assert (counters["log_events_bundled"], counters["log_events_duplicate"]) == (LOG_EVENTS, LOG_EVENTS)
+    assert counters["log_events_unmatched"] == 0
+
+
 def test_log_events_of_a_sealed_run_are_rejected_through_partial_success(make_collector, bundle_root):
     collector = make_collector(bundle_root)
     spans, logs = recorded_in_memory()
