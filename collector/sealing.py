@@ -59,7 +59,7 @@ class OpenRun:
 
     __slots__ = (
         "agent", "agents", "batches", "closed", "finished", "joins", "journaled_spans", "last_activity", "latest_ns",
-        "lock", "recorder", "resumed", "root_seen", "root_status", "tool_links", "tree",
+        "lock", "recorder", "resumed", "root_seen", "root_status", "session_derived", "tool_links", "tree",
     )
 
     def __init__(
@@ -88,6 +88,8 @@ class OpenRun:
         resumed with its agent named)."""
         self.agent = agent
         """The agent its ``run.json`` was given (as the spans name it, before the id mapping)."""
+        self.session_derived = False
+        """Opened as a session of its own (its trace named none in time), until a later span names one."""
         self.journaled_spans = journaled_spans if journaled_spans is not None else set()
         """The ids (hex) of the spans journaled (under ``lock``): a retried export's are not journaled again."""
 

@@ -239,6 +239,14 @@ class BundleSink:
     def _run_for(self, trace_id: int, spans: list[SpanView], result: SubmitResult, now: float) -> OpenRun | None:
         run = self._runs.get(trace_id)
         if run is not None:
+            if run.session_derived and (named := session_of(spans)) is not None:
+                run.session_derived = False  # told once
+                logger.warning(
+                    "run %s is recorded as a session of its own: its trace named no session within the hold "
+                    "(%.0f s), and a span that came later names session %s; raise --hold-unrouted for runs "
+                    "that name their session only on late spans (their root, say)",
+                    log_id(run.recorder.run_id), self.hold_unrouted_s, log_id(named),
+                )
             return run
         if trace_id in self._sealed:
             self._reject(result, len(spans), RejectReason.SEALED, f"run {spans[0].run_id} is already sealed")
@@ -312,6 +320,7 @@ class BundleSink:
             self._reject(result, len(spans), RejectReason.IO_ERROR, message, detail=exc)
             return None
         run = self._runs[trace_id] = OpenRun(recorder, now, agents=agents, agent=identity.agent)
+        run.session_derived = session_derived
         return run
 
     # -- journaling (``run.lock`` held) -----------------------------------------------------

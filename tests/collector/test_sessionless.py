@@ -90,3 +90,22 @@ def test_a_late_sessionless_span_of_a_run_recorded_before_never_makes_a_second_b
     writer.shutdown()
     assert [run.session_id for run in iter_runs(tmp_path)] == ["named"]
     assert sink.counters.snapshot()["rejected"] == 1
+
+
+def test_a_session_named_only_after_the_hold_is_a_warning_naming_the_setting(tmp_path, redactor, caplog):
+    """The run stays in the session it was given (its bundle is not moved); the log says why and
+    what to change, once, without the session id itself."""
+    now = [0.0]
+    writer = BundleWriter(tmp_path)
+    sink = BundleSink(writer, redactor, seal_after_s=5, hold_unrouted_s=30, clock=lambda: now[0])
+    assert sink.submit([_span(0xABC, 2, 1, **TOOL)]).accepted == 0
+    now[0] = 30.0
+    sink.seal_quiet_runs()
+    for span_id in (1, 3):  # the root names the session, and a later span too: one warning
+        assert sink.submit([_span(0xABC, span_id, None if span_id == 1 else 1, **{"session.id": "jane.doe@example.com"})]).accepted == 1
+    sink.seal_all()
+    writer.shutdown()
+    (info,) = iter_runs(tmp_path)
+    assert info.session_id == info.run_id
+    warnings = [record.getMessage() for record in caplog.records if "--hold-unrouted" in record.getMessage()]
+    assert len(warnings) == 1 and "jane.doe@example.com" not in warnings[0]
