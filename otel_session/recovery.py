@@ -4,7 +4,7 @@ Contract::
 
     check_recording(path)                   # raises RunSealedError unless the capture is ``recording``
     next_seq, torn = recover_journal(events_path)   # cut a torn final line of a journal being continued
-    remove_seal_leftovers(path) -> int      # temporaries of a seal a crash interrupted (lock held)
+    remove_seal_leftovers(path) -> int      # temporaries of a seal (or a run.json) a crash interrupted (lock held)
     remove_abandoned_builds(root) -> int    # half-made bundles of dead processes
     restart_in_forked_children(writer)      # a forked child gets a writer thread of its own
     shutdown_at_exit = weak_atexit(writer)  # drain at interpreter exit without keeping the writer alive
@@ -79,11 +79,13 @@ def check_recording(path: Path) -> None:
 
 
 def remove_seal_leftovers(path: Path) -> int:
-    """Delete the temporaries of a seal a crash interrupted (the rewritten journal, the terminal
-    capture: written aside and never renamed, so the bundle is still ``recording``). Call it holding
-    the run's lock. Returns how many."""
+    """Delete the temporaries of a seal or a manifest's replacement a crash interrupted (the
+    rewritten journal, the terminal capture, a new ``run.json``: written aside and never renamed, so
+    the bundle is still ``recording``). Call it holding the run's lock. Returns how many."""
     removed = 0
-    for leftover in [*path.glob(f".{layout.CAPTURE_FILE}.*.tmp"), *path.glob(f".{layout.EVENTS_FILE}.reorder.tmp")]:
+    leftovers = [*path.glob(f".{layout.CAPTURE_FILE}.*.tmp"), *path.glob(f".{layout.EVENTS_FILE}.reorder.tmp"),
+                 *path.glob(f".{layout.RUN_FILE}.*.tmp")]
+    for leftover in leftovers:
         try:
             os.unlink(leftover)
         except FileNotFoundError:

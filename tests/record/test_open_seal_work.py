@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import uuid
 
 import orjson
@@ -11,6 +14,7 @@ from otel_session import layout
 from otel_session.files import json_document
 from otel_session.journal import RUN_SCHEMA
 from otel_session.read import BundleStatus, read_bundle
+from otel_session.write import BundleWriter
 
 
 def _run_id() -> str:
@@ -90,6 +94,25 @@ def test_an_agent_named_while_the_run_records_reads_as_if_opened_with_it_and_nev
     assert orjson.loads((run.path / layout.RUN_FILE).read_bytes())["agent"] == "booking"
     assert sorted(path.name for path in run.path.iterdir()) == [layout.CAPTURE_FILE, layout.EVENTS_FILE, layout.RUN_FILE]
     opened_with_it.close(run_status="ok")
+
+
+def test_a_manifest_written_aside_by_a_writer_killed_before_its_rename_is_removed_when_the_run_continues(tmp_path):
+    root = tmp_path / "bundles"
+    run_id = _run_id()
+    script = (f"import os, signal\nfrom otel_session.write import BundleWriter\n"
+              f"run = BundleWriter({str(root)!r}).open_run(session_id='s', run_id={run_id!r})\n"
+              f"os.kill(os.getpid(), signal.SIGKILL)\n")
+    assert subprocess.run([sys.executable, "-c", script], timeout=60).returncode == -signal.SIGKILL
+    path = layout.run_path(root, "s", run_id)
+    (path / f".{layout.RUN_FILE}.4242.1.tmp").write_bytes(b'{"schema": "half')  # the replacement, never renamed
+    writer = BundleWriter(root)
+    try:
+        writer.open_run(session_id="s", run_id=run_id).close(run_status="ok")
+        assert writer.force_flush()
+    finally:
+        writer.shutdown()
+    assert sorted(p.name for p in path.iterdir()) == [layout.CAPTURE_FILE, layout.EVENTS_FILE, layout.RUN_FILE]
+    assert read_bundle(path).status is BundleStatus.COMPLETE
 
 
 def test_bad_ids_are_refused_at_every_open_not_only_the_first(writer):
