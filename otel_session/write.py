@@ -95,7 +95,8 @@ _RunKey = tuple[RunKind | str, str, str | None, str | None, str, bool, str | Non
 """``open_run``'s arguments but ``run_id`` and ``created_at_ns``: ``(kind, session_id, eval_id, agent,
 service, service given, recorded_by, session_derived)``, the service defaulted (``$OTEL_SERVICE_NAME``)."""
 _MANIFEST_ORDER = (
-    "schema", "session_id", "run_id", "kind", "created_at", "service", "eval_id", "agent", "recorded_by", "session_derived",
+    "schema", "session_id", "run_id", "kind", "created_at", "service", "eval_id", "agent", "recorded_by",
+    "session_derived",
 )
 """The order ``open_run`` writes a manifest's fields in (``run.json``)."""
 _RunHead = tuple[str, str, dict[str, Any]]

@@ -159,14 +159,20 @@ class RunAgent:
         return self._root_attribute is not None
 
     def add(self, spans: Iterable[SpanView]) -> str | None:
-        """Take ``spans`` into account; the run's agent so far."""
+        """Take ``spans`` into account (none once settled); the run's agent so far."""
+        if self._root_attribute is not None:
+            return self._root_attribute
+        spans = list(spans)
+        for span in spans:  # the root first: when it names the agent, no other span is read
+            if span.parent_span_id is None and (self._root is None or span.start_time_ns < self._root):
+                self._root = span.start_time_ns
+                self._root_attribute, self._root_name = _agent_of(span), _agent_span_name(span)
+        if self._root_attribute is not None:
+            return self._root_attribute
         for span in spans:
             agent = _agent_of(span)
-            start = span.start_time_ns
-            if span.parent_span_id is None and (self._root is None or start < self._root):
-                self._root, self._root_attribute, self._root_name = start, agent, _agent_span_name(span)
-            if agent and (self._first is None or start < self._first[0]):
-                self._first = (start, agent)
+            if agent and (self._first is None or span.start_time_ns < self._first[0]):
+                self._first = (span.start_time_ns, agent)
         return self.agent
 
 

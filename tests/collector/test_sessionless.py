@@ -102,7 +102,8 @@ def test_a_session_named_only_after_the_hold_is_a_warning_naming_the_setting(tmp
     now[0] = 30.0
     sink.seal_quiet_runs()
     for span_id in (1, 3):  # the root names the session, and a later span too: one warning
-        assert sink.submit([_span(0xABC, span_id, None if span_id == 1 else 1, **{"session.id": "jane.doe@example.com"})]).accepted == 1
+        span = _span(0xABC, span_id, None if span_id == 1 else 1, **{"session.id": "jane.doe@example.com"})
+        assert sink.submit([span]).accepted == 1
     sink.seal_all()
     writer.shutdown()
     (info,) = iter_runs(tmp_path)
