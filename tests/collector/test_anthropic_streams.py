@@ -1,0 +1,167 @@
+"""Every streamed event of the real anthropic client as an assistant_delta, with no code (issue 16 §2).
+
+The otel_session instrumentor beside the anthropic SDK's own tracing (its ``anthropic.messages.create``
+call span, current while the stream is made; content mode on), the client streaming from the mock
+LLM's ``/v1/messages`` over real HTTP, sync and async, with the ``messages.stream()`` helper and
+with ``messages.create(stream=True)``: in process the deltas are journaled live into the run, and
+as ``otel_session.delta`` span events they reach the collector, which journals the same deltas for
+the same messages. The SDK's span settles each message with the final content (a helper's stream:
+the SDK takes its output from the helper's snapshot), and the fold of the deltas matches it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+import otel_session
+from otel_session.demo.mock_llm import MockLLMServer
+from otel_session.instrument.instrumentor import OtelSessionInstrumentor
+from otel_session.reduce import replay_state
+
+from .conftest import CANARY_CARD, CANARY_EMAIL, all_bytes, sealed_bundles
+from .test_openai_streams import assert_streamed, conversation, deltas_of
+
+anthropic = pytest.importorskip("anthropic")
+
+MODEL = "mock-claude"
+GREETING = f"hello, I am {CANARY_EMAIL} and my card is {CANARY_CARD}"  # the card streams in four deltas
+TOOLS = [{"name": "lookup", "description": "look it up", "input_schema": {"type": "object", "properties": {}}}]
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+
+
+@pytest.fixture
+def streaming(make_provider, collector, tmp_path):
+    provider = make_provider(GrpcExporter(endpoint=f"127.0.0.1:{collector.grpc_port}", insecure=True), "claude-agent")
+    instrumentor = OtelSessionInstrumentor()
+    instrumentor.instrument(tracer_provider=provider, bundle_dir=tmp_path / "in-process")
+    with MockLLMServer() as llm:
+        yield llm, {"tracer_provider": provider, "traces": {"content_mode": "content"}}
+    instrumentor.uninstrument()
+
+
+def converse(client) -> tuple[str, dict]:
+    """A streamed reply and a streamed thought and tool call, in a run: (reply text, tool input)."""
+    with otel_session.session("claude"), otel_session.run(agent="claude"):
+        with client.messages.stream(model=MODEL, max_tokens=256,
+                                    messages=[{"role": "user", "content": GREETING}]) as stream:
+            reply = "".join(stream.text_stream)
+        with client.messages.stream(model=MODEL, max_tokens=256, tools=TOOLS, thinking=THINKING,
+                                    messages=[{"role": "user", "content": "friday"}]) as stream:
+            for _ in stream:
+                pass
+            (call,) = [block for block in stream.get_final_message().content if block.type == "tool_use"]
+    return reply, call.input
+
+
+async def converse_async(client) -> tuple[str, dict]:
+    with otel_session.session("claude"), otel_session.run(agent="claude"):
+        async with client.messages.stream(model=MODEL, max_tokens=256,
+                                          messages=[{"role": "user", "content": GREETING}]) as stream:
+            reply = "".join([text async for text in stream.text_stream])
+        async with client.messages.stream(model=MODEL, max_tokens=256, tools=TOOLS, thinking=THINKING,
+                                          messages=[{"role": "user", "content": "friday"}]) as stream:
+            async for _ in stream:
+                pass
+            (call,) = [block for block in (await stream.get_final_message()).content if block.type == "tool_use"]
+    return reply, call.input
+
+
+def redacted_reply(bundle) -> str:
+    (text,) = [block["text"] for e in bundle.events if e["type"] == "message_finished"
+               for block in e["payload"]["content"] if block["text"].startswith("You said")]
+    return text
+
+
+def expected_tail(bundle) -> list[tuple[int, str, str]]:
+    """The second reply's deltas: the thought word by word, the tool call framed as its final block."""
+    (call_block,) = [block for e in bundle.events if e["type"] == "message_finished"
+                     for block in e["payload"]["content"] if block["kind"] == "tool_call"]
+    call = json.loads(call_block["text"])
+    opening = json.dumps({"id": call["id"], "name": "lookup"}, separators=(",", ":"))[:-1] + ',"arguments":'
+    arguments = json.dumps(call["arguments"], separators=(",", ":"))
+    middle = len(arguments) // 2
+    return [(0, "thinking", piece) for piece in ("Thinking ", "about: ", "friday")] + [
+        (1, "tool_call", opening), (1, "tool_call", arguments[:middle]), (1, "tool_call", arguments[middle:]),
+        (1, "tool_call", "}")]
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_streamed_events_are_deltas_in_process_and_through_the_collector(streaming, bundle_root, tmp_path, flavour):
+    llm, telemetry = streaming
+    if flavour == "sync":
+        reply, arguments = converse(anthropic.Anthropic(base_url=llm.root_url, api_key="unused", open_telemetry=telemetry))
+    else:
+        client = anthropic.AsyncAnthropic(base_url=llm.root_url, api_key="unused", open_telemetry=telemetry)
+        reply, arguments = asyncio.run(converse_async(client))
+    assert (reply, arguments) == (f"You said: {GREETING}", {"query": "friday"})
+
+    (collected,) = sealed_bundles(bundle_root)
+    (in_process,) = sealed_bundles(tmp_path / "in-process")
+    live, shipped = assert_streamed(in_process), assert_streamed(collected)
+    assert live == shipped  # the same deltas, for the same messages, on both paths
+    assert conversation(in_process) == conversation(collected)  # in the same order: the question first
+    assert [role for role, _ in conversation(in_process)] == ["user", "assistant", "user", "assistant"]
+    first, second = sorted({message_id for message_id, *_ in live}, key=[d[0] for d in live].index)
+    text = [delta[1:] for delta in live if delta[0] == first]
+    assert [piece for *_, piece in text[:6]] == ["You ", "said: ", "hello, ", "I ", "am ", "[email] "]
+    assert {(index, kind) for index, kind, _ in text} == {(0, "text")} and len(text) > 6
+    assert "".join(piece for *_, piece in text) == redacted_reply(in_process)
+    assert [delta[1:] for delta in live if delta[0] == second] == expected_tail(in_process)
+    assert CANARY_EMAIL.encode() not in all_bytes(bundle_root) + all_bytes(tmp_path / "in-process")
+    assert CANARY_CARD.encode() not in all_bytes(bundle_root) + all_bytes(tmp_path / "in-process")
+
+
+def test_a_raw_stream_is_deltas_live_but_its_span_has_no_final_content(streaming, bundle_root, tmp_path):
+    """``messages.create(stream=True)`` read without the helper: the SDK puts no output content on
+    its span, so in process the deltas are the reply (unsettled) and the collector journals none."""
+    llm, telemetry = streaming
+    client = anthropic.Anthropic(base_url=llm.root_url, api_key="unused", open_telemetry=telemetry)
+    with otel_session.session("raw"), otel_session.run(agent="raw"):
+        events = [event.type for event in client.messages.create(
+            model=MODEL, max_tokens=64, stream=True, messages=[{"role": "user", "content": "good morning"}])]
+    assert events[0] == "message_start" and events[-1] == "message_stop"
+    (in_process,) = sealed_bundles(tmp_path / "in-process")
+    (collected,) = sealed_bundles(bundle_root)
+    assert [delta for *_, delta in deltas_of(in_process)] == ["You ", "said: ", "good ", "morning"]
+    ((reply_id, *_), *_) = deltas_of(in_process)
+    started = [e["message_id"] for e in in_process.events if e["type"] == "message_started"]
+    finished = [e["message_id"] for e in in_process.events if e["type"] == "message_finished"]
+    assert reply_id in started and reply_id not in finished  # the reply has no final content
+    assert [role for role, _ in conversation(collected)] == ["user"] and deltas_of(collected) == []
+
+
+def test_a_stream_with_no_model_call_span_current_is_untouched(tmp_path):
+    instrumentor = OtelSessionInstrumentor()
+    instrumentor.instrument(bundle_dir=tmp_path)
+    try:
+        with MockLLMServer() as llm:
+            client = anthropic.Anthropic(base_url=llm.root_url, api_key="unused", open_telemetry=False)
+            with otel_session.session("plain"), otel_session.run(agent="plain"):
+                stream = client.messages.create(model=MODEL, max_tokens=64, stream=True,
+                                                messages=[{"role": "user", "content": "hi"}])
+                assert "_iterator" not in vars(stream)  # the SDK's own, made on first use
+                texts = [event.delta.text for event in stream if event.type == "content_block_delta"]
+    finally:
+        instrumentor.uninstrument()
+    assert texts == ["You ", "said: ", "hi"]
+    (bundle,) = sealed_bundles(tmp_path)
+    assert deltas_of(bundle) == []
+
+
+def test_the_tap_comes_and_goes_with_the_instrumentor(tmp_path):
+    from anthropic import _streaming
+
+    original = _streaming.Stream.__init__, _streaming.AsyncStream.__init__
+    instrumentor = OtelSessionInstrumentor()
+    instrumentor.instrument(bundle_dir=tmp_path)
+    try:
+        tapped = _streaming.Stream.__init__, _streaming.AsyncStream.__init__
+        assert all(t is not o and t.__wrapped__ is o for t, o in zip(tapped, original))
+    finally:
+        instrumentor.uninstrument()
+    assert (_streaming.Stream.__init__, _streaming.AsyncStream.__init__) == original
+
