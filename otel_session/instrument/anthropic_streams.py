@@ -8,13 +8,25 @@ Contract::
 ``install`` wraps ``anthropic``'s ``Stream.__init__`` and ``AsyncStream.__init__``: every Messages
 stream is one, sync and async, ``messages.create(stream=True)`` and the ``messages.stream()``
 helper alike (its ``MessageStream`` reads one), beta, Bedrock and Vertex too, whoever wraps
-``create``. A stream made while a foreign model-call span is current has its iterator tapped: the
-SDK's own call span (``anthropic.messages.create``, scope ``com.anthropic.sdk.python``, current
-while the request is sent and the stream made), or OpenInference's ``messages.create`` span
-(current around ``create``; its ``messages.stream`` span is not current when the helper sends the
-request); Traceloop's spans are never current. Recording is ``stream_deltas``' (as
-``openai_streams``): deltas of the message ``{span_id}-out-0``, redacted as they stream, journaled
-live in process and put on the span as ``otel_session.delta`` events.
+``create``. A stream made while a foreign model-call span is current has its iterator tapped, its
+deltas on the span that will hold the call's output content (``_target``):
+
+* the SDK's own call span (anthropic 2.x: ``anthropic.messages.create``, scope
+  ``com.anthropic.sdk.python``, current while the request is sent and the stream made) gives way
+  to the foreign model-call span that was current when it started (OpenInference's
+  ``messages.create``), which ``install`` learns by wrapping the SDK's ``start_api_call_span``;
+* without one, it takes the deltas only when the client records content
+  (``open_telemetry={"traces": {"content_mode": "content"}}``): in metadata mode (the default) it
+  holds none, and the deltas would make a second reply that nothing settles beside the one another
+  instrumentor records on a span that is not current (Traceloop's never is; OpenInference's
+  ``messages.stream`` is not when the helper sends the request): such a stream is left alone;
+* any other foreign model-call span (OpenInference's, the SDK's tracing off) takes them.
+
+Recording is ``stream_deltas``' (as ``openai_streams``): deltas of the message ``{span_id}-out-0``,
+redacted as they stream, journaled live in process and put on the span as ``otel_session.delta``
+events. The SDK's span has output content only for a stream read through the helper (which shares
+its snapshot); a raw ``create(stream=True)`` stream's reply is its deltas alone (in process;
+the collector journals no deltas of a span without output messages).
 
 Event by event: ``content_block_start``/``content_block_delta`` of a ``text`` block (``text_delta``)
 → ``text``; of a ``thinking`` block (``thinking_delta``) → ``thinking``; of a ``tool_use`` (also
@@ -37,30 +49,57 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import orjson
+from opentelemetry import trace
 
 from otel_session.instrument._log import warn_once
-from otel_session.instrument.stream_deltas import StreamDeltas, deltas_for, tapped, tapped_async, unwrap_inits, wrap_init
+from otel_session.instrument.stream_deltas import (
+    StreamDeltas, deltas_for, is_foreign_model_call, tapped, tapped_async, unwrap_inits, wrap_init,
+)
 from otel_session.normalize.genai_messages import Message, new_inputs, request_inputs
 
 __all__ = ["install", "uninstall"]
 
 _CALL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
+_SDK_SCOPE = "com.anthropic.sdk.python"  # the SDK's own call spans (anthropic 2.x, ``_tracing``)
+
 _originals: dict[type, Callable[..., None]] = {}
+_start_span: list[Callable[..., Any]] = []  # the SDK's ``start_api_call_span``, while wrapped
+_parents: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # SDK call span → model-call span around it
 
 
 def install() -> None:
     """Tap the streams of the ``anthropic`` client from now on (nothing if it is not installed)."""
     try:
-        from anthropic import _streaming
+        from anthropic import _base_client, _streaming
     except ImportError:
         return
     wrap_init(_streaming.Stream, _tap_sync, _originals)
     wrap_init(_streaming.AsyncStream, _tap_async, _originals)
+    original = getattr(_base_client, "start_api_call_span", None)
+    if original is not None and not _start_span:
+        _start_span.append(original)
+
+        @functools.wraps(original)
+        def start_api_call_span(*args: Any, **kwargs: Any) -> Any:
+            around = trace.get_current_span()
+            span = original(*args, **kwargs)
+            try:
+                if span is not None and is_foreign_model_call(around):
+                    _parents[span] = around
+            except Exception:  # noqa: BLE001
+                warn_once("stream-parent-anthropic", "otel_session: could not read an anthropic call's span", exc_info=True)
+            return span
+
+        _base_client.start_api_call_span = start_api_call_span  # type: ignore[attr-defined]
 
 
 def uninstall() -> None:
     unwrap_inits(_originals)
+    if _start_span:
+        from anthropic import _base_client
+
+        _base_client.start_api_call_span = _start_span.pop()  # type: ignore[attr-defined]
 
 
 def _tap_sync(stream: Any) -> None:
@@ -82,7 +121,7 @@ def _tap(stream: Any, tap: Callable[[Any, StreamDeltas], Any], later: Callable[[
                   "otel_session: this anthropic version's streams cannot be tapped; no deltas recorded")
         return
     deltas = deltas_for(_AnthropicDeltas, getattr(getattr(stream, "_options", None), "json_data", None),
-                        sdk="anthropic")
+                        sdk="anthropic", target=functools.partial(_target, stream))
     if deltas is None:
         return
     if made:
@@ -91,6 +130,18 @@ def _tap(stream: Any, tap: Callable[[Any, StreamDeltas], Any], later: Callable[[
         # A weak reference: a generator held by the stream that referred to it would make a cycle
         # (the SDK avoids one so that a dropped stream closes its response at once).
         stream._iterator = tap(later(source.func, weakref.ref(stream)), deltas)  # type: ignore[union-attr]
+
+
+def _target(stream: Any, current: Any) -> Any:
+    """The span that gets ``stream``'s deltas, ``current`` made at ``__init__`` (the module docstring's rule)."""
+    scope = getattr(current, "instrumentation_scope", None)
+    if scope is None or scope.name != _SDK_SCOPE:
+        return current
+    around = _parents.get(current)
+    if around is not None:
+        return around
+    otel = getattr(getattr(stream, "_client", None), "_otel", None)
+    return current if getattr(otel, "records_content", False) else None
 
 
 def _made_on_first_use(make: Callable[[Any], Iterator[Any]], stream: weakref.ref[Any]) -> Iterator[Any]:

@@ -7,6 +7,7 @@ Contract::
         def request_messages(self, body): ... # the request's input messages (genai_messages.Message)
 
     deltas = deltas_for(SdkDeltas, request_body, sdk="openai")   # None unless a foreign model-call span is current
+    deltas_for(SdkDeltas, request_body, sdk="anthropic", target=choose)   # or the span choose(current) gives
     iterator = tapped(iterator, deltas)    # or tapped_async: feeds each item, closes at the end
     wrap_init(cls, tap, originals); unwrap_inits(originals)     # cls.__init__ then tap(self)
 
@@ -42,7 +43,7 @@ from otel_session.normalize.genai_deltas import DELTA_MESSAGE, DELTAS_DROPPED
 from otel_session.normalize.genai_messages import Message
 from otel_session.redact import DeltaStream
 
-__all__ = ["StreamDeltas", "deltas_for", "tapped", "tapped_async", "unwrap_inits", "wrap_init"]
+__all__ = ["StreamDeltas", "deltas_for", "is_foreign_model_call", "tapped", "tapped_async", "unwrap_inits", "wrap_init"]
 
 _RESERVED_EVENTS = 16  # room left on a span for its instrumentor's own events
 _MESSAGE_STARTED = EventType.MESSAGE_STARTED.value
@@ -73,24 +74,32 @@ def unwrap_inits(originals: dict[type, Callable[..., None]]) -> None:
     originals.clear()
 
 
-def deltas_for(make: type[Deltas], body: Any, *, sdk: str) -> Deltas | None:
-    """A ``make`` recording a stream's deltas, when a foreign model-call span is current (and a
-    recorder is active); ``body`` is the call's request body."""
+def deltas_for(make: type[Deltas], body: Any, *, sdk: str,
+               target: Callable[[Any], Any] | None = None) -> Deltas | None:
+    """A ``make`` recording a stream's deltas on the current span (or on ``target(current)``),
+    when that is a foreign model-call span (and a recorder is active); ``body`` is the request's."""
     try:
         recorder = current_recorder()
         if recorder is None or not recorder.active:
             return None
         span = trace.get_current_span()
-        scope = getattr(span, "instrumentation_scope", None)
-        if not span.is_recording() or scope is None or scope.name == sc.SCOPE_NAME:
-            return None
-        if not genai.is_model_call(getattr(span, "attributes", None) or {}):
+        if target is not None:
+            span = target(span)
+        if span is None or not is_foreign_model_call(span):
             return None
         return make(recorder, span, body)
     except Exception:  # noqa: BLE001 - capture failures never reach the app
         warn_once(f"stream-tap-{sdk}", f"otel_session: could not tap an {sdk} stream; its deltas are not recorded",
                   exc_info=True)
         return None
+
+
+def is_foreign_model_call(span: Any) -> bool:
+    """Whether ``span`` is a recording model-call span of another instrumentation than ours."""
+    scope = getattr(span, "instrumentation_scope", None)
+    if not span.is_recording() or scope is None or scope.name == sc.SCOPE_NAME:
+        return False
+    return genai.is_model_call(getattr(span, "attributes", None) or {})
 
 
 def tapped(iterator: Iterator[Any], deltas: StreamDeltas) -> Iterator[Any]:

@@ -7,6 +7,8 @@ with ``messages.create(stream=True)``: in process the deltas are journaled live 
 as ``otel_session.delta`` span events they reach the collector, which journals the same deltas for
 the same messages. The SDK's span settles each message with the final content (a helper's stream:
 the SDK takes its output from the helper's snapshot), and the fold of the deltas matches it.
+Beside OpenInference's instrumentor (whose span holds the content, the SDK's inner span none), the
+deltas go to OpenInference's span, or nowhere when no span that holds the content is current.
 """
 
 from __future__ import annotations
@@ -165,3 +167,58 @@ def test_the_tap_comes_and_goes_with_the_instrumentor(tmp_path):
         instrumentor.uninstrument()
     assert (_streaming.Stream.__init__, _streaming.AsyncStream.__init__) == original
 
+
+
+@pytest.fixture
+def openinference(make_provider, collector, tmp_path):
+    """OpenInference's anthropic instrumentor beside the SDK's own call spans (metadata only, their
+    default): its ``messages.create`` span is current around the call and holds the content."""
+    instrumentation = pytest.importorskip("openinference.instrumentation.anthropic")
+    provider = make_provider(GrpcExporter(endpoint=f"127.0.0.1:{collector.grpc_port}", insecure=True), "oi-agent")
+    session_instrumentor, anthropic_instrumentor = OtelSessionInstrumentor(), instrumentation.AnthropicInstrumentor()
+    session_instrumentor.instrument(tracer_provider=provider, bundle_dir=tmp_path / "in-process")
+    anthropic_instrumentor.instrument(tracer_provider=provider)
+    with MockLLMServer() as llm:
+        yield llm, {"tracer_provider": provider}
+    anthropic_instrumentor.uninstrument()
+    session_instrumentor.uninstrument()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_beside_openinference_the_deltas_go_to_its_span_not_the_sdks_inner_one(openinference, bundle_root, tmp_path,
+                                                                                flavour):
+    llm, telemetry = openinference
+    request = {"model": MODEL, "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": GREETING}]}
+    with otel_session.session("oi"), otel_session.run(agent="oi"):
+        if flavour == "sync":
+            client = anthropic.Anthropic(base_url=llm.root_url, api_key="unused", open_telemetry=telemetry)
+            reply = "".join(e.delta.text for e in client.messages.create(**request) if e.type == "content_block_delta")
+        else:
+            async def read() -> str:
+                client = anthropic.AsyncAnthropic(base_url=llm.root_url, api_key="unused", open_telemetry=telemetry)
+                return "".join([e.delta.text async for e in await client.messages.create(**request)
+                                if e.type == "content_block_delta"])
+            reply = asyncio.run(read())
+    assert reply == f"You said: {GREETING}"
+    (collected,) = sealed_bundles(bundle_root)
+    (in_process,) = sealed_bundles(tmp_path / "in-process")
+    for bundle in (in_process, collected):
+        assert [role for role, _ in conversation(bundle)] == ["user", "assistant"]  # once each: no orphan reply
+        assert "".join(delta for *_, delta in deltas_of(bundle)) == redacted_reply(bundle)
+        assert not [d for d in replay_state(bundle.events)["diagnostics"] if d["code"] == "reconcile_mismatch"]
+    assert deltas_of(in_process) == deltas_of(collected)
+    assert CANARY_CARD.encode() not in all_bytes(bundle_root) + all_bytes(tmp_path / "in-process")
+
+
+def test_a_helper_stream_whose_content_no_current_span_holds_is_left_alone(openinference, bundle_root, tmp_path):
+    """OpenInference's ``messages.stream`` span is not current when the helper sends the request;
+    the SDK's span is, in metadata mode: deltas there would be a second reply that nothing settles."""
+    llm, telemetry = openinference
+    client = anthropic.Anthropic(base_url=llm.root_url, api_key="unused", open_telemetry=telemetry)
+    with otel_session.session("oi"), otel_session.run(agent="oi"):
+        with client.messages.stream(model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi"}]) as stream:
+            assert "".join(stream.text_stream) == "You said: hi"
+    (in_process,) = sealed_bundles(tmp_path / "in-process")
+    assert deltas_of(in_process) == []
+    assert conversation(in_process) == [("user", [{"index": 0, "kind": "text", "text": "hi"}]),
+                                        ("assistant", [{"index": 0, "kind": "text", "text": "You said: hi"}])]
