@@ -53,7 +53,7 @@ from opentelemetry import trace
 
 from otel_session.instrument._log import warn_once
 from otel_session.instrument.stream_deltas import (
-    StreamDeltas, deltas_for, is_foreign_model_call, tapped, tapped_async, unwrap_inits, wrap_init,
+    StreamDeltas, deltas_for, is_foreign_model_call, tapped, tapped_async, unwrap_inits, wrap_streams,
 )
 from otel_session.normalize.genai_messages import Message, new_inputs, request_inputs
 
@@ -74,8 +74,7 @@ def install() -> None:
         from anthropic import _base_client, _streaming
     except ImportError:
         return
-    wrap_init(_streaming.Stream, _tap_sync, _originals)
-    wrap_init(_streaming.AsyncStream, _tap_async, _originals)
+    wrap_streams(_streaming, _tap_sync, _tap_async, _originals)
     original = getattr(_base_client, "start_api_call_span", None)
     if original is not None and not _start_span:
         _start_span.append(original)

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from otel_session.instrument._log import warn_once
-from otel_session.instrument.stream_deltas import StreamDeltas, deltas_for, tapped, tapped_async, unwrap_inits, wrap_init
+from otel_session.instrument.stream_deltas import StreamDeltas, deltas_for, tapped, tapped_async, unwrap_inits, wrap_streams
 from otel_session.normalize.genai_messages import Message, new_inputs, request_inputs
 
 __all__ = ["install", "uninstall"]
@@ -51,8 +51,7 @@ def install() -> None:
         from openai import _streaming
     except ImportError:
         return
-    wrap_init(_streaming.Stream, _tap_sync, _originals)
-    wrap_init(_streaming.AsyncStream, _tap_async, _originals)
+    wrap_streams(_streaming, _tap_sync, _tap_async, _originals)
 
 
 def uninstall() -> None:

@@ -9,7 +9,8 @@ Contract::
     deltas = deltas_for(SdkDeltas, request_body, sdk="openai")   # None unless a foreign model-call span is current
     deltas_for(SdkDeltas, request_body, sdk="anthropic", target=choose)   # or the span choose(current) gives
     iterator = tapped(iterator, deltas)    # or tapped_async: feeds each item, closes at the end
-    wrap_init(cls, tap, originals); unwrap_inits(originals)     # cls.__init__ then tap(self)
+    wrap_streams(sdk._streaming, tap_sync, tap_async, originals)   # Stream/AsyncStream.__init__ then tap(self)
+    unwrap_inits(originals)
 
 A piece of text is a delta of the call's output message ``{span_id}-out-{position}``, in content
 block ``key`` (blocks numbered per message in order of first appearance), redacted as it streams
@@ -43,7 +44,7 @@ from otel_session.normalize.genai_deltas import DELTA_MESSAGE, DELTAS_DROPPED
 from otel_session.normalize.genai_messages import Message
 from otel_session.redact import DeltaStream
 
-__all__ = ["StreamDeltas", "deltas_for", "is_foreign_model_call", "tapped", "tapped_async", "unwrap_inits", "wrap_init"]
+__all__ = ["StreamDeltas", "deltas_for", "is_foreign_model_call", "tapped", "tapped_async", "unwrap_inits", "wrap_streams"]
 
 _RESERVED_EVENTS = 16  # room left on a span for its instrumentor's own events
 _MESSAGE_STARTED = EventType.MESSAGE_STARTED.value
@@ -53,7 +54,14 @@ _ASSISTANT_DELTA = EventType.ASSISTANT_DELTA.value
 Deltas = TypeVar("Deltas", bound="StreamDeltas")
 
 
-def wrap_init(cls: type, tap: Callable[[Any], None], originals: dict[type, Callable[..., None]]) -> None:
+def wrap_streams(streaming: Any, tap_sync: Callable[[Any], None], tap_async: Callable[[Any], None],
+                 originals: dict[type, Callable[..., None]]) -> None:
+    """Tap the ``Stream`` and ``AsyncStream`` of an SDK's ``_streaming`` module as they are made."""
+    _wrap_init(streaming.Stream, tap_sync, originals)
+    _wrap_init(streaming.AsyncStream, tap_async, originals)
+
+
+def _wrap_init(cls: type, tap: Callable[[Any], None], originals: dict[type, Callable[..., None]]) -> None:
     """``cls.__init__`` followed by ``tap(self)`` (once per class; ``originals`` keeps the unwrapped)."""
     if cls in originals:
         return

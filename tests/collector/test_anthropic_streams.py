@@ -25,7 +25,7 @@ from otel_session.instrument.instrumentor import OtelSessionInstrumentor
 from otel_session.reduce import replay_state
 
 from .conftest import CANARY_CARD, CANARY_EMAIL, all_bytes, sealed_bundles
-from .test_openai_streams import assert_streamed, conversation, deltas_of
+from .test_openai_streams import assert_same_on_both_paths, conversation, deltas_of
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -101,12 +101,7 @@ def test_streamed_events_are_deltas_in_process_and_through_the_collector(streami
         reply, arguments = asyncio.run(converse_async(client))
     assert (reply, arguments) == (f"You said: {GREETING}", {"query": "friday"})
 
-    (collected,) = sealed_bundles(bundle_root)
-    (in_process,) = sealed_bundles(tmp_path / "in-process")
-    live, shipped = assert_streamed(in_process), assert_streamed(collected)
-    assert live == shipped  # the same deltas, for the same messages, on both paths
-    assert conversation(in_process) == conversation(collected)  # in the same order: the question first
-    assert [role for role, _ in conversation(in_process)] == ["user", "assistant", "user", "assistant"]
+    in_process, live = assert_same_on_both_paths(bundle_root, tmp_path / "in-process")
     first, second = sorted({message_id for message_id, *_ in live}, key=[d[0] for d in live].index)
     text = [delta[1:] for delta in live if delta[0] == first]
     assert [piece for *_, piece in text[:6]] == ["You ", "said: ", "hello, ", "I ", "am ", "[email] "]
@@ -154,19 +149,20 @@ def test_a_stream_with_no_model_call_span_current_is_untouched(tmp_path):
     assert deltas_of(bundle) == []
 
 
-def test_the_tap_comes_and_goes_with_the_instrumentor(tmp_path):
-    from anthropic import _streaming
+def test_the_tap_and_the_call_span_hook_come_and_go_with_the_instrumentor(tmp_path):
+    from anthropic import _base_client, _streaming
 
-    original = _streaming.Stream.__init__, _streaming.AsyncStream.__init__
+    def hooks():
+        return _streaming.Stream.__init__, _streaming.AsyncStream.__init__, _base_client.start_api_call_span
+
+    original = hooks()
     instrumentor = OtelSessionInstrumentor()
     instrumentor.instrument(bundle_dir=tmp_path)
     try:
-        tapped = _streaming.Stream.__init__, _streaming.AsyncStream.__init__
-        assert all(t is not o and t.__wrapped__ is o for t, o in zip(tapped, original))
+        assert all(hook is not before and hook.__wrapped__ is before for hook, before in zip(hooks(), original))
     finally:
         instrumentor.uninstrument()
-    assert (_streaming.Stream.__init__, _streaming.AsyncStream.__init__) == original
-
+    assert hooks() == original
 
 
 @pytest.fixture
