@@ -12,7 +12,7 @@ A request's ``system``, ``messages`` (string or block content: ``text``, ``tool_
 ``thinking`` gets a ``thinking`` block first (``"Thinking about: <last user text>"``, streamed as
 ``thinking_delta`` events and a ``signature_delta``), so clients see every kind of delta the API
 streams: thinking, text and tool-use input (``input_json_delta``, an empty fragment first as the
-API sends it). Text streams word by word; a ``ping`` follows ``message_start``.
+API sends it, and alone for an empty input). Text streams word by word; a ``ping`` follows ``message_start``.
 """
 
 from __future__ import annotations
@@ -124,8 +124,8 @@ def stream_events(request: dict[str, Any], reply: Reply) -> Iterator[dict[str, A
             yield {"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}}
             arguments = orjson.dumps(block["input"]).decode()
             middle = len(arguments) // 2
-            deltas = [{"type": "input_json_delta", "partial_json": piece}
-                      for piece in ("", arguments[:middle], arguments[middle:])]
+            pieces = ("", arguments[:middle], arguments[middle:]) if block["input"] else ("",)  # no input: "" alone
+            deltas = [{"type": "input_json_delta", "partial_json": piece} for piece in pieces]
         for delta in deltas:
             yield {"type": "content_block_delta", "index": index, "delta": delta}
         yield {"type": "content_block_stop", "index": index}

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
 import otel_session
-from otel_session.demo.mock_llm import MockLLMServer
+from otel_session.demo.mock_llm import MockLLMServer, Reply, ToolCall
 from otel_session.instrument.instrumentor import OtelSessionInstrumentor
 from otel_session.reduce import replay_state
 
@@ -163,6 +165,66 @@ def test_the_tap_and_the_call_span_hook_come_and_go_with_the_instrumentor(tmp_pa
     finally:
         instrumentor.uninstrument()
     assert hooks() == original
+
+
+def test_a_tool_call_with_no_input_fragment_streams_its_start_input(streaming, bundle_root, tmp_path):
+    """The API sends an empty input as one empty ``input_json_delta``: the block's start ``input`` is
+    its arguments, so the deltas still fold to the final block."""
+    llm, telemetry = streaming
+    with MockLLMServer(responder=lambda request: Reply(None, (ToolCall("call_now", "now", "{}"),), "tool_calls")) as bare:
+        client = anthropic.Anthropic(base_url=bare.root_url, api_key="unused", open_telemetry=telemetry)
+        with otel_session.session("bare"), otel_session.run(agent="bare"):
+            with client.messages.stream(model=MODEL, max_tokens=64, tools=TOOLS,
+                                        messages=[{"role": "user", "content": "what time"}]) as stream:
+                assert [block.input for block in stream.get_final_message().content] == [{}]
+    (in_process,) = sealed_bundles(tmp_path / "in-process")
+    assert [delta for *_, delta in deltas_of(in_process)] == ['{"id":"toolu_now","name":"now","arguments":', "{}", "}"]
+    assert not [d for d in replay_state(in_process.events)["diagnostics"] if d["code"] == "reconcile_mismatch"]
+
+
+class _OddEvents(BaseHTTPRequestHandler):
+    """A Messages stream with a ``text_delta`` whose text is a list between two good ones."""
+
+    EVENTS = [{"type": "message_start", "message": {"id": "msg_odd", "type": "message", "role": "assistant", "model": MODEL,
+                                                     "content": [], "stop_reason": None, "usage": {"input_tokens": 1, "output_tokens": 1}}},
+              {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+              {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hello "}},
+              {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": ["not", "text"]}},
+              {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "world"}},
+              {"type": "content_block_stop", "index": 0},
+              {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
+              {"type": "message_stop"}]
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = b"".join(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode() for event in self.EVENTS)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_event_the_tap_cannot_read_is_a_capture_failure_and_the_app_reads_on(streaming, tmp_path, caplog):
+    _, telemetry = streaming
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _OddEvents)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = anthropic.Anthropic(base_url=f"http://127.0.0.1:{server.server_address[1]}", api_key="unused",
+                                     open_telemetry=telemetry)
+        with otel_session.session("odd"), otel_session.run(agent="odd"):
+            events = [event.type for event in client.messages.create(
+                model=MODEL, max_tokens=64, stream=True, messages=[{"role": "user", "content": "hi"}])]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert events.count("content_block_delta") == 3 and events[-1] == "message_stop"
+    (in_process,) = sealed_bundles(tmp_path / "in-process")
+    assert [delta for *_, delta in deltas_of(in_process)] == ["Hello ", "world"]
+    assert "a streamed chunk could not be recorded" in caplog.text
 
 
 @pytest.fixture
