@@ -209,6 +209,9 @@ class _OddEvents(BaseHTTPRequestHandler):
 
 
 def test_an_event_the_tap_cannot_read_is_a_capture_failure_and_the_app_reads_on(streaming, tmp_path, caplog):
+    from otel_session.instrument._log import forget_warnings
+
+    forget_warnings()  # said once a process: said again here
     _, telemetry = streaming
     server = ThreadingHTTPServer(("127.0.0.1", 0), _OddEvents)
     threading.Thread(target=server.serve_forever, daemon=True).start()
