@@ -167,6 +167,30 @@ def test_the_tap_and_the_call_span_hook_come_and_go_with_the_instrumentor(tmp_pa
     assert hooks() == original
 
 
+def test_the_new_inputs_journaled_live_are_the_ones_the_sdks_span_gives(streaming, bundle_root, tmp_path):
+    """A system prompt, a tool round trip: the inputs read from each request (system first, then
+    after the last assistant message only the tool result) are those the collector reads off the
+    span, in the same places, so the span's own copies are left out in process."""
+    llm, telemetry = streaming
+    client = anthropic.Anthropic(base_url=llm.root_url, api_key="unused", open_telemetry=telemetry)
+    asked = [{"role": "user", "content": [{"type": "text", "text": "weather in Oslo"}]}]
+    with otel_session.session("tools"), otel_session.run(agent="tools"):
+        with client.messages.stream(model=MODEL, max_tokens=64, system="Be brief.", tools=TOOLS, messages=asked) as stream:
+            (call,) = stream.get_final_message().content
+        answered = [*asked, {"role": "assistant", "content": [call]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "sunny"}]}]
+        with client.messages.stream(model=MODEL, max_tokens=64, system="Be brief.", tools=TOOLS,
+                                    messages=answered) as stream:
+            assert stream.get_final_text() == "lookup says: sunny"
+    in_process, _ = assert_same_on_both_paths(bundle_root, tmp_path / "in-process", ["system", "user", "assistant"])
+    (system, question, call_message, result, reply) = conversation(in_process)
+    assert (system, question) == (("system", [{"index": 0, "kind": "text", "text": "Be brief."}]),
+                                  ("user", [{"index": 0, "kind": "text", "text": "weather in Oslo"}]))
+    assert [block["kind"] for block in call_message[1]] == ["tool_call"] and result[0] == "user"
+    assert json.loads(result[1][0]["text"]) == [{"type": "text", "text": "sunny"}]
+    assert reply == ("assistant", [{"index": 0, "kind": "text", "text": "lookup says: sunny"}])
+
+
 def test_a_tool_call_with_no_input_fragment_streams_its_start_input(streaming, bundle_root, tmp_path):
     """The API sends an empty input as one empty ``input_json_delta``: the block's start ``input`` is
     its arguments, so the deltas still fold to the final block."""
