@@ -11,7 +11,7 @@ helper alike (its ``MessageStream`` reads one), beta, Bedrock and Vertex too, wh
 ``create``. A stream made while a foreign model-call span is current has its iterator tapped, its
 deltas on the span that will hold the call's output content (``_target``):
 
-* the SDK's own call span (anthropic 2.x: ``anthropic.messages.create``, scope
+* the SDK's own call span (anthropic 1.14 and later: ``anthropic.messages.create``, scope
   ``com.anthropic.sdk.python``, current while the request is sent and the stream made) gives way
   to the foreign model-call span that was current when it started (OpenInference's
   ``messages.create``), which ``install`` learns by wrapping the SDK's ``start_api_call_span``;
@@ -61,7 +61,7 @@ __all__ = ["install", "uninstall"]
 
 _CALL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
-_SDK_SCOPE = "com.anthropic.sdk.python"  # the SDK's own call spans (anthropic 2.x, ``_tracing``)
+_SDK_SCOPE = "com.anthropic.sdk.python"  # the SDK's own call spans (anthropic 1.14 and later, ``_tracing``)
 
 _originals: dict[type, Callable[..., None]] = {}
 _start_span: list[Callable[..., Any]] = []  # the SDK's ``start_api_call_span``, while wrapped
@@ -111,7 +111,7 @@ def _tap_async(stream: Any) -> None:
 
 def _tap(stream: Any, tap: Callable[[Any, StreamDeltas], Any], later: Callable[[Callable[[Any], Any], Any], Any]) -> None:
     """Replace what ``Stream.__iter__``/``__next__`` read, ``_iterator``: an attribute set in
-    ``__init__`` (anthropic 0.x, 1.x), or a ``cached_property`` made on first use (2.x: left
+    ``__init__`` (anthropic before 1.14), or a ``cached_property`` made on first use (later: left
     to be made then, on a copy of the stream, as the SDK means it to)."""
     made = "_iterator" in vars(stream)
     source = None if made else inspect.getattr_static(type(stream), "_iterator", None)

@@ -2,7 +2,7 @@
 
 Usage: ``python anthropic_legacy_agent.py BUNDLE_DIR GREETING``
 
-anthropic before 1.17 makes ``Stream._iterator`` in ``__init__`` (later versions make it on first
+anthropic before 1.14 makes ``Stream._iterator`` in ``__init__`` (later versions make it on first
 use) and has no call spans of its own; OpenInference's instrumentor needs a newer one, so the
 model-call span is made here as an instrumentor makes it (OpenInference's attributes, current
 around the call, the messages set at its end). The otel_session instrumentor records in process:

@@ -17,7 +17,7 @@ from .thirdparty_venv import cached_venv
 pytestmark = pytest.mark.slow
 
 AGENT = Path(__file__).with_name("anthropic_legacy_agent.py")
-VERSION = "0.125.0"  # the last 0.x; 1.17 and later make the iterator on first use (test_anthropic_streams)
+VERSION = "0.125.0"  # the last 0.x; 1.14 and later make the iterator on first use (test_anthropic_streams)
 REQUIREMENTS = (
     f"anthropic=={VERSION}",
     "opentelemetry-sdk==1.45.1",
