@@ -8,6 +8,7 @@ Contract::
 
     deltas = deltas_for(SdkDeltas, request_body, sdk="openai")   # None unless a foreign model-call span is current
     deltas_for(SdkDeltas, request_body, sdk="anthropic", target=choose)   # or the span choose(current) gives
+    is_foreign_model_call(span)            # what deltas_for asks of the span
     iterator = tapped(iterator, deltas)    # or tapped_async: feeds each item, closes at the end
     wrap_streams(sdk._streaming, tap_sync, tap_async, originals)   # Stream/AsyncStream.__init__ then tap(self)
     unwrap_inits(originals)
