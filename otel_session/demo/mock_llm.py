@@ -7,7 +7,9 @@ Usage::
 
 ``POST /v1/chat/completions`` answers streaming (Server-Sent Events chunks, ``data: [DONE]``) and
 non-streaming requests, ``POST /v1/responses`` the same for the Responses API
-(``otel_session.demo.mock_responses``), and ``GET /v1/models`` lists the one model. Replies come from a
+(``otel_session.demo.mock_responses``), ``POST /v1/messages`` for the Anthropic Messages API
+(``otel_session.demo.mock_messages``; ``anthropic.Anthropic(base_url=server.root_url)``), and
+``GET /v1/models`` lists the one model. Replies come from a
 *responder* (``request dict → Reply``); the default, :func:`canned_reply`, is deterministic:
 
 * tools offered and no tool result since the last user message → one tool call to the first
@@ -31,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from otel_session.demo import mock_responses
+from otel_session.demo import mock_messages, mock_responses
 
 __all__ = ["MODEL", "MockLLMServer", "Reply", "ToolCall", "canned_reply", "main"]
 
@@ -166,6 +168,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") == "/v1/responses":
             self._responses(body)
             return
+        if self.path.rstrip("/") == "/v1/messages":
+            self._messages(body)
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._json(HTTPStatus.NOT_FOUND, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
@@ -199,7 +204,23 @@ class _Handler(BaseHTTPRequestHandler):
             for event in mock_responses.stream_events(request, reply)
         )
 
-    def _event_stream(self, events: Iterator[bytes]) -> None:
+    def _messages(self, body: bytes) -> None:
+        try:
+            request = orjson.loads(body)
+            if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
+                raise ValueError("a JSON object with a 'messages' list is required")
+        except ValueError as exc:
+            self._json(HTTPStatus.BAD_REQUEST, {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}})
+            return
+        reply = self.responder(mock_messages.chat_request(request))
+        if not request.get("stream"):
+            self._json(HTTPStatus.OK, mock_messages.message(request, reply))
+            return
+        self._event_stream(
+            (b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+             for event in mock_messages.stream_events(request, reply)), done=False)
+
+    def _event_stream(self, events: Iterator[bytes], *, done: bool = True) -> None:
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -207,7 +228,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         for event in events:
             self._chunk(event)
-        self._chunk(b"data: [DONE]\n\n")
+        if done:  # OpenAI's end; Anthropic's is the message_stop event
+            self._chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
 
     def _chunk(self, data: bytes) -> None:
@@ -240,9 +262,14 @@ class MockLLMServer:
         return self._server.server_address[1]
 
     @property
+    def root_url(self) -> str:
+        """What to pass as ``anthropic.Anthropic(base_url=...)``."""
+        return f"http://{self._server.server_address[0]}:{self.port}"
+
+    @property
     def base_url(self) -> str:
         """What to pass as ``openai.OpenAI(base_url=...)``."""
-        return f"http://{self._server.server_address[0]}:{self.port}/v1"
+        return f"{self.root_url}/v1"
 
     def start(self) -> MockLLMServer:
         self._thread.start()

@@ -6,7 +6,8 @@ on the global SDK tracer provider the distro set up: the session span processor 
 every span, journaling of spans inside runs) and the bundle writer, configured from ``OTEL_SESSION_*``
 environment variables. The app then only needs ``otel_session.session()`` / ``run()`` / ``turn()`` …
 (or the Flask extension); it never calls ``configure()`` itself. It also taps the ``openai``
-client's streams (``openai_streams``): every streamed chunk becomes an ``assistant_delta``.
+and ``anthropic`` clients' streams (``openai_streams``, ``anthropic_streams``): every streamed chunk
+becomes an ``assistant_delta``.
 
 When ``OTEL_TRACES_EXPORTER`` or ``OTEL_LOGS_EXPORTER`` names a plain OTLP exporter (``otlp``,
 ``otlp_proto_grpc``, ``otlp_proto_http``), it says once, in one warning line, that those spans or
@@ -25,7 +26,7 @@ from typing import Any
 from opentelemetry.environment_variables import OTEL_LOGS_EXPORTER, OTEL_TRACES_EXPORTER
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
-from otel_session.instrument import openai_streams
+from otel_session.instrument import anthropic_streams, openai_streams
 from otel_session.instrument._log import warn_once
 from otel_session.instrument._runtime import Recorder, configure
 
@@ -57,10 +58,12 @@ class OtelSessionInstrumentor(BaseInstrumentor):
             writer_limits=kwargs.get("writer_limits"),
         )
         openai_streams.install()  # every streamed chunk of the openai client as a delta
+        anthropic_streams.install()  # and of the anthropic client
         warn_if_exported_unredacted()
 
     def _uninstrument(self, **kwargs: Any) -> None:
         openai_streams.uninstall()
+        anthropic_streams.uninstall()
         recorder, OtelSessionInstrumentor._recorder = OtelSessionInstrumentor._recorder, None
         if recorder is not None:
             recorder.shutdown()

@@ -100,6 +100,19 @@ def assert_streamed(bundle) -> list[tuple[str, int, str, str]]:
     return deltas
 
 
+def assert_same_on_both_paths(bundle_root, in_process_root, first_roles=("user", "assistant")):
+    """The collector's and the in-process bundle of a run of two streamed calls (the first
+    journaling ``first_roles``, the second a user message and a reply): each reply streamed
+    (``assert_streamed``), the same deltas and conversation on both; (in-process bundle, deltas)."""
+    (collected,) = sealed_bundles(bundle_root)
+    (in_process,) = sealed_bundles(in_process_root)
+    live, shipped = assert_streamed(in_process), assert_streamed(collected)
+    assert live == shipped  # the same deltas, for the same messages, on both paths
+    assert conversation(in_process) == conversation(collected)  # in the same order: the question first
+    assert [role for role, _ in conversation(in_process)] == [*first_roles, "user", "assistant"]
+    return in_process, live
+
+
 def expected_deltas(bundle) -> list[tuple[int, str, str]]:
     """What the mock streams, redacted: one delta per chunk (the tool call framed as its final block)."""
     finals = [e["payload"]["content"] for e in bundle.events if e["type"] == "message_finished"]
@@ -121,12 +134,7 @@ def test_streamed_chunks_are_deltas_in_process_and_through_the_collector(streami
         reply, arguments = asyncio.run(converse_async(openai.AsyncOpenAI(base_url=streaming.base_url, api_key="unused")))
     assert (reply, arguments) == (f"You said: {GREETING}", '{"query":"friday"}')
 
-    (collected,) = sealed_bundles(bundle_root)
-    (in_process,) = sealed_bundles(tmp_path / "in-process")
-    live, shipped = assert_streamed(in_process), assert_streamed(collected)
-    assert live == shipped  # the same deltas, for the same messages, on both paths
-    assert conversation(in_process) == conversation(collected)  # in the same order: the question first
-    assert [role for role, _ in conversation(in_process)] == ["user", "assistant", "user", "assistant"]
+    in_process, live = assert_same_on_both_paths(bundle_root, tmp_path / "in-process")
     assert [delta[1:] for delta in live] == expected_deltas(in_process)
     assert CANARY_EMAIL.encode() not in all_bytes(bundle_root) + all_bytes(tmp_path / "in-process")
 

@@ -39,19 +39,26 @@ REQUIREMENTS = (
 
 def thirdparty_python() -> Path:
     """The venv's python, installing it first if needed (skips the test when that fails)."""
+    return cached_venv("OTEL_SESSION_THIRDPARTY_VENV", ".venv-thirdparty", REQUIREMENTS,
+                       "the third-party instrumentations")
+
+
+def cached_venv(variable: str, name: str, requirements: tuple[str, ...], purpose: str) -> Path:
+    """The python of a venv of its own (``$variable``, else ``name`` at the repository's root) with
+    ``requirements`` and otel_session from this tree, built once (skips the test when that fails)."""
     root = Path(__file__).resolve().parents[2]
-    venv = Path(os.environ.get("OTEL_SESSION_THIRDPARTY_VENV") or root / ".venv-thirdparty")
+    venv = Path(os.environ.get(variable) or root / name)
     python = venv / "bin" / "python"
     stamp = venv / ".installed"
-    wanted = "\n".join([*REQUIREMENTS, f"-e {root}"]) + "\n"
+    wanted = "\n".join([*requirements, f"-e {root}"]) + "\n"
     if stamp.is_file() and stamp.read_text() == wanted and python.exists():
         return python
     steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
-             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *REQUIREMENTS],
+             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
              [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "-e", str(root)]]
     for step in steps:
         done = subprocess.run(step, capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
-            pytest.skip(f"could not build {venv} for the third-party instrumentations: {done.stderr[-2000:]}")
+            pytest.skip(f"could not build {venv} for {purpose}: {done.stderr[-2000:]}")
     stamp.write_text(wanted)
     return python
