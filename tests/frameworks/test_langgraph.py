@@ -208,6 +208,72 @@ def test_a_chat_model_the_openai_v2_instrumentor_records_is_not_recorded_twice(i
     assert "chat mock-gpt" in {span.name for span in captured.spans}
 
 
+@pytest.fixture
+def openai_v2(monkeypatch) -> Any:
+    """The official openai-v2 instrumentor's module, its messages on its spans (as zero-code users run it)."""
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    return pytest.importorskip("opentelemetry.instrumentation.openai_v2")
+
+
+def book_with_a_tool_calling_model(openai_v2: Any, provider: Any) -> None:
+    """Two invocations of thread ``call-9`` of a graph whose model (langchain-openai, the openai-v2
+    instrumentor on) is prompted with a system message of the node's own, and calls a tool."""
+    from langchain_core.messages import SystemMessage
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+    from langgraph.graph import MessagesState
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    from otel_session.demo.mock_llm import MODEL, MockLLMServer
+
+    @tool
+    def check_availability(query: str) -> str:
+        """Free tables on a day."""
+        return "19:00 is free"
+
+    instrumentor = openai_v2.OpenAIInstrumentor()
+    with MockLLMServer() as llm:
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            model = ChatOpenAI(model=MODEL, base_url=llm.base_url, api_key="unused").bind_tools([check_availability])
+
+            def agent(state: MessagesState) -> dict[str, Any]:
+                return {"messages": [model.invoke([SystemMessage("You book tables."), *state["messages"]])]}
+
+            graph = StateGraph(MessagesState)
+            graph.add_node(agent)
+            graph.add_node("tools", ToolNode([check_availability]))
+            graph.add_edge(START, "agent")
+            graph.add_conditional_edges("agent", tools_condition)
+            graph.add_edge("tools", "agent")
+            talk(graph.compile(checkpointer=InMemorySaver(), name="assistant"), "call-9", "friday for two", "and for three?")
+        finally:
+            instrumentor.uninstrument()
+
+
+def assert_each_message_once(runs: list[Any]) -> None:
+    """The turn's user message (the graph's input, also the chat span's) and the tool's (a node's
+    update, also the next call's input) once each; the node's system prompt, on the chat span
+    only, as before; the earlier turn not again."""
+    assert [run.status for run in runs] == [BundleStatus.COMPLETE] * 2, [run.diagnostics for run in runs]
+    first, second = ([(m["role"], m["text"]) for m in turns_of(run)[0]["messages"]] for run in runs)
+    assert first == [("user", "friday for two"), ("system", "You book tables."), ("assistant", ""),
+                     ("tool", "19:00 is free"), ("assistant", "check_availability says: 19:00 is free")]
+    assert second == [("user", "and for three?"), ("assistant", ""), ("tool", "19:00 is free"),
+                      ("assistant", "check_availability says: 19:00 is free")]
+
+
+def test_with_the_openai_v2_instrumentor_each_message_of_the_turn_is_recorded_once(instrumented, openai_v2):
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider()
+    with capture_bundle(tracer_provider=provider) as captured:
+        book_with_a_tool_calling_model(openai_v2, provider)
+    assert_each_message_once(captured.bundles)
+    assert "chat mock-gpt" in {span.name for span in captured.spans}
+
+
 def test_without_a_thread_id_an_invocation_joins_the_session_the_app_is_in(instrumented):
     import otel_session
 
