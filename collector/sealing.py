@@ -28,6 +28,7 @@ from otel_session.collector.ordering import SpanTree, event_order_key
 from otel_session.journal import EventType, parse_timestamp
 from otel_session.log import get_logger, log_id
 from otel_session.normalize import JournalEvent
+from otel_session.normalize.genai_repeats import HeldMessages
 from otel_session.normalize.toollink import ToolCallLinker
 from otel_session.write import RunRecorder
 
@@ -57,8 +58,8 @@ class OpenRun:
     """The state of one run between its first span and its seal."""
 
     __slots__ = (
-        "batches", "closed", "finished", "joins", "last_activity", "latest_ns", "lock", "recorder", "resumed",
-        "root_seen", "root_status", "tool_links", "tree",
+        "batches", "closed", "finished", "held", "joins", "last_activity", "latest_ns", "lock", "recorder",
+        "resumed", "root_seen", "root_status", "tool_links", "tree",
     )
 
     def __init__(self, recorder: RunRecorder, now: float, *, resumed: bool = False, latest_ns: int = 0) -> None:
@@ -79,6 +80,7 @@ class OpenRun:
         self.resumed = resumed
         """Left ``recording`` by a previous process: sealed (as interrupted) when quiet, like a rooted run."""
         self.tool_links = ToolCallLinker()
+        self.held = HeldMessages()
 
     def quiet(self, now: float, seal_after_s: float, seal_rootless_after_s: float) -> bool:
         """Whether the run is due its seal at ``now``."""
@@ -90,6 +92,7 @@ class OpenRun:
         (``lock`` held); why the capture refused them, if it did."""
         self.tool_links.link(events)  # tool spans without a call id answer the model's call
         redacted = redactor.redact_events(events)  # fresh events: in place
+        redacted = self.held.without_repeats(redacted)  # model calls' inputs the API's records hold
         recorder = self.recorder
         accepted = recorder.append_events(redacted)
         if accepted:

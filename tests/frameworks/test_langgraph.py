@@ -274,6 +274,14 @@ def test_with_the_openai_v2_instrumentor_each_message_of_the_turn_is_recorded_on
     assert "chat mock-gpt" in {span.name for span in captured.spans}
 
 
+def test_with_the_openai_v2_instrumentor_each_message_is_recorded_once_through_the_collector(
+    instrumented, openai_v2, through_collector
+):
+    root, provider = through_collector()
+    book_with_a_tool_calling_model(openai_v2, provider)
+    assert_each_message_once(sealed_bundles(root, 2))
+
+
 def test_without_a_thread_id_an_invocation_joins_the_session_the_app_is_in(instrumented):
     import otel_session
 
