@@ -282,6 +282,37 @@ def test_with_the_openai_v2_instrumentor_each_message_is_recorded_once_through_t
     assert_each_message_once(sealed_bundles(root, 2))
 
 
+@pytest.mark.xfail(strict=True, reason="the stream tap journals a streamed call's new inputs live: "
+                   "openai_streams._journal_inputs must skip those HeldMessages.of(handle).repeats() (another branch's file)")
+def test_zero_code_a_streamed_calls_inputs_journaled_live_are_not_a_second_user_message(instrumented, openai_v2):
+    from langchain_openai import ChatOpenAI
+    from langgraph.graph import MessagesState
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_session.demo.mock_llm import MODEL, MockLLMServer
+    from otel_session.instrument import openai_streams
+
+    provider = TracerProvider()
+    instrumentor = openai_v2.OpenAIInstrumentor()
+    with MockLLMServer() as llm, capture_bundle(tracer_provider=provider) as captured:
+        instrumentor.instrument(tracer_provider=provider)
+        openai_streams.install()  # what opentelemetry-instrument's otel_session entry point does
+        try:
+            model = ChatOpenAI(model=MODEL, base_url=llm.base_url, api_key="unused", streaming=True)
+            graph = StateGraph(MessagesState)
+            graph.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+            graph.add_edge(START, "agent")
+            graph.add_edge("agent", END)
+            graph.compile(name="assistant").invoke({"messages": [("user", "hello there")]})
+        finally:
+            openai_streams.uninstall()
+            instrumentor.uninstrument()
+    assert [e["type"] for e in captured.bundle.events].count("assistant_delta") >= 2  # journaled live
+    (turn,) = turns_of(captured.bundle)
+    assert [(m["role"], m["text"]) for m in turn["messages"]] == [("user", "hello there"),
+                                                                    ("assistant", "You said: hello there")]
+
+
 def test_without_a_thread_id_an_invocation_joins_the_session_the_app_is_in(instrumented):
     import otel_session
 
