@@ -122,9 +122,11 @@ def _model_call_part(message_id: str, span_id: str | None) -> str | None:
 
 
 def _key(turn_index: Any, role: Any, content: Any) -> _Key | None:
-    """What a message is compared by: its turn, role and its blocks' kinds and texts (empty ones
-    left out); None for a message that is no new input's twin: an assistant's (no call's new input
-    is one), one with no text, or one whose fields are not the journal's types."""
+    """What a message is compared by: its turn, role and its blocks' kinds and texts, consecutive
+    blocks of a kind as one (LangChain's ``message.text`` joins a message's text parts, openai-v2
+    keeps them apart), empty ones left out; None for a message that is no new input's twin: an
+    assistant's (no call's new input is one), one with no text, or one whose fields are not the
+    journal's types."""
     if role.__class__ is not str or role == "assistant" or content.__class__ is not list:
         return None
     if turn_index is not None and turn_index.__class__ is not int:
@@ -136,7 +138,11 @@ def _key(turn_index: Any, role: Any, content: Any) -> _Key | None:
         kind, text = block.get("kind"), block.get("text")
         if kind.__class__ is not str or text.__class__ is not str:
             return None
-        if text:
+        if not text:
+            continue
+        if blocks and blocks[-1][0] == kind:
+            blocks[-1] = (kind, blocks[-1][1] + text)
+        else:
             blocks.append((kind, text))
     return (turn_index, role, tuple(blocks)) if blocks else None
 

@@ -109,3 +109,11 @@ def test_assistant_and_unusual_messages_are_not_held_and_the_oldest_go_first():
         held.hold(0, "user", [{"index": 0, "kind": "text", "text": str(number)}])
     assert not held.repeats(0, "user", [{"index": 0, "kind": "text", "text": "0"}])
     assert held.repeats(0, "user", [{"index": 0, "kind": "text", "text": str(MAX_HELD)}])
+
+
+def test_a_message_whose_text_parts_a_framework_joined_is_the_same_message():
+    held = HeldMessages()
+    held.hold(0, "user", [{"index": 0, "kind": "text", "text": "friday for two"}])  # LangChain's message.text
+    parts = [{"index": 0, "kind": "text", "text": "friday "}, {"index": 1, "kind": "text", "text": "for two"}]
+    assert held.repeats(0, "user", parts)  # openai-v2's parts
+    assert not held.repeats(0, "user", [*parts, {"index": 2, "kind": "tool_call", "text": "{}"}])
