@@ -3,7 +3,7 @@
 Contract::
 
     held = HeldMessages()            # one per run, kept as long as the run is open
-    held = HeldMessages.of(run)      # or: the one kept for ``run`` (any object; weakly held)
+    held = HeldMessages.of(run)      # or: the one kept for ``run`` (``per_run``)
     held.hold(turn_index, role, content)        # a message the run journaled itself (the API's)
     held.repeats(turn_index, role, content)     # whether a call's input message is one it holds
     events = held.without_repeats(events)       # a span's or request's events, redacted, in order
@@ -25,10 +25,10 @@ At most ``MAX_HELD`` messages are held per run (the oldest forgotten first).
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from otel_session.journal import EventType
+from otel_session.normalize.per_run import PerRun
 from otel_session.normalize.spans import JournalEvent
 
 __all__ = ["MAX_HELD", "HeldMessages"]
@@ -43,24 +43,16 @@ _CALL_OUTPUT = "-out-"
 _Key = tuple[int | None, str, tuple[tuple[str, str], ...]]
 
 
-class HeldMessages:
+class HeldMessages(PerRun):
     """The messages one run holds, by turn (see the module docstring)."""
 
-    __slots__ = ("__weakref__", "_held", "_roles")
+    __slots__ = ("_held", "_roles")
 
     def __init__(self) -> None:
         self._held: dict[_Key, None] = {}
         """Held messages, oldest first (a dict: ordered, and a set's lookup)."""
         self._roles: dict[str, Any] = {}
         """Message id → role, from ``message_started`` until its ``message_finished``."""
-
-    @classmethod
-    def of(cls, owner: object) -> HeldMessages:
-        """The held messages of ``owner`` (a run handle), made on first use and gone with ``owner``."""
-        held = _BY_OWNER.get(owner)
-        if held is None:
-            held = _BY_OWNER.setdefault(owner, cls())
-        return held
 
     def hold(self, turn_index: Any, role: Any, content: Any) -> None:
         """Hold a message the run journaled: its role and (redacted) content blocks (an assistant's
@@ -146,5 +138,3 @@ def _key(turn_index: Any, role: Any, content: Any) -> _Key | None:
             blocks.append((kind, text))
     return (turn_index, role, tuple(blocks)) if blocks else None
 
-
-_BY_OWNER: weakref.WeakKeyDictionary[object, HeldMessages] = weakref.WeakKeyDictionary()
