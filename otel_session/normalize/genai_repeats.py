@@ -25,13 +25,17 @@ At most ``MAX_HELD`` messages are held per run (the oldest forgotten first).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from otel_session.journal import EventType
+from otel_session.log import get_logger
 from otel_session.normalize.per_run import PerRun
 from otel_session.normalize.spans import JournalEvent
 
 __all__ = ["MAX_HELD", "HeldMessages"]
+
+logger = get_logger(__name__)
 
 MAX_HELD = 256
 _MESSAGE_STARTED = EventType.MESSAGE_STARTED.value
@@ -39,78 +43,99 @@ _MESSAGE_FINISHED = EventType.MESSAGE_FINISHED.value
 _CALL_INPUT = "-in-"
 _CALL_OUTPUT = "-out-"
 
-# (turn index, role, ((kind, text), …)): a message as the comparison sees it.
+# (turn index, role, ((kind, text), …)): a message as the comparison sees it (held by its hash).
 _Key = tuple[int | None, str, tuple[tuple[str, str], ...]]
 
 
 class HeldMessages(PerRun):
-    """The messages one run holds, by turn (see the module docstring)."""
+    """The messages one run holds, by turn (see the module docstring). Thread-safe; never raises
+    (a failure leaves the events as they are: a repeat journaled rather than a message lost)."""
 
-    __slots__ = ("_held", "_roles")
+    __slots__ = ("_held", "_lock", "_roles")
 
     def __init__(self) -> None:
-        self._held: dict[_Key, None] = {}
-        """Held messages, oldest first (a dict: ordered, and a set's lookup)."""
+        self._held: dict[int, None] = {}
+        """The hashes of held messages' keys (``_key``), oldest first (a dict: ordered, a set's
+        lookup): a few bytes a message, whatever its length; two distinct messages of a run whose
+        64-bit hashes meet (a chance of about 2**-50 a comparison) would count as the same."""
         self._roles: dict[str, Any] = {}
         """Message id → role, from ``message_started`` until its ``message_finished``."""
+        self._lock = threading.Lock()
 
     def hold(self, turn_index: Any, role: Any, content: Any) -> None:
         """Hold a message the run journaled: its role and (redacted) content blocks (an assistant's
         is not held: no model call's new input is one)."""
-        key = _key(turn_index, role, content)
-        if key is None:
-            return
-        held = self._held
-        held.pop(key, None)  # the latest last: the oldest go first
-        held[key] = None
-        if len(held) > MAX_HELD:
-            del held[next(iter(held))]
+        try:
+            key = _key(turn_index, role, content)
+            if key is not None:
+                with self._lock:
+                    self._hold(hash(key))
+        except Exception:  # noqa: BLE001
+            logger.debug("could not hold a message", exc_info=True)
 
     def repeats(self, turn_index: Any, role: Any, content: Any) -> bool:
         """Whether a model call's input message (redacted content) is one the run holds in that turn."""
-        key = _key(turn_index, role, content)
-        return key is not None and key in self._held
+        try:
+            key = _key(turn_index, role, content)
+            return key is not None and hash(key) in self._held
+        except Exception:  # noqa: BLE001
+            logger.debug("could not compare a message", exc_info=True)
+            return False
 
     def without_repeats(self, events: list[JournalEvent]) -> list[JournalEvent]:
         """``events`` without the records of the model calls' input messages the run holds; the
         other messages among them (not a model call's) held, in their order."""
-        repeated: set[str] | None = None
-        roles = self._roles
-        for event in events:
-            kind = event.type
-            if kind != _MESSAGE_STARTED and kind != _MESSAGE_FINISHED:
-                continue
-            message_id = event.message_id
-            if message_id is None:
-                continue
-            if kind == _MESSAGE_STARTED:
-                roles[message_id] = event.payload.get("role")
-                if len(roles) > MAX_HELD:
-                    del roles[next(iter(roles))]
-                continue
-            role = roles.pop(message_id, None)
-            content = event.payload.get("content")
-            made_by = _model_call_part(message_id, event.span_id)
-            if made_by is None:
-                self.hold(event.turn_index, role, content)
-            elif made_by == _CALL_INPUT and self.repeats(event.turn_index, role, content):
-                if repeated is None:
-                    repeated = set()
-                repeated.add(message_id)
+        try:
+            with self._lock:
+                repeated = self._repeated(events)
+        except Exception:  # noqa: BLE001
+            logger.warning("could not tell a model call's repeated input messages; kept", exc_info=True)
+            return events
         if repeated is None:
             return events
         return [event for event in events if event.message_id not in repeated]
 
+    def _repeated(self, events: list[JournalEvent]) -> set[str] | None:
+        """The ids of the call input messages among ``events`` that the run holds (``_lock`` held)."""
+        repeated: set[str] | None = None
+        roles, held = self._roles, self._held
+        for event in events:
+            kind = event.type
+            if kind == _MESSAGE_STARTED:
+                roles[event.message_id] = event.payload.get("role")
+                continue
+            if kind != _MESSAGE_FINISHED or event.message_id.__class__ is not str:
+                continue
+            message_id = event.message_id
+            role = roles.pop(message_id, None)
+            span_id = event.span_id
+            call_input = False
+            if span_id is not None and message_id.startswith(span_id):  # a model call's: {span id}-in-N / -out-N
+                rest = message_id[len(span_id) :]
+                if rest[:5] == _CALL_OUTPUT:
+                    continue
+                call_input = rest[:4] == _CALL_INPUT and rest[4:].isdigit()
+                if call_input and not held:
+                    continue
+            key = _key(event.turn_index, role, event.payload.get("content"))
+            if key is None:
+                continue
+            if not call_input:
+                self._hold(hash(key))
+            elif hash(key) in held:
+                if repeated is None:
+                    repeated = set()
+                repeated.add(message_id)
+        while len(roles) > MAX_HELD:  # started, never finished here: the oldest go first
+            del roles[next(iter(roles))]
+        return repeated
 
-def _model_call_part(message_id: str, span_id: str | None) -> str | None:
-    """``-in-`` / ``-out-`` for a model call's input / output message id (``{span id}-in-N``), else None."""
-    if span_id is None or not message_id.startswith(span_id):
-        return None
-    rest = message_id[len(span_id) :]
-    for part in (_CALL_INPUT, _CALL_OUTPUT):
-        if rest.startswith(part) and rest[len(part) :].isdigit():
-            return part
-    return None
+    def _hold(self, key_hash: int) -> None:
+        held = self._held
+        held.pop(key_hash, None)  # the latest last: the oldest go first
+        held[key_hash] = None
+        if len(held) > MAX_HELD:
+            del held[next(iter(held))]
 
 
 def _key(turn_index: Any, role: Any, content: Any) -> _Key | None:

@@ -117,3 +117,12 @@ def test_a_message_whose_text_parts_a_framework_joined_is_the_same_message():
     parts = [{"index": 0, "kind": "text", "text": "friday "}, {"index": 1, "kind": "text", "text": "for two"}]
     assert held.repeats(0, "user", parts)  # openai-v2's parts
     assert not held.repeats(0, "user", [*parts, {"index": 2, "kind": "tool_call", "text": "{}"}])
+
+
+def test_events_it_cannot_read_are_kept_as_they_are(caplog):
+    held = HeldMessages()
+    held.hold(0, "user", [{"index": 0, "kind": "text", "text": "a table"}])
+    odd = [*call_inputs("00000000000000cc", ("user", "a table")),
+           JournalEvent("message_finished", 3, None, 0, "00000000000000cc-in-1", None, "t", "00000000000000cc")]  # type: ignore[arg-type]
+    assert held.without_repeats(odd) == odd  # a repeat journaled rather than a message lost
+    assert "could not tell a model call's repeated input messages" in caplog.text
