@@ -58,8 +58,8 @@ class OpenRun:
     """The state of one run between its first span and its seal."""
 
     __slots__ = (
-        "batches", "closed", "finished", "held", "joins", "last_activity", "latest_ns", "lock", "recorder",
-        "resumed", "root_seen", "root_status", "tool_links", "tree",
+        "batches", "closed", "finished", "joins", "last_activity", "latest_ns", "lock", "recorder", "resumed",
+        "root_seen", "root_status", "tool_links", "tree",
     )
 
     def __init__(self, recorder: RunRecorder, now: float, *, resumed: bool = False, latest_ns: int = 0) -> None:
@@ -80,7 +80,6 @@ class OpenRun:
         self.resumed = resumed
         """Left ``recording`` by a previous process: sealed (as interrupted) when quiet, like a rooted run."""
         self.tool_links = ToolCallLinker()
-        self.held = HeldMessages()
 
     def quiet(self, now: float, seal_after_s: float, seal_rootless_after_s: float) -> bool:
         """Whether the run is due its seal at ``now``."""
@@ -92,7 +91,7 @@ class OpenRun:
         (``lock`` held); why the capture refused them, if it did."""
         self.tool_links.link(events)  # tool spans without a call id answer the model's call
         redacted = redactor.redact_events(events)  # fresh events: in place
-        redacted = self.held.without_repeats(redacted)  # model calls' inputs the API's records hold
+        redacted = HeldMessages.of(self.recorder).without_repeats(redacted)  # inputs the API's records hold
         recorder = self.recorder
         accepted = recorder.append_events(redacted)
         if accepted:
