@@ -20,7 +20,8 @@ a message with personal data in it matches its redacted twin. Model calls' messa
 replies) are not held: a call's new input that another call of the turn had too is journaled as
 before. ``without_repeats`` holds the messages among ``events`` as well (the collector decodes the
 API's records from their spans); the API, in process, holds its messages as it journals them.
-At most ``MAX_HELD`` messages are held per run (the oldest forgotten first).
+At most ``MAX_HELD`` messages are held per run, each by a hash of what it is compared by (the
+oldest forgotten first).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class HeldMessages(PerRun):
         self._held: dict[int, None] = {}
         """The hashes of held messages' keys (``_key``), oldest first (a dict: ordered, a set's
         lookup): a few bytes a message, whatever its length; two distinct messages of a run whose
-        64-bit hashes meet (a chance of about 2**-50 a comparison) would count as the same."""
+        64-bit hashes meet (with ``MAX_HELD`` held, a chance of 2**-56 a comparison) would count as the same."""
         self._roles: dict[str, Any] = {}
         """Message id → role, from ``message_started`` until its ``message_finished``."""
         self._lock = threading.Lock()
