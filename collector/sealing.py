@@ -29,6 +29,7 @@ from otel_session.journal import EventType, parse_timestamp
 from otel_session.log import get_logger, log_id
 from otel_session.normalize import JournalEvent
 from otel_session.normalize.genai import RunAgent
+from otel_session.normalize.genai_repeats import HeldMessages
 from otel_session.normalize.toollink import ToolCallLinker
 from otel_session.write import RunRecorder
 
@@ -103,6 +104,7 @@ class OpenRun:
         (``lock`` held); why the capture refused them, if it did."""
         self.tool_links.link(events)  # tool spans without a call id answer the model's call
         redacted = redactor.redact_events(events)  # fresh events: in place
+        redacted = HeldMessages.of(self.recorder).without_repeats(redacted)  # inputs the API's records hold
         recorder = self.recorder
         accepted = recorder.append_events(redacted)
         if accepted:

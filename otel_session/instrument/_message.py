@@ -27,6 +27,7 @@ from otel_session.instrument._spans import event_adder
 from otel_session.journal import EventType
 from otel_session.normalize import JournalEvent
 from otel_session.normalize.codec import EVENT_NAMES, encode, encoder
+from otel_session.normalize.genai_repeats import HeldMessages
 from otel_session.redact import DeltaStream
 
 __all__ = ["MessageHandle", "message"]
@@ -142,6 +143,8 @@ class MessageHandle:
             event = self.event(_E[EventType.MESSAGE_FINISHED], payload)
             self.span.set_attributes({**encode(event.type, event.payload), sc.DELTA_COUNT: self.delta_count})
             self.run.append(event)
+            if self._journal is not None:  # a model call's span that repeats it does not journal it again
+                HeldMessages.of(self.run).hold(self.turn_index, self.role, event.payload.get("content"))
         except Exception:  # noqa: BLE001
             capture_failed("the end of a message")
         finally:

@@ -28,6 +28,7 @@ from otel_session.instrument._log import warn_once
 from otel_session.instrument.live_records import without_live_records
 from otel_session.log import get_logger
 from otel_session.normalize import SdkSpan, detached_event, normalize_span
+from otel_session.normalize.genai_repeats import HeldMessages
 from otel_session.normalize.toollink import ToolCallLinker
 
 if TYPE_CHECKING:
@@ -122,9 +123,12 @@ class SessionSpanProcessor(SpanProcessor):
             turn_index = data.attributes.get(sc.TURN_INDEX)
             events = without_live_records(data, normalize_span(data))  # deltas of streams went live
             ToolCallLinker.of(handle).link(events)  # tool spans without a call id answer the model's call
-            for event in recorder.redactor.redact_events(events):
-                if event.turn_index is None and isinstance(turn_index, int):
-                    event.turn_index = turn_index
+            redacted = recorder.redactor.redact_events(events)
+            if isinstance(turn_index, int):
+                for event in redacted:
+                    if event.turn_index is None:
+                        event.turn_index = turn_index
+            for event in HeldMessages.of(handle).without_repeats(redacted):  # what the API journaled already
                 handle.journal_recorder.append(event.type, event.payload, **event.correlation())
         except Exception:  # noqa: BLE001
             logger.warning("could not journal span %r", span.name, exc_info=True)

@@ -7,7 +7,8 @@ The table of what is read lives in ``docs/conventions.md`` ("Third-party GenAI m
 * A model call (``gen_ai.operation.name`` ``chat``/``text_completion``/``generate_content``,
   OpenInference ``openinference.span.kind=LLM``, OpenLLMetry ``llm.request.type``) becomes messages.
   Its input holds the whole conversation so far, so only the input messages after the last
-  assistant message are journaled (what is new in this call); the output is one assistant message
+  assistant message are journaled (what is new in this call; of those, the ones the run holds
+  already are left out after redaction, ``genai_repeats``); the output is one assistant message
   started at the span's start and finished at its end, with the ``otel_session.delta`` events the
   ``otel_session`` instrumentor put on the span as its deltas (``genai_deltas``).
 * A tool call (``execute_tool``, OpenInference ``TOOL``, OpenLLMetry ``traceloop.span.kind=tool``)

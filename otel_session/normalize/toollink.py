@@ -3,7 +3,7 @@
 Contract::
 
     links = ToolCallLinker()        # one per run, kept as long as the run is open
-    links = ToolCallLinker.of(run)  # or: the one kept for ``run`` (any object; weakly held)
+    links = ToolCallLinker.of(run)  # or: the one kept for ``run`` (``per_run``)
     links.link(events)              # normalized events of the run, in event-time order; in place
 
 A model call's assistant message lists the tool calls it asks for (``tool_call`` content blocks
@@ -18,13 +18,13 @@ the caller's own (fresh from the normalizer): their ``tool_call_id`` is rewritte
 
 from __future__ import annotations
 
-import weakref
 from collections import deque
 from typing import Any
 
 import orjson
 
 from otel_session.journal import EventType
+from otel_session.normalize.per_run import PerRun
 from otel_session.normalize.spans import JournalEvent
 
 __all__ = ["ToolCallLinker"]
@@ -45,7 +45,7 @@ class _Call:
         self.arguments = arguments
 
 
-class ToolCallLinker:
+class ToolCallLinker(PerRun):
     """The tool calls of one run still waiting for their execution (see the module docstring)."""
 
     __slots__ = ("_linked", "_open")
@@ -54,14 +54,6 @@ class ToolCallLinker:
         self._open: deque[_Call] = deque(maxlen=_MAX_OPEN_CALLS)
         self._linked: dict[str, str] = {}
         """Span id → call id given to its ``tool_execution_started`` (its ``finished`` follows)."""
-
-    @classmethod
-    def of(cls, owner: object) -> ToolCallLinker:
-        """The linker of ``owner`` (a run handle), made on first use and gone with ``owner``."""
-        links = _BY_OWNER.get(owner)
-        if links is None:
-            links = _BY_OWNER.setdefault(owner, cls())
-        return links
 
     def link(self, events: list[JournalEvent]) -> None:
         for event in events:
@@ -116,6 +108,3 @@ def _bare_input_of(arguments: Any, call_arguments: Any) -> bool:
         and isinstance(call_arguments, dict)
         and list(call_arguments.values()) == [arguments["input"]]
     )
-
-
-_BY_OWNER: weakref.WeakKeyDictionary[object, ToolCallLinker] = weakref.WeakKeyDictionary()

@@ -23,6 +23,8 @@ from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.graph import END, START, StateGraph, add_messages  # noqa: E402
 from langgraph.types import Command, interrupt  # noqa: E402
 
+from langchain_core.tools import tool  # noqa: E402 - langgraph's dependency
+
 from otel_session.instrument.langgraph import LangGraphInstrumentor  # noqa: E402
 
 REQUIRED = {"booking": ["date", "party_size"]}
@@ -128,18 +130,32 @@ def test_an_interrupt_and_its_resume_are_verdicts_and_the_resume_continues_the_s
     assert [(w["slot"], w["source"]) for w in resumed["slot_writes"]] == [("date", "ask")]
 
 
-def test_a_streamed_tool_calling_chat_model_in_nodes_is_messages_deltas_and_a_tool(instrumented):
-    from langchain_core.tools import tool
-    from langchain_openai import ChatOpenAI
+@tool
+def check_availability(query: str) -> str:
+    """Free tables on a day."""
+    return "19:00 is free"
+
+
+def tool_calling_graph(agent: Any) -> Any:
+    """A graph whose node ``agent`` calls a model bound to ``check_availability``: the tool when the
+    model asks for it, then ``agent`` again."""
     from langgraph.graph import MessagesState
     from langgraph.prebuilt import ToolNode, tools_condition
 
-    from otel_session.demo.mock_llm import MODEL, MockLLMServer
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode([check_availability]))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    return graph
 
-    @tool
-    def check_availability(query: str) -> str:
-        """Free tables on a day."""
-        return "19:00 is free"
+
+def test_a_streamed_tool_calling_chat_model_in_nodes_is_messages_deltas_and_a_tool(instrumented):
+    from langchain_openai import ChatOpenAI
+    from langgraph.graph import MessagesState
+
+    from otel_session.demo.mock_llm import MODEL, MockLLMServer
 
     with MockLLMServer() as llm:
         model = ChatOpenAI(model=MODEL, base_url=llm.base_url, api_key="unused", streaming=True)
@@ -148,13 +164,7 @@ def test_a_streamed_tool_calling_chat_model_in_nodes_is_messages_deltas_and_a_to
         async def agent(state: MessagesState) -> dict[str, Any]:
             return {"messages": [await model.ainvoke(state["messages"])]}
 
-        graph = StateGraph(MessagesState)
-        graph.add_node(agent)
-        graph.add_node("tools", ToolNode([check_availability]))
-        graph.add_edge(START, "agent")
-        graph.add_conditional_edges("agent", tools_condition)
-        graph.add_edge("tools", "agent")
-        app = graph.compile(name="assistant")
+        app = tool_calling_graph(agent).compile(name="assistant")
         with capture_bundle() as captured:
             result = asyncio.run(app.ainvoke({"messages": [("user", "friday for two")]}))
     assert result["messages"][-1].content == "check_availability says: 19:00 is free"
@@ -179,20 +189,30 @@ def test_a_streamed_tool_calling_chat_model_in_nodes_is_messages_deltas_and_a_to
     assert {s.attributes.get("gen_ai.response.model") for s in model_spans} == {MODEL}
 
 
-def test_a_chat_model_the_openai_v2_instrumentor_records_is_not_recorded_twice(instrumented, monkeypatch):
+@pytest.fixture
+def openai_v2(monkeypatch) -> Any:
+    """The official openai-v2 instrumentor's module, its messages on its spans (as zero-code users run it)."""
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    return pytest.importorskip("opentelemetry.instrumentation.openai_v2")
+
+
+def hello_to_a_streamed_chat_model(openai_v2: Any, *, tap: bool = False) -> Any:
+    """The captured bundles of a one-node graph whose langchain-openai model streams its reply, the
+    openai-v2 instrumentor on (and the ``otel_session`` instrumentor's stream tap, if ``tap``)."""
     from langchain_openai import ChatOpenAI
     from langgraph.graph import MessagesState
     from opentelemetry.sdk.trace import TracerProvider
 
     from otel_session.demo.mock_llm import MODEL, MockLLMServer
+    from otel_session.instrument import openai_streams
 
-    openai_v2 = pytest.importorskip("opentelemetry.instrumentation.openai_v2")
-    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
-    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
     provider = TracerProvider()
     instrumentor = openai_v2.OpenAIInstrumentor()
     with MockLLMServer() as llm, capture_bundle(tracer_provider=provider) as captured:
         instrumentor.instrument(tracer_provider=provider)
+        if tap:
+            openai_streams.install()  # what opentelemetry-instrument's otel_session entry point does
         try:
             model = ChatOpenAI(model=MODEL, base_url=llm.base_url, api_key="unused", streaming=True)
             graph = StateGraph(MessagesState)
@@ -201,11 +221,82 @@ def test_a_chat_model_the_openai_v2_instrumentor_records_is_not_recorded_twice(i
             graph.add_edge("agent", END)
             graph.compile(name="assistant").invoke({"messages": [("user", "hello there")]})
         finally:
+            if tap:
+                openai_streams.uninstall()
             instrumentor.uninstrument()
+    return captured
+
+
+def test_a_chat_model_the_openai_v2_instrumentor_records_is_not_recorded_twice(instrumented, openai_v2):
+    captured = hello_to_a_streamed_chat_model(openai_v2)
     (turn,) = turns_of(captured.bundle)
     replies = [m["text"] for m in turn["messages"] if m["role"] == "assistant"]
     assert replies == ["You said: hello there"]  # from the chat span, joined to the run
     assert "chat mock-gpt" in {span.name for span in captured.spans}
+
+
+def book_with_a_tool_calling_model(openai_v2: Any, provider: Any) -> None:
+    """Two invocations of thread ``call-9`` of a graph whose model (langchain-openai, the openai-v2
+    instrumentor on) is prompted with a system message of the node's own, and calls a tool."""
+    from langchain_core.messages import SystemMessage
+    from langchain_openai import ChatOpenAI
+    from langgraph.graph import MessagesState
+
+    from otel_session.demo.mock_llm import MODEL, MockLLMServer
+
+    instrumentor = openai_v2.OpenAIInstrumentor()
+    with MockLLMServer() as llm:
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            model = ChatOpenAI(model=MODEL, base_url=llm.base_url, api_key="unused").bind_tools([check_availability])
+
+            def agent(state: MessagesState) -> dict[str, Any]:
+                return {"messages": [model.invoke([SystemMessage("You book tables."), *state["messages"]])]}
+
+            app = tool_calling_graph(agent).compile(checkpointer=InMemorySaver(), name="assistant")
+            talk(app, "call-9", "friday for two", "and for three?")
+        finally:
+            instrumentor.uninstrument()
+
+
+def assert_each_message_once(runs: list[Any]) -> None:
+    """The turn's user message (the graph's input, also the chat span's) and the tool's (a node's
+    update, also the next call's input) once each; the node's system prompt, on the chat span
+    only, as before; the earlier turn not again."""
+    assert [run.status for run in runs] == [BundleStatus.COMPLETE] * 2, [run.diagnostics for run in runs]
+    first, second = ([(m["role"], m["text"]) for m in turns_of(run)[0]["messages"]] for run in runs)
+    assert first == [("user", "friday for two"), ("system", "You book tables."), ("assistant", ""),
+                     ("tool", "19:00 is free"), ("assistant", "check_availability says: 19:00 is free")]
+    assert second == [("user", "and for three?"), ("assistant", ""), ("tool", "19:00 is free"),
+                      ("assistant", "check_availability says: 19:00 is free")]
+
+
+def test_with_the_openai_v2_instrumentor_each_message_of_the_turn_is_recorded_once(instrumented, openai_v2):
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider()
+    with capture_bundle(tracer_provider=provider) as captured:
+        book_with_a_tool_calling_model(openai_v2, provider)
+    assert_each_message_once(captured.bundles)
+    assert "chat mock-gpt" in {span.name for span in captured.spans}
+
+
+def test_with_the_openai_v2_instrumentor_each_message_is_recorded_once_through_the_collector(
+    instrumented, openai_v2, through_collector
+):
+    root, provider = through_collector()
+    book_with_a_tool_calling_model(openai_v2, provider)
+    assert_each_message_once(sealed_bundles(root, 2))
+
+
+@pytest.mark.xfail(strict=True, reason="the stream tap journals a streamed call's new inputs live: "
+                   "openai_streams._journal_inputs must skip those HeldMessages.of(handle).repeats() (another branch's file)")
+def test_zero_code_a_streamed_calls_inputs_journaled_live_are_not_a_second_user_message(instrumented, openai_v2):
+    captured = hello_to_a_streamed_chat_model(openai_v2, tap=True)
+    assert [e["type"] for e in captured.bundle.events].count("assistant_delta") >= 2  # journaled live
+    (turn,) = turns_of(captured.bundle)
+    assert [(m["role"], m["text"]) for m in turn["messages"]] == [("user", "hello there"),
+                                                                    ("assistant", "You said: hello there")]
 
 
 def test_without_a_thread_id_an_invocation_joins_the_session_the_app_is_in(instrumented):
