@@ -43,6 +43,7 @@ from otel_session.journal import EventType
 from otel_session.normalize import genai
 from otel_session.normalize.genai_deltas import DELTA_MESSAGE, DELTAS_DROPPED
 from otel_session.normalize.genai_messages import Message
+from otel_session.normalize.genai_repeats import HeldMessages
 from otel_session.redact import DeltaStream
 
 __all__ = ["StreamDeltas", "deltas_for", "is_foreign_model_call", "tapped", "tapped_async", "unwrap_inits", "wrap_streams"]
@@ -160,6 +161,7 @@ class StreamDeltas:
         self._open_calls: dict[tuple[Any, ...], int] = {}  # tool-call block key → message position
         handle = recorder.open_run(context.trace_id)
         self._journal = handle.journal_recorder if handle is not None and handle.open else None
+        self._held = HeldMessages.of(handle) if self._journal is not None else None
         turn_index = (getattr(span, "attributes", None) or {}).get(sc.TURN_INDEX)
         self._turn_index = turn_index if isinstance(turn_index, int) else None
         self._closed = False
@@ -240,8 +242,10 @@ class StreamDeltas:
             message_id = f"{self._span_hex}-in-{position}"
             remember_live(self._trace_id, self._span_id, message_id, LIVE_INPUT)
             ids = self._ids(message_id)
-            journal.append(_MESSAGE_STARTED, {"role": message.role}, at_ns=self._start_ns, **ids)
             payload = redact(_MESSAGE_FINISHED, {"settled": True, "content": message.content})
+            if self._held is not None and self._held.repeats(self._turn_index, message.role, payload["content"]):
+                continue  # the run holds it (an API record: a framework's user message); the span's copy goes too
+            journal.append(_MESSAGE_STARTED, {"role": message.role}, at_ns=self._start_ns, **ids)
             journal.append(_MESSAGE_FINISHED, payload, at_ns=self._start_ns, **ids)
 
     def _ids(self, message_id: str) -> dict[str, Any]:

@@ -289,8 +289,6 @@ def test_with_the_openai_v2_instrumentor_each_message_is_recorded_once_through_t
     assert_each_message_once(sealed_bundles(root, 2))
 
 
-@pytest.mark.xfail(strict=True, reason="the stream tap journals a streamed call's new inputs live: "
-                   "openai_streams._journal_inputs must skip those HeldMessages.of(handle).repeats() (another branch's file)")
 def test_zero_code_a_streamed_calls_inputs_journaled_live_are_not_a_second_user_message(instrumented, openai_v2):
     captured = hello_to_a_streamed_chat_model(openai_v2, tap=True)
     assert [e["type"] for e in captured.bundle.events].count("assistant_delta") >= 2  # journaled live
