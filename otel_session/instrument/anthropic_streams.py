@@ -144,16 +144,29 @@ def _target(stream: Any, current: Any) -> Any:
 
 
 def _made_on_first_use(make: Callable[[Any], Iterator[Any]], stream: weakref.ref[Any]) -> Iterator[Any]:
-    yield from make(stream())
+    yield from _made_untapped(make, stream())
 
 
 async def _made_on_first_use_async(make: Callable[[Any], AsyncIterator[Any]], stream: weakref.ref[Any]) -> AsyncIterator[Any]:
-    iterator = make(stream())
+    iterator = _made_untapped(make, stream())
     try:
         async for item in iterator:
             yield item
     finally:
         await iterator.aclose()
+
+
+def _made_untapped(make: Callable[[Any], Any], stream: Any) -> Any:
+    """``make(stream)`` (the SDK's ``copy(self).__stream__()``) while the stream's tapped ``_iterator``
+    is out of its ``__dict__``: a copy holding it would hold the generator that runs it (a cycle,
+    and the response closed by the garbage collector instead of when the app drops the stream)."""
+    attributes = vars(stream)
+    tapped = attributes.pop("_iterator", None)
+    try:
+        return make(stream)
+    finally:
+        if tapped is not None:
+            attributes["_iterator"] = tapped
 
 
 class _AnthropicDeltas(StreamDeltas):

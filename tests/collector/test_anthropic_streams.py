@@ -307,3 +307,24 @@ def test_a_helper_stream_whose_content_no_current_span_holds_is_left_alone(openi
     assert deltas_of(in_process) == []
     assert conversation(in_process) == [("user", [{"index": 0, "kind": "text", "text": "hi"}]),
                                         ("assistant", [{"index": 0, "kind": "text", "text": "You said: hi"}])]
+
+
+def test_a_stream_the_app_drops_half_read_closes_its_response_at_once(streaming):
+    """The SDK makes a stream's iterator on a copy of it, so that dropping the stream closes its
+    response by reference counting; the tapped iterator must not make that copy hold itself."""
+    import gc
+
+    llm, tracing = streaming
+    client = anthropic.Anthropic(base_url=llm.root_url, api_key="unused", open_telemetry=tracing)
+    gc.disable()
+    try:
+        with otel_session.session("claude"), otel_session.run(agent="claude"):
+            stream = client.messages.create(model=MODEL, max_tokens=64, stream=True,
+                                            messages=[{"role": "user", "content": "one two three four five"}])
+            assert "_iterator" in vars(stream)  # tapped
+            response = stream.response
+            next(stream)
+            del stream
+            assert response.is_closed
+    finally:
+        gc.enable()
