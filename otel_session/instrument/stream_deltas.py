@@ -72,7 +72,11 @@ def _wrap_init(cls: type, tap: Callable[[Any], None], originals: dict[type, Call
     @functools.wraps(original)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
-        tap(self)
+        try:
+            tap(self)
+        except Exception:  # noqa: BLE001 - capture failures never reach the app: its stream reads untapped
+            warn_once(f"stream-tap-{cls.__module__}", "otel_session: could not tap a stream; its deltas are not recorded",
+                      exc_info=True)
 
     originals[cls] = original
     cls.__init__ = __init__  # type: ignore[misc]

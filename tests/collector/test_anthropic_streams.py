@@ -328,3 +328,31 @@ def test_a_stream_the_app_drops_half_read_closes_its_response_at_once(streaming)
             assert response.is_closed
     finally:
         gc.enable()
+
+
+def test_a_tap_that_fails_leaves_the_stream_made_and_says_so_once(caplog):
+    """Whatever a tap raises (an SDK of a shape it does not know), the app's stream is made as without it."""
+    from types import SimpleNamespace
+
+    from otel_session.instrument._log import forget_warnings
+    from otel_session.instrument.stream_deltas import unwrap_inits, wrap_streams
+
+    class Stream:
+        def __init__(self, body):
+            self.body = body
+
+    class AsyncStream:
+        def __init__(self, body):
+            self.body = body
+
+    def broken_tap(stream):
+        raise AttributeError("a shape this tap does not know")
+
+    forget_warnings()
+    originals: dict = {}
+    wrap_streams(SimpleNamespace(Stream=Stream, AsyncStream=AsyncStream), broken_tap, broken_tap, originals)
+    try:
+        assert [Stream("a").body, AsyncStream("b").body, Stream("c").body] == ["a", "b", "c"]
+    finally:
+        unwrap_inits(originals)
+    assert caplog.text.count("could not tap a stream") == 1
