@@ -44,10 +44,15 @@ MAX_LOG_JOINS_PER_RUN = 1_024
 
 
 def unseen(events: list[SpanEventData], seen: Sequence[SpanEventData]) -> list[SpanEventData]:
-    """``events`` but those equal to one of ``seen`` or to an earlier one of ``events``."""
+    """``events`` but one for each equal event of ``seen`` (a multiset difference): a retried
+    request's events are all seen, while two equal events of one request (the same words twice in
+    a history, stamped within one tick of a coarse clock) are two."""
+    remaining = list(seen)
     fresh: list[SpanEventData] = []
     for event in events:
-        if event not in seen and event not in fresh:
+        try:
+            remaining.remove(event)
+        except ValueError:
             fresh.append(event)
     return fresh
 

@@ -33,7 +33,7 @@ from otel_session.normalize.genai_repeats import HeldMessages
 from otel_session.normalize.toollink import ToolCallLinker
 from otel_session.write import RunRecorder
 
-__all__ = ["COLLECTOR_STOPPED", "ROOT_SPAN_MISSING", "EventRedactor", "OpenRun", "journaled_spans", "latest_at_ns"]
+__all__ = ["COLLECTOR_STOPPED", "ROOT_SPAN_MISSING", "EventRedactor", "OpenRun", "latest_at_ns"]
 
 logger = get_logger(__name__)
 
@@ -65,7 +65,7 @@ class OpenRun:
 
     def __init__(
         self, recorder: RunRecorder, now: float, *, resumed: bool = False, latest_ns: int = 0,
-        journaled_spans: set[str] | None = None, agents: RunAgent | None = None, agent: str | None = None,
+        agents: RunAgent | None = None, agent: str | None = None,
     ) -> None:
         self.recorder = recorder
         self.lock = threading.Lock()
@@ -91,8 +91,10 @@ class OpenRun:
         """The agent its ``run.json`` was given (as the spans name it, before the id mapping)."""
         self.session_derived = False
         """Opened as a session of its own (its trace named none in time), until a later span names one."""
-        self.journaled_spans = journaled_spans if journaled_spans is not None else set()
-        """The ids (hex) of the spans journaled (under ``lock``): a retried export's are not journaled again."""
+        self.journaled_spans: set[str] = set()
+        """The ids (hex) of the spans this process journaled (under ``lock``): a retried export's are
+        not journaled again. Not read back at a resume: a span's records may have been cut with the
+        journal's torn tail, and its retry then journals it whole again (at least once)."""
 
     def quiet(self, now: float, seal_after_s: float, seal_rootless_after_s: float) -> bool:
         """Whether the run is due its seal at ``now``."""
@@ -142,11 +144,6 @@ class OpenRun:
         in_order = self.finished and self.batches == 1 and not self.resumed
         self.recorder.close(reorder=None if in_order else event_order_key(self.tree.depth_of), capture_extras=ORDER)
         return status
-
-
-def journaled_spans(records: list[dict[str, Any]]) -> set[str]:
-    """The span ids of decoded journal records: the spans a run resumed from its journal has."""
-    return {span_id for record in records if isinstance(span_id := record.get("span_id"), str)}
 
 
 def latest_at_ns(records: list[dict[str, Any]]) -> int:

@@ -44,10 +44,9 @@ from otel_session.collector.sealing import (
     ROOT_SPAN_MISSING,
     EventRedactor,
     OpenRun,
-    journaled_spans,
     latest_at_ns,
 )
-from otel_session.journal import CaptureStatus, format_timestamp, run_id_from_trace_id
+from otel_session.journal import CaptureStatus, EventType, format_timestamp, run_id_from_trace_id
 from otel_session.layout import UnsafePathError
 from otel_session.log import get_logger, log_id
 from otel_session.normalize import DetachedEvent, SpanEventData, SpanView, genai
@@ -82,6 +81,7 @@ _ACK_TIMEOUT_S = 30.0
 _Planned = tuple[OpenRun, list[SpanView], dict[int, list[SpanEventData]]]
 """A run and the spans (with the log events that waited for them) to journal into it."""
 _MAX_RUNS_AWAITING_SEAL = 256
+_RUN_FINISHED = EventType.RUN_FINISHED.value
 RECORDED_BY = "otel-session collector"  # run.json `recorded_by`: runs this collector may resume
 
 
@@ -336,44 +336,66 @@ class BundleSink:
         with run.lock:
             journaled = run.journaled_spans
             fresh: dict[str, SpanView] = {}
-            repeats: list[SpanView] = []
+            repeats = 0
             for span in spans:
                 span_hex = span.span_id_hex
                 if span_hex in journaled or span_hex in fresh:
-                    repeats.append(span)
+                    repeats += 1
                 else:
                     fresh[span_hex] = span
-            if repeats:
-                self._accept_repeats(run, repeats, log_events, result)
-            if not fresh:
-                return
-            agents = run.agents
-            if agents is not None and not agents.settled and agents.add(fresh.values()) != run.agent:
-                self._name_agent(run, agents.agent)
-            parents = run.tree.parents
-            for span_hex, span in fresh.items():
-                parent = span.parent_span_id
-                parents[span_hex] = f"{parent:016x}" if parent is not None else None
-                if parent is None:
-                    run.root_seen = True
-                    run.root_status = "error" if span.status_code == "error" else "ok"
-            now = self._clock()
-            normalize = run.joins.normalize
-            normalized = [
-                (span_hex, normalize(span, span_hex, log_events.get(span.span_id) if log_events else None, now))
-                for span_hex, span in fresh.items()
-            ]
-            failure = run.journal(run.tree.order(normalized), self.redactor)
-            if failure is not None:
-                self._reject(result, len(fresh), RejectReason.CAPTURE_STOPPED, f"run {run.recorder.run_id}: {failure}")
-                return
-            journaled.update(fresh)
-            run.last_activity = now
-            result.appended.append((run.recorder, run.recorder.enqueued_seq, len(fresh), 0))
-        result.accepted += len(fresh)
+            if repeats and log_events:
+                self._drop_repeats_log_events(run, spans, fresh, log_events)
+            if fresh:
+                failure = self._journal_fresh(run, fresh, log_events)
+                if failure is not None:  # the request's repeats are answered with their first copies
+                    self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {run.recorder.run_id}: {failure}")
+                    return
+                journaled.update(fresh)
+            # Answered once the run's records so far are written (a repeat's first copy may be
+            # queued still: the retry of a request whose answer timed out), rejected with them.
+            result.appended.append((run.recorder, run.recorder.enqueued_seq, len(fresh), repeats))
+        result.accepted += len(fresh) + repeats
         self.counters.add("bundled", len(fresh))
+        if repeats:
+            self.counters.add("duplicate_spans", repeats)
         if log_events:
             self.counters.add("log_events_bundled", sum(len(events) for events in log_events.values()))
+
+    def _journal_fresh(
+        self, run: OpenRun, fresh: dict[str, SpanView], log_events: dict[int, list[SpanEventData]]
+    ) -> str | None:
+        """Normalize and journal spans new to ``run`` (``run.lock`` held); why its capture refused
+        them, if it did."""
+        agents = run.agents
+        if agents is not None and not agents.settled and agents.add(fresh.values()) != run.agent:
+            self._name_agent(run, agents.agent)
+        parents = run.tree.parents
+        for span_hex, span in fresh.items():
+            parent = span.parent_span_id
+            parents[span_hex] = f"{parent:016x}" if parent is not None else None
+            if parent is None:
+                run.root_seen = True
+                run.root_status = "error" if span.status_code == "error" else "ok"
+        now = self._clock()
+        normalize = run.joins.normalize
+        normalized = [
+            (span_hex, normalize(span, span_hex, log_events.get(span.span_id) if log_events else None, now))
+            for span_hex, span in fresh.items()
+        ]
+        failure = run.journal(run.tree.order(normalized), self.redactor)
+        if failure is None:
+            run.last_activity = now
+        return failure
+
+    def _drop_repeats_log_events(
+        self, run: OpenRun, spans: list[SpanView], fresh: dict[str, SpanView], log_events: dict[int, list[SpanEventData]]
+    ) -> None:
+        """Log events that waited for a span ``run`` journaled before have no record to join any
+        more: counted unmatched, never dropped silently (a span repeated within the request keeps
+        them for its first copy)."""
+        waited = sum(len(log_events.pop(span.span_id, ())) for span in spans if span.span_id_hex not in fresh)
+        if waited:
+            self._unmatched(waited, f"their span was journaled already in run {run.recorder.run_id} (a retried export)")
 
     def _name_agent(self, run: OpenRun, agent: str | None) -> None:
         """Give ``run``'s ``run.json`` the agent a span that came after its open named (``run.lock``
@@ -385,21 +407,6 @@ class BundleSink:
             self.writer.name_agent(run.recorder, agent)
         except (OSError, ValueError) as exc:
             logger.warning("could not name the agent of run %s in its run.json: %s", log_id(run.recorder.run_id), exc)
-
-    def _accept_repeats(
-        self, run: OpenRun, repeats: list[SpanView], log_events: dict[int, list[SpanEventData]], result: SubmitResult
-    ) -> None:
-        """Accept spans ``run`` has journaled already (``run.lock`` held): answered once their first
-        copy's records are written, like any span (that write may still be queued: the retry of a
-        request whose answer timed out). Log events that waited for such a span have no record to
-        join any more: counted unmatched, never dropped silently."""
-        result.appended.append((run.recorder, run.recorder.enqueued_seq, 0, len(repeats)))
-        result.accepted += len(repeats)
-        self.counters.add("duplicate_spans", len(repeats))
-        journaled = run.journaled_spans  # not a span repeated within this request: its events join its first copy
-        waited = sum(len(log_events.pop(span.span_id, ())) for span in repeats if span.span_id_hex in journaled)
-        if waited:
-            self._unmatched(waited, f"their span was journaled already in run {run.recorder.run_id} (a retried export)")
 
     def _journal_late_logs(self, run: OpenRun, *, settled_before: float) -> None:
         """Journal the messages of log events that came after their span and were quiet since
@@ -531,8 +538,9 @@ class BundleSink:
                 continue
             records = read_bundle(info.path).events
             run = OpenRun(recorder, self._clock(), resumed=True, latest_ns=latest_at_ns(records),
-                          journaled_spans=journaled_spans(records),
                           agents=None if info.agent else genai.RunAgent())  # named before: kept
+            # Its root came before the restart: the seal adds no second (``interrupted``) ending.
+            run.finished = run.root_seen = any(record.get("type") == _RUN_FINISHED for record in records)
             with self._lock:
                 self._runs[uuid.UUID(info.run_id.removeprefix("run-")).int] = run
             resumed += 1

@@ -140,31 +140,54 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_written(tmp_path):
     assert [event["seq"] for event in final.events] == list(range(1, len(final.events) + 1))
 
 
-def test_spans_sent_again_after_a_restart_are_not_journaled_twice(tmp_path):
-    """The exporter's retry of a request the killed collector had journaled (its answer was lost
-    with the process): the restarted collector resumes the run and knows those spans."""
+def test_a_span_cut_with_the_torn_tail_is_journaled_whole_when_the_exporter_sends_it_again(tmp_path):
+    """A kill -9 in the middle of a batch's write (or an OS crash before the seal's fsync) leaves a
+    span's records half on disk; its request was never answered, so the exporter sends it again
+    to the restarted collector, which journals it whole (at least once, never lost)."""
     root = tmp_path / "bundles"
     process, port = start_collector(root)
     try:
-        for number in range(3):
-            assert post(port, tool_request(number)) == 200
-        wait_for(lambda: journal_lines(root) == 6)
+        assert post(port, tool_request(0)) == 200
+        assert post(port, tool_request(1)) == 200
+        wait_for(lambda: journal_lines(root) == 4)
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(10)
-
+    (crashed,) = bundles(root)
+    journal = crashed.path / "events.ndjson"
+    lines = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b"".join(lines[:3]) + lines[3][:20])  # span 1's second record torn
     process, port = start_collector(root)
     try:
-        for number in range(4):  # the three again, and one more
-            assert post(port, tool_request(number)) == 200
+        assert post(port, tool_request(1)) == 200
         assert post(port, root_request()) == 200
     finally:
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=20)
     assert process.returncode == 0, err
-    assert "received=5 bundled=2" in out and "duplicate_spans=3" in out
-
     (final,) = bundles(root)
     assert final.status is BundleStatus.COMPLETE, final.diagnostics
-    started = [e["payload"]["arguments"]["n"] for e in final.events if e["type"] == "tool_execution_started"]
-    assert started == [0, 1, 2, 3]
+    finished = [e["payload"] for e in final.events if e["type"] == "tool_execution_finished"]
+    assert len(finished) == 2
+
+
+def test_a_run_whose_root_came_before_the_kill_ends_once_with_its_roots_status(tmp_path):
+    """Resumed after a restart, a run whose ``run_finished`` is journaled already is sealed as it is:
+    no second, ``interrupted`` ending after it."""
+    root = tmp_path / "bundles"
+    process, port = start_collector(root)
+    try:
+        assert post(port, tool_request(0)) == 200
+        assert post(port, root_request()) == 200
+        wait_for(lambda: journal_lines(root) == 4)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+    process, port = start_collector(root)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    (final,) = bundles(root)
+    assert final.status is BundleStatus.COMPLETE, final.diagnostics
+    endings = [e["payload"] for e in final.events if e["type"] == "run_finished"]
+    assert endings == [{"status": "ok"}]

@@ -304,3 +304,35 @@ def test_concurrent_services_lose_no_log_event(make_collector, bundle_root):
     counters = collector.counters.snapshot()
     assert counters["log_events_bundled"] == LOG_EVENTS * services * runs_per_service
     assert counters["log_events_unmatched"] == counters["log_records_rejected"] == 0
+
+
+def test_equal_log_events_of_one_request_are_two_messages(tmp_path, redactor):
+    """The same words twice in a history, stamped within one tick of a coarse clock, are two events
+    of one request, not a retry: both are messages (a retry of the request adds none)."""
+    from otel_session.collector.sink import BundleSink
+    from otel_session.normalize import DetachedEvent, SpanData, SpanEventData
+    from otel_session.read import iter_runs, read_bundle
+    from otel_session.write import BundleWriter
+
+    t0 = 1_764_453_121_000_000_000
+    system = {"gen_ai.system": "openai"}
+    history = [  # the caller said "yes" twice before the model's answer
+        SpanEventData("gen_ai.assistant.message", t0 + 10, {**system, "content": "Friday?"}),
+        SpanEventData("gen_ai.user.message", t0 + 10, {**system, "content": "yes"}),
+        SpanEventData("gen_ai.user.message", t0 + 10, {**system, "content": "yes"}),
+        SpanEventData("gen_ai.choice", t0 + 10, {**system, "index": 0, "finish_reason": "stop",
+                                                  "message": {"role": "assistant", "content": "Booked."}}),
+    ]
+    writer = BundleWriter(tmp_path)
+    sink = BundleSink(writer, redactor, seal_after_s=5)
+    for _ in range(2):  # the request, and its retry
+        assert sink.submit_log_events([DetachedEvent(0xABC, 2, event) for event in history]).accepted == 4
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.system": "openai", "session.id": "s1"}
+    sink.submit([SpanData(0xABC, 2, 1, "chat", t0 + 5, t0 + 100, chat),
+                 SpanData(0xABC, 1, None, "invoke_agent", t0, t0 + 200, {"session.id": "s1"})])
+    sink.seal_all()
+    writer.shutdown()
+    (info,) = iter_runs(tmp_path)
+    roles = [e["payload"]["role"] for e in read_bundle(info.path).events if e["type"] == "message_started"]
+    assert roles == ["user", "user", "assistant"]  # the new inputs (after the last answer) and the reply
+    assert sink.counters.snapshot()["log_events_duplicate"] == 4

@@ -13,8 +13,14 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from otel_session.collector.sink import BundleSink
+from otel_session.normalize import SpanData
+from otel_session.write import BundleWriter, WriterLimits
+
 from .conftest import sealed_bundles
 from .test_receivers import assert_agent_run_bundle, otlp_json_request, post, record_agent_run
+
+T0 = 1_764_453_121_000_000_000
 
 
 def finished_agent_run(make_provider) -> list:
@@ -51,3 +57,20 @@ def test_a_span_twice_in_one_request_is_journaled_once(collector, bundle_root):
     (bundle,) = sealed_bundles(bundle_root)
     assert [event["type"] for event in bundle.events] == ["run_started", "run_finished"]
     assert collector.counters.snapshot()["duplicate_spans"] == 1
+
+
+def test_a_span_twice_in_a_request_the_capture_refuses_is_refused_twice(tmp_path, redactor):
+    """The repeat is answered with its first copy: nothing of it reached the journal."""
+    writer = BundleWriter(tmp_path, limits=WriterLimits(max_event_bytes=2048))
+    sink = BundleSink(writer, redactor)
+    tool = {"session.id": "s", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t",
+            "gen_ai.tool.call.arguments": "x" * 5000}  # a record past the bound: the capture stops
+    span = SpanData(0xABC, 2, 1, "execute_tool t", T0, T0 + 10, tool)
+    try:
+        result = sink.submit([span, span])
+        assert (result.accepted, result.rejected) == (0, 2)
+        counters = sink.counters.snapshot()
+        assert (counters["bundled"], counters["duplicate_spans"], counters["rejected"]) == (0, 0, 2)
+    finally:
+        sink.seal_all()
+        writer.shutdown()
