@@ -475,8 +475,9 @@ class BundleSink:
                        log_id(run_id_from_trace_id(trace_id)))
 
     def _unmatched(self, count: int, why: str) -> None:
-        self.counters.add("log_events_unmatched", count)
+        """Log, then count (whoever sees the count sees the warning too)."""
         logger.warning("%d GenAI log event(s) not bundled: %s", count, why)
+        self.counters.add("log_events_unmatched", count)
 
     def _expire_waiting(
         self, is_expired: Callable[[float], bool], logs_expired: Callable[[float], bool], now: float
