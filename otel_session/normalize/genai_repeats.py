@@ -26,6 +26,7 @@ oldest forgotten first).
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -139,12 +140,18 @@ class HeldMessages(PerRun):
             del held[next(iter(held))]
 
 
+_REDACTED = re.compile(r"\[[a-z][a-z0-9_]{0,31}\]|hmac-sha256:[0-9a-f]{16}|<redacted ").search
+"""Where redaction put a token (a detection's ``[label]``, a keyed hash, a mask: ``redact``'s forms,
+``tests/genai/test_repeated_inputs.py`` checks them): two different texts may read the same there."""
+
+
 def _key(turn_index: Any, role: Any, content: Any) -> _Key | None:
     """What a message is compared by: its turn, role and its blocks' kinds and texts, consecutive
     blocks of a kind as one (LangChain's ``message.text`` joins a message's text parts, openai-v2
     keeps them apart), empty ones left out; None for a message that is no new input's twin: an
-    assistant's (no call's new input is one), one with no text, or one whose fields are not the
-    journal's types."""
+    assistant's (no call's new input is one), one with no text, one whose fields are not the
+    journal's types, or one redaction changed (``mail me at [email]`` may stand for two different
+    messages: the rule must never take one for the other, so such a repeat is journaled)."""
     if role.__class__ is not str or role == "assistant" or content.__class__ is not list:
         return None
     if turn_index is not None and turn_index.__class__ is not int:
@@ -158,6 +165,8 @@ def _key(turn_index: Any, role: Any, content: Any) -> _Key | None:
             return None
         if not text:
             continue
+        if _REDACTED(text) is not None:
+            return None
         if blocks and blocks[-1][0] == kind:
             blocks[-1] = (kind, blocks[-1][1] + text)
         else:

@@ -49,18 +49,46 @@ def said(text: str) -> None:
 
 def test_a_user_message_the_app_recorded_is_not_journaled_again_from_the_model_call(client):
     provider, openai_client = client
-    greeting = "hi, I am jane@example.com"
+    greeting = "hi, a table for two"
     with capture_bundle(tracer_provider=provider) as captured:
         with otel_session.session("s"), otel_session.run(agent="plain"):
             with otel_session.turn(0):
-                said(greeting)  # redacted as the API records it; the span's copy is raw until journaled
+                said(greeting)
                 openai_client.chat.completions.create(model=MODEL, messages=[
                     {"role": "system", "content": "You book tables."}, {"role": "user", "content": greeting}])
             with otel_session.turn(1):  # the same words again, recorded by the model call alone
                 openai_client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": greeting}])
     assert conversation(captured.bundle) == [
-        (0, "user", "hi, I am [email]"), (0, "system", "You book tables."), (0, "assistant", "You said: hi, I am [email]"),
-        (1, "user", "hi, I am [email]"), (1, "assistant", "You said: hi, I am [email]")]
+        (0, "user", greeting), (0, "system", "You book tables."), (0, "assistant", f"You said: {greeting}"),
+        (1, "user", greeting), (1, "assistant", f"You said: {greeting}")]
+
+
+@pytest.mark.parametrize(("recorded", "sent"), [
+    ("mail me at jane@example.com", "mail me at bob@other.org"),  # both read "mail me at [email]"
+    ("hi, I am jane@example.com", "hi, I am jane@example.com"),
+])
+def test_a_message_redaction_changed_is_never_taken_for_another(client, recorded, sent):
+    """Redacted, two different messages may read the same: the call's input is journaled (a
+    repeat journaled rather than a message lost), whether or not it was the same message."""
+    provider, openai_client = client
+    with capture_bundle(tracer_provider=provider) as captured:
+        with otel_session.session("s"), otel_session.run(agent="plain"), otel_session.turn(0):
+            said(recorded)
+            openai_client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": sent}])
+    users = [text for _, role, text in conversation(captured.bundle) if role == "user"]
+    assert len(users) == 2 and all("[email]" in text for text in users)
+
+
+def test_every_token_redaction_writes_is_one_the_rule_stands_aside_for():
+    """``genai_repeats`` (normalize) cannot import the redactor: its pattern of redaction tokens is
+    checked against what the redactor writes in each text mode."""
+    from otel_session.normalize.genai_repeats import _REDACTED
+    from otel_session.redact import FieldMode, RedactionPolicy, Redactor
+
+    for mode in (FieldMode.SCAN, FieldMode.HASH, FieldMode.MASK):
+        redacted = Redactor(RedactionPolicy(text=mode), key=b"k").text("call +33 1 23 45 67 89 or jane@example.com")
+        assert _REDACTED(redacted), (mode, redacted)
+    assert _REDACTED("a table for two at seven (window seat)") is None
 
 
 def started(message_id: str, role: str, span_id: str = "00000000000000aa", turn: int | None = 0) -> JournalEvent:
