@@ -63,8 +63,8 @@ class Counters:
     ``received`` counts spans the receivers decoded (a retried request counts again; a request
     refused for the sealing backlog before decoding does not count); ``duplicate_spans`` those a
     run had journaled already (a retry's: accepted, journaled once); ``log_records_*`` count log
-    records, ``log_events_*`` the GenAI message events among them (``log_events_duplicate``: equal to
-    one their span has or waits with, a retry's: accepted, kept once).
+    records, ``log_events_*`` the GenAI message events among them (``log_events_duplicate``: a
+    retried request's, equal to a request's taken before: accepted, kept once).
     """
 
     NAMES = (

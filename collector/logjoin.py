@@ -3,16 +3,18 @@
 Contract::
 
     waiting = WaitingLogs(max_events)           # events that came before their span (sink._lock)
-    fresh = waiting.unseen(trace_id, span_id, events)      # but those waiting already (a retried export's)
-    waiting.hold(trace_id, span_id, fresh, now) -> bool    # False: over the bound (count them unmatched)
+    waiting.hold(trace_id, span_id, events, now) -> bool   # False: over the bound (count them unmatched)
     waiting.take(trace_id, spans) -> {span_id: events}     # when the spans come
     waiting.drop(trace_id) -> int; waiting.expire(is_expired) -> int
+
+    taken = TakenGroups()                       # the groups taken (sink._lock)
+    key = group_key(trace_id, span_id, events)  # one request's events of one span
+    key in taken; taken.add(key)                # a group equal to one taken: the exporter's retry
 
     joins = LogJoins()                          # one run's (run.lock held)
     events = joins.normalize(span, span_hex, waiting_events, now)   # its journal events, normalized once
     joins.accepts_late(span_hex) -> LateJoin               # may events coming after it still join?
-    fresh = joins.unseen(span_hex, events)                 # but those it has joined already
-    joins.add_late(span_hex, fresh, now) -> bool
+    joins.add_late(span_hex, events, now) -> bool
     fresh, count = joins.settled(settled_before)           # (span id, new message events) to journal
 
 * Arriving before its span (the usual case: the SDK exports logs every second, spans every five),
@@ -24,37 +26,60 @@ Contract::
   with them (message ids follow the messages' positions) and only the message records not
   journaled yet are kept. Model calls wait for late events ``LOG_JOIN_RETENTION_S``, at most
   ``MAX_LOG_JOINS_PER_RUN`` of them; other spans take none late.
-* An event equal to one its span already waits with or was joined by (same name, time and
-  attributes: an exporter's retry of a request whose answer it did not get) is that event again:
-  ``unseen`` leaves it out, so a retry adds no message.
+* An exporter retries a whole request whose answer it did not get: a group of events (one
+  request's, of one span) equal to a group taken before is that group again and adds nothing.
+  Equal events within a group, or in two different groups, are each an event (the same words
+  twice in a history, stamped within one tick of a coarse clock).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable
 from enum import Enum
+
+import orjson
 
 from otel_session.normalize import JournalEvent, SpanEventData, SpanView, genai, normalize_span
 
-__all__ = ["LOG_SETTLE_S", "LateJoin", "LogJoins", "WaitingLogs", "unseen"]
+__all__ = ["LOG_SETTLE_S", "LateJoin", "LogJoins", "TakenGroups", "WaitingLogs", "group_key"]
 
 LOG_SETTLE_S = 0.5
+TAKEN_GROUPS_KEPT = 65_536
 LOG_JOIN_RETENTION_S = 30.0
 MAX_LOG_JOINS_PER_RUN = 1_024
 
 
-def unseen(events: list[SpanEventData], seen: Sequence[SpanEventData]) -> list[SpanEventData]:
-    """``events`` but one for each equal event of ``seen`` (a multiset difference): a retried
-    request's events are all seen, while two equal events of one request (the same words twice in
-    a history, stamped within one tick of a coarse clock) are two."""
-    remaining = list(seen)
-    fresh: list[SpanEventData] = []
-    for event in events:
-        try:
-            remaining.remove(event)
-        except ValueError:
-            fresh.append(event)
-    return fresh
+def group_key(trace_id: int, span_id: int, events: list[SpanEventData]) -> bytes | None:
+    """What a group of log events is known by: a digest of its span and its events in order (their
+    names, times and attributes); None when they cannot be encoded (such a group is never a repeat)."""
+    try:
+        events_part = [(event.name, event.time_ns, event.attributes) for event in events]
+        document = orjson.dumps([f"{trace_id:x}", f"{span_id:x}", events_part],  # ids past 64 bits: text
+                                option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=repr)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    return hashlib.blake2b(document, digest_size=16).digest()
+
+
+class TakenGroups:
+    """The keys of the log event groups taken, the oldest forgotten first (a retry comes within
+    the exporter's backoff: seconds)."""
+
+    def __init__(self, max_groups: int = TAKEN_GROUPS_KEPT) -> None:
+        self.max_groups = max_groups
+        self._keys: OrderedDict[bytes, None] = OrderedDict()
+
+    def __contains__(self, key: bytes | None) -> bool:
+        return key is not None and key in self._keys
+
+    def add(self, key: bytes | None) -> None:
+        if key is None:
+            return
+        self._keys[key] = None
+        if len(self._keys) > self.max_groups:
+            self._keys.popitem(last=False)
 
 
 class WaitingLogs:
@@ -75,11 +100,6 @@ class WaitingLogs:
         self._by_trace.setdefault(trace_id, (now, {}))[1].setdefault(span_id, []).extend(events)
         self.count += len(events)
         return True
-
-    def unseen(self, trace_id: int, span_id: int, events: list[SpanEventData]) -> list[SpanEventData]:
-        """``events`` but those already waiting for their span (``unseen``)."""
-        entry = self._by_trace.get(trace_id)
-        return unseen(events, entry[1].get(span_id, ()) if entry is not None else ())
 
     def take(self, trace_id: int, spans: list[SpanView]) -> dict[int, list[SpanEventData]]:
         """The events waiting for each of ``spans``, by span id (taken)."""
@@ -179,11 +199,6 @@ class LogJoins:
         if span_hex in self._joins:
             return LateJoin.JOINS
         return LateJoin.HAS_OWN if span_hex in self._own else LateJoin.NONE
-
-    def unseen(self, span_hex: str, events: list[SpanEventData]) -> list[SpanEventData]:
-        """``events`` but those the span was joined by already, or holds for its next settle (``unseen``)."""
-        join = self._joins.get(span_hex)
-        return unseen(events, [*join.span.events, *join.late] if join is not None else ())
 
     def add_late(self, span_hex: str, events: list[SpanEventData], now: float) -> bool:
         """Keep ``events`` for the span's next settle; False when it takes none (any more)."""

@@ -35,7 +35,7 @@ from operator import attrgetter
 from typing import Any
 
 from otel_session.collector.counters import Counters, Overloaded, RejectReason, SubmitResult, TooManyRequests
-from otel_session.collector.logjoin import LOG_SETTLE_S, LateJoin, WaitingLogs
+from otel_session.collector.logjoin import LOG_SETTLE_S, LateJoin, TakenGroups, WaitingLogs, group_key
 from otel_session.collector.options import CollectorOptions
 from otel_session.collector.ordering import event_order_key
 from otel_session.collector.routing import HeldSpans, run_identity, session_of
@@ -127,6 +127,7 @@ class BundleSink:
         self._sealed: OrderedDict[int, None] = OrderedDict()
         self._held = HeldSpans(options.max_held_spans)
         self._waiting_logs = WaitingLogs(options.max_held_log_events)
+        self._taken_log_groups = TakenGroups()
         self._sealing: list[RunRecorder] = []
         self._queue_high_water = writer.limits.max_queue_records // 2
 
@@ -182,35 +183,42 @@ class BundleSink:
         for item in detached:
             by_span[(item.trace_id, item.span_id)].append(item.event)
         result = SubmitResult()
-        late: list[tuple[OpenRun, int, int, str, list[SpanEventData]]] = []
         now = self._clock()
+        late: list[tuple[OpenRun, int, int, str, list[SpanEventData], bytes | None]] = []
         with self._lock:
             for (trace_id, span_id), events in by_span.items():
+                key = group_key(trace_id, span_id, events)
+                if key in self._taken_log_groups:  # the exporter's retry of a request taken: nothing new
+                    result.accepted += len(events)
+                    self.counters.add("log_events_duplicate", len(events))
+                    continue
                 run = self._runs.get(trace_id)
                 span_hex = f"{span_id:016x}"
                 if run is not None and span_hex in run.tree:  # its span came first
                     joins = run.joins.accepts_late(span_hex)
                     if joins is LateJoin.JOINS:
-                        late.append((run, trace_id, span_id, span_hex, events))
+                        late.append((run, trace_id, span_id, span_hex, events, key))
                         continue
                     if joins is LateJoin.HAS_OWN:  # SPAN_AND_EVENT: the span has them
                         self.counters.add("log_events_bundled", len(events))
+                        self._taken_log_groups.add(key)
                     else:
                         self._unmatched(len(events), f"they came after their span in run {run.recorder.run_id}, "
                                                      "which is not a model call")
                     result.accepted += len(events)
-                else:
-                    self._hold_log_events(result, trace_id, span_id, events, now)
-        for run, trace_id, span_id, span_hex, events in late:
+                elif self._hold_log_events(result, trace_id, span_id, events, now):
+                    self._taken_log_groups.add(key)
+        for run, trace_id, span_id, span_hex, events, key in late:
             with run.lock:
-                fresh = run.joins.unseen(span_hex, events) if not run.closed else events
-                if not run.closed and (not fresh or run.joins.add_late(span_hex, fresh, now)):
+                joined = not run.closed and run.joins.add_late(span_hex, events, now)
+                if joined:
                     run.last_activity = now
                     result.accepted += len(events)
-                    self._count_log_repeats(len(events) - len(fresh))
-                    continue
-            with self._lock:  # sealed, or the join expired, in between
-                self._hold_log_events(result, trace_id, span_id, events, now)
+            with self._lock:
+                if joined:
+                    self._taken_log_groups.add(key)
+                elif self._hold_log_events(result, trace_id, span_id, events, now):  # sealed, or the join expired
+                    self._taken_log_groups.add(key)
         return result
 
     def check_capacity(self) -> None:
@@ -349,6 +357,8 @@ class BundleSink:
                 failure = self._journal_fresh(run, fresh, log_events)
                 if failure is not None:  # the request's repeats are answered with their first copies
                     self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {run.recorder.run_id}: {failure}")
+                    if log_events:  # taken with their spans: not bundled either
+                        self._unmatched(sum(map(len, log_events.values())), f"run {run.recorder.run_id}: {failure}")
                     return
                 journaled.update(fresh)
             # Answered once the run's records so far are written (a repeat's first copy may be
@@ -443,22 +453,18 @@ class BundleSink:
 
     def _hold_log_events(
         self, result: SubmitResult, trace_id: int, span_id: int, events: list[SpanEventData], now: float
-    ) -> None:
-        """Keep log events until their span comes, or reject them with their sealed run (``_lock`` held)."""
+    ) -> bool:
+        """Keep log events until their span comes (True), or reject them with their sealed run, or
+        count them unmatched over the bound (``_lock`` held)."""
         if trace_id in self._sealed:
             message = f"run {run_id_from_trace_id(trace_id)} is already sealed"
             self._reject(result, len(events), RejectReason.SEALED, message, what="log record")
-            return
+            return False
         result.accepted += len(events)
-        fresh = self._waiting_logs.unseen(trace_id, span_id, events)
-        self._count_log_repeats(len(events) - len(fresh))
-        if fresh and not self._waiting_logs.hold(trace_id, span_id, fresh, now):
-            self._unmatched(len(fresh), f"{self._waiting_logs.count} already wait for their spans")
-
-    def _count_log_repeats(self, count: int) -> None:
-        """Log events equal to ones their span has or waits with (a retry's): accepted, kept once."""
-        if count:
-            self.counters.add("log_events_duplicate", count)
+        if self._waiting_logs.hold(trace_id, span_id, events, now):
+            return True
+        self._unmatched(len(events), f"{self._waiting_logs.count} already wait for their spans")
+        return False
 
     def _reject_waiting(self, trace_id: int) -> None:
         """Spans and log events that waited for a run found sealed (after a restart, or a file

@@ -306,9 +306,11 @@ def test_concurrent_services_lose_no_log_event(make_collector, bundle_root):
     assert counters["log_events_unmatched"] == counters["log_records_rejected"] == 0
 
 
-def test_equal_log_events_of_one_request_are_two_messages(tmp_path, redactor):
-    """The same words twice in a history, stamped within one tick of a coarse clock, are two events
-    of one request, not a retry: both are messages (a retry of the request adds none)."""
+@pytest.mark.parametrize("split", [None, 2], ids=["one request", "split between two"])
+def test_equal_log_events_are_two_messages_and_a_retry_none(tmp_path, redactor, split):
+    """The same words twice in a history, stamped within one tick of a coarse clock, are two events,
+    in one request or split between two (the batch processor's cut), not a retry: both are
+    messages; each request sent again adds none."""
     from otel_session.collector.sink import BundleSink
     from otel_session.normalize import DetachedEvent, SpanData, SpanEventData
     from otel_session.read import iter_runs, read_bundle
@@ -325,8 +327,9 @@ def test_equal_log_events_of_one_request_are_two_messages(tmp_path, redactor):
     ]
     writer = BundleWriter(tmp_path)
     sink = BundleSink(writer, redactor, seal_after_s=5)
-    for _ in range(2):  # the request, and its retry
-        assert sink.submit_log_events([DetachedEvent(0xABC, 2, event) for event in history]).accepted == 4
+    requests = [history] * 2 if split is None else [history[:split], history[split:]] * 2  # each sent twice
+    for request in requests:
+        assert sink.submit_log_events([DetachedEvent(0xABC, 2, event) for event in request]).accepted == len(request)
     chat = {"gen_ai.operation.name": "chat", "gen_ai.system": "openai", "session.id": "s1"}
     sink.submit([SpanData(0xABC, 2, 1, "chat", t0 + 5, t0 + 100, chat),
                  SpanData(0xABC, 1, None, "invoke_agent", t0, t0 + 200, {"session.id": "s1"})])

@@ -74,3 +74,21 @@ def test_a_span_twice_in_a_request_the_capture_refuses_is_refused_twice(tmp_path
     finally:
         sink.seal_all()
         writer.shutdown()
+
+
+def test_log_events_that_waited_for_a_span_the_capture_refuses_are_counted_unmatched(tmp_path, redactor):
+    from otel_session.normalize import DetachedEvent, SpanEventData
+
+    writer = BundleWriter(tmp_path, limits=WriterLimits(max_event_bytes=2048))
+    sink = BundleSink(writer, redactor)
+    chat = {"session.id": "s", "gen_ai.operation.name": "chat", "gen_ai.system": "openai"}
+    events = [SpanEventData("gen_ai.user.message", T0 + 1, {"content": "y " * 3000}),  # past the bound
+              SpanEventData("gen_ai.choice", T0 + 2, {"index": 0, "message": {"role": "assistant", "content": "ok"}})]
+    try:
+        assert sink.submit_log_events([DetachedEvent(0xABC, 2, event) for event in events]).accepted == 2
+        assert sink.submit([SpanData(0xABC, 2, 1, "chat", T0, T0 + 10, chat)]).rejected == 1
+        counters = sink.counters.snapshot()
+        assert (counters["log_events_bundled"], counters["log_events_unmatched"]) == (0, 2)
+    finally:
+        sink.seal_all()
+        writer.shutdown()
