@@ -60,7 +60,8 @@ class OpenRun:
 
     __slots__ = (
         "agent", "agents", "batches", "closed", "finished", "joins", "journaled_spans", "last_activity", "latest_ns",
-        "lock", "recorder", "resumed", "root_seen", "root_status", "session_derived", "tool_links", "tree",
+        "lock", "recorder", "resumed", "resumed_records", "root_seen", "root_status", "session_derived", "tool_links",
+        "tree",
     )
 
     def __init__(
@@ -92,9 +93,11 @@ class OpenRun:
         self.session_derived = False
         """Opened as a session of its own (its trace named none in time), until a later span names one."""
         self.journaled_spans: set[str] = set()
-        """The ids (hex) of the spans this process journaled (under ``lock``): a retried export's are
-        not journaled again. Not read back at a resume: a span's records may have been cut with the
-        journal's torn tail, and its retry then journals it whole again (at least once)."""
+        """The ids (hex) of the spans journaled (under ``lock``): a retried export's are not journaled again."""
+        self.resumed_records: dict[str, int] = {}
+        """Resumed: how many records the journal read back holds of each span. A retried span is
+        whole there when its records are all there (a kill may have cut some with the torn tail:
+        then it is journaled whole again, at least once)."""
 
     def quiet(self, now: float, seal_after_s: float, seal_rootless_after_s: float) -> bool:
         """Whether the run is due its seal at ``now``."""

@@ -29,7 +29,7 @@ import os
 import threading
 import time
 import uuid
-from collections import OrderedDict, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import Any
@@ -49,7 +49,7 @@ from otel_session.collector.sealing import (
 from otel_session.journal import CaptureStatus, EventType, format_timestamp, run_id_from_trace_id
 from otel_session.layout import UnsafePathError
 from otel_session.log import get_logger, log_id
-from otel_session.normalize import DetachedEvent, SpanEventData, SpanView, genai
+from otel_session.normalize import DetachedEvent, SpanEventData, SpanView, genai, normalize_span
 from otel_session.read import RunInfo, find_run, read_bundle
 from otel_session.write import (
     BundleWriter,
@@ -343,11 +343,15 @@ class BundleSink:
         spans.sort(key=attrgetter("end_time_ns"))
         with run.lock:
             journaled = run.journaled_spans
+            on_disk = run.resumed_records
             fresh: dict[str, SpanView] = {}
             repeats = 0
             for span in spans:
                 span_hex = span.span_id_hex
                 if span_hex in journaled or span_hex in fresh:
+                    repeats += 1
+                elif on_disk and span_hex in on_disk and len(normalize_span(span)) <= on_disk[span_hex]:
+                    journaled.add(span_hex)  # whole in the journal a resumed run read back: a retry
                     repeats += 1
                 else:
                     fresh[span_hex] = span
@@ -548,6 +552,7 @@ class BundleSink:
                           agents=None if info.agent else genai.RunAgent())  # named before: kept
             # Its root came before the restart: the seal adds no second (``interrupted``) ending.
             run.finished = run.root_seen = any(record.get("type") == _RUN_FINISHED for record in records)
+            run.resumed_records = Counter(span_id for record in records if isinstance(span_id := record.get("span_id"), str))
             with self._lock:
                 self._runs[uuid.UUID(info.run_id.removeprefix("run-")).int] = run
             resumed += 1

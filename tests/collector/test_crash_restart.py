@@ -191,3 +191,28 @@ def test_a_run_whose_root_came_before_the_kill_ends_once_with_its_roots_status(t
     assert final.status is BundleStatus.COMPLETE, final.diagnostics
     endings = [e["payload"] for e in final.events if e["type"] == "run_finished"]
     assert endings == [{"status": "ok"}]
+
+
+def test_spans_journaled_whole_before_the_kill_and_sent_again_after_the_restart_are_journaled_once(tmp_path):
+    """The usual kill -9: the records written, the answer never sent, the exporter's retry."""
+    root = tmp_path / "bundles"
+    process, port = start_collector(root)
+    try:
+        assert post(port, tool_request(0)) == 200
+        assert post(port, root_request()) == 200
+        wait_for(lambda: journal_lines(root) == 4)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+    process, port = start_collector(root)
+    try:
+        assert post(port, tool_request(0)) == 200
+        assert post(port, root_request()) == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    assert "received=2 bundled=0" in out and "duplicate_spans=2" in out
+    (final,) = bundles(root)
+    assert [e["type"] for e in final.events] == [
+        "run_started", "tool_execution_started", "tool_execution_finished", "run_finished"]
