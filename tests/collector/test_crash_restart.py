@@ -140,31 +140,42 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_written(tmp_path):
     assert [event["seq"] for event in final.events] == list(range(1, len(final.events) + 1))
 
 
+def killed_after(root, bodies: list[bytes], lines: int) -> None:
+    """A collector on ``root`` that answered ``bodies`` (``lines`` journal lines on disk), then SIGKILL-ed."""
+    process, port = start_collector(root)
+    try:
+        for body in bodies:
+            assert post(port, body) == 200
+        wait_for(lambda: journal_lines(root) == lines)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+
+
+def restarted_with(root, bodies: list[bytes]) -> str:
+    """A collector restarted on ``root``, sent ``bodies``, then stopped (SIGTERM); what it printed."""
+    process, port = start_collector(root)
+    try:
+        for body in bodies:
+            assert post(port, body) == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    return out
+
+
 def test_a_span_cut_with_the_torn_tail_is_journaled_whole_when_the_exporter_sends_it_again(tmp_path):
     """A kill -9 in the middle of a batch's write (or an OS crash before the seal's fsync) leaves a
     span's records half on disk; its request was never answered, so the exporter sends it again
     to the restarted collector, which journals it whole (at least once, never lost)."""
     root = tmp_path / "bundles"
-    process, port = start_collector(root)
-    try:
-        assert post(port, tool_request(0)) == 200
-        assert post(port, tool_request(1)) == 200
-        wait_for(lambda: journal_lines(root) == 4)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(10)
+    killed_after(root, [tool_request(0), tool_request(1)], lines=4)
     (crashed,) = bundles(root)
     journal = crashed.path / "events.ndjson"
     lines = journal.read_bytes().splitlines(keepends=True)
     journal.write_bytes(b"".join(lines[:3]) + lines[3][:20])  # span 1's second record torn
-    process, port = start_collector(root)
-    try:
-        assert post(port, tool_request(1)) == 200
-        assert post(port, root_request()) == 200
-    finally:
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=20)
-    assert process.returncode == 0, err
+    restarted_with(root, [tool_request(1), root_request()])
     (final,) = bundles(root)
     assert final.status is BundleStatus.COMPLETE, final.diagnostics
     finished = [e["payload"] for e in final.events if e["type"] == "tool_execution_finished"]
@@ -175,18 +186,8 @@ def test_a_run_whose_root_came_before_the_kill_ends_once_with_its_roots_status(t
     """Resumed after a restart, a run whose ``run_finished`` is journaled already is sealed as it is:
     no second, ``interrupted`` ending after it."""
     root = tmp_path / "bundles"
-    process, port = start_collector(root)
-    try:
-        assert post(port, tool_request(0)) == 200
-        assert post(port, root_request()) == 200
-        wait_for(lambda: journal_lines(root) == 4)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(10)
-    process, port = start_collector(root)
-    process.send_signal(signal.SIGTERM)
-    out, err = process.communicate(timeout=20)
-    assert process.returncode == 0, err
+    killed_after(root, [tool_request(0), root_request()], lines=4)
+    restarted_with(root, [])
     (final,) = bundles(root)
     assert final.status is BundleStatus.COMPLETE, final.diagnostics
     endings = [e["payload"] for e in final.events if e["type"] == "run_finished"]
@@ -196,22 +197,8 @@ def test_a_run_whose_root_came_before_the_kill_ends_once_with_its_roots_status(t
 def test_spans_journaled_whole_before_the_kill_and_sent_again_after_the_restart_are_journaled_once(tmp_path):
     """The usual kill -9: the records written, the answer never sent, the exporter's retry."""
     root = tmp_path / "bundles"
-    process, port = start_collector(root)
-    try:
-        assert post(port, tool_request(0)) == 200
-        assert post(port, root_request()) == 200
-        wait_for(lambda: journal_lines(root) == 4)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(10)
-    process, port = start_collector(root)
-    try:
-        assert post(port, tool_request(0)) == 200
-        assert post(port, root_request()) == 200
-    finally:
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=20)
-    assert process.returncode == 0, err
+    killed_after(root, [tool_request(0), root_request()], lines=4)
+    out = restarted_with(root, [tool_request(0), root_request()])
     assert "received=2 bundled=0" in out and "duplicate_spans=2" in out
     (final,) = bundles(root)
     assert [e["type"] for e in final.events] == [
