@@ -214,10 +214,8 @@ class BundleSink:
                 if joined:
                     run.last_activity = now
                     result.accepted += len(events)
-            with self._lock:
-                if joined:
-                    self._taken_log_groups.add(key)
-                elif self._hold_log_events(result, trace_id, span_id, events, now):  # sealed, or the join expired
+            with self._lock:  # not joined: sealed, or the join expired, in between
+                if joined or self._hold_log_events(result, trace_id, span_id, events, now):
                     self._taken_log_groups.add(key)
         return result
 
@@ -381,8 +379,10 @@ class BundleSink:
         """Normalize and journal spans new to ``run`` (``run.lock`` held); why its capture refused
         them, if it did."""
         agents = run.agents
-        if agents is not None and not agents.settled and agents.add(fresh.values()) != run.agent:
-            self._name_agent(run, agents.agent)
+        if agents is not None and not agents.settled:
+            agent = agents.add(fresh.values())
+            if agent is not None and agent != run.agent:
+                self._name_agent(run, agent)
         parents = run.tree.parents
         for span_hex, span in fresh.items():
             parent = span.parent_span_id
@@ -411,12 +411,10 @@ class BundleSink:
         if waited:
             self._unmatched(waited, f"their span was journaled already in run {run.recorder.run_id} (a retried export)")
 
-    def _name_agent(self, run: OpenRun, agent: str | None) -> None:
+    def _name_agent(self, run: OpenRun, agent: str) -> None:
         """Give ``run``'s ``run.json`` the agent a span that came after its open named (``run.lock``
         held); a failure is logged, and the run records on without it."""
         run.agent = agent
-        if agent is None:
-            return
         try:
             self.writer.name_agent(run.recorder, agent)
         except (OSError, ValueError) as exc:

@@ -2,7 +2,7 @@
 
 Contract::
 
-    write_json_atomic(path, value, sync_dir=True)   # temporary file, fsync, rename, fsync dir
+    write_json_atomic(path, value, sync_dir=True)   # temporary file, fsync, rename, fsync dir (sync=False: none)
     write_terminal_capture(path, capture)           # atomic, else in place (a full disk still reports)
     fd = write_temporary(temporary_path(path), data)   # beside ``path``, unsynced, left open
     f"{directory}/.{name}{temporary_suffix()}"      # temporary_path's, one getpid for many paths
@@ -51,24 +51,26 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 
-def write_json_atomic(path: Path, value: dict[str, Any], *, sync_dir: bool = True) -> None:
+def write_json_atomic(path: str | Path, value: dict[str, Any], *, sync: bool = True, sync_dir: bool = True) -> None:
     """Replace ``path`` with ``value`` as JSON: write a temporary file, fsync, rename, fsync dir.
 
-    ``sync_dir=False`` leaves the directory fsync to a later atomic write in the same directory.
+    ``sync_dir=False`` leaves the directory fsync to a later atomic write in the same directory;
+    ``sync=False`` leaves both to a later sync of the whole bundle (a seal's).
     """
     tmp = temporary_path(path)
     fd = write_temporary(tmp, json_document(value))
     try:
         try:
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         unlink_quietly(tmp)  # a full disk must not also collect temporary files
         raise
-    if sync_dir:
-        fsync_file(path.parent)
+    if sync and sync_dir:
+        fsync_file(Path(path).parent)
 
 
 def temporary_path(path: str | Path) -> str:

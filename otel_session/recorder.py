@@ -42,11 +42,9 @@ from otel_session import layout
 from otel_session.files import (
     FILE_MODE,
     count_complete_lines,
-    json_document,
-    temporary_path,
     unlink_quietly,
     write_fully,
-    write_temporary,
+    write_json_atomic,
 )
 from otel_session.journal import (
     CAPTURE_SCHEMA,
@@ -461,17 +459,10 @@ class RunRecorder:
         nothing in a bundle changes); ``OSError`` if the file cannot be replaced (it stays as it was)."""
         if (manifest.get("session_id"), manifest.get("run_id")) != (self.session_id, self.run_id):
             raise ValueError("a run's manifest keeps its session and run ids")
-        path = f"{self.directory}/{layout.RUN_FILE}"
         with self._lock:
             if self._close_requested:
                 return False
-            temporary = temporary_path(path)
-            os.close(write_temporary(temporary, json_document(manifest)))
-            try:
-                os.replace(temporary, path)
-            except OSError:
-                unlink_quietly(temporary)
-                raise
+            write_json_atomic(f"{self.directory}/{layout.RUN_FILE}", manifest, sync=False)
             self.manifest = manifest
         return True
 

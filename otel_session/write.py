@@ -103,6 +103,13 @@ _RunHead = tuple[str, str, dict[str, Any]]
 """``(stored session id, session directory, manifest fields)`` of a ``_RunKey`` (``_run_head``)."""
 
 
+def _check_text(name: str, value: Any) -> None:
+    """Raise ``ValueError`` for a ``str`` id that is not valid Unicode text (a lone surrogate); the
+    message names the field, never its value (an id may be personal data, and a caller may log it)."""
+    if isinstance(value, str) and value.encode("utf-8", "replace").decode("utf-8") != value:
+        raise ValueError(f"{name} is not valid Unicode text (it holds a lone surrogate)")
+
+
 class WaitStatus(Enum):
     """How :meth:`BundleWriter.wait_written` ended."""
 
@@ -240,8 +247,7 @@ class BundleWriter:
         the run was opened): the manifest reads as if opened with it, field order included. False
         when the run no longer records (``RunRecorder.replace_manifest``). Raises ``ValueError``
         for an agent that is not Unicode text, ``OSError`` when ``run.json`` cannot be replaced."""
-        if agent.encode("utf-8", "replace").decode("utf-8") != agent:
-            raise ValueError("the agent name is not valid Unicode text")
+        _check_text("agent", agent)
         manifest = {**recorder.manifest, "agent": self._stored_identifier(agent)}
         ordered = {name: manifest[name] for name in _MANIFEST_ORDER if name in manifest}
         ordered.update(manifest)  # fields of a newer writer this one does not know keep their place after
@@ -257,8 +263,7 @@ class BundleWriter:
         kind = RunKind(kind)
         checked = (("session_id", session_id), ("eval_id", eval_id), ("agent", agent), ("service", service_given and service))
         for name, value in checked:  # the environment's service name is stored as it is
-            if isinstance(value, str) and value.encode("utf-8", "replace").decode("utf-8") != value:
-                raise ValueError(f"{name} {value!r} is not valid Unicode text")
+            _check_text(name, value)
         if kind is RunKind.EVAL and not eval_id:
             raise ValueError("an eval run needs an eval_id")
         identifier = self._stored_identifier
