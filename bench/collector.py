@@ -48,7 +48,7 @@ def serve(mode: str, root: str) -> None:
     """Run a collector until SIGTERM, then print its counters and CPU time as JSON."""
     from otel_session.collector.server import Collector, settle_heap_for_serving
     from otel_session.redact import RedactionPolicy, Redactor
-    from otel_session.stop_signal import StopSignal
+    from otel_session.core.stop_signal import StopSignal
 
     collector = Collector(
         root,
@@ -203,13 +203,13 @@ def bundle_fs_floor_us(parent: str, bundles: int = 320, *, group: int = 64) -> f
 
     A session directory and a run directory, the journal (locked, one append), ``run.json`` and
     ``capture.json``; then the seal as the writer does it (SPEC §5.3): with ``group`` > 1, ``group``
-    bundles at once (``otel_session.seal``: each terminal capture written to a temporary file,
+    bundles at once (``otel_session.bundle.seal``: each terminal capture written to a temporary file,
     one ``syncfs``, the renames, one more ``syncfs``); with ``group=1``, the previous writer's seal
     of each bundle alone (journal and manifest fsynced, the temporary capture fsynced and renamed,
     the directory fsynced: 4 fsyncs). No Python beyond the calls: what the file system costs on
     this machine, whatever the collector does. Nothing is deleted (see ``main``).
     """
-    from otel_session.seal import libc_syncfs
+    from otel_session.bundle.seal import libc_syncfs
 
     syncfs = libc_syncfs() if group > 1 else None
     if group > 1 and syncfs is None:

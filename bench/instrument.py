@@ -42,7 +42,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import otel_session
 from bench import Figure, write_results
-from otel_session.read import find_bundles, read_bundle
+from otel_session.bundle.read import find_bundles, read_bundle
 
 TARGET_RATIO = 1.5
 CHUNKS = ["Sure", ", I can", " book a", " table for", " two on", " Friday", " evening", "."]

@@ -83,7 +83,7 @@ def single_message(deltas: int) -> dict[str, Any]:
     """One assistant message of ``deltas`` deltas; count and check its journal records."""
     import otel_session
     from otel_session.testing import capture_bundle
-    from otel_session.write import WriterLimits
+    from otel_session.bundle.write import WriterLimits
 
     limits = WriterLimits()
     with capture_bundle() as captured:
@@ -219,7 +219,7 @@ def collector_load(
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
     from bench.collector import _batch, export_concurrently  # the benchmark's realistic agent spans
-    from otel_session.read import find_bundles, read_bundle
+    from otel_session.bundle.read import find_bundles, read_bundle
 
     resource = Resource.create({"service.name": "load-agent"})
     scope = InstrumentationScope("bench.load")
@@ -321,7 +321,7 @@ def _whole_trace(rng: Any, resource: Any, tools: int = 3) -> list:
 
 
 def _journaled_span_ids(root: Path) -> set[str]:
-    from otel_session.read import iter_runs, read_bundle
+    from otel_session.bundle.read import iter_runs, read_bundle
 
     return {event["span_id"] for info in iter_runs(root) for event in read_bundle(info.path).events if "span_id" in event}
 
@@ -342,7 +342,7 @@ def kill9(kills: int, *, seed: int = 9, clients: int = 4) -> dict[str, Any]:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from otel_session.read import BundleStatus, iter_runs, read_bundle
+    from otel_session.bundle.read import BundleStatus, iter_runs, read_bundle
 
     resource = Resource.create({"service.name": "kill9"})
     rng = random.Random(seed)

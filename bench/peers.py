@@ -154,7 +154,7 @@ class BundleSpans:
         self._sealed: dict[Path, set[str]] = {}
 
     def __call__(self) -> int:
-        from otel_session.read import iter_runs, read_bundle
+        from otel_session.bundle.read import iter_runs, read_bundle
 
         for info in iter_runs(self.root):
             if info.capture_status == "complete" and info.path not in self._sealed:

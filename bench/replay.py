@@ -26,10 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import Figure, write_results
-from otel_session.facts import build_session_facts, run_events
-from otel_session.read import read_bundle
-from otel_session.reduce import CHECKPOINT_INTERVAL, Replayer, replay_state
-from otel_session.write import BundleWriter
+from otel_session.replay.facts import build_session_facts, run_events
+from otel_session.bundle.read import read_bundle
+from otel_session.replay.reduce import CHECKPOINT_INTERVAL, Replayer, replay_state
+from otel_session.bundle.write import BundleWriter
 
 EVENTS = 100_000
 SEEKS = (100, 50_000, 99_999)

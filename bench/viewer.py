@@ -41,10 +41,10 @@ from werkzeug.serving import make_server
 from bench import Figure, summary_line, write_results
 from bench.replay import record_run
 from bench.viewer_pages import page_figures
-from otel_session.read import JournalTail, read_bundle
-from otel_session.reduce import Replayer, canonical_json
+from otel_session.bundle.read import JournalTail, read_bundle
+from otel_session.replay.reduce import Replayer, canonical_json
 from otel_session.viewer import create_app
-from otel_session.write import BundleWriter
+from otel_session.bundle.write import BundleWriter
 
 SEEKS = (100, 99_999)
 LIST_RUNS = 10_000

@@ -22,7 +22,7 @@ from werkzeug.serving import make_server
 
 from bench import Figure
 from otel_session.viewer import create_app
-from otel_session.write import BundleWriter
+from otel_session.bundle.write import BundleWriter
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -17,10 +17,10 @@ from pathlib import Path
 
 
 from bench import Figure, write_results
-from otel_session import layout
-from otel_session.journal import encode_record, format_timestamp
-from otel_session.read import read_bundle
-from otel_session.write import BundleWriter
+from otel_session.core import layout
+from otel_session.core.journal import encode_record, format_timestamp
+from otel_session.bundle.read import read_bundle
+from otel_session.bundle.write import BundleWriter
 
 RECORDS = 100_000
 BATCH = 256

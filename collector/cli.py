@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from otel_session import config
+from otel_session.core import config
 from otel_session.collector.options import SETTINGS, CollectorOptions, parse_address
-from otel_session.log import redact_root_handlers
-from otel_session.stop_signal import StopSignal
+from otel_session.core.log import redact_root_handlers
+from otel_session.core.stop_signal import StopSignal
 
 __all__ = ["collect", "import_command"]
 

@@ -39,7 +39,7 @@ import grpc
 
 from otel_session.collector.otlp import ExportRequest, Signal
 from otel_session.collector.sink import Counters
-from otel_session.log import get_logger, log_setting
+from otel_session.core.log import get_logger, log_setting
 from otel_session.redact import Redactor
 from otel_session.redact.otlp import redact_otlp
 

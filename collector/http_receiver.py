@@ -65,7 +65,7 @@ from waitress.utilities import Error
 
 from otel_session.collector.otlp import ExportRequest, OtlpDecodeError, Signal, parse_json, parse_protobuf
 from otel_session.collector.sink import Overloaded, TooManyRequests
-from otel_session.log import get_logger
+from otel_session.core.log import get_logger
 
 __all__ = ["MAX_MESSAGE_BYTES", "ExportHandler", "HttpReceiver"]
 

@@ -27,7 +27,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 
 from otel_session.collector.otlp import OtlpDecodeError, log_events_of, parse_json, spans_of
 from otel_session.collector.sink import BundleSink, EventRedactor, Overloaded, RejectReason
-from otel_session.write import BundleWriter
+from otel_session.bundle.write import BundleWriter
 
 __all__ = ["ImportReport", "import_files"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from otel_session.journal import EventType
+from otel_session.core.journal import EventType
 from otel_session.normalize import JournalEvent
 
 __all__ = ["SpanTree", "event_order_key"]

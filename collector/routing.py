@@ -20,8 +20,8 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import NamedTuple
 
-from otel_session import semconv as sc
-from otel_session.journal import RunKind
+from otel_session.core import semconv as sc
+from otel_session.core.journal import RunKind
 from otel_session.normalize import SpanView, genai, session_id_of
 
 __all__ = ["HeldSpans", "RunIdentity", "run_identity", "session_of"]

@@ -25,13 +25,13 @@ from typing import Any, Protocol
 
 from otel_session.collector.logjoin import LogJoins
 from otel_session.collector.ordering import SpanTree, event_order_key
-from otel_session.journal import EventType, parse_timestamp
-from otel_session.log import get_logger, log_id
+from otel_session.core.journal import EventType, parse_timestamp
+from otel_session.core.log import get_logger, log_id
 from otel_session.normalize import JournalEvent
 from otel_session.normalize.genai import RunAgent
 from otel_session.normalize.genai_repeats import HeldMessages
 from otel_session.normalize.toollink import ToolCallLinker
-from otel_session.write import RunRecorder
+from otel_session.bundle.write import RunRecorder
 
 __all__ = ["COLLECTOR_STOPPED", "ROOT_SPAN_MISSING", "EventRedactor", "OpenRun", "latest_at_ns"]
 

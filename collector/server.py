@@ -67,9 +67,9 @@ from otel_session.collector.otlp import (
     spans_of,
 )
 from otel_session.collector.sink import BundleSink, Counters, EventRedactor, Overloaded, TooManyRequests
-from otel_session.log import get_logger
-from otel_session.read import iter_runs
-from otel_session.write import BundleWriter, WriterLimits
+from otel_session.core.log import get_logger
+from otel_session.bundle.read import iter_runs
+from otel_session.bundle.write import BundleWriter, WriterLimits
 
 __all__ = [
     "SERVING_GC_THRESHOLD",

@@ -46,12 +46,12 @@ from otel_session.collector.sealing import (
     OpenRun,
     latest_at_ns,
 )
-from otel_session.journal import CaptureStatus, EventType, format_timestamp, run_id_from_trace_id
-from otel_session.layout import UnsafePathError
-from otel_session.log import get_logger, log_id
+from otel_session.core.journal import CaptureStatus, EventType, format_timestamp, run_id_from_trace_id
+from otel_session.core.layout import UnsafePathError
+from otel_session.core.log import get_logger, log_id
 from otel_session.normalize import DetachedEvent, SpanEventData, SpanView, genai, normalize_span
-from otel_session.read import RunInfo, find_run, read_bundle
-from otel_session.write import (
+from otel_session.bundle.read import RunInfo, find_run, read_bundle
+from otel_session.bundle.write import (
     BundleWriter,
     RunLockedError,
     RunRecorder,

@@ -2,10 +2,10 @@
 
 from otel_session._version import __version__  # noqa: E402
 
-from otel_session.journal import EventType, RunKind, run_id_from_trace_id  # noqa: E402
-from otel_session.read import BundleStatus, read_bundle  # noqa: E402
+from otel_session.core.journal import EventType, RunKind, run_id_from_trace_id  # noqa: E402
+from otel_session.bundle.read import BundleStatus, read_bundle  # noqa: E402
 from otel_session.redact import FieldMode, RedactionPolicy, Redactor  # noqa: E402
-from otel_session.write import AppendResult, BundleWriter, WriterLimits  # noqa: E402
+from otel_session.bundle.write import AppendResult, BundleWriter, WriterLimits  # noqa: E402
 from otel_session.instrument import (  # noqa: E402
     Recorder,
     configure,

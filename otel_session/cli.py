@@ -9,13 +9,13 @@ from pathlib import Path
 import click
 import orjson
 
-from otel_session import config
-from otel_session.archive import is_bundle_archive, read_bundle_archive
+from otel_session.core import config
+from otel_session.bundle.archive import is_bundle_archive, read_bundle_archive
 from otel_session.cli_replay import facts, replay
 from otel_session.collector.cli import collect, import_command
 from otel_session.demo.commands import demo
-from otel_session.listing import ListedRun
-from otel_session.read import BundleRead, BundleStatus, find_bundles, iter_run_dirs, read_bundle
+from otel_session.replay.listing import ListedRun
+from otel_session.bundle.read import BundleRead, BundleStatus, find_bundles, iter_run_dirs, read_bundle
 from otel_session.viewer.serve import view
 
 

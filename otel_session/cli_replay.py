@@ -9,12 +9,12 @@ from typing import Any, NoReturn
 import click
 import orjson
 
-from otel_session import config
-from otel_session.facts import build_session_facts, build_session_wide_facts, run_events
-from otel_session.latency import DEFAULT_SLOW_TURN_MS, ENV_SLOW_TURN_MS
-from otel_session.read import read_bundle
-from otel_session.reduce import Replayer, canonical_json
-from otel_session.resolve import InvalidId, ResolvedRun, RunResolutionError, resolve_run
+from otel_session.core import config
+from otel_session.replay.facts import build_session_facts, build_session_wide_facts, run_events
+from otel_session.replay.latency import DEFAULT_SLOW_TURN_MS, ENV_SLOW_TURN_MS
+from otel_session.bundle.read import read_bundle
+from otel_session.replay.reduce import Replayer, canonical_json
+from otel_session.replay.resolve import InvalidId, ResolvedRun, RunResolutionError, resolve_run
 
 __all__ = ["facts", "replay"]
 

@@ -31,9 +31,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_session.instrument._runtime import Recorder, configure
-from otel_session.read import BundleRead, find_bundles, read_bundle
+from otel_session.bundle.read import BundleRead, find_bundles, read_bundle
 from otel_session.redact import RedactionPolicy
-from otel_session.write import WriterLimits
+from otel_session.bundle.write import WriterLimits
 
 __all__ = ["CapturedBundles", "OtlpHttpCapture", "bundles", "capture_bundle", "running_collectors", "wait_for"]
 

@@ -1,11 +1,11 @@
 """The import graph follows the pipeline (docs/architecture.md, "Layering"): no circles, and no
 arrow from a lower stage to a higher one.
 
-Stages, lowest first: records (``_version``, journal, layout, semconv, config, stop_signal, log) →
-normalize → redact → write (files, recorder, seal, recovery, capture_pool, write) → read (read, archive) → reduce →
-facts (resolve, latency, facts, listing) → the producers (instrument, collector) → the surfaces
-(viewer, the CLI, the demo, testing helpers, the package's re-exports). A module may import
-modules of its own stage and of lower stages only. Imports under ``if TYPE_CHECKING:`` are
+Stages, lowest first, one package each: core (``_version``, ``core/``: record shape, paths,
+conventions, settings, logs) → normalize → redact → bundle (write, read) → replay (reduce, facts,
+resolve, latency, listing) → the producers (instrument, collector) → the surfaces (viewer, the CLI,
+the demo, testing helpers, the package's re-exports). A module may import modules of its own stage
+and of lower stages only. Imports under ``if TYPE_CHECKING:`` are
 annotations, not arrows; imports inside functions are arrows all the same.
 """
 
@@ -21,13 +21,11 @@ PACKAGES = {"otel_session": ROOT / "otel_session", "otel_session.collector": ROO
             "otel_session.viewer": ROOT / "viewer"}
 
 STAGES = [
-    ("records", ("_version", "journal", "layout", "semconv", "config", "stop_signal", "log")),
+    ("core", ("_version", "core")),
     ("normalize", ("normalize",)),
     ("redact", ("redact",)),
-    ("write", ("files", "recorder", "seal", "recovery", "capture_pool", "write")),
-    ("read", ("read", "archive")),
-    ("reduce", ("reduce",)),
-    ("facts", ("resolve", "latency", "facts", "listing")),
+    ("bundle", ("bundle",)),
+    ("replay", ("replay",)),
     ("producers", ("instrument", "collector")),
     ("surfaces", ("viewer", "cli", "cli_replay", "demo", "testing", "")),
 ]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from otel_session.demo.mock_llm import MockLLMServer
-from otel_session.read import BundleStatus, find_bundles, read_bundle
+from otel_session.bundle.read import BundleStatus, find_bundles, read_bundle
 
 pytestmark = pytest.mark.slow
 

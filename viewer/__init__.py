@@ -18,7 +18,7 @@ from typing import Any
 
 from flask import Flask
 
-from otel_session import config
+from otel_session.core import config
 
 from . import api, errors, pages, security, stream
 from .feedback import FeedbackIndex

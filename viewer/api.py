@@ -7,8 +7,9 @@ from typing import Any
 import orjson
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from otel_session import facts, layout, reduce
-from otel_session.layout import safe_dir_name
+from otel_session.core import layout
+from otel_session.replay import facts, reduce
+from otel_session.core.layout import safe_dir_name
 
 from .errors import ApiError
 from .feedback import FeedbackIndex

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from otel_session import layout
+from otel_session.core import layout
 
 __all__ = ["FeedbackIndex"]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import click
 from werkzeug.serving import make_server
 
-from otel_session import config
-from otel_session.log import get_logger
+from otel_session.core import config
+from otel_session.core.log import get_logger
 
 from . import ENV_VIEWER_TOKEN, create_app
 from .security import is_loopback_host

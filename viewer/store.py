@@ -13,8 +13,8 @@ Contract::
     store.bundle_tar(run)                     # bytes of an uncompressed tar of the run directory
     store.append_feedback(run, rating=, comment=)
 
-Every id from a URL is validated and resolved through ``otel_session.resolve`` (its errors become
-``ApiError`` 400/404/409 with the same codes) and ``otel_session.layout`` strictly inside the root: traversal
+Every id from a URL is validated and resolved through ``otel_session.replay.resolve`` (its errors become
+``ApiError`` 400/404/409 with the same codes) and ``otel_session.core.layout`` strictly inside the root: traversal
 (raw or encoded), absolute paths and symlinks that lead outside are never followed. Eval runs are
 never part of the live index (``sessions()``); they are listed by ``run_summaries()`` and resolve
 when named by run id, or as the latest run of a session that has only eval runs. Nothing here writes except :meth:`BundleStore.append_feedback`.
@@ -33,12 +33,13 @@ from typing import Any
 
 import orjson
 
-from otel_session import facts, layout, resolve
+from otel_session.core import layout
+from otel_session.replay import facts, resolve
 from otel_session.redact import RedactionPolicy, Redactor
-from otel_session.reduce import Replayer
-from otel_session.journal import format_timestamp
-from otel_session.read import BundleRead, RunInfo, read_bundle, run_dir_names, run_info
-from otel_session.resolve import ResolvedRun
+from otel_session.replay.reduce import Replayer
+from otel_session.core.journal import format_timestamp
+from otel_session.bundle.read import BundleRead, RunInfo, read_bundle, run_dir_names, run_info
+from otel_session.replay.resolve import ResolvedRun
 
 from .errors import ApiError
 from .summary import summarize_run

@@ -27,9 +27,9 @@ from pathlib import Path
 import orjson
 from flask import Blueprint, Response, current_app, request
 
-from otel_session import layout
-from otel_session.journal import CaptureStatus
-from otel_session.read import JournalTail
+from otel_session.core import layout
+from otel_session.core.journal import CaptureStatus
+from otel_session.bundle.read import JournalTail
 
 from .api import store
 from .errors import ApiError

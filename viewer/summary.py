@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from otel_session.read import BundleRead
+from otel_session.bundle.read import BundleRead
 
 __all__ = ["MAX_SEARCH_TEXT", "summarize_run"]
 

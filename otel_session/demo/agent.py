@@ -61,8 +61,8 @@ from otel_session.instrument.flask import (
     SESSION_ID_HEADER,
     FlaskOtelSession,
 )
-from otel_session.log import get_logger, redact_root_handlers
-from otel_session.stop_signal import StopSignal
+from otel_session.core.log import get_logger, redact_root_handlers
+from otel_session.core.stop_signal import StopSignal
 
 __all__ = ["AGENT_NAME", "BookingAgent", "create_app", "main", "setup_telemetry"]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
-from otel_session import config
-from otel_session.stop_signal import StopSignal
+from otel_session.core import config
+from otel_session.core.stop_signal import StopSignal
 
 __all__ = ["demo"]
 

@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 
 from otel_session.demo.booking import DEMO_KEEP_SLOTS
-from otel_session.read import BundleStatus, iter_runs, read_bundle
+from otel_session.bundle.read import BundleStatus, iter_runs, read_bundle
 
 __all__ = [
     "DemoError",
@@ -390,7 +390,7 @@ class DemoStack:
 
     def verify_all(self) -> list[str]:
         """Every bundle under the root read by the tolerant reader; the problems, if any."""
-        from otel_session.read import find_bundles
+        from otel_session.bundle.read import find_bundles
 
         problems = []
         for path in find_bundles([self.bundle_dir]):

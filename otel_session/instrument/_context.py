@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import baggage, context, trace
 
-from otel_session import semconv as sc
+from otel_session.core import semconv as sc
 from otel_session.instrument._log import warn_once
 from otel_session.instrument._section import Section
 

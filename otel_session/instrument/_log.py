@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_session.log import get_logger
+from otel_session.core.log import get_logger
 
 __all__ = ["capture_failed", "forget_warnings", "logger", "warn_once"]
 

@@ -18,13 +18,13 @@ from typing import Any
 
 from opentelemetry import trace
 
-from otel_session import semconv as sc
+from otel_session.core import semconv as sc
 from otel_session.instrument import _clock
 from otel_session.instrument._log import capture_failed, warn_once
 from otel_session.instrument._run import ChildSection, RunHandle
 from otel_session.instrument._section import Nothing, label
 from otel_session.instrument._spans import event_adder
-from otel_session.journal import EventType
+from otel_session.core.journal import EventType
 from otel_session.normalize import JournalEvent
 from otel_session.normalize.codec import EVENT_NAMES, encode, encoder
 from otel_session.normalize.genai_repeats import HeldMessages

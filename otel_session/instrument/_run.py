@@ -23,20 +23,20 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from opentelemetry import baggage, context, trace
 from opentelemetry.trace import Link
 
-from otel_session import semconv as sc
+from otel_session.core import semconv as sc
 from otel_session.instrument import _clock, _runtime
 from otel_session.instrument._context import SCOPE_KEY, Scope, current_session_id, open_run_for
 from otel_session.instrument._log import capture_failed, warn_once
 from otel_session.instrument._section import Nothing, Section, label
 from otel_session.instrument._spans import event_adder, mark_error
-from otel_session.journal import EventType, RunKind, run_id_from_trace_id
+from otel_session.core.journal import EventType, RunKind, run_id_from_trace_id
 from otel_session.normalize import JournalEvent
 from otel_session.normalize.codec import EVENT_NAMES, encode
 
 if TYPE_CHECKING:
     from otel_session.instrument._runtime import Recorder
-    from otel_session.recorder import RecordHead
-    from otel_session.write import RunRecorder
+    from otel_session.bundle.recorder import RecordHead
+    from otel_session.bundle.write import RunRecorder
 
 __all__ = ["ChildSection", "RunHandle", "SpanEvents", "run"]
 

@@ -19,14 +19,14 @@ from opentelemetry import _logs, trace
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-from otel_session import config
+from otel_session.core import config
 from otel_session._version import __version__
 from otel_session.instrument._log import logger, warn_once
 from otel_session.instrument.processor import SessionLogProcessor, SessionSpanProcessor
 from otel_session.normalize import DetachedEvent, SpanEventData
 from otel_session.redact import RedactionPolicy, Redactor
-from otel_session.semconv import SCOPE_NAME, SESSION_ID
-from otel_session.write import BundleWriter, WriterLimits
+from otel_session.core.semconv import SCOPE_NAME, SESSION_ID
+from otel_session.bundle.write import BundleWriter, WriterLimits
 
 if TYPE_CHECKING:
     from otel_session.instrument._run import RunHandle

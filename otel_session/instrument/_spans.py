@@ -17,7 +17,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import Event as _SdkEvent
 from opentelemetry.trace import Status, StatusCode
 
-from otel_session import semconv as sc
+from otel_session.core import semconv as sc
 from otel_session.redact import Redactor
 
 __all__ = ["event_adder", "mark_error"]

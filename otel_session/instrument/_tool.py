@@ -19,11 +19,11 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from otel_session import semconv as sc
+from otel_session.core import semconv as sc
 from otel_session.instrument._log import capture_failed
 from otel_session.instrument._run import ChildSection, RunHandle
 from otel_session.instrument._section import F, Nothing, label
-from otel_session.journal import EventType
+from otel_session.core.journal import EventType
 from otel_session.normalize import JournalEvent
 from otel_session.normalize.codec import EVENT_NAMES, encode
 

@@ -20,13 +20,13 @@ from typing import Any
 
 from opentelemetry import context, trace
 
-from otel_session import semconv as sc
+from otel_session.core import semconv as sc
 from otel_session.instrument import reconcile
 from otel_session.instrument._context import SCOPE_KEY, Scope, open_run_for, scope_of
 from otel_session.instrument._log import capture_failed
 from otel_session.instrument._run import ChildSection, RunHandle, SpanEvents
 from otel_session.instrument._section import Nothing, label, labels
-from otel_session.journal import EventType
+from otel_session.core.journal import EventType
 from otel_session.normalize.codec import encode
 
 __all__ = ["TurnHandle", "guard", "slot_write", "transition", "turn"]

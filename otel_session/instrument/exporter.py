@@ -25,13 +25,13 @@ from collections.abc import Sequence
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from otel_session import config
+from otel_session.core import config
 from otel_session.collector.sink import BundleSink, Overloaded
 from otel_session.instrument._runtime import current_recorder
-from otel_session.log import get_logger
+from otel_session.core.log import get_logger
 from otel_session.normalize import SdkSpan
 from otel_session.redact import RedactionPolicy, Redactor, load_or_create_key
-from otel_session.write import BundleWriter, WriterLimits
+from otel_session.bundle.write import BundleWriter, WriterLimits
 
 __all__ = ["RECORDED_BY", "SessionBundleExporter"]
 

@@ -23,7 +23,7 @@ from typing import Any
 from flask import Flask, Request, Response, g, request
 from opentelemetry import baggage, propagate
 
-from otel_session import semconv as sc
+from otel_session.core import semconv as sc
 from otel_session.instrument._context import session
 from otel_session.instrument._run import run
 

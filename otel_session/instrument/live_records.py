@@ -16,8 +16,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from otel_session import semconv as sc
-from otel_session.journal import EventType
+from otel_session.core import semconv as sc
+from otel_session.core.journal import EventType
 from otel_session.normalize import JournalEvent, SpanData
 
 __all__ = ["LIVE_INPUT", "LIVE_OUTPUT", "remember_live", "without_live_records"]

@@ -22,11 +22,11 @@ from opentelemetry import baggage, context, trace
 from opentelemetry.sdk._logs import LogRecordProcessor, ReadWriteLogRecord
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from otel_session import semconv as sc
+from otel_session.core import semconv as sc
 from otel_session.instrument._context import scope_of, span_session_id
 from otel_session.instrument._log import warn_once
 from otel_session.instrument.live_records import without_live_records
-from otel_session.log import get_logger
+from otel_session.core.log import get_logger
 from otel_session.normalize import SdkSpan, detached_event, normalize_span
 from otel_session.normalize.genai_repeats import HeldMessages
 from otel_session.normalize.toollink import ToolCallLinker

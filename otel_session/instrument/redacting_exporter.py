@@ -49,8 +49,8 @@ from opentelemetry.sdk.environment_variables import (
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from otel_session import config
-from otel_session.log import get_logger
+from otel_session.core import config
+from otel_session.core.log import get_logger
 from otel_session.redact import Redactor
 from otel_session.redact.otlp import redact_otlp
 

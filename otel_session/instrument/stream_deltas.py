@@ -35,11 +35,11 @@ from typing import Any, TypeVar
 import orjson
 from opentelemetry import trace
 
-from otel_session import semconv as sc
+from otel_session.core import semconv as sc
 from otel_session.instrument._log import warn_once
 from otel_session.instrument._runtime import current_recorder
 from otel_session.instrument.live_records import LIVE_INPUT, LIVE_OUTPUT, remember_live
-from otel_session.journal import EventType
+from otel_session.core.journal import EventType
 from otel_session.normalize import genai
 from otel_session.normalize.genai_deltas import DELTA_MESSAGE, DELTAS_DROPPED
 from otel_session.normalize.genai_messages import Message

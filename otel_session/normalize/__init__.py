@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from otel_session.normalize import genai, own, voice
-from otel_session.semconv import RUN_ID
+from otel_session.core.semconv import RUN_ID
 from otel_session.normalize.spans import (
     SESSION_ID_KEYS,
     DetachedEvent,

@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
-from otel_session import semconv as sc
-from otel_session.journal import EventType, encode_json
+from otel_session.core import semconv as sc
+from otel_session.core.journal import EventType, encode_json
 
 __all__ = ["EVENT_NAMES", "SPAN_EVENTS", "Field", "decode", "encode", "encoder", "to_json"]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from otel_session.journal import EventType, RunKind
+from otel_session.core.journal import EventType, RunKind
 from otel_session.normalize.spans import JournalEvent
 from otel_session.normalize.view import SpanView
 from otel_session.normalize.genai_deltas import deltas_of, dropped_deltas

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_session import semconv as sc
+from otel_session.core import semconv as sc
 from otel_session.normalize.view import SpanView
 
 __all__ = ["DELTAS_DROPPED", "DELTA_MESSAGE", "deltas_of", "dropped_deltas"]

@@ -30,8 +30,8 @@ import re
 import threading
 from typing import Any
 
-from otel_session.journal import EventType
-from otel_session.log import get_logger
+from otel_session.core.journal import EventType
+from otel_session.core.log import get_logger
 from otel_session.normalize.per_run import PerRun
 from otel_session.normalize.spans import JournalEvent
 

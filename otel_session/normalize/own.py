@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from operator import attrgetter
 from typing import Any
 
-from otel_session import semconv as sc
-from otel_session.journal import EventType
+from otel_session.core import semconv as sc
+from otel_session.core.journal import EventType
 from otel_session.normalize.spans import JournalEvent
 from otel_session.normalize.view import SpanView
 from otel_session.normalize.codec import SPAN_EVENTS, decode

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from otel_session.journal import EventType, run_id_from_trace_id
+from otel_session.core.journal import EventType, run_id_from_trace_id
 
 if TYPE_CHECKING:
     from otel_session.normalize.view import SpanView

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from otel_session.journal import EventType
+from otel_session.core.journal import EventType
 from otel_session.normalize.per_run import PerRun
 from otel_session.normalize.spans import JournalEvent
 

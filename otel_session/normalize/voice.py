@@ -41,7 +41,7 @@ from typing import Any
 
 import orjson
 
-from otel_session.journal import EventType, RunKind
+from otel_session.core.journal import EventType, RunKind
 from otel_session.normalize import genai, genai_messages
 from otel_session.normalize.spans import JournalEvent
 from otel_session.normalize.view import SpanView

@@ -40,9 +40,9 @@ from typing import Any, ClassVar
 
 import orjson
 
-from otel_session import layout
-from otel_session.journal import EventType
-from otel_session.log import get_logger, redact_with
+from otel_session.core import layout
+from otel_session.core.journal import EventType
+from otel_session.core.log import get_logger, redact_with
 from otel_session.normalize import JournalEvent
 from otel_session.redact.detectors import BUILTIN_DETECTORS, DEFAULT_DETECTORS, IS_MASK, Scanner
 from otel_session.redact.policy import (
@@ -671,7 +671,7 @@ _PROCESS_KEY = secrets.token_bytes(32)
 
 
 def log_redactor() -> Redactor:
-    """The redactor of this process's log lines (``otel_session.log``): the environment's policy,
+    """The redactor of this process's log lines (``otel_session.core.log``): the environment's policy,
     read again when ``OTEL_SESSION_REDACT*`` changes, with ``$OTEL_SESSION_REDACTION_KEY`` or a key
     of this process's."""
     return _log_redactor(tuple(sorted(item for item in os.environ.items() if item[0].startswith("OTEL_SESSION_REDACT"))))

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import orjson
 
-from otel_session.log import get_logger
+from otel_session.core.log import get_logger
 from otel_session.redact.detectors import BUILTIN_DETECTORS, DEFAULT_DETECTORS, LABEL
 
 __all__ = [

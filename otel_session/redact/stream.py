@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from otel_session.log import get_logger
+from otel_session.core.log import get_logger
 from otel_session.redact.detectors import CONTINUES_AFTER_SPACE, TRIGGERS
 from otel_session.redact.policy import REDACTED_ERROR, FieldMode
 

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from otel_session.collector.server import Collector
 
-from otel_session.read import BundleRead
+from otel_session.bundle.read import BundleRead
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.testing import bundles, running_collectors, wait_for
 

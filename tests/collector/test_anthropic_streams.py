@@ -24,7 +24,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 import otel_session
 from otel_session.demo.mock_llm import MockLLMServer, Reply, ToolCall
 from otel_session.instrument.instrumentor import OtelSessionInstrumentor
-from otel_session.reduce import replay_state
+from otel_session.replay.reduce import replay_state
 
 from .conftest import CANARY_CARD, CANARY_EMAIL, all_bytes, sealed_bundles
 from .test_openai_streams import assert_same_on_both_paths, conversation, deltas_of

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_session.reduce import replay_state
+from otel_session.replay.reduce import replay_state
 
 from .conftest import CANARY_CARD, all_bytes, sealed_bundles
 from .test_openai_streams import conversation, deltas_of

@@ -12,7 +12,7 @@ import threading
 import orjson
 import pytest
 
-from otel_session.read import BundleStatus, DiagnosticCode
+from otel_session.bundle.read import BundleStatus, DiagnosticCode
 
 from .conftest import bundles, wait_for
 

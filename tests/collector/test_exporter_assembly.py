@@ -8,7 +8,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_session.instrument.exporter import SessionBundleExporter
-from otel_session.read import BundleStatus, find_bundles, read_bundle
+from otel_session.bundle.read import BundleStatus, find_bundles, read_bundle
 
 
 def test_a_child_exported_before_the_root_that_names_the_session_is_bundled(tmp_path):

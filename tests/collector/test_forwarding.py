@@ -14,7 +14,7 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
 from otel_session.collector.forward import forward_url, grpc_target
 from otel_session.collector.otlp import Signal
-from otel_session.read import BundleStatus
+from otel_session.bundle.read import BundleStatus
 from otel_session.testing import OtlpHttpCapture
 
 from ..hostile.test_fuzz_otlp import _any_value

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from otel_session.collector.importer import import_files
 from otel_session.collector.otlp import to_json_line
 from otel_session.instrument.exporter import SessionBundleExporter
-from otel_session.read import find_bundles, read_bundle
+from otel_session.bundle.read import find_bundles, read_bundle
 from otel_session.redact import Redactor, RedactionPolicy
 from otel_session.redact.policy import ENV_REDACTION_KEY
 from otel_session.testing import running_collectors

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_session.collector.otlp import to_json_line
 
 from otel_session.cli import main
-from otel_session.read import BundleStatus
+from otel_session.bundle.read import BundleStatus
 
 from .conftest import CANARY_EMAIL, all_bytes, bundles
 

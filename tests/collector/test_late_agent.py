@@ -6,10 +6,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from otel_session import layout
-from otel_session.files import json_document
-from otel_session.journal import RUN_SCHEMA
-from otel_session.read import BundleStatus
+from otel_session.core import layout
+from otel_session.bundle.files import json_document
+from otel_session.core.journal import RUN_SCHEMA
+from otel_session.bundle.read import BundleStatus
 
 from .conftest import CANARY_EMAIL, all_bytes, sealed_bundles
 from .test_receivers import RUN_ID, otlp_json_request, post

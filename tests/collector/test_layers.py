@@ -13,7 +13,7 @@ import ast
 import importlib.util
 from pathlib import Path
 
-WRITER = ["otel_session.files", "otel_session.recorder", "otel_session.seal", "otel_session.recovery", "otel_session.write"]
+WRITER = ["otel_session.bundle.files", "otel_session.bundle.recorder", "otel_session.bundle.seal", "otel_session.bundle.recovery", "otel_session.bundle.write"]
 ASSEMBLY = [f"otel_session.collector.{name}" for name in
             ("counters", "options", "ordering", "logjoin", "routing", "sealing", "sink")]
 TRANSPORTS = [f"otel_session.collector.{name}" for name in

@@ -7,7 +7,7 @@ import json
 from otel_session.collector.sink import BundleSink
 from otel_session.normalize import SpanData
 from otel_session.viewer import create_app
-from otel_session.write import BundleWriter
+from otel_session.bundle.write import BundleWriter
 
 T0 = 1_764_453_121_000_000_000
 

@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_session.collector.importer import import_files
 from otel_session.collector.otlp import to_json_line
-from otel_session.read import BundleStatus
+from otel_session.bundle.read import BundleStatus
 from otel_session.testing import wait_for
 
 from .conftest import CANARY_EMAIL, all_bytes, sealed_bundles
@@ -313,8 +313,8 @@ def test_equal_log_events_are_two_messages_and_a_retry_none(tmp_path, redactor, 
     messages; each request sent again adds none."""
     from otel_session.collector.sink import BundleSink
     from otel_session.normalize import DetachedEvent, SpanData, SpanEventData
-    from otel_session.read import iter_runs, read_bundle
-    from otel_session.write import BundleWriter
+    from otel_session.bundle.read import iter_runs, read_bundle
+    from otel_session.bundle.write import BundleWriter
 
     t0 = 1_764_453_121_000_000_000
     system = {"gen_ai.system": "openai"}

@@ -16,7 +16,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 
 import otel_session
 from otel_session.demo.mock_llm import MockLLMServer
-from otel_session.read import BundleStatus
+from otel_session.bundle.read import BundleStatus
 
 from .conftest import CANARY_EMAIL, all_bytes, sealed_bundles
 

@@ -18,8 +18,8 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 import otel_session
 from otel_session.demo.mock_llm import MODEL, MockLLMServer
 from otel_session.instrument.instrumentor import OtelSessionInstrumentor
-from otel_session.read import BundleStatus
-from otel_session.reduce import replay_state
+from otel_session.bundle.read import BundleStatus
+from otel_session.replay.reduce import replay_state
 
 from .conftest import CANARY_EMAIL, all_bytes, sealed_bundles
 

@@ -11,7 +11,7 @@ from otel_session.cli import main
 from otel_session.collector.options import SETTINGS, CollectorOptions
 from otel_session.collector.server import Collector
 from otel_session.collector.sink import BundleSink
-from otel_session.write import BundleWriter
+from otel_session.bundle.write import BundleWriter
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "collector.md"
 

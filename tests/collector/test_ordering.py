@@ -8,8 +8,8 @@ import pytest
 
 from otel_session.collector.sink import BundleSink, event_order_key
 from otel_session.normalize import SpanData
-from otel_session.read import BundleStatus, iter_runs, read_bundle
-from otel_session.write import BundleWriter
+from otel_session.bundle.read import BundleStatus, iter_runs, read_bundle
+from otel_session.bundle.write import BundleWriter
 
 T0 = 1_764_453_121_000_000_000
 

@@ -19,8 +19,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from otel_session.collector.http_receiver import MAX_MESSAGE_BYTES, HttpReceiver
-from otel_session.read import BundleStatus
-from otel_session.write import BundleWriter
+from otel_session.bundle.read import BundleStatus
+from otel_session.bundle.write import BundleWriter
 
 from .conftest import CANARY_CARD, CANARY_EMAIL, bundles, sealed_bundles, wait_for
 

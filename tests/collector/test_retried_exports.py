@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_session.collector.sink import BundleSink
 from otel_session.normalize import SpanData
-from otel_session.write import BundleWriter, WriterLimits
+from otel_session.bundle.write import BundleWriter, WriterLimits
 
 from .conftest import sealed_bundles
 from .test_receivers import assert_agent_run_bundle, otlp_json_request, post, record_agent_run

@@ -11,8 +11,8 @@ from otel_session.cli import main
 from otel_session.collector.importer import import_files
 from otel_session.collector.sink import BundleSink
 from otel_session.normalize import SpanData
-from otel_session.read import BundleStatus, iter_runs, read_bundle
-from otel_session.write import BundleWriter
+from otel_session.bundle.read import BundleStatus, iter_runs, read_bundle
+from otel_session.bundle.write import BundleWriter
 
 T0 = 1_764_453_121_000_000_000
 TOOL = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
 import otel_session
-from otel_session.read import BundleStatus
+from otel_session.bundle.read import BundleStatus
 from otel_session.redact import FieldMode, RedactionPolicy
 
 from .conftest import CANARY_CARD, CANARY_EMAIL, all_bytes, sealed_bundles

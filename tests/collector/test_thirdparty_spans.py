@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from otel_session.demo.mock_llm import MockLLMServer
-from otel_session.read import BundleStatus
+from otel_session.bundle.read import BundleStatus
 
 from .conftest import sealed_bundles
 from .thirdparty_venv import thirdparty_python
@@ -161,7 +161,7 @@ def test_responses_streams_beside_openinference_are_deltas_in_process_and_throug
         python, collector, bundle_root, tmp_path):
     """openai-v2 2.4b0 does not trace the Responses API; OpenInference does: the otel_session
     instrumentor taps its streams (sync, async, a function call) and a Chat Completions stream."""
-    from otel_session.reduce import replay_state
+    from otel_session.replay.reduce import replay_state
 
     from .test_openai_streams import conversation, deltas_of
 

@@ -6,9 +6,9 @@ import uuid
 
 import orjson
 
-from otel_session.journal import format_timestamp
-from otel_session.read import BundleStatus, read_bundle
-from otel_session.write import AppendResult, BundleWriter
+from otel_session.core.journal import format_timestamp
+from otel_session.bundle.read import BundleStatus, read_bundle
+from otel_session.bundle.write import AppendResult, BundleWriter
 
 
 def _open(tmp_path, writer):
@@ -99,7 +99,7 @@ def test_reorder_after_reopen_continues_the_same_journal(tmp_path):
 def test_refusing_a_sealed_run_leaves_its_bundle_byte_for_byte_unchanged(tmp_path):
     import pytest
 
-    from otel_session.write import RunSealedError
+    from otel_session.bundle.write import RunSealedError
 
     writer = BundleWriter(tmp_path)
     run = _open(tmp_path, writer)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from otel_session.demo.driver import PII_CANARIES
-from otel_session.facts import build_session_facts
-from otel_session.read import BundleStatus, find_bundles, iter_runs, read_bundle
+from otel_session.replay.facts import build_session_facts
+from otel_session.bundle.read import BundleStatus, find_bundles, iter_runs, read_bundle
 
 from .conftest import otel_session_cli
 

@@ -24,7 +24,7 @@ import pytest
 
 from otel_session.demo.driver import PII_CANARIES
 from otel_session.demo.stack import free_port
-from otel_session.read import iter_runs
+from otel_session.bundle.read import iter_runs
 
 from .conftest import otel_session_cli
 

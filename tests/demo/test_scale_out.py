@@ -23,8 +23,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from otel_session.demo.stack import Service, http_ready, tcp_ready
-from otel_session.journal import run_id_from_trace_id
-from otel_session.read import BundleStatus, iter_runs, read_bundle
+from otel_session.core.journal import run_id_from_trace_id
+from otel_session.bundle.read import BundleStatus, iter_runs, read_bundle
 
 from .conftest import otel_session_cli
 

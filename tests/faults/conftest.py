@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from otel_session.read import BundleRead
+from otel_session.bundle.read import BundleRead
 from otel_session.viewer import create_app
 from otel_session.testing import bundles, wait_for  # noqa: F401 - shared with this area's tests
 

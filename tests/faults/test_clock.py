@@ -17,9 +17,9 @@ import pytest
 from werkzeug.serving import make_server
 
 import otel_session
-from otel_session import facts, reduce
+from otel_session.replay import facts, reduce
 from otel_session.instrument import _clock
-from otel_session.read import BundleStatus, read_bundle
+from otel_session.bundle.read import BundleStatus, read_bundle
 from otel_session.testing import capture_bundle
 from otel_session.viewer import create_app
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from otel_session import layout
+from otel_session.core import layout
 from otel_session.collector.server import Collector
-from otel_session.read import BundleStatus, DiagnosticCode
+from otel_session.bundle.read import BundleStatus, DiagnosticCode
 from otel_session.redact import RedactionPolicy, Redactor
 
 from .conftest import FailingAppends, bundles, complete_lines, viewer_verdict, wait_for
@@ -255,7 +255,7 @@ def test_a_restarted_collector_leaves_an_in_process_run_it_did_not_record_alone(
     """A crashed app's in-process journal on a shared root keeps its own ``seq`` order: not adopted."""
     root = tmp_path / "bundles"
     script = (
-        "import os; from otel_session.write import BundleWriter\n"
+        "import os; from otel_session.bundle.write import BundleWriter\n"
         f"run = BundleWriter({str(root)!r}).open_run(session_id='app', run_id='run-{'0' * 8}-0000-0000-0000-{'0' * 11}1')\n"
         "run.append('run_started', {'kind': 'live'}); run._writer.force_flush(); os._exit(9)\n"
     )

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 import otel_session
-from otel_session import layout
-from otel_session.read import BundleStatus, DiagnosticCode, read_bundle
+from otel_session.core import layout
+from otel_session.bundle.read import BundleStatus, DiagnosticCode, read_bundle
 from otel_session.testing import capture_bundle
 
 from .conftest import (

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from otel_session.read import BundleStatus
+from otel_session.bundle.read import BundleStatus
 
 from .conftest import agent_command, agent_env, assert_finished_normally, bundles, run_agent
 

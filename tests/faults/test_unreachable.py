@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import statistics
 
-from otel_session.read import BundleStatus
+from otel_session.bundle.read import BundleStatus
 
 from .conftest import assert_finished_normally, bundles, run_agent
 

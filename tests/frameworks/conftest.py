@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import otel_session
-from otel_session.facts import build_session_facts
+from otel_session.replay.facts import build_session_facts
 from otel_session.instrument._log import forget_warnings
-from otel_session.read import BundleRead
+from otel_session.bundle.read import BundleRead
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.testing import bundles, running_collectors, wait_for
 

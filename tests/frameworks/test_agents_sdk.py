@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from otel_session.demo.mock_llm import MODEL, MockLLMServer
-from otel_session.read import BundleStatus
+from otel_session.bundle.read import BundleStatus
 from otel_session.testing import capture_bundle
 
 from .conftest import example, sealed_bundles, turns_of

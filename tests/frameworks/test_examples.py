@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from otel_session.facts import build_session_facts, load_session_facts
-from otel_session.read import BundleStatus
+from otel_session.replay.facts import build_session_facts, load_session_facts
+from otel_session.bundle.read import BundleStatus
 from otel_session.testing import bundles
 
 from .conftest import EXAMPLES

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
 
-from otel_session.facts import build_session_wide_facts
-from otel_session.read import BundleStatus
+from otel_session.replay.facts import build_session_wide_facts
+from otel_session.bundle.read import BundleStatus
 from otel_session.testing import capture_bundle
 
 from .conftest import example, sealed_bundles, turns_of

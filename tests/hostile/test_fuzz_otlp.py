@@ -19,9 +19,9 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from otel_session import semconv as sc
+from otel_session.core import semconv as sc
 from otel_session.collector.otlp import OtlpDecodeError, Signal, log_events_of, parse_json, parse_protobuf, spans_of
-from otel_session.journal import decode_line, encode_record
+from otel_session.core.journal import decode_line, encode_record
 from otel_session.normalize import JournalEvent, SpanData, SpanEventData, normalize_span
 from otel_session.redact import RedactionPolicy, Redactor
 

@@ -1,5 +1,5 @@
 """Log lines are redacted by construction (issue 15): every logger of ours comes from
-``otel_session.log.get_logger``, and what its records say — ids, paths, exception text,
+``otel_session.core.log.get_logger``, and what its records say — ids, paths, exception text,
 tracebacks — holds no personal data; the ``otel-session collect`` process's stderr neither."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode
 
-from otel_session.log import get_logger, log_id
+from otel_session.core.log import get_logger, log_id
 from otel_session.redact import Redactor, RedactionPolicy
 from otel_session.testing import bundles, wait_for
 
@@ -67,7 +67,7 @@ def _other_loggers(path: Path) -> list[str]:
 def test_every_logger_comes_from_get_logger(path):
     assert not _other_loggers(path), (
         f"{path.relative_to(ROOT)} makes a logger another way: {_other_loggers(path)}; use "
-        "otel_session.log.get_logger(__name__), whose records are redacted before any handler sees them")
+        "otel_session.core.log.get_logger(__name__), whose records are redacted before any handler sees them")
 
 
 def test_the_check_sees_a_logger_made_another_way(tmp_path):
@@ -152,7 +152,7 @@ def test_a_path_names_the_session_as_stored(debug_logs, monkeypatch, identifiers
     ``keep`` a caller's number is the directory's name), not masked as text would be."""
     import otel_session
     from otel_session.testing import capture_bundle
-    from otel_session.write import WriterLimits
+    from otel_session.bundle.write import WriterLimits
 
     monkeypatch.setenv("OTEL_SESSION_REDACT_IDENTIFIERS", identifiers)
     plain = "call-14155550177"  # a directory name as it is, a phone number to the detectors

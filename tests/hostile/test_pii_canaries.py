@@ -30,10 +30,10 @@ import otel_session
 from otel_session.collector.otlp import to_json_line
 from otel_session.collector.server import Collector
 from otel_session.instrument.flask import FlaskOtelSession
-from otel_session.read import BundleStatus, find_bundles, read_bundle
+from otel_session.bundle.read import BundleStatus, find_bundles, read_bundle
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.testing import OtlpHttpCapture, bundles, capture_bundle, wait_for
-from otel_session.write import WriterLimits
+from otel_session.bundle.write import WriterLimits
 
 
 def _canary_module():

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import otel_session
-from otel_session import resolve
+from otel_session.replay import resolve
 from otel_session.instrument.exporter import SessionBundleExporter
 from otel_session.redact import Redactor
 from otel_session.testing import bundles, capture_bundle

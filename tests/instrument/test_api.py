@@ -10,7 +10,7 @@ from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
 import otel_session
-from otel_session.read import BundleStatus
+from otel_session.bundle.read import BundleStatus
 from otel_session.testing import capture_bundle
 
 from .conftest import spans_by_name
@@ -335,7 +335,7 @@ def test_capture_failure_never_reaches_the_app(tmp_path, monkeypatch):
 
 
 def test_writer_bound_fails_the_capture_not_the_app():
-    from otel_session.write import WriterLimits
+    from otel_session.bundle.write import WriterLimits
 
     with capture_bundle(writer_limits=WriterLimits(max_event_bytes=400)) as captured:
         with otel_session.session("s"), otel_session.run(agent="a"):

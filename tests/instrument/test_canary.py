@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import otel_session
-from otel_session import semconv as sc
+from otel_session.core import semconv as sc
 from otel_session.testing import capture_bundle
 
 EMAIL = "zz.canary.7319@canary-mail.example"

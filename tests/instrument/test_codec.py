@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import otel_session
-from otel_session.journal import EventType
+from otel_session.core.journal import EventType
 from otel_session.normalize import SdkSpan, normalize_span
 from otel_session.normalize.codec import EVENT_NAMES, SPAN_EVENTS, decode, encode
 from otel_session.testing import capture_bundle

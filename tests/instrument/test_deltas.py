@@ -8,7 +8,7 @@ import pytest
 
 import otel_session
 from otel_session.instrument import _clock
-from otel_session.journal import format_timestamp
+from otel_session.core.journal import format_timestamp
 from otel_session.testing import capture_bundle
 
 BASE_NS = 1_800_000_000 * 10**9

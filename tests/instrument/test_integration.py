@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 import otel_session
 from otel_session.instrument.exporter import SessionBundleExporter
 from otel_session.instrument.flask import FlaskOtelSession
-from otel_session.read import BundleStatus, find_bundles, read_bundle
+from otel_session.bundle.read import BundleStatus, find_bundles, read_bundle
 from otel_session.testing import capture_bundle
 
 from .test_api import booking_run

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_session.journal import EventType
+from otel_session.core.journal import EventType
 from otel_session.normalize import JournalEvent
 from otel_session.redact.detectors import Scanner, _apply
 from otel_session.redact import (

@@ -64,7 +64,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 import otel_session
 from otel_session.cli import main as cli_main
 from otel_session.collector.otlp import to_json_line
-from otel_session.read import find_bundles, read_bundle
+from otel_session.bundle.read import find_bundles, read_bundle
 from otel_session.viewer import create_app
 from otel_session.testing import OtlpHttpCapture
 

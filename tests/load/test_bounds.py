@@ -14,9 +14,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
 import otel_session
-from otel_session.read import BundleStatus, find_bundles, read_bundle
+from otel_session.bundle.read import BundleStatus, find_bundles, read_bundle
 from otel_session.testing import capture_bundle
-from otel_session.write import WriterLimits
+from otel_session.bundle.write import WriterLimits
 
 # The writer thread is woken only by the batch thresholds, so the queue fills deterministically.
 _NO_TIMED_FLUSH = {"flush_interval_s": 60.0}

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
 from otel_session.collector.sink import event_order_key
-from otel_session.read import BundleStatus, find_bundles, read_bundle
+from otel_session.bundle.read import BundleStatus, find_bundles, read_bundle
 
 
 def _trace(trace_id: int) -> list[ReadableSpan]:

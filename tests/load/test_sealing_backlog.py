@@ -11,8 +11,8 @@ import pytest
 from otel_session.collector.sink import BundleSink, Overloaded
 from otel_session.normalize import SpanData
 from otel_session.redact import RedactionPolicy, Redactor
-from otel_session.seal import SealPlan, seal_sync_from_env
-from otel_session.write import BundleWriter
+from otel_session.bundle.seal import SealPlan, seal_sync_from_env
+from otel_session.bundle.write import BundleWriter
 
 
 def _root_span(trace_id: int) -> SpanData:

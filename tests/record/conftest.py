@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from otel_session.write import BundleWriter, WriterLimits
+from otel_session.bundle.write import BundleWriter, WriterLimits
 
 @pytest.fixture
 def root(tmp_path):

@@ -1,4 +1,4 @@
-"""Spare capture inodes (otel_session.capture_pool): a seal frees no inode, an open creates no capture.
+"""Spare capture inodes (otel_session.bundle.capture_pool): a seal frees no inode, an open creates no capture.
 
 Real files on the test's file system, real hard links and renames, a real SIGKILL, a real tmpfs
 mounted under the root for another file system (needs root, else skipped).
@@ -17,12 +17,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from otel_session import layout
-from otel_session.capture_pool import POOL_DIR
-from otel_session.journal import CAPTURE_SCHEMA
-from otel_session.read import BundleStatus, read_bundle
-from otel_session.seal import FsyncEach
-from otel_session.write import BundleWriter
+from otel_session.core import layout
+from otel_session.bundle.capture_pool import POOL_DIR
+from otel_session.core.journal import CAPTURE_SCHEMA
+from otel_session.bundle.read import BundleStatus, read_bundle
+from otel_session.bundle.seal import FsyncEach
+from otel_session.bundle.write import BundleWriter
 
 FIXED_NS = 1_796_000_000_123_456_000
 RECORDING = {"schema": CAPTURE_SCHEMA, "status": "recording", "event_count": 0}
@@ -143,7 +143,7 @@ def test_killed_between_keeping_a_capture_and_replacing_it_the_run_continues(tmp
     run_ids = [_run_id(), _run_id()]
     script = textwrap.dedent(f"""
         import os, signal
-        from otel_session.write import BundleWriter
+        from otel_session.bundle.write import BundleWriter
 
         writer = BundleWriter({str(root)!r}, identifier=lambda value: value)
         first = writer.open_run(session_id="s", run_id={run_ids[0]!r})
@@ -261,7 +261,7 @@ def test_a_dead_pool_of_a_process_with_this_ones_pid_is_removed_and_the_pool_wor
     root = tmp_path / "bundles"
     script = textwrap.dedent(f"""
         import os, sys, uuid
-        from otel_session.write import BundleWriter
+        from otel_session.bundle.write import BundleWriter
         root = {str(root)!r}
         stale = os.path.join(root, {POOL_DIR!r}, f"{{os.getpid()}}.0")
         os.makedirs(stale)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_session.journal import (
+from otel_session.core.journal import (
     COMPOSED_AT_NS,
     DEPTH_MARKER,
     HeadEncoder,
@@ -25,7 +25,7 @@ from otel_session.journal import (
     stamp_lines,
 )
 from otel_session.normalize import JournalEvent
-from otel_session.write import FailureCode
+from otel_session.bundle.write import FailureCode
 
 TEXT = st.text(max_size=12) | st.sampled_from(["a\ud800b", 'quo"te\\', "tab\tnew\nline\x00\x7f", "é漢🙂"])
 PLAIN = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False) | st.text(max_size=8)

@@ -22,11 +22,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import otel_session
 from otel_session.cli import main
 from otel_session.collector.otlp import to_json_line
-from otel_session.facts import build_session_facts
-from otel_session.journal import DEPTH_MARKER, MAX_DEPTH, decode_line, encode_json, encode_record
-from otel_session.read import BundleStatus, JournalTail, read_bundle
+from otel_session.replay.facts import build_session_facts
+from otel_session.core.journal import DEPTH_MARKER, MAX_DEPTH, decode_line, encode_json, encode_record
+from otel_session.bundle.read import BundleStatus, JournalTail, read_bundle
 from otel_session.redact import RedactionPolicy, Redactor
-from otel_session.reduce import Replayer, canonical_json
+from otel_session.replay.reduce import Replayer, canonical_json
 from otel_session.testing import bundles, capture_bundle, running_collectors, wait_for
 from otel_session.viewer import create_app
 

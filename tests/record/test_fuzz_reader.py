@@ -13,7 +13,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otel_session.read import BundleStatus, JournalTail, Severity, parse_journal, read_bundle
+from otel_session.bundle.read import BundleStatus, JournalTail, Severity, parse_journal, read_bundle
 
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20))
 json_values = st.recursive(

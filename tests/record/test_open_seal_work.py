@@ -10,11 +10,11 @@ import uuid
 import orjson
 import pytest
 
-from otel_session import layout
-from otel_session.files import json_document
-from otel_session.journal import RUN_SCHEMA
-from otel_session.read import BundleStatus, read_bundle
-from otel_session.write import BundleWriter
+from otel_session.core import layout
+from otel_session.bundle.files import json_document
+from otel_session.core.journal import RUN_SCHEMA
+from otel_session.bundle.read import BundleStatus, read_bundle
+from otel_session.bundle.write import BundleWriter
 
 
 def _run_id() -> str:
@@ -99,7 +99,7 @@ def test_an_agent_named_while_the_run_records_reads_as_if_opened_with_it_and_nev
 def test_a_manifest_written_aside_by_a_writer_killed_before_its_rename_is_removed_when_the_run_continues(tmp_path):
     root = tmp_path / "bundles"
     run_id = _run_id()
-    script = (f"import os, signal\nfrom otel_session.write import BundleWriter\n"
+    script = (f"import os, signal\nfrom otel_session.bundle.write import BundleWriter\n"
               f"run = BundleWriter({str(root)!r}).open_run(session_id='s', run_id={run_id!r})\n"
               f"os.kill(os.getpid(), signal.SIGKILL)\n")
     assert subprocess.run([sys.executable, "-c", script], timeout=60).returncode == -signal.SIGKILL

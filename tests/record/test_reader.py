@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from otel_session.cli import main
-from otel_session.journal import format_timestamp, parse_timestamp
-from otel_session.read import BundleStatus, JournalTail, Severity, find_bundles, read_bundle
+from otel_session.core.journal import format_timestamp, parse_timestamp
+from otel_session.bundle.read import BundleStatus, JournalTail, Severity, find_bundles, read_bundle
 
 SAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
 

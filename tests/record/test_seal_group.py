@@ -1,4 +1,4 @@
-"""Group commit of seals (otel_session.seal): the runs one writer pass closes are synced together.
+"""Group commit of seals (otel_session.bundle.seal): the runs one writer pass closes are synced together.
 
 Real files, the real ``syncfs(2)`` through ctypes, real threads. The sync a writer is built with is
 the seam: a recording or failing one wraps the real strategy; nothing private is patched.
@@ -20,9 +20,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from otel_session import layout
-from otel_session.read import BundleStatus, read_bundle
-from otel_session.seal import (
+from otel_session.core import layout
+from otel_session.bundle.read import BundleStatus, read_bundle
+from otel_session.bundle.seal import (
     FsyncEach,
     SealPlan,
     SealSync,
@@ -31,7 +31,7 @@ from otel_session.seal import (
     seal_sync_from_env,
     syncfs_reports_errors,
 )
-from otel_session.write import BundleWriter
+from otel_session.bundle.write import BundleWriter
 
 FIXED_NS = 1_796_000_000_123_456_000
 SYNCFS = libc_syncfs()
@@ -243,7 +243,7 @@ def test_a_process_killed_in_the_middle_of_a_group_seal_leaves_bundles_that_cont
     root = tmp_path / "bundles"
     script = textwrap.dedent(f"""
         import os, signal
-        from otel_session.write import BundleWriter
+        from otel_session.bundle.write import BundleWriter
 
         class DieInTheSync:
             name = "syncfs"

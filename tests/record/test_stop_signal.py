@@ -6,7 +6,7 @@ import os
 import signal
 import threading
 
-from otel_session.stop_signal import StopSignal
+from otel_session.core.stop_signal import StopSignal
 
 
 def test_wait_returns_the_signal_and_restore_puts_the_old_handlers_back():

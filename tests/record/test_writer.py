@@ -16,9 +16,9 @@ import uuid
 import orjson
 import pytest
 
-from otel_session import layout
-from otel_session.read import BundleStatus, DiagnosticCode, iter_runs, read_bundle
-from otel_session.write import (
+from otel_session.core import layout
+from otel_session.bundle.read import BundleStatus, DiagnosticCode, iter_runs, read_bundle
+from otel_session.bundle.write import (
     AppendResult,
     BundleWriter,
     FailureCode,
@@ -282,7 +282,7 @@ def test_second_writer_in_another_process_is_refused(writer, root, run_id):
     writer.open_run(session_id="s", run_id=run_id)
     script = textwrap.dedent(
         f"""
-        from otel_session.write import BundleWriter, RunLockedError
+        from otel_session.bundle.write import BundleWriter, RunLockedError
         writer = BundleWriter({str(root)!r})
         try:
             writer.open_run(session_id="s", run_id={run_id!r})
@@ -301,7 +301,7 @@ def test_reopening_a_recording_run_continues_after_a_torn_tail(root, run_id):
     script = textwrap.dedent(
         f"""
         import os, signal
-        from otel_session.write import BundleWriter
+        from otel_session.bundle.write import BundleWriter
         writer = BundleWriter({str(root)!r})
         run = writer.open_run(session_id="s", run_id={run_id!r})
         for i in range(3):
@@ -353,7 +353,7 @@ def test_shutdown_finishes_open_runs_as_interrupted_and_leaves_nothing_behind(ro
 def test_process_exit_without_shutdown_drains_at_exit(root, run_id):
     script = textwrap.dedent(
         f"""
-        from otel_session.write import BundleWriter
+        from otel_session.bundle.write import BundleWriter
         writer = BundleWriter({str(root)!r})
         run = writer.open_run(session_id="s", run_id={run_id!r})
         for i in range(1000):

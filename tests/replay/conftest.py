@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_session.write import BundleWriter
+from otel_session.bundle.write import BundleWriter
 
 _clock = itertools.count(1_800_000_000_000_000_000, 1_000_000)
 

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from otel_session.cli import main
-from otel_session.read import read_bundle
-from otel_session.reduce import canonical_json, replay_state
+from otel_session.bundle.read import read_bundle
+from otel_session.replay.reduce import canonical_json, replay_state
 
 SCRIPT = [
     ("run_started", {"kind": "live", "agent": "booking"}, {}),

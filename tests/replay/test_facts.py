@@ -8,11 +8,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from otel_session.facts import NO_BOUNDARIES_NOTE, build_session_facts, load_session_facts, run_events
-from otel_session.read import read_bundle
-from otel_session.reduce import replay_state
-from otel_session.resolve import InvalidId, RunNotFound, RunSessionMismatch, SessionNotFound, resolve_run
-from otel_session.semconv import CAP_PER_TURN as GUARD_CAP
+from otel_session.replay.facts import NO_BOUNDARIES_NOTE, build_session_facts, load_session_facts, run_events
+from otel_session.bundle.read import read_bundle
+from otel_session.replay.reduce import replay_state
+from otel_session.replay.resolve import InvalidId, RunNotFound, RunSessionMismatch, SessionNotFound, resolve_run
+from otel_session.core.semconv import CAP_PER_TURN as GUARD_CAP
 
 REPO = Path(__file__).resolve().parents[2]
 

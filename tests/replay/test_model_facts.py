@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from otel_session.cli import main
-from otel_session.facts import build_session_facts, build_session_wide_facts
-from otel_session.read import read_bundle
+from otel_session.replay.facts import build_session_facts, build_session_wide_facts
+from otel_session.bundle.read import read_bundle
 
 
 def _reply(turn: int, message_id: str, text: str, **model_fields) -> list[tuple]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from otel_session.read import parse_journal
-from otel_session.reduce import (
+from otel_session.bundle.read import parse_journal
+from otel_session.replay.reduce import (
     CHECKPOINT_INTERVAL,
     Replayer,
     canonical_json,
@@ -50,7 +50,7 @@ def _codes(state: dict) -> list[str]:
 def test_stored_expectations_match_the_current_reducer(journal: Path):
     stored = journal.with_name(journal.stem + ".expected.ndjson").read_bytes()
     assert expected_states(journal.read_bytes()) == stored, (
-        "stale fixture: run `python -m otel_session.reduce --regenerate fixtures/replay` and review the diff"
+        "stale fixture: run `python -m otel_session.replay.reduce --regenerate fixtures/replay` and review the diff"
     )
 
 
@@ -69,7 +69,7 @@ def test_replayer_seeks_to_the_same_state_as_the_fold(journal: Path):
 
 
 def test_fixtures_cover_every_event_type_and_failure_mode():
-    from otel_session.journal import EventType
+    from otel_session.core.journal import EventType
 
     seen = {event["type"] for journal in JOURNALS for event in load_events(journal)}
     assert {member.value for member in EventType} <= seen
@@ -378,8 +378,8 @@ def test_the_fast_canonical_path_writes_the_exact_bytes():
 
 
 def test_replayer_follows_a_recording_run_through_the_tail_reader(tmp_path):
-    from otel_session.read import JournalTail, read_bundle
-    from otel_session.write import BundleWriter
+    from otel_session.bundle.read import JournalTail, read_bundle
+    from otel_session.bundle.write import BundleWriter
 
     writer = BundleWriter(tmp_path)
     try:

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from otel_session.cli import main
-from otel_session.facts import build_session_facts, build_session_wide_facts
-from otel_session.read import read_bundle
-from otel_session.resolve import SessionNotFound
+from otel_session.replay.facts import build_session_facts, build_session_wide_facts
+from otel_session.bundle.read import read_bundle
+from otel_session.replay.resolve import SessionNotFound
 from otel_session.viewer import create_app
 
 T0 = 1_800_000_000_000_000_000

@@ -18,7 +18,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from otel_session.viewer import create_app
-from otel_session.write import BundleWriter, RunRecorder
+from otel_session.bundle.write import BundleWriter, RunRecorder
 
 BASE_NS = 1_796_000_000_000_000_000  # 2026-11-30T…Z
 STEP_NS = 100_000_000  # 100 ms between events

@@ -10,8 +10,8 @@ import tarfile
 
 import pytest
 
-from otel_session.read import read_bundle
-from otel_session.reduce import canonical_json, replay_state
+from otel_session.bundle.read import read_bundle
+from otel_session.replay.reduce import canonical_json, replay_state
 from otel_session.viewer.security import CONTENT_SECURITY_POLICY
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from otel_session.viewer import store as store_module
 from otel_session.viewer.store import BundleStore
-from otel_session.write import BundleWriter
+from otel_session.bundle.write import BundleWriter
 
 
 def _run(writer: BundleWriter, session_id: str, *, seal: bool = True):

@@ -81,7 +81,7 @@ def test_offline_reader_matches_the_python_reader(client, sample, tmp_path, dama
         with tarfile.open(tmp_path / "bundle.tar", "w", format=tarfile.USTAR_FORMAT) as archive:
             for name in ("run.json", "events.ndjson", "capture.json"):
                 archive.add(run_dir / name, arcname=f"x/{name}")
-        from otel_session.read import read_bundle
+        from otel_session.bundle.read import read_bundle
 
         expected = read_bundle(run_dir).as_json()
     else:

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from otel_session.write import BundleWriter
+from otel_session.bundle.write import BundleWriter
 
 
 def sse_messages(url: str, *, headers: dict[str, str] | None = None, timeout: float = 10.0) -> Iterator[dict]:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from otel_session.demo.mock_llm import MockLLMServer, canned_reply
-from otel_session.facts import load_session_facts
+from otel_session.replay.facts import load_session_facts
 from otel_session.testing import bundles, running_collectors, wait_for
 
 from .conftest import run_app

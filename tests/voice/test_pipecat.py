@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from otel_session import cli
-from otel_session.facts import build_session_wide_facts, load_session_facts
-from otel_session.latency import ENV_SLOW_TURN_MS
+from otel_session.replay.facts import build_session_wide_facts, load_session_facts
+from otel_session.replay.latency import ENV_SLOW_TURN_MS
 from otel_session.testing import bundles, running_collectors, wait_for
 
 from .conftest import CANARY_EMAIL, run_pipecat

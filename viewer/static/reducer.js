@@ -1,4 +1,4 @@
-// The deterministic replay reducer, JavaScript twin of otel_session/reduce.py (SPEC §7.1).
+// The deterministic replay reducer, JavaScript twin of otel_session/replay/reduce.py (SPEC §7.1).
 //
 //   replayState(events, seq = null) -> state   pure; the state after every event with seq <= seq
 //   canonicalJson(value) -> string              the same bytes (as UTF-8) as Python's canonical_json
@@ -133,7 +133,7 @@ function finalBlocks(content) {
 }
 
 // Over a base checkpoint, a State holds only what changed since (in first-change order); see _State
-// in otel_session/reduce.py. A seek costs O(events folded) plus one copy of the rendered lists.
+// in otel_session/replay/reduce.py. A seek costs O(events folded) plus one copy of the rendered lists.
 function patched(base, positions, changed) {
   const rendered = base.slice();
   for (const [key, item] of changed) {
@@ -617,7 +617,7 @@ export function parseJournal(text) {
 
 /**
  * The records of one run (its manifest's session_id and run_id) in seq order, each seq once: what
- * otel_session.facts.run_events gives the Python reducer. Without a manifest, the first record's ids.
+ * otel_session.replay.facts.run_events gives the Python reducer. Without a manifest, the first record's ids.
  */
 export function runEvents(events, manifest = null) {
   const records = events.filter(isObject);

@@ -30,20 +30,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from otel_session import layout
-from otel_session.capture_pool import CapturePool
-from otel_session.config import seal_sync_setting
-from otel_session.files import (
+from otel_session.core import layout
+from otel_session.bundle.capture_pool import CapturePool
+from otel_session.core.config import seal_sync_setting
+from otel_session.bundle.files import (
     json_document,
     temporary_suffix,
     unlink_quietly,
     write_temporary,
     write_terminal_capture,
 )
-from otel_session.log import get_logger
+from otel_session.core.log import get_logger
 
 if TYPE_CHECKING:
-    from otel_session.recorder import RunRecorder
+    from otel_session.bundle.recorder import RunRecorder
 
 __all__ = ["FsyncEach", "SealPlan", "SealSync", "SyncFs", "libc_syncfs", "seal_sync_from_env", "seal_together"]
 
@@ -234,7 +234,7 @@ def seal_sync_from_env() -> SealSync:
 
 def seal_together(recorders: Sequence[RunRecorder], sync: SealSync, root: Path, pool: CapturePool) -> None:
     """Seal ``recorders`` (closing, drained) as one group; every one ends sealed, whatever fails.
-    The ``recording`` captures the renames replace go to ``pool`` (``otel_session.capture_pool``)."""
+    The ``recording`` captures the renames replace go to ``pool`` (``otel_session.bundle.capture_pool``)."""
     plans: list[SealPlan] = []
     suffix = temporary_suffix()
     for recorder in recorders:

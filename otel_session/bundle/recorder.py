@@ -2,7 +2,7 @@
 
 Contract::
 
-    run = writer.open_run(...)                      # -> RunRecorder (see otel_session.write)
+    run = writer.open_run(...)                      # -> RunRecorder (see otel_session.bundle.write)
     run.append(type, payload, at_ns=...)            # -> AppendResult; never raises, never blocks on disk
     run.append_events(events) -> int                # a batch under one lock: how many were accepted
     head = run.head(type, turn_index=..., message_id=..., trace_id=..., span_id=...)  # once per message
@@ -38,15 +38,15 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from otel_session import layout
-from otel_session.files import (
+from otel_session.core import layout
+from otel_session.bundle.files import (
     FILE_MODE,
     count_complete_lines,
     unlink_quietly,
     write_fully,
     write_json_atomic,
 )
-from otel_session.journal import (
+from otel_session.core.journal import (
     CAPTURE_SCHEMA,
     CaptureStatus,
     EventType,
@@ -58,7 +58,7 @@ from otel_session.journal import (
     format_timestamp,
     stamp_lines,
 )
-from otel_session.log import get_logger
+from otel_session.core.log import get_logger
 
 if TYPE_CHECKING:
     from otel_session.normalize import JournalEvent
@@ -435,7 +435,7 @@ class RunRecorder:
         With ``reorder`` (a sort key over decoded records) the writer thread rewrites the journal
         sorted by that key, stably, with ``seq`` renumbered 1…N, before the terminal capture
         (temporary file, sync, rename: with the other runs sealed in the same writer pass,
-        ``otel_session.seal``) — unless it is in that order already; when records moved, the
+        ``otel_session.bundle.seal``) — unless it is in that order already; when records moved, the
         capture says ``"resequenced": true``. A journal that cannot be rewritten stays as
         appended. ``capture_extras`` are added to the terminal ``capture.json``.
         Idempotent; returns at once (use :meth:`wait_sealed` or ``BundleWriter.force_flush``).
@@ -536,7 +536,7 @@ class RunRecorder:
     # -- writer-thread side ----------------------------------------------------------------
 
     def _drain(self) -> bool:
-        """Write what is queued; True when the run is closing and now needs its seal (once; ``otel_session.seal``)."""
+        """Write what is queued; True when the run is closing and now needs its seal (once; ``otel_session.bundle.seal``)."""
         with self._lock:
             pending, self._pending = self._pending, []
             self._pending_bytes = 0
@@ -587,7 +587,7 @@ class RunRecorder:
 
     def _rewrite_aside(self, tmp_path: str) -> tuple[int, int] | None:
         """Write the journal's records sorted by the ``reorder`` key, ``seq`` renumbered, to ``tmp_path``
-        (unsynced: the group seal syncs and renames it, ``otel_session.seal``); its descriptor (locked,
+        (unsynced: the group seal syncs and renames it, ``otel_session.bundle.seal``); its descriptor (locked,
         the run's lock once it is the journal) and line count, or None when there is nothing to rewrite.
 
         Not asked, a capture that failed, or a journal already in that order (numbered 1…N): None.

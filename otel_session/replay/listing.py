@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from otel_session.read import BundleStatus, read_bundle
+from otel_session.bundle.read import BundleStatus, read_bundle
 
 __all__ = ["ListedRun"]
 

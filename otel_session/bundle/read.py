@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from otel_session import layout
-from otel_session.journal import (
+from otel_session.core import layout
+from otel_session.core.journal import (
     CAPTURE_SCHEMA,
     DEPTH_MARKER,
     MAX_DEPTH,

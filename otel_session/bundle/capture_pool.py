@@ -32,10 +32,10 @@ import itertools
 import os
 import shutil
 
-from otel_session.files import DIR_MODE, require_real_dir
-from otel_session.layout import UnsafePathError
-from otel_session.log import get_logger
-from otel_session.recovery import process_alive
+from otel_session.bundle.files import DIR_MODE, require_real_dir
+from otel_session.core.layout import UnsafePathError
+from otel_session.core.log import get_logger
+from otel_session.bundle.recovery import process_alive
 
 __all__ = ["POOL_DIR", "CapturePool", "remove_dead_pools"]
 

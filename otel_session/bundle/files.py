@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from otel_session import layout
-from otel_session.log import get_logger
+from otel_session.core import layout
+from otel_session.core.log import get_logger
 
 __all__ = [
     "DIR_MODE",

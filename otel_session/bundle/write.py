@@ -14,7 +14,7 @@ timestamp) and never touch the disk; the writer thread appends them in batches (
 after the first queued record, or at once when 256 records or 256 KiB are queued; everything queued
 goes out in one ``write``, one line per record, records never merged). The runs that close in one
 writer pass are sealed as one group: one sync of their file system for all of them, then their
-captures renamed, then one more (``otel_session.seal``). Every id that names a bundle
+captures renamed, then one more (``otel_session.bundle.seal``). Every id that names a bundle
 (session id, agent, service: the directory and ``run.json``) goes through ``identifier`` here, the
 one place all writers pass (default: ``Redactor.from_env(root).identifier``, issue 15 §5). Reaching a queue bound, an
 oversized event or an append error marks that run's capture ``failed`` with a code, stops its
@@ -37,9 +37,9 @@ from typing import Any
 
 import orjson
 
-from otel_session import layout
-from otel_session.capture_pool import CapturePool
-from otel_session.files import (
+from otel_session.core import layout
+from otel_session.bundle.capture_pool import CapturePool
+from otel_session.bundle.files import (
     DIR_MODE,
     FILE_MODE,
     json_document,
@@ -49,9 +49,9 @@ from otel_session.files import (
     write_json_atomic,
     write_new_file,
 )
-from otel_session.journal import CAPTURE_SCHEMA, RUN_SCHEMA, CaptureStatus, RunKind, format_timestamp
-from otel_session.log import get_logger
-from otel_session.recorder import (
+from otel_session.core.journal import CAPTURE_SCHEMA, RUN_SCHEMA, CaptureStatus, RunKind, format_timestamp
+from otel_session.core.log import get_logger
+from otel_session.bundle.recorder import (
     AppendResult,
     FailureCode,
     RunLockedError,
@@ -62,8 +62,8 @@ from otel_session.recorder import (
     Written,
 )
 from otel_session.redact import Redactor
-from otel_session.seal import SealSync, seal_sync_from_env, seal_together
-from otel_session.recovery import (
+from otel_session.bundle.seal import SealSync, seal_sync_from_env, seal_together
+from otel_session.bundle.recovery import (
     check_recording,
     recover_journal,
     remove_abandoned_builds,
@@ -139,7 +139,7 @@ class BundleWriter:
         self.root = Path(root)
         self.limits = limits or WriterLimits()
         self._seal_sync = seal_sync or seal_sync_from_env()
-        """How the runs closing in one writer pass are made durable together (``otel_session.seal``)."""
+        """How the runs closing in one writer pass are made durable together (``otel_session.bundle.seal``)."""
         self._identifier = identifier
         """Maps an id holding PII to the one stored (``Redactor.identifier``); made on first use."""
         self._cond = threading.Condition()

@@ -10,7 +10,7 @@ Contract::
 
 The same rules are implemented in ``viewer/static/reducer.js``; the shared fixtures in
 ``fixtures/replay/`` hold the Python output at every ``seq`` and the JavaScript tests must match
-them byte for byte. Regenerate them with ``python -m otel_session.reduce --regenerate fixtures/replay``.
+them byte for byte. Regenerate them with ``python -m otel_session.replay.reduce --regenerate fixtures/replay``.
 
 Rules (``docs/replay-and-facts.md`` explains them):
 
@@ -41,7 +41,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from otel_session.read import parse_journal
+from otel_session.bundle.read import parse_journal
 
 __all__ = [
     "CHECKPOINT_INTERVAL",
@@ -764,7 +764,7 @@ def _regenerate(directory: Path, *, check: bool) -> int:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m otel_session.reduce", description="Regenerate or check the shared reducer fixtures.")
+    parser = argparse.ArgumentParser(prog="python -m otel_session.replay.reduce", description="Regenerate or check the shared reducer fixtures.")
     parser.add_argument("directory", type=Path, help="fixture directory holding *.ndjson journals")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--regenerate", action="store_true", help="write <name>.expected.ndjson for every journal")

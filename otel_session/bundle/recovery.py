@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from otel_session import layout
-from otel_session.journal import CaptureStatus, decode_line
-from otel_session.log import get_logger
-from otel_session.recorder import RunSealedError
+from otel_session.core import layout
+from otel_session.core.journal import CaptureStatus, decode_line
+from otel_session.core.log import get_logger
+from otel_session.bundle.recorder import RunSealedError
 
 if TYPE_CHECKING:
-    from otel_session.write import BundleWriter
+    from otel_session.bundle.write import BundleWriter
 
 __all__ = [
     "check_recording", "recover_journal", "remove_abandoned_builds", "remove_seal_leftovers", "restart_in_forked_children",

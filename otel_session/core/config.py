@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from otel_session.log import get_logger, log_setting
+from otel_session.core.log import get_logger, log_setting
 
 logger = get_logger(__name__)
 
@@ -63,7 +63,7 @@ def flag(name: str) -> bool:
 
 
 def seal_sync_setting() -> str:
-    """How seals make bundles durable (``otel_session.seal``): ``$OTEL_SESSION_SEAL_SYNC`` if one of
+    """How seals make bundles durable (``otel_session.bundle.seal``): ``$OTEL_SESSION_SEAL_SYNC`` if one of
     ``auto`` / ``syncfs`` / ``fsync`` (any case), else ``auto`` (an unknown value is ignored, with a warning)."""
     raw = os.environ.get(ENV_SEAL_SYNC, "").strip().lower()
     if raw in SEAL_SYNC_MODES:

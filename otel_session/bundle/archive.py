@@ -21,8 +21,8 @@ import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from otel_session import layout
-from otel_session.read import BundleRead, read_bundle
+from otel_session.core import layout
+from otel_session.bundle.read import BundleRead, read_bundle
 
 __all__ = ["is_bundle_archive", "read_bundle_archive"]
 

@@ -11,7 +11,7 @@ Contract::
 
 Every ``RunResolutionError`` carries ``code`` and ``http_status``, so the CLI (exit codes) and the
 viewer (JSON errors) map the same failure the same way. Nothing here writes, and no path derived
-from an id leaves the root (``otel_session.layout``). An error names a session the way it is
+from an id leaves the root (``otel_session.core.layout``). An error names a session the way it is
 stored (``shown_session_id``): a typed id holding personal data (a caller's number) is never
 echoed raw, and a session not found says which key its keyed hash was computed with, so bundles
 written with another key are not mistaken for absent ones.
@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from otel_session import layout
-from otel_session.read import RunInfo, find_run, iter_session_runs
+from otel_session.core import layout
+from otel_session.bundle.read import RunInfo, find_run, iter_session_runs
 from otel_session.redact import ENV_REDACTION_KEY, KEY_FILE, FieldMode, RedactionPolicy, Redactor, session_id_candidates
 from otel_session.redact.policy import read_key
 

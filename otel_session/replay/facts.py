@@ -2,7 +2,7 @@
 
 Contract::
 
-    resolved = resolve_run(root, session_id, run_id=None)   # otel_session.resolve (SPEC §7.3)
+    resolved = resolve_run(root, session_id, run_id=None)   # otel_session.replay.resolve (SPEC §7.3)
     facts = build_session_facts(read_bundle(resolved.path),
                                 fallback_to_latest_run=resolved.fallback_to_latest_run)
     facts = load_session_facts(root, session_id, run_id=None)  # the two steps together
@@ -23,12 +23,12 @@ from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any
 
-from otel_session.journal import parse_timestamp
-from otel_session.latency import is_slow, latency_summary, slow_turn_threshold_ms, turn_latency
-from otel_session.read import BundleRead, read_bundle
-from otel_session.reduce import replay_state
-from otel_session.resolve import resolve_run, session_not_found, session_runs
-from otel_session.semconv import CAP_PER_TURN
+from otel_session.core.journal import parse_timestamp
+from otel_session.replay.latency import is_slow, latency_summary, slow_turn_threshold_ms, turn_latency
+from otel_session.bundle.read import BundleRead, read_bundle
+from otel_session.replay.reduce import replay_state
+from otel_session.replay.resolve import resolve_run, session_not_found, session_runs
+from otel_session.core.semconv import CAP_PER_TURN
 
 __all__ = [
     "NO_BOUNDARIES_NOTE",

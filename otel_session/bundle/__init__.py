@@ -1,0 +1,33 @@
+"""A bundle's whole life: paths, files, writer, recorder, seal, recovery, reader, archive.
+
+Contract (SPEC §5)::
+
+    writer = BundleWriter(root)                     # one writer thread for every run under root
+    run = writer.open_run(session_id=..., run_id=...)   # -> RunRecorder (the run's lock taken)
+    run.append(EventType.TURN_STARTED, payload, at_ns=...)  # -> AppendResult, never raises
+    run.close(run_status="ok")                      # drain, seal: terminal capture, durable
+    writer.force_flush(); writer.shutdown()         # the OTel exporter contract
+
+    bundle = read_bundle(run_dir)                   # -> BundleRead(status: BundleStatus, events,
+                                                    #    diagnostics, manifest, capture)
+    JournalTail(events_path, offset).poll()         # a live run's new records
+
+The writer's modules import downwards only: ``files`` < ``recorder`` < ``capture_pool`` <
+``seal`` < ``recovery`` < ``write``; the reader (``read``, ``archive``) imports none of them.
+"""
+
+from otel_session.bundle.read import BundleRead, BundleStatus, JournalTail, read_bundle
+from otel_session.bundle.recorder import AppendResult, FailureCode, RunRecorder, WriterLimits
+from otel_session.bundle.write import BundleWriter
+
+__all__ = [
+    "AppendResult",
+    "BundleRead",
+    "BundleStatus",
+    "BundleWriter",
+    "FailureCode",
+    "JournalTail",
+    "RunRecorder",
+    "WriterLimits",
+    "read_bundle",
+]
