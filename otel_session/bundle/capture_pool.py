@@ -32,10 +32,9 @@ import itertools
 import os
 import shutil
 
-from otel_session.bundle.files import DIR_MODE, require_real_dir
+from otel_session.bundle.files import DIR_MODE, process_alive, require_real_dir
 from otel_session.core.layout import UnsafePathError
 from otel_session.core.log import get_logger
-from otel_session.bundle.recovery import process_alive
 
 __all__ = ["POOL_DIR", "CapturePool", "remove_dead_pools"]
 

@@ -219,3 +219,12 @@ def require_real_dir(path: Path) -> None:
     if not stat.S_ISDIR(os.lstat(path).st_mode):
         raise layout.UnsafePathError(f"{path} is not a directory (a symlink or a file in its place)")
 
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True

@@ -17,17 +17,15 @@ import os
 import shutil
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import orjson
 
 from otel_session.core import layout
 from otel_session.core.journal import CaptureStatus, decode_line
 from otel_session.core.log import get_logger
+from otel_session.bundle.files import process_alive
 from otel_session.bundle.recorder import RunSealedError
-
-if TYPE_CHECKING:
-    from otel_session.bundle.write import BundleWriter
 
 __all__ = [
     "check_recording", "recover_journal", "remove_abandoned_builds", "remove_seal_leftovers", "restart_in_forked_children",
@@ -56,15 +54,6 @@ def builder_pid(name: str) -> int | None:
     parts = name.split(".")  # "", run id, pid, thread, "new"
     return int(parts[2]) if len(parts) == 5 and parts[2].isdigit() else None
 
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
 
 
 
@@ -116,7 +105,15 @@ def recover_journal(events_path: Path) -> tuple[int, int]:
 
 
 
-def restart_in_forked_children(writer: BundleWriter) -> None:
+class WriterLifecycle(Protocol):
+    """What recovery needs of a writer (``BundleWriter``): drain at exit, restart after a fork."""
+
+    def shutdown(self) -> None: ...
+
+    def _after_fork_in_child(self) -> None: ...
+
+
+def restart_in_forked_children(writer: WriterLifecycle) -> None:
     reference = weakref.ref(writer)
 
     def after_fork_in_child() -> None:
@@ -127,7 +124,7 @@ def restart_in_forked_children(writer: BundleWriter) -> None:
     os.register_at_fork(after_in_child=after_fork_in_child)
 
 
-def weak_atexit(writer: BundleWriter):
+def weak_atexit(writer: WriterLifecycle):
     """Register shutdown at exit without keeping the writer alive."""
     reference = weakref.ref(writer)
 
