@@ -49,8 +49,37 @@ def _slots_list(names: list[str] | None) -> str:
     return ", ".join(names) if names else "-"
 
 
+def _clip(text: str | None, width: int = 40) -> str:
+    if not text:
+        return "-"
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} ms"
+
+
+def _conversation_rows(turns: list[dict[str, Any]], run_numbers: dict[str, int] | None = None) -> list[str]:
+    """The turn table of turns derived from user messages (no states or slots to show)."""
+    rows = [(("run",) if run_numbers else ()) + ("turn", "ask", "reply", "tools", "model calls (tokens in/out)",
+                                                  "first token", "total")]
+    for turn in turns:
+        tools = [f"{tool['name']}{'!' if tool['status'] == 'error' else ''}" for tool in turn["tools"]]
+        rows.append(((str(run_numbers[turn["run_id"]]),) if run_numbers else ()) + (
+            str(turn["turn_index"]), _clip(turn["ask"]), _clip(turn["reply"]), ", ".join(tools) or "-",
+            ", ".join(map(_model_call, turn["model_calls"])) or "-",
+            _ms(turn["time_to_first_token_ms"]), _ms(turn["duration_ms"])))
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines.append("! the tool failed; first token: the user's message to the first streamed delta")
+    return lines
+
+
 def _turn_rows(turns: list[dict[str, Any]], run_numbers: dict[str, int] | None = None) -> list[str]:
     """The turn table; with ``run_numbers`` a first column names each turn's run."""
+    if turns and all(turn["source"] == "derived" for turn in turns):
+        return _conversation_rows(turns, run_numbers)
     voice = any(turn["latency"] for turn in turns)
     rows = [(("run",) if run_numbers else ()) + ("turn", "state", "slots written", "missing", "verdict", "repeated asks",
                                                   "model calls (tokens in/out)") + (("voice latency",) if voice else ())]

@@ -137,6 +137,11 @@ def test_the_block_records_the_conversation(tmp_path, bin_dir):
     listed = subprocess.run(["bash", "-c", listing[0]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0, listed.stderr
     assert "first-try" in listed.stdout, listed.stdout
+    # With no code in the app, the facts still have a turn per user message: the ask and the reply.
+    facts = subprocess.run(["bash", "-c", "otel-session facts first-try --all-runs --dir ./bundles"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert facts.returncode == 0, facts.stderr
+    assert "A table for two?" in facts.stdout and "You said: On Friday, please." in facts.stdout, facts.stdout
 
     found = [read_bundle(path) for path in find_bundles([tmp_path / "bundles"])]
     assert len(found) == 2, collector_log  # one run per model call: each is a trace of its own
