@@ -153,7 +153,19 @@ def _facts_table(facts: dict[str, Any]) -> list[str]:
     lines = [header, f"integrity: {integrity['status']}", *_diagnostic_lines(integrity, "  ")]
     lines += _usage_line(facts["usage_totals"])
     lines += [f"note: {note}" for note in facts["notes"]]
-    return lines + _turn_rows(facts["turns"]) + _latency_lines(facts["latency"])
+    return lines + _turn_rows(facts["turns"]) + _latency_lines(facts["latency"]) + _asked_again_lines(facts)
+
+
+def _asked_again_lines(facts: dict[str, Any], run_numbers: dict[str, int] | None = None) -> list[str]:
+    """A line per turn whose assistant asked a question again (``asks``): which, and the answer that
+    did not settle it."""
+    def where(run_id: str | None, turn_index: int) -> str:
+        return f"run {run_numbers[run_id]} turn {turn_index}" if run_numbers and run_id in run_numbers else f"turn {turn_index}"
+
+    return [f"asked again in {where(again.get('run_id'), again['turn_index'])}: {_clip(again['question'], 60)!r} "
+            f"(asked in {where(again['earlier_run_id'], again['earlier_turn_index'])}: "
+            f"{_clip(again['earlier_question'], 60)!r}; the user answered {_clip(again['answer'], 60)!r})"
+            for again in facts["asked_again"]]
 
 
 def _session_table(facts: dict[str, Any]) -> list[str]:
@@ -172,7 +184,7 @@ def _session_table(facts: dict[str, Any]) -> list[str]:
         before = ask["asked_before_in"]
         lines.append(f"asked again in run {numbers[ask['run_id']]} turn {ask['turn_index']}: {', '.join(ask['slots'])} "
                      f"(already missing after run {numbers[before['run_id']]} turn {before['turn_index']})")
-    return lines
+    return lines + _asked_again_lines(facts, numbers)
 
 
 _evals_option = click.option("--evals", "include_evals", is_flag=True,

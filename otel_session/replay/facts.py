@@ -24,6 +24,7 @@ from operator import itemgetter
 from typing import Any
 
 from otel_session.core.journal import parse_timestamp
+from otel_session.replay.asks import asked_again
 from otel_session.replay.latency import is_slow, latency_summary, slow_turn_threshold_ms, turn_latency
 from otel_session.bundle.read import BundleRead, read_bundle
 from otel_session.replay.reduce import replay_state
@@ -391,7 +392,19 @@ def build_session_facts(
         "latency": latency_summary(turns, threshold),
         "notes": notes,
         "turns": turns,
+        "asked_again": _flag_asked_again(turns),
     }
+
+
+def _flag_asked_again(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Set each turn's ``asked_again`` (``asks.asked_again``) and return the turns that ask again."""
+    flagged = []
+    for turn, again in zip(turns, asked_again(turns)):
+        turn["asked_again"] = again
+        if again is not None:
+            flagged.append({**({"run_id": turn["run_id"]} if "run_id" in turn else {}),
+                            "turn_index": turn["turn_index"], **again})
+    return flagged
 
 
 def session_wide_facts(
@@ -426,7 +439,8 @@ def session_wide_facts(
             repeated.append({"run_id": turn["run_id"], "turn_index": turn["turn_index"], "slots": turn["repeated_asks"],
                              "asked_before_in": {"run_id": asked["run_id"], "turn_index": asked["turn_index"]}})
     return {"session_id": session_id, "scope": "session", "runs": runs, "usage_totals": usage_totals(turns),
-            "latency": latency_summary(turns, threshold), "turns": turns, "repeated_asks": repeated}
+            "latency": latency_summary(turns, threshold), "turns": turns, "repeated_asks": repeated,
+            "asked_again": _flag_asked_again(turns)}
 
 
 def build_session_wide_facts(
