@@ -339,3 +339,34 @@ def test_facts_messages_and_tools_are_the_replay_states(tmp_path, journal):
         if tool["tool_call_id"] in tools:
             assert (tools[tool["tool_call_id"]]["name"], tools[tool["tool_call_id"]]["status"]) == (tool["name"], tool["status"])
     assert set(messages) <= {message["message_id"] for message in full["messages"]}
+
+
+def test_a_short_run_id_as_the_viewer_shows_it_binds_its_run(record_run, tmp_path):
+    from click.testing import CliRunner
+
+    from otel_session.cli import main
+    from otel_session.replay.resolve import AmbiguousRunId
+
+    first = "run-45757dbf-0000-4000-8000-000000000001"
+    twin = "run-45757dbf-0000-4000-8000-000000000002"
+    other = "run-9abc0000-0000-4000-8000-000000000003"
+    for run_id in (first, twin, other):
+        record_run("call-short", _booking_script(), run_id=run_id)
+    assert resolve_run(tmp_path, "call-short", "run-9abc").run_id == other
+    assert resolve_run(tmp_path, "call-short", "run-45757dbf-0000-4000-8000-000000000001").run_id == first
+    with pytest.raises(AmbiguousRunId) as ambiguous:
+        resolve_run(tmp_path, "call-short", "run-45757dbf")
+    assert ambiguous.value.http_status == 400 and ambiguous.value.matches == [first, twin]
+    assert first in str(ambiguous.value) and twin in str(ambiguous.value)
+    with pytest.raises(InvalidId):
+        resolve_run(tmp_path, "call-short", "run-457")  # shorter than 4 characters of the UUID
+    with pytest.raises(RunNotFound):
+        resolve_run(tmp_path, "call-short", "run-ffff")
+
+    runner = CliRunner()
+    shown = runner.invoke(main, ["facts", "call-short", "--run", "run-9abc0000", "--dir", str(tmp_path)])
+    assert shown.exit_code == 0 and f"run {other}" in shown.output, shown.output
+    replayed = runner.invoke(main, ["replay", "call-short", "run-9abc0000", "--at", "3", "--dir", str(tmp_path)])
+    assert replayed.exit_code == 0, replayed.output
+    refused = runner.invoke(main, ["facts", "call-short", "--run", "run-45757dbf", "--dir", str(tmp_path)])
+    assert refused.exit_code != 0 and "is ambiguous" in refused.output and first in refused.output
