@@ -23,7 +23,7 @@ def _root(bundle_root: Path | None) -> Path:
     """The bundle root, or exit 1 saying it does not exist (rather than "no runs")."""
     missing = config.missing_bundle_dir(bundle_root)
     if missing is not None:
-        click.echo(f"error: {missing}", err=True)
+        click.echo(f"Error: {missing}", err=True)
         sys.exit(1)
     return config.bundle_dir(bundle_root)
 
@@ -32,7 +32,7 @@ def _exit_on_resolution_error(error: RunResolutionError) -> NoReturn:
     """Exit 2 for a malformed id (usage), 1 for an unknown session or run."""
     if isinstance(error, InvalidId):
         raise click.UsageError(str(error)) from None
-    click.echo(f"error: {error}", err=True)
+    click.echo(f"Error: {error}", err=True)
     sys.exit(1)
 
 
