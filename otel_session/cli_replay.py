@@ -130,15 +130,22 @@ def _latency_lines(summary: dict[str, Any], run_numbers: dict[str, int] | None =
 
 def _model_call(call: dict[str, Any]) -> str:
     usage = call["usage"]
-    return f"{call['model'] or '?'} {usage.get('input_tokens', '?')}/{usage.get('output_tokens', '?')}"
+    cost = "" if call["cost_usd"] is None else f" ${call['cost_usd']:.6f}"
+    return f"{call['model'] or '?'} {usage.get('input_tokens', '?')}/{usage.get('output_tokens', '?')}{cost}"
 
 
-def _usage_line(totals: dict[str, int | None]) -> list[str]:
-    """``usage: …`` when any model call reported tokens, else nothing."""
+def _usage_line(totals: dict[str, int | None], cost: dict[str, Any] | None = None) -> list[str]:
+    """``usage: …`` when any model call reported tokens, and ``cost: …`` (naming the models with no
+    price, never counting them as 0), else nothing."""
     if all(count is None for count in totals.values()):
         return []
     counts = {key: "?" if count is None else str(count) for key, count in totals.items()}
-    return [f"usage: {counts['input_tokens']} input tokens, {counts['output_tokens']} output tokens"]
+    lines = [f"usage: {counts['input_tokens']} input tokens, {counts['output_tokens']} output tokens"]
+    if cost is not None:
+        usd = "no price" if cost["usd"] is None else f"${cost['usd']:.6f}"
+        unpriced = f"; no price for {', '.join(cost['unpriced_models'])}" if cost["unpriced_models"] else ""
+        lines.append(f"cost: {usd} (list prices of {cost['prices_as_of'] or '?'}){unpriced}")
+    return lines
 
 
 def _diagnostic_lines(integrity: dict[str, Any], indent: str) -> list[str]:
@@ -151,7 +158,7 @@ def _facts_table(facts: dict[str, Any]) -> list[str]:
         header += "  (latest run: no --run given)"
     integrity = facts["integrity"]
     lines = [header, f"integrity: {integrity['status']}", *_diagnostic_lines(integrity, "  ")]
-    lines += _usage_line(facts["usage_totals"])
+    lines += _usage_line(facts["usage_totals"], facts["cost"])
     lines += [f"note: {note}" for note in facts["notes"]]
     return lines + _turn_rows(facts["turns"]) + _latency_lines(facts["latency"]) + _asked_again_lines(facts)
 
@@ -175,9 +182,9 @@ def _session_table(facts: dict[str, Any]) -> list[str]:
         lines.append(f"  run {number}  {run['run_id']}  {run['created_at']}  {run['kind']}  "
                      f"{run['agent'] or '-'}  integrity: {run['integrity']['status']}")
         lines += _diagnostic_lines(run["integrity"], "    ")
-        lines += [f"    {line}" for line in _usage_line(run["usage_totals"])]
+        lines += [f"    {line}" for line in _usage_line(run["usage_totals"], run["cost"])]
         lines += [f"    note: {note}" for note in run["notes"]]
-    lines += _usage_line(facts["usage_totals"])
+    lines += _usage_line(facts["usage_totals"], facts["cost"])
     numbers = {run["run_id"]: number for number, run in enumerate(runs, start=1)}
     lines += _turn_rows(facts["turns"], numbers) + _latency_lines(facts["latency"], numbers)
     for ask in facts["repeated_asks"]:

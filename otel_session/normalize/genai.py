@@ -302,6 +302,9 @@ _USAGE_KEYS = (
                       "llm.usage.prompt_tokens")),
     ("output_tokens", ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion",
                        "llm.usage.completion_tokens")),
+    # Of the input tokens, those read from the provider's prompt cache (priced lower: replay/cost.py).
+    ("cached_input_tokens", ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
+                             "llm.token_count.prompt_details.cache_read")),
 )
 
 

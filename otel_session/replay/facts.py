@@ -25,6 +25,7 @@ from typing import Any
 
 from otel_session.core.journal import parse_timestamp
 from otel_session.replay.asks import asked_again
+from otel_session.replay.cost import PriceTable, price_table, summarize
 from otel_session.replay.latency import is_slow, latency_summary, slow_turn_threshold_ms, turn_latency
 from otel_session.bundle.read import BundleRead, read_bundle
 from otel_session.replay.reduce import replay_state
@@ -51,6 +52,7 @@ _RUN_LEVEL_TYPES = frozenset({"run_started", "run_finished", "upstream_drop"})
 
 _SLOT_TYPES = ("slot_write", "slot_diff")
 _USAGE_KEYS = ("input_tokens", "output_tokens")
+_CALL_USAGE_KEYS = (*_USAGE_KEYS, "cached_input_tokens")
 
 
 # -- facts ---------------------------------------------------------------------------------------
@@ -188,11 +190,11 @@ def _model_call(event: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any
     usage = payload.get("usage")
     counts = {}
     if isinstance(usage, dict):
-        counts = {key: usage[key] for key in _USAGE_KEYS if _int_or_none(usage.get(key)) is not None}
+        counts = {key: usage[key] for key in _CALL_USAGE_KEYS if _int_or_none(usage.get(key)) is not None}
     if not isinstance(model, str) and not counts:
         return None
     return {"message_id": event.get("message_id"), "model": model if isinstance(model, str) else None,
-            "usage": counts}
+            "usage": counts, "cost_usd": None}
 
 
 def usage_totals(turns: Iterable[dict[str, Any]]) -> dict[str, int | None]:
@@ -200,8 +202,9 @@ def usage_totals(turns: Iterable[dict[str, Any]]) -> dict[str, int | None]:
     totals: dict[str, int | None] = dict.fromkeys(_USAGE_KEYS)
     for turn in turns:
         for call in turn["model_calls"]:
-            for key, count in call["usage"].items():
-                totals[key] = (totals[key] or 0) + count
+            for key in _USAGE_KEYS:
+                if key in call["usage"]:
+                    totals[key] = (totals[key] or 0) + call["usage"][key]
     return totals
 
 
@@ -393,7 +396,18 @@ def build_session_facts(
         "notes": notes,
         "turns": turns,
         "asked_again": _flag_asked_again(turns),
+        "cost": _price(turns),
     }
+
+
+def _price(turns: list[dict[str, Any]], prices: PriceTable | None = None) -> dict[str, Any]:
+    """Set each model call's and turn's cost (``cost.summarize``) and return the cost of them all."""
+    prices = prices or price_table()
+    for turn in turns:
+        for call in turn["model_calls"]:
+            call["cost_usd"] = prices.cost(call["model"], call["usage"])
+        turn["cost"] = summarize(turn["model_calls"], prices)
+    return summarize((call for turn in turns for call in turn["model_calls"]), prices)
 
 
 def _flag_asked_again(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -428,6 +442,7 @@ def session_wide_facts(
         runs.append({"run_id": run_id, "created_at": manifest.get("created_at"), "kind": manifest.get("kind"),
                      "agent": manifest.get("agent"), "integrity": _integrity(bundle), "event_count": len(events),
                      "usage_totals": usage_totals(run_turns), "latency": latency_summary(run_turns, threshold),
+                     "cost": summarize((call for turn in run_turns for call in turn["model_calls"]), price_table()),
                      "notes": notes})
         turns += [{**turn, "run_id": run_id} for turn in run_turns]
         if run_turns:
@@ -440,7 +455,7 @@ def session_wide_facts(
                              "asked_before_in": {"run_id": asked["run_id"], "turn_index": asked["turn_index"]}})
     return {"session_id": session_id, "scope": "session", "runs": runs, "usage_totals": usage_totals(turns),
             "latency": latency_summary(turns, threshold), "turns": turns, "repeated_asks": repeated,
-            "asked_again": _flag_asked_again(turns)}
+            "asked_again": _flag_asked_again(turns), "cost": _price(turns)}
 
 
 def build_session_wide_facts(

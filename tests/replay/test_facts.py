@@ -174,7 +174,8 @@ def test_a_journal_without_turns_gets_one_turn_per_user_message(record_run):
     first, second = facts["turns"]
     assert (first["turn_index"], first["source"], first["ask"], first["reply"]) == (0, "derived", "A table for two?", "Which day?")
     assert [m["role"] for m in first["messages"]] == ["system", "user", "assistant"]
-    assert first["model_calls"] == [{"message_id": "a1", "model": "gpt-4o-mini", "usage": {"input_tokens": 12, "output_tokens": 3}}]
+    assert first["model_calls"] == [{"message_id": "a1", "model": "gpt-4o-mini", "usage": {"input_tokens": 12, "output_tokens": 3},
+                                     "cost_usd": 12 * 0.15e-6 + 3 * 0.60e-6}]
     # The clock of record_run ticks once a record: the user message's start to the first delta.
     assert first["time_to_first_token_ms"] is not None and first["time_to_first_token_ms"] > 0
     assert first["duration_ms"] is not None and first["duration_ms"] >= first["time_to_first_token_ms"]

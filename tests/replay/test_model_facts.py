@@ -50,11 +50,16 @@ def recorded(record_run):
 def test_model_calls_per_turn_and_usage_totals_per_run(recorded):
     facts = build_session_facts(read_bundle(recorded))
     assert [turn["model_calls"] for turn in facts["turns"]] == [
-        [{"message_id": "a0", "model": "gpt-4o-mini", "usage": {"input_tokens": 120, "output_tokens": 35}},
-         {"message_id": "a0b", "model": "gpt-4o-mini-2024-07-18", "usage": {"output_tokens": 12}}],
-        [{"message_id": "a1", "model": "local-llm", "usage": {}}],
+        [{"message_id": "a0", "model": "gpt-4o-mini", "usage": {"input_tokens": 120, "output_tokens": 35},
+          "cost_usd": 120 * 0.15e-6 + 35 * 0.60e-6},
+         {"message_id": "a0b", "model": "gpt-4o-mini-2024-07-18", "usage": {"output_tokens": 12}, "cost_usd": 12 * 0.60e-6}],
+        [{"message_id": "a1", "model": "local-llm", "usage": {}, "cost_usd": None}],
     ]
     assert facts["usage_totals"] == {"input_tokens": 120, "output_tokens": 47}
+    # A model with no price says so: it is never counted as 0.
+    assert facts["cost"] == {"usd": 0.0000462, "priced_calls": 2, "unpriced_models": ["local-llm"],
+                             "prices_as_of": "2025-08-15"}
+    assert facts["turns"][1]["cost"]["usd"] is None and facts["turns"][1]["cost"]["unpriced_models"] == ["local-llm"]
 
 
 def test_a_run_without_model_calls_knows_no_totals(record_run):
@@ -80,8 +85,9 @@ def test_the_cli_table_shows_model_calls_and_usage(tmp_path, recorded):
     header = next(line for line in lines if line.startswith("turn"))
     assert header.endswith("model calls (tokens in/out)")
     rows = [line for line in lines if line[:1].isdigit()]
-    assert rows[0].endswith("gpt-4o-mini 120/35, gpt-4o-mini-2024-07-18 ?/12")
-    assert rows[1].endswith("local-llm ?/?")
+    assert rows[0].endswith("gpt-4o-mini 120/35 $0.000039, gpt-4o-mini-2024-07-18 ?/12 $0.000007")
+    assert rows[1].endswith("local-llm ?/?")  # no price: no cost, never $0
+    assert "cost: $0.000046 (list prices of 2025-08-15); no price for local-llm" in lines
     as_json = json.loads(CliRunner().invoke(main, ["facts", "m-1", "--json", "--dir", str(tmp_path)]).output)
     assert as_json["usage_totals"] == {"input_tokens": 120, "output_tokens": 47}
     session = CliRunner().invoke(main, ["facts", "m-1", "--all-runs", "--dir", str(tmp_path)]).output.splitlines()
