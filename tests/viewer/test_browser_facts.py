@@ -80,7 +80,9 @@ def test_model_calls_and_tokens_on_the_session_page_and_the_sessions_list(page, 
     server = serve(voice_root)
     open_ready(page, f"{server.url}/sessions/voice?run_id={RUNS[0]}")
     calls = page.locator("#facts tbody td.model-calls")
-    assert [calls.nth(i).inner_text() for i in range(3)] == [f"gpt-4o-mini · {100 + i} in / 10 out" for i in range(3)]
+    # The cost at the shipped list price of gpt-4o-mini ($0.15 in, $0.60 out per million tokens).
+    assert [calls.nth(i).inner_text() for i in range(3)] == [
+        f"gpt-4o-mini · {100 + i} in / 10 out · ${(100 + i) * 0.15e-6 + 10 * 0.60e-6:.6f}" for i in range(3)]
     assert "tokens: 303 in / 30 out" in page.inner_text("#facts-summary")
     with_usage = page.locator(f"#runs tbody tr[data-run-id='{RUNS[0]}'] td")
     without = page.locator(f"#runs tbody tr[data-run-id='{RUNS[1]}'] td")
@@ -132,9 +134,10 @@ def test_a_voice_booking_shows_slots_repeated_asks_latency_and_model_calls_toget
     server = serve(live_writer.root)
     open_ready(page, f"{server.url}/sessions/voice-booking")
     rows = page.locator("#facts tbody tr")
-    assert [rows.nth(i).get_attribute("class") for i in range(3)] == ["", "repeated slow", ""]
+    # Turn 1 asks for the date again: missing slots say so, and so do its words.
+    assert [rows.nth(i).get_attribute("class") for i in range(3)] == ["", "repeated asked-again slow", ""]
     assert rows.nth(1).locator("td.latency").inner_text() == "1870 ms (endpointing 620, stt 240, llm 820, tts 110) SLOW"
-    assert rows.nth(2).locator("td.model-calls").inner_text() == "gpt-4o-mini · 492 in / 20 out"
+    assert rows.nth(2).locator("td.model-calls").inner_text() == "gpt-4o-mini · 492 in / 20 out · $0.000086"
     assert "tokens: 1356 in / 57 out" in page.inner_text("#facts-summary")
     assert "p50 910 ms, p95 1870 ms over 3 turn(s); slow over 1500 ms: 1 · slow: turn 1" in page.inner_text("#facts-summary")
     ui.screenshot(page, "session")

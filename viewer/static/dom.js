@@ -98,3 +98,21 @@ export function badge(text, kind = text) {
 export function shortTime(at) {
   return typeof at === "string" ? at.replace("T", " ").replace(/\.\d+Z$/, "Z") : "";
 }
+
+const pad = (value) => String(value).padStart(2, "0");
+
+/** A journal timestamp in the viewer's local time zone ("2026-11-29 23:52:01"), UTC on hover. */
+export function timeNode(at) {
+  if (typeof at !== "string") return "";
+  const date = new Date(at);
+  if (Number.isNaN(date.getTime())) return shortTime(at);
+  const local = `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ` +
+    `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+  return h("time", { datetime: at, title: `${shortTime(at)} (UTC)` }, local);
+}
+
+/** An id on one line, ellipsized when long, whole on hover, copied on click (theme.js). */
+export function idNode(id, shown = id) {
+  const text = String(id ?? "");
+  return h("code", { class: "id", title: `${text} · click to copy`, "data-copy": text }, String(shown ?? ""));
+}

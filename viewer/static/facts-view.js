@@ -82,5 +82,23 @@ export function usageText(usage) {
 export function modelCallText(call) {
   const model = typeof call?.model === "string" ? call.model : "model ?";
   const usage = usageText(call?.usage);
-  return usage ? `${model} · ${usage}` : model;
+  const cost = typeof call?.cost_usd === "number" ? ` · $${call.cost_usd.toFixed(6)}` : "";
+  return (usage ? `${model} · ${usage}` : model) + cost;
+}
+
+/** "$0.000462 (list prices of 2025-08-15) · no price: local-llm"; "" when no model call counted tokens. */
+export function costText(cost) {
+  if (!cost || typeof cost !== "object") return "";
+  const unpriced = Array.isArray(cost.unpriced_models) ? cost.unpriced_models : [];
+  if (cost.usd == null && !unpriced.length) return "";
+  const usd = typeof cost.usd === "number" ? `$${cost.usd.toFixed(6)}` : "no price";
+  const asOf = typeof cost.prices_as_of === "string" ? ` (list prices of ${cost.prices_as_of})` : "";
+  return `${usd}${asOf}${unpriced.length ? ` · no price: ${unpriced.join(", ")}` : ""}`;
+}
+
+/** The question a turn asked again with no slots to go by (facts' asked_again). */
+export function askedAgainText(again) {
+  if (!again || typeof again !== "object") return "";
+  return `asked again: “${clip(again.question, 80)}” (turn ${again.earlier_turn_index ?? "?"} asked ` +
+    `“${clip(again.earlier_question, 80)}”; the user said “${clip(again.answer, 80)}”)`;
 }

@@ -1,8 +1,8 @@
 // Session page: what went wrong in any of its runs, the runs (eval runs too), per-turn facts of the
 // chosen run (latest by default, and it says so), past feedback and the feedback form.
-import { api, badge, enc, fill, h, markReady, shortTime, showError } from "./dom.js";
+import { api, badge, enc, fill, h, idNode, markReady, showError, timeNode } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
-import { clip, hasLatency, latencySummaryText, latencyText, modelCallText, slotTriad, usageText, verdictText } from "./facts-view.js";
+import { askedAgainText, clip, costText, hasLatency, latencySummaryText, latencyText, modelCallText, slotTriad, usageText, verdictText } from "./facts-view.js";
 import { feedbackText, kindText, tokensText } from "./runs-view.js";
 
 const REFRESH_MS = 2000; // while a run records, the runs and problems are fetched again this often
@@ -19,9 +19,9 @@ function replayHref(runId, seq) {
 
 function runRow(run) {
   return h("tr", { class: run.run_id === boundRun ? "selected" : "", dataset: { runId: run.run_id, status: run.status } },
-    h("td", {}, h("code", {}, run.run_id)),
+    h("td", {}, idNode(run.run_id)),
     h("td", {}, kindText(run)),
-    h("td", {}, shortTime(run.created_at)),
+    h("td", {}, timeNode(run.created_at)),
     h("td", {}, badge(run.status, run.status)),
     h("td", {}, run.turns),
     h("td", {}, run.model_calls),
@@ -41,14 +41,14 @@ function renderProblems(runs) {
   const items = runs.flatMap((run) => run.problems.map((problem) =>
     h("li", { class: `problem kind-${problem.kind}`, dataset: { runId: run.run_id, kind: problem.kind } },
       h("a", { href: replayHref(run.run_id, problem.seq) }, h("code", {}, run.run_id.slice(0, 12))),
-      ` ${shortTime(run.created_at)} · `, problem.message)));
+      " ", timeNode(run.created_at), " · ", problem.message)));
   fill(document.getElementById("problem-list"), items);
   document.getElementById("problems").hidden = items.length === 0;
 }
 
 function feedbackRow(record) {
   return h("tr", { dataset: { runId: record.run_id } },
-    h("td", {}, shortTime(record.at)),
+    h("td", {}, timeNode(record.at)),
     h("td", {}, h("code", {}, String(record.run_id ?? "").slice(0, 12))),
     h("td", {}, record.rating),
     h("td", { class: "comment" }, record.comment ?? ""));
@@ -87,9 +87,11 @@ function guardsCell(turn) {
   return guards;
 }
 
-/** Row classes: a repeated ask and a slow turn (voice latency over the threshold) are both flagged. */
+/** Row classes: a repeated ask (of required slots), a question asked again (by its words) and a slow turn
+ * (voice latency over the threshold) are each flagged. */
 function flags(turn) {
-  return [(turn.repeated_asks ?? []).length ? "repeated" : "", turn.slow === true ? "slow" : ""].filter(Boolean).join(" ");
+  return [(turn.repeated_asks ?? []).length ? "repeated" : "", turn.asked_again ? "asked-again" : "",
+    turn.slow === true ? "slow" : ""].filter(Boolean).join(" ");
 }
 
 function latencyCell(turn) {
@@ -107,7 +109,8 @@ function factsRow(turn) {
     h("td", {}, writesCell(turn)),
     h("td", {}, guardsCell(turn)),
     h("td", { class: "verdict" }, verdictText(turn.verdict)),
-    h("td", { class: "repeat" }, repeated.length ? `asked again: ${repeated.join(", ")}` : ""),
+    h("td", { class: "repeat" }, repeated.length ? `asked again: ${repeated.join(", ")}` : "",
+      turn.asked_again ? h("div", { class: "asked-again" }, askedAgainText(turn.asked_again)) : ""),
     latencyCell(turn),
     h("td", {}, (turn.messages ?? []).map((message) => h("div", {}, `${message.role}: ${clip(message.text)}`)),
       (turn.tools ?? []).map((tool) => h("div", { class: `status-${tool.status}` }, `tool ${tool.name} (${tool.status})`))),
@@ -120,8 +123,10 @@ function runSummary(facts) {
   const usage = usageText(facts.usage_totals);
   const latency = latencySummaryText(facts.latency);
   const slow = (facts.latency?.slow_turns ?? []).map((entry) => `turn ${entry.turn_index}`);
+  const cost = costText(facts.cost);
   return [
     usage ? h("div", { class: "usage-totals" }, `tokens: ${usage}`) : "",
+    cost ? h("div", { class: "cost" }, `cost: ${cost}`) : "",
     latency ? h("div", { class: "latency-summary" }, `voice latency (user stopped → agent started): ${latency}`,
       slow.length ? h("span", { class: "slow-flag" }, ` · slow: ${slow.join(", ")}`) : "") : "",
   ];
