@@ -256,6 +256,6 @@ def test_import_command(tmp_path):
         capture_output=True, text=True, timeout=120, check=False, env={**os.environ, "OTEL_SESSION_REDACTION_KEY": "k"},
     )
     assert "1 run(s) written" in completed.stdout, completed.stdout + completed.stderr
-    assert completed.stderr.count("error:") == 5
+    assert completed.stderr.count("Error:") == 5
     assert_clean(completed.stdout + completed.stderr, "import output")
     assert_tree_clean(root)
