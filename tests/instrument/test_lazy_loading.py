@@ -59,3 +59,43 @@ def test_uninstrumenting_cancels_a_pending_patch(tmp_path):
 def test_a_framework_imported_first_is_patched_once_and_put_back(tmp_path):
     facts = run_app("before", tmp_path)
     assert facts == {"patched": PATCHED_ONCE, "undone": UNPATCHED, "again": PATCHED_ONCE}
+
+
+@pytest.fixture
+def fresh_module(tmp_path, monkeypatch):
+    """The name of a module the app has not imported yet (a file in a directory on ``sys.path``)."""
+    name = f"lazy_framework_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text("class Client:\n    def call(self):\n        return 'called'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    sys.modules.pop(name, None)
+
+
+def test_a_patch_that_fails_is_said_once_and_the_app_imports_on(fresh_module, caplog):
+    from otel_session.instrument._on_import import PatchState, on_import
+
+    def apply(module: Any) -> Any:
+        raise AttributeError("a framework version this patch does not know")
+
+    patch = on_import(fresh_module, apply)
+    assert patch.state is PatchState.PENDING
+    module = __import__(fresh_module)
+    assert module.Client().call() == "called"
+    assert patch.state is PatchState.FAILED
+    assert caplog.text.count(f"could not instrument {fresh_module}") == 1
+
+
+def test_a_patch_is_made_at_the_import_and_undone(fresh_module):
+    from otel_session.instrument._on_import import PatchState, on_import
+
+    def apply(module: Any) -> Any:
+        original = module.Client.call
+        module.Client.call = lambda self: "recorded " + original(self)
+        return lambda: setattr(module.Client, "call", original)
+
+    patch = on_import(fresh_module, apply)
+    module = __import__(fresh_module)
+    assert (patch.state, module.Client().call()) == (PatchState.APPLIED, "recorded called")
+    patch.undo()
+    patch.undo()  # idempotent
+    assert (patch.state, module.Client().call()) == (PatchState.UNDONE, "called")
