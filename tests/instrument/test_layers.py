@@ -28,12 +28,13 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            # ``from package import module`` imports that module; ``from package import name``, the package
-            targets = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
-                       for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            raise AssertionError(f"{path.name}: a relative import; the package imports itself by full name")
+            base = node.module or ""
+            if node.level:  # relative to the package (``from . import x``, ``from ._run import y``)
+                parent = PACKAGE.rsplit(".", node.level - 1)[0]
+                base = f"{parent}.{base}" if base else parent
+            # ``from package import module`` imports that module; ``from package import name``, the package
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
         else:
             continue
         for target in targets:
