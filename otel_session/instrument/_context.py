@@ -10,7 +10,8 @@ Contract::
 
 State lives in the OpenTelemetry context (contextvars), so threads started with a copied context
 and asyncio tasks see the session, run and turn they were started in. The span processor reads a
-span's scope from here; the run and turn sections write it.
+span's scope from here; the run and turn sections write it. A scope holds its run and turn as
+``_handles.OpenRun`` / ``OpenTurn``: this module imports no section.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from otel_session.instrument._log import warn_once
 from otel_session.instrument._section import Section
 
 if TYPE_CHECKING:
-    from otel_session.instrument._run import RunHandle
-    from otel_session.instrument._turn import TurnHandle
+    from otel_session.instrument._handles import OpenRun, OpenTurn
 
 __all__ = [
     "DEFAULT_SESSION_HEADER",
@@ -53,8 +53,8 @@ class Scope:
     """What the current context is inside of."""
 
     session_id: str | None = None
-    run: RunHandle | None = None
-    turn: TurnHandle | None = None
+    run: OpenRun | None = None
+    turn: OpenTurn | None = None
 
 
 def scope_of(ctx: context.Context | None = None) -> Scope | None:
@@ -95,13 +95,13 @@ def span_session_id(span: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def current_run() -> RunHandle | None:
+def current_run() -> OpenRun | None:
     """The run of the current context, if any."""
     scope = scope_of()
     return scope.run if scope is not None else None
 
 
-def open_run_for(api: str) -> tuple[RunHandle, TurnHandle | None] | None:
+def open_run_for(api: str) -> tuple[OpenRun, OpenTurn | None] | None:
     """The open run (and turn) ``api`` records into; None outside one (said once per api)."""
     scope = scope_of()
     if scope is None or scope.run is None or not scope.run.open:

@@ -14,14 +14,14 @@ redaction step) and is encoded onto the span with the codec's encoder looked up 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
 from otel_session.core import semconv as sc
 from otel_session.instrument import _clock
 from otel_session.instrument._log import capture_failed, warn_once
-from otel_session.instrument._run import ChildSection, RunHandle
+from otel_session.instrument._run import ChildSection
 from otel_session.instrument._section import Nothing, label
 from otel_session.instrument._spans import event_adder
 from otel_session.core.journal import EventType
@@ -29,6 +29,9 @@ from otel_session.normalize import JournalEvent
 from otel_session.normalize.codec import EVENT_NAMES, encode, encoder
 from otel_session.normalize.genai_repeats import HeldMessages
 from otel_session.redact import DeltaStream
+
+if TYPE_CHECKING:
+    from otel_session.instrument._handles import OpenRun, OpenTurn
 
 __all__ = ["MessageHandle", "message"]
 
@@ -38,7 +41,7 @@ _E = {member: member.value for member in EventType}  # an enum member's ``.value
 class MessageHandle:
     """One message: ``text()`` for a whole utterance, ``delta()`` per streamed chunk."""
 
-    def __init__(self, run_handle: RunHandle, turn_index: int | None, span: trace.Span, role: str, message_id: str) -> None:
+    def __init__(self, run_handle: OpenRun, turn_index: int | None, span: trace.Span, role: str, message_id: str) -> None:
         self.run = run_handle
         self.turn_index = turn_index
         self.span = span
@@ -169,7 +172,7 @@ class message(ChildSection):  # noqa: N801
         self.role = label(role)
         self.message_id = message_id
 
-    def _open(self, run_handle: RunHandle, turn_handle: Any) -> MessageHandle:
+    def _open(self, run_handle: OpenRun, turn_handle: OpenTurn | None) -> MessageHandle:
         turn_index = turn_handle.index if turn_handle is not None else None
         started = run_handle.event(_E[EventType.MESSAGE_STARTED], {"role": self.role}, turn_index=turn_index)
         attributes = {} if turn_index is None else {sc.TURN_INDEX: turn_index}

@@ -34,6 +34,7 @@ from otel_session.normalize import JournalEvent
 from otel_session.normalize.codec import EVENT_NAMES, encode
 
 if TYPE_CHECKING:
+    from otel_session.instrument._handles import OpenRun, OpenTurn
     from otel_session.instrument._runtime import Recorder
     from otel_session.bundle.recorder import RecordHead
     from otel_session.bundle.write import RunRecorder
@@ -136,8 +137,9 @@ class SpanEvents:
     """Records that travel as events of one span (the run's, a turn's) and are journaled: each
     record type's shared fields (type, turn, trace and span ids) are encoded once, on first use."""
 
-    def __init__(self, run_handle: RunHandle, span: trace.Span, span_id_hex: str, turn_index: int | None) -> None:
+    def __init__(self, run_handle: OpenRun, span: trace.Span, span_id_hex: str, turn_index: int | None) -> None:
         self._run = run_handle
+        self._redact_payload = run_handle.redactor.redact_payload
         self._add_event = event_adder(span)
         self._span_id = span_id_hex
         self._turn_index = turn_index
@@ -147,7 +149,7 @@ class SpanEvents:
         """One record, now: redacted once, added to the span as an event and journaled."""
         run_handle = self._run
         at_ns = _clock.now_ns()
-        redacted = run_handle._redact_payload(event_type, payload)
+        redacted = self._redact_payload(event_type, payload)
         self._add_event(EVENT_NAMES[event_type], encode(event_type, redacted), at_ns)  # type: ignore[arg-type]
         journal = run_handle.journal_recorder
         if journal is not None:
@@ -273,7 +275,7 @@ class ChildSection(Section):
     handle: Any = None
     _token: object | None = None
 
-    def _open(self, run_handle: RunHandle, turn_handle: Any) -> Any:
+    def _open(self, run_handle: OpenRun, turn_handle: OpenTurn | None) -> Any:
         raise NotImplementedError
 
     def _close(self, handle: Any, exc: BaseException | None) -> None:

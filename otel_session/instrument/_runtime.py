@@ -29,7 +29,7 @@ from otel_session.core.semconv import SCOPE_NAME, SESSION_ID
 from otel_session.bundle.write import BundleWriter, WriterLimits
 
 if TYPE_CHECKING:
-    from otel_session.instrument._run import RunHandle
+    from otel_session.instrument._handles import OpenRun
 
 __all__ = ["ENV_SHUTDOWN_ON_SIGTERM", "Recorder", "configure", "current_recorder", "warn_once"]  # warn_once: from _log
 
@@ -62,7 +62,7 @@ class Recorder:
         self.tracer_provider = tracer_provider
         self.writer = writer
         self.tracer = tracer_provider.get_tracer(SCOPE_NAME, __version__)
-        self.runs: dict[int, RunHandle] = {}
+        self.runs: dict[int, OpenRun] = {}
         """Open runs by trace id (the span processor journals other spans of these traces); read
         it, change it through ``register_run`` / ``finish_run``."""
         self.finished_traces: deque[int] = deque(maxlen=4096)
@@ -85,16 +85,16 @@ class Recorder:
         """``session.id`` of the resource (``OTEL_RESOURCE_ATTRIBUTES``): the session of every span
         and run that has none from its context."""
 
-    def register_run(self, handle: RunHandle) -> None:
+    def register_run(self, handle: OpenRun) -> None:
         """Record the spans of ``handle``'s trace into its bundle from now on (its bundle is open)."""
         self.runs[handle.trace_id] = handle
 
-    def finish_run(self, handle: RunHandle) -> None:
+    def finish_run(self, handle: OpenRun) -> None:
         """``handle``'s run has finished: its trace's late spans are reported, not journaled."""
         self.runs.pop(handle.trace_id, None)
         self.finished_traces.append(handle.trace_id)
 
-    def open_run(self, trace_id: int) -> RunHandle | None:
+    def open_run(self, trace_id: int) -> OpenRun | None:
         """The open run of trace ``trace_id``, if it is one of this process's."""
         return self.runs.get(trace_id)
 

@@ -14,18 +14,21 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from otel_session.core import semconv as sc
 from otel_session.instrument._log import capture_failed
-from otel_session.instrument._run import ChildSection, RunHandle
+from otel_session.instrument._run import ChildSection
 from otel_session.instrument._section import F, Nothing, label
 from otel_session.core.journal import EventType
 from otel_session.normalize import JournalEvent
 from otel_session.normalize.codec import EVENT_NAMES, encode
+
+if TYPE_CHECKING:
+    from otel_session.instrument._handles import OpenRun, OpenTurn
 
 __all__ = ["ToolHandle", "tool", "tool_execution"]
 
@@ -35,7 +38,7 @@ _E = {member: member.value for member in EventType}  # an enum member's ``.value
 class ToolHandle:
     """One tool execution: ``update()`` for progress, ``finish(result=…)`` or ``finish(error=…)``."""
 
-    def __init__(self, run_handle: RunHandle, turn_index: int | None, span: trace.Span, name: str, call_id: str) -> None:
+    def __init__(self, run_handle: OpenRun, turn_index: int | None, span: trace.Span, name: str, call_id: str) -> None:
         self.run = run_handle
         self.span = span
         self.name = name
@@ -100,7 +103,7 @@ class tool_execution(ChildSection):  # noqa: N801
         self.call_id = call_id
         self.arguments = arguments
 
-    def _open(self, run_handle: RunHandle, turn_handle: Any) -> ToolHandle:
+    def _open(self, run_handle: OpenRun, turn_handle: OpenTurn | None) -> ToolHandle:
         turn_index = turn_handle.index if turn_handle is not None else None
         payload = {"name": self.name, "arguments": self.arguments}
         started = run_handle.event(_E[EventType.TOOL_EXECUTION_STARTED], payload, turn_index=turn_index)

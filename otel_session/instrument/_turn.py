@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context, trace
 
@@ -24,10 +24,13 @@ from otel_session.core import semconv as sc
 from otel_session.instrument import reconcile
 from otel_session.instrument._context import SCOPE_KEY, Scope, open_run_for, scope_of
 from otel_session.instrument._log import capture_failed
-from otel_session.instrument._run import ChildSection, RunHandle, SpanEvents
+from otel_session.instrument._run import ChildSection, SpanEvents
 from otel_session.instrument._section import Nothing, label, labels
 from otel_session.core.journal import EventType
 from otel_session.normalize.codec import encode
+
+if TYPE_CHECKING:
+    from otel_session.instrument._handles import OpenRun, OpenTurn
 
 __all__ = ["TurnHandle", "guard", "slot_write", "transition", "turn"]
 
@@ -39,7 +42,7 @@ class TurnHandle:
 
     def __init__(
         self,
-        run_handle: RunHandle,
+        run_handle: OpenRun,
         span: trace.Span,
         index: int,
         state: str | None,
@@ -63,6 +66,15 @@ class TurnHandle:
         self.emit = SpanEvents(run_handle, span, self.span_id_hex, index).emit
         """``emit(type, raw_payload)``: a record of this turn, now: redacted once, on the turn's span
         (an event) and journaled."""
+
+    def admit_guard(self) -> bool:
+        """Whether one more guard is recorded in this turn: at most 24, the rest are counted."""
+        with self._lock:
+            if self.guards_recorded >= sc.CAP_PER_TURN:
+                self.guards_truncated += 1
+                return False
+            self.guards_recorded += 1
+            return True
 
     def finish(
         self,
@@ -158,7 +170,7 @@ class turn(ChildSection):  # noqa: N801
         self.slots = slots
         self.source = label(source)
 
-    def _open(self, run_handle: RunHandle, turn_handle: Any) -> TurnHandle:
+    def _open(self, run_handle: OpenRun, turn_handle: OpenTurn | None) -> TurnHandle:
         payload: dict[str, Any] = {"state": self.state, "required_slots": self.required_slots}
         if self.source is not None:
             payload["source"] = self.source
@@ -176,16 +188,12 @@ class turn(ChildSection):  # noqa: N801
         handle.finish(interrupted=exc is not None)
 
 
-
-
-def _emit(run_handle: RunHandle, turn_handle: TurnHandle | None, event_type: str, payload: dict[str, Any]) -> None:
+def _emit(run_handle: OpenRun, turn_handle: OpenTurn | None, event_type: str, payload: dict[str, Any]) -> None:
     """A record on the open turn's span, else on the run's."""
     if turn_handle is not None and not turn_handle.finished:
         turn_handle.emit(event_type, payload)
     else:
         run_handle.emit(event_type, payload)
-
-
 
 
 def slot_write(
@@ -231,12 +239,8 @@ def guard(name: str, passed: bool, *, state: str | None = None) -> None:
         return
     run_handle, turn_handle = found
     try:
-        if turn_handle is not None:
-            with turn_handle._lock:
-                if turn_handle.guards_recorded >= sc.CAP_PER_TURN:
-                    turn_handle.guards_truncated += 1
-                    return
-                turn_handle.guards_recorded += 1
+        if turn_handle is not None and not turn_handle.admit_guard():
+            return
         payload: dict[str, Any] = {"name": label(name), "passed": bool(passed)}
         if state is not None:
             payload["state"] = label(state)

@@ -6,8 +6,9 @@ Usage::
 
     AgentsSdkInstrumentor().instrument()        # or, with no code: opentelemetry-instrument python app.py
 
-then ``Runner.run`` / ``run_sync`` / ``run_streamed`` as usual. The instrumentor registers a trace
-processor through the SDK's own tracing interface (``agents.add_trace_processor``; the SDK emits no
+then ``Runner.run`` / ``run_sync`` / ``run_streamed`` as usual. When the app imports ``agents`` (at
+once if it has; ``instrument()`` never imports it: ``_on_import``), the instrumentor registers a
+trace processor through the SDK's own tracing interface (``agents.add_trace_processor``; the SDK emits no
 OpenTelemetry spans, so this works beside OpenInference or without it) and wraps
 ``AgentRunner.run`` and ``run_streamed`` to learn what the SDK's spans do not carry: the SDK
 ``Session``'s id, the user's input, the starting agent, and the streamed deltas (they are in no
@@ -54,6 +55,7 @@ import sys
 import threading
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
@@ -61,6 +63,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 import otel_session.instrument as api
 from otel_session.instrument._log import warn_once
 from otel_session.instrument._frameworks import Opened, replace_methods
+from otel_session.instrument._on_import import PendingPatch, on_import
 from otel_session.normalize.genai_messages import json_value, tool_call_text
 
 __all__ = ["AgentsSdkInstrumentor", "SessionTraceProcessor"]
@@ -425,48 +428,54 @@ class AgentsSdkInstrumentor(BaseInstrumentor):
     the first run).
     """
 
-    _processor: SessionTraceProcessor | None = None
-    _restore: Callable[[], None] | None = None
+    _patch: PendingPatch | None = None
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
-        import agents
-        from agents.run import AgentRunner
-
-        cls = AgentsSdkInstrumentor
-        processor = cls._processor = SessionTraceProcessor()
-        agents.add_trace_processor(processor)
-        original_run, original_streamed = AgentRunner.run, AgentRunner.run_streamed
-
-        @functools.wraps(original_run)
-        async def run(self: Any, starting_agent: Any, input: Any, **options: Any) -> Any:  # noqa: A002
-            token = _request.set(_request_of(starting_agent, input, options))
-            try:
-                return await original_run(self, starting_agent, input, **options)
-            finally:
-                _request.reset(token)
-
-        @functools.wraps(original_streamed)
-        def run_streamed(self: Any, starting_agent: Any, input: Any, **options: Any) -> Any:  # noqa: A002
-            token = _request.set(_request_of(starting_agent, input, options))
-            try:
-                result = original_streamed(self, starting_agent, input, **options)
-            finally:
-                _request.reset(token)
-            _observe_queue(result, processor.observe)
-            return result
-
-        cls._restore = replace_methods(AgentRunner, {"run": run, "run_streamed": run_streamed})
+        AgentsSdkInstrumentor._patch = on_import("agents", _patch_agents)  # when the app imports it
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        cls = AgentsSdkInstrumentor
-        if cls._restore is not None:
-            cls._restore()
-            cls._restore = None
-        if cls._processor is not None:
-            cls._processor.enabled = False
+        patch, AgentsSdkInstrumentor._patch = AgentsSdkInstrumentor._patch, None
+        if patch is not None:
+            patch.undo()
+
+
+def _patch_agents(agents: ModuleType) -> Callable[[], None]:
+    """Register a trace processor and wrap the runner; the function returned undoes both (the SDK
+    cannot remove a processor: this one is turned off)."""
+    from agents.run import AgentRunner  # imported with the package
+
+    processor = SessionTraceProcessor()
+    agents.add_trace_processor(processor)
+    original_run, original_streamed = AgentRunner.run, AgentRunner.run_streamed
+
+    @functools.wraps(original_run)
+    async def run(self: Any, starting_agent: Any, input: Any, **options: Any) -> Any:  # noqa: A002
+        token = _request.set(_request_of(starting_agent, input, options))
+        try:
+            return await original_run(self, starting_agent, input, **options)
+        finally:
+            _request.reset(token)
+
+    @functools.wraps(original_streamed)
+    def run_streamed(self: Any, starting_agent: Any, input: Any, **options: Any) -> Any:  # noqa: A002
+        token = _request.set(_request_of(starting_agent, input, options))
+        try:
+            result = original_streamed(self, starting_agent, input, **options)
+        finally:
+            _request.reset(token)
+        _observe_queue(result, processor.observe)
+        return result
+
+    restore = replace_methods(AgentRunner, {"run": run, "run_streamed": run_streamed})
+
+    def undo() -> None:
+        restore()
+        processor.enabled = False
+
+    return undo
 
 
 def _observe_queue(result: Any, observe: Callable[[Any], None]) -> None:

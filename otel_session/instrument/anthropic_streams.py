@@ -2,8 +2,9 @@
 
 Contract::
 
-    install()       # the otel_session instrumentor calls it (opentelemetry-instrument); idempotent
-    uninstall()
+    install()       # the otel_session instrumentor calls it (opentelemetry-instrument); idempotent:
+                    # taps now if the app imported ``anthropic``, else when it does (never imports it)
+    uninstall()     # untaps, or cancels the pending tap
 
 ``install`` wraps ``anthropic``'s ``Stream.__init__`` and ``AsyncStream.__init__``: every Messages
 stream is one, sync and async, ``messages.create(stream=True)`` and the ``messages.stream()``
@@ -46,12 +47,14 @@ import functools
 import inspect
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from types import ModuleType
 from typing import Any
 
 import orjson
 from opentelemetry import trace
 
 from otel_session.instrument._log import warn_once
+from otel_session.instrument._on_import import PendingPatch, on_import
 from otel_session.instrument.stream_deltas import (
     StreamDeltas, deltas_for, is_foreign_model_call, tapped, tapped_async, unwrap_inits, wrap_streams,
 )
@@ -66,14 +69,24 @@ _SDK_SCOPE = "com.anthropic.sdk.python"  # the SDK's own call spans (anthropic 1
 _originals: dict[type, Callable[..., None]] = {}
 _start_span: list[Callable[..., Any]] = []  # the SDK's ``start_api_call_span``, while wrapped
 _parents: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # SDK call span → model-call span around it
+_patch: PendingPatch | None = None
 
 
 def install() -> None:
-    """Tap the streams of the ``anthropic`` client from now on (nothing if it is not installed)."""
-    try:
-        from anthropic import _base_client, _streaming
-    except ImportError:
-        return
+    """Tap the streams of the ``anthropic`` client from now on, as soon as the app imports it."""
+    global _patch
+    if _patch is None or not _patch.active:
+        _patch = on_import("anthropic", _wrap)
+
+
+def uninstall() -> None:
+    if _patch is not None:
+        _patch.undo()
+
+
+def _wrap(module: ModuleType) -> Callable[[], None]:
+    from anthropic import _base_client, _streaming  # imported with the package
+
     wrap_streams(_streaming, _tap_sync, _tap_async, _originals)
     original = getattr(_base_client, "start_api_call_span", None)
     if original is not None and not _start_span:
@@ -92,13 +105,12 @@ def install() -> None:
 
         _base_client.start_api_call_span = start_api_call_span  # type: ignore[attr-defined]
 
+    def unwrap() -> None:
+        unwrap_inits(_originals)
+        if _start_span:
+            _base_client.start_api_call_span = _start_span.pop()  # type: ignore[attr-defined]
 
-def uninstall() -> None:
-    unwrap_inits(_originals)
-    if _start_span:
-        from anthropic import _base_client
-
-        _base_client.start_api_call_span = _start_span.pop()  # type: ignore[attr-defined]
+    return unwrap
 
 
 def _tap_sync(stream: Any) -> None:

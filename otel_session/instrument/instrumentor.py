@@ -7,7 +7,8 @@ every span, journaling of spans inside runs) and the bundle writer, configured f
 environment variables. The app then only needs ``otel_session.session()`` / ``run()`` / ``turn()`` …
 (or the Flask extension); it never calls ``configure()`` itself. It also taps the ``openai``
 and ``anthropic`` clients' streams (``openai_streams``, ``anthropic_streams``): every streamed chunk
-becomes an ``assistant_delta``.
+becomes an ``assistant_delta``. A client is tapped when the app imports it (now, if it has), never
+imported for the tap (``_on_import``): an app that uses neither does not pay for loading them.
 
 When ``OTEL_TRACES_EXPORTER`` or ``OTEL_LOGS_EXPORTER`` names a plain OTLP exporter (``otlp``,
 ``otlp_proto_grpc``, ``otlp_proto_http``), it says once, in one warning line, that those spans or

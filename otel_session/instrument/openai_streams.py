@@ -2,8 +2,9 @@
 
 Contract::
 
-    install()       # the otel_session instrumentor calls it (opentelemetry-instrument); idempotent
-    uninstall()
+    install()       # the otel_session instrumentor calls it (opentelemetry-instrument); idempotent:
+                    # taps now if the app imported ``openai``, else when it does (never imports it)
+    uninstall()     # untaps, or cancels the pending tap
 
 Third-party instrumentors (openai-v2, OpenInference, OpenLLMetry) put only a streamed call's final
 text on its span. ``install`` wraps ``openai``'s ``Stream.__init__`` and ``AsyncStream.__init__``
@@ -33,29 +34,39 @@ no foreign model-call span current (none instruments the call) is left alone.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 from otel_session.instrument._log import warn_once
+from otel_session.instrument._on_import import PendingPatch, on_import
 from otel_session.instrument.stream_deltas import StreamDeltas, deltas_for, tapped, tapped_async, unwrap_inits, wrap_streams
 from otel_session.normalize.genai_messages import Message, new_inputs, request_inputs
 
 __all__ = ["install", "uninstall"]
 
 _originals: dict[type, Callable[..., None]] = {}
+_patch: PendingPatch | None = None
 
 
 def install() -> None:
-    """Tap the streams of the ``openai`` client from now on (nothing if it is not installed)."""
-    try:
-        from openai import _streaming
-    except ImportError:
-        return
-    wrap_streams(_streaming, _tap_sync, _tap_async, _originals)
+    """Tap the streams of the ``openai`` client from now on, as soon as the app imports it."""
+    global _patch
+    if _patch is None or not _patch.active:
+        _patch = on_import("openai", _wrap)
 
 
 def uninstall() -> None:
-    unwrap_inits(_originals)
+    if _patch is not None:
+        _patch.undo()
+
+
+def _wrap(module: ModuleType) -> Callable[[], None]:
+    from openai import _streaming  # imported with the package
+
+    wrap_streams(_streaming, _tap_sync, _tap_async, _originals)
+    return functools.partial(unwrap_inits, _originals)
 
 
 def _tap_sync(stream: Any) -> None:

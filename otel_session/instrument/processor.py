@@ -16,7 +16,7 @@ records* what the collector does for OTLP logs: each one emitted in a span of an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from opentelemetry import baggage, context, trace
 from opentelemetry.sdk._logs import LogRecordProcessor, ReadWriteLogRecord
@@ -32,17 +32,38 @@ from otel_session.normalize.genai_repeats import HeldMessages
 from otel_session.normalize.toollink import ToolCallLinker
 
 if TYPE_CHECKING:
-    from otel_session.instrument._runtime import Recorder
+    from otel_session.bundle.write import BundleWriter
+    from otel_session.instrument._handles import OpenRun
+    from otel_session.normalize import DetachedEvent, SpanEventData
+    from otel_session.redact import Redactor
 
-__all__ = ["SessionLogProcessor", "SessionSpanProcessor"]
+__all__ = ["ProcessedRecorder", "SessionLogProcessor", "SessionSpanProcessor"]
 
 logger = get_logger(__name__)
+
+
+class ProcessedRecorder(Protocol):
+    """What the processors need of the recorder that owns them (``_runtime.Recorder`` passes itself
+    in as it builds them): its state, its open runs and the GenAI log events it holds."""
+
+    active: bool
+    redactor: Redactor
+    writer: BundleWriter
+    resource_session_id: str | None
+
+    def open_run(self, trace_id: int) -> OpenRun | None: ...
+
+    def finished_recently(self, trace_id: int) -> bool: ...
+
+    def hold_log_event(self, detached: DetachedEvent) -> None: ...
+
+    def take_log_events(self, trace_id: int, span_id: int) -> list[SpanEventData]: ...
 
 
 class SessionSpanProcessor(SpanProcessor):
     """Stamps session ids on span start; journals foreign spans of open runs on span end."""
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: ProcessedRecorder) -> None:
         self._recorder = recorder
 
     def on_start(self, span: Span, parent_context: context.Context | None = None) -> None:
@@ -143,7 +164,7 @@ class SessionSpanProcessor(SpanProcessor):
 class SessionLogProcessor(LogRecordProcessor):
     """Keeps GenAI message log events emitted in spans of open runs for their span's ``on_end``."""
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: ProcessedRecorder) -> None:
         self._recorder = recorder
 
     def on_emit(self, log_record: ReadWriteLogRecord) -> None:
