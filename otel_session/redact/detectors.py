@@ -229,15 +229,33 @@ class Scanner:
         return merged
 
     def _find(self, text: str, start: int, end: int, without: frozenset[str], edits: list[Edit]) -> None:
-        for match in self._pattern(without).finditer(text, start, end):
-            kind = match.lastgroup
-            if kind == "redacted":
-                continue
-            label = self._label(kind or "", match.group())
+        position = start
+        while (found := self._next(text, position, end, without)) is not None:
+            begin, finish, label = found
             if label is not None:
-                edits.append((match.start(), match.end(), f"[{label}]"))
-            else:  # rejected: what else it may hold, found without this detector
-                self._find(text, match.start(), match.end(), without | {kind}, edits)
+                edits.append((begin, finish, f"[{label}]"))
+            position = finish
+
+    def _next(self, text: str, start: int, end: int, without: frozenset[str]) -> tuple[int, int, str | None] | None:
+        """The next detection at or after ``start`` as ``(begin, end, label)``, a span to pass over
+        (a token this package wrote, a rejected candidate) with label None, or None when none.
+
+        A rejected candidate (an "address" ``:0:4111`` that is none) is searched again without its
+        detector, and a detection that starts inside it wins even where it runs past its end (the
+        card ``4111 1111 1111 1111``): a rejected candidate never cuts another detection short."""
+        match = self._pattern(without).search(text, start, end)
+        if match is None:
+            return None
+        kind = match.lastgroup or ""
+        if kind == "redacted":
+            return match.start(), match.end(), None
+        label = self._label(kind, match.group())
+        if label is not None:
+            return match.start(), match.end(), label
+        inner = self._next(text, match.start(), end, without | {kind})
+        if inner is not None and inner[0] < match.end():
+            return inner
+        return match.start(), match.end(), None
 
     def _label(self, kind: str, candidate: str) -> str | None:
         """The detection a candidate of pattern ``kind`` is, or None to leave it."""

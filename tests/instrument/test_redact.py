@@ -7,7 +7,7 @@ import stat
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from otel_session.core.journal import EventType
@@ -461,6 +461,9 @@ _SCAN_ALPHABET = st.sampled_from(
     text=st.lists(_SCAN_ALPHABET, max_size=30).map("".join),
     detectors=st.sets(st.sampled_from(DEFAULT_DETECTORS)),
 )
+# Found by this test: a rejected IPv6 candidate (":0:4111") cut the card after it short.
+@example(text=":0:4111 1111 1111 1111", detectors={"phone", "ipv6"})
+@example(text=":0:4111 1111 1111 1111", detectors=set(DEFAULT_DETECTORS))
 def test_scan_shortcuts_change_no_result(text, detectors):
     """The scanner's shortcuts (patterns left out of texts that cannot hold their detections, the
     cache) give exactly what every pattern gives."""
@@ -623,3 +626,8 @@ def test_a_tool_name_holding_pii_is_hashed_like_an_id(redactor):
     assert event.payload["name"].startswith("lookup hmac-sha256:")
     assert redactor.redact_event(JournalEvent(EventType.TOOL_EXECUTION_STARTED.value, 1,
                                               {"name": "lookup", "arguments": {}})).payload["name"] == "lookup"
+
+
+def test_a_rejected_address_never_cuts_a_card_after_it_short(redactor):
+    # "::" makes the IPv6 pattern take part; ":0:4111" is no address, and the card it starts is whole.
+    assert redactor.text("addr :: then :0:4111 1111 1111 1111") == "addr :: then :0:[card]"
