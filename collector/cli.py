@@ -35,6 +35,7 @@ _SECONDS = {"type": click.FloatRange(min=0), "metavar": "SECONDS"}
 @_option("--http", "http_address", metavar="HOST:PORT")
 @_option("--forward", "forward", metavar="URL")
 @_option("--forward-protocol", "forward_protocol", type=click.Choice(["http/protobuf", "grpc"]))
+@_option("--forward-queue-bytes", "forward_queue_bytes", type=click.IntRange(min=0), metavar="BYTES")
 @click.option("--forward-raw", is_flag=True, default=None,
               help=f"{SETTINGS['forward_redacted'].help} [${SETTINGS['forward_redacted'].env}]")
 @_option("--seal-after", "seal_after_s", **_SECONDS)

@@ -263,6 +263,7 @@ class Collector:
                 text_redactor=self.redactor.text if options.forward_redacted else None,
                 counters=self.counters,
                 protocol=options.forward_protocol,
+                queue_bytes=options.forward_queue_bytes,
             )
             if options.forward
             else None
