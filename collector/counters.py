@@ -158,13 +158,13 @@ class RefusalLog:
             self._last[key] = now
         self._write(what, reason, pending, None if last is None else now - last)
 
-    def flush(self) -> None:
-        """Log the counts held back for longer than the interval."""
+    def flush(self, *, force: bool = False) -> None:
+        """Log the counts held back for longer than the interval (every count held, with ``force``)."""
         now = self._clock()
         due = []
         with self._lock:
             for key, pending in self._pending.items():
-                if pending and now - self._last[key] >= self.interval_s:
+                if pending and (force or now - self._last[key] >= self.interval_s):
                     due.append((key, pending, now - self._last[key]))
                     self._pending[key] = 0
                     self._last[key] = now
