@@ -49,11 +49,13 @@ class RejectReason(str, Enum):
 
 class Refused(str, Enum):
     """What a refusal counts: spans or log records (``partial_success``, or a forward copy dropped),
-    or whole export requests (an error status: retryable or malformed)."""
+    whole export requests (an error status: retryable or malformed), or OTLP/HTTP connections
+    closed by the collector (headers too slow, silent, or evicted for a newcomer)."""
 
     SPAN = "span"
     LOG_RECORD = "log_record"
     REQUEST = "request"
+    CONNECTION = "connection"
 
 
 @dataclass
@@ -173,7 +175,7 @@ class RefusalLog:
 
     def _write(self, what: Refused, reason: str, count: int, since_s: float | None) -> None:
         if since_s is None:
-            logger.warning("refused %d %s(s): %s (further refusals for this reason: one line every %.0f s "
-                           "with their count)", count, what.value, reason, self.interval_s)
+            logger.warning("refused %d %s(s): %s (further refusals for this reason: one line every %d s "
+                           "with their count)", count, what.value, reason, round(self.interval_s))
         else:
-            logger.warning("refused %d %s(s) in the last %.0f s: %s", count, what.value, since_s, reason)
+            logger.warning("refused %d %s(s) in the last %d s: %s", count, what.value, round(since_s), reason)

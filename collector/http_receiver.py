@@ -64,6 +64,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher
 from waitress.utilities import Error
 
+from otel_session.collector.counters import Refused
 from otel_session.collector.otlp import ExportRequest, OtlpDecodeError, Signal, parse_json, parse_protobuf
 from otel_session.collector.sink import Overloaded, TooManyRequests
 from otel_session.core.log import get_logger
@@ -158,11 +159,11 @@ class _OtlpApp:
         receiver: ExportHandler,
         *,
         metrics: Callable[[], tuple[bytes, str]] | None = None,
-        on_refused: Callable[[str], None] | None = None,
+        on_refused: Callable[[Refused, str], None] | None = None,
     ) -> None:
         self.receiver = receiver
         self.metrics = metrics
-        self.on_refused = on_refused or (lambda reason: None)
+        self.on_refused = on_refused or (lambda what, reason: None)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         reply_type = _reply_type_of(environ.get("CONTENT_TYPE"))
@@ -205,11 +206,11 @@ class _OtlpApp:
             except Overloaded as exc:
                 raise _HttpError(HTTPStatus.SERVICE_UNAVAILABLE, str(exc), retry_after=1) from None
         except OtlpDecodeError as exc:
-            self.on_refused("malformed")
+            self.on_refused(Refused.REQUEST, "malformed")
             return _error_answer(HTTPStatus.BAD_REQUEST, str(exc), reply_type)
         except _HttpError as exc:
             if exc.status in _REFUSAL_OF_STATUS:
-                self.on_refused(_REFUSAL_OF_STATUS[exc.status])
+                self.on_refused(Refused.REQUEST, _REFUSAL_OF_STATUS[exc.status])
             return _error_answer(exc.status, str(exc), reply_type, retry_after=exc.retry_after)
         if reply_type == _JSON:
             return HTTPStatus.OK, _JSON, orjson.dumps(_partial_success_json(response, signal)), []
@@ -279,7 +280,7 @@ class _OtlpErrorTask(ErrorTask):
         # waitress quotes the offending input in a few messages ('Malformed header line "…"'): never echoed.
         detail = str(error.body).split('"')[0].strip()
         message = _TOO_LARGE if status is HTTPStatus.REQUEST_ENTITY_TOO_LARGE else f"{error.reason}: {detail}"
-        self.channel.server.on_refused("too_large" if status is HTTPStatus.REQUEST_ENTITY_TOO_LARGE else "malformed")
+        self.channel.server.on_refused(Refused.REQUEST, "too_large" if status is HTTPStatus.REQUEST_ENTITY_TOO_LARGE else "malformed")
         status, content_type, body, headers = _error_answer(
             status, message, _reply_type_of(self.request.headers.get("CONTENT_TYPE"))
         )
@@ -356,7 +357,7 @@ class _OtlpServer(TcpWSGIServer):
 
     channel_class = _OtlpChannel
     header_timeout_s = 10.0
-    on_refused: Callable[[str], None] = staticmethod(lambda reason: None)
+    on_refused: Callable[[Refused, str], None] = staticmethod(lambda what, reason: None)
     _may_evict = True
 
     def readable(self) -> bool:
@@ -383,7 +384,7 @@ class _OtlpServer(TcpWSGIServer):
         if not candidates:
             return False
         victim = min(candidates, key=lambda channel: channel.header_started if channel.awaiting_headers else channel.last_activity)
-        self.on_refused("connection_evicted")
+        self.on_refused(Refused.CONNECTION, "connection_evicted")
         victim.will_close = True  # closed by the loop's next pass: its descriptor is not reused in this one
         return True
 
@@ -394,11 +395,11 @@ class _OtlpServer(TcpWSGIServer):
         for channel in list(self.active_channels.values()):
             if channel.awaiting_headers and channel.header_started < header_cutoff:
                 if not channel.timed_out:
-                    self.on_refused("header_timeout")
+                    self.on_refused(Refused.CONNECTION, "header_timeout")
                 channel.time_out(f"request headers not complete within {self.header_timeout_s:g} s")
             elif channel.last_activity < idle_cutoff and channel.request is not None:
                 if not channel.timed_out:
-                    self.on_refused("client_timeout")
+                    self.on_refused(Refused.CONNECTION, "client_timeout")
                 channel.time_out(f"no complete request within {self.adj.channel_timeout} s")
         super().maintenance(now)  # closes every idle channel, those answered above once flushed
 
@@ -424,7 +425,7 @@ class HttpReceiver:
         header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
         connection_limit: int = DEFAULT_CONNECTION_LIMIT,
         metrics: Callable[[], tuple[bytes, str]] | None = None,
-        on_refused: Callable[[str], None] | None = None,
+        on_refused: Callable[[Refused, str], None] | None = None,
     ) -> None:
         self._app = _OtlpApp(receiver, metrics=metrics, on_refused=on_refused)
         self._address = address
@@ -474,7 +475,7 @@ class HttpReceiver:
         self._server.header_timeout_s = self._header_timeout_s
         if self._on_refused is not None:
             self._server.on_refused = self._on_refused
-        self.port = self._server.effective_port
+        self.port = int(self._server.effective_port)
         self._loop = threading.Thread(target=self._server.run, name="otlp-http", daemon=True)
         self._loop.start()
 

@@ -367,7 +367,7 @@ class Collector:
                 header_timeout_s=self.options.http_header_timeout_s,
                 connection_limit=self.options.http_connection_limit,
                 metrics=self.metrics.exposition,
-                on_refused=lambda reason: self.counters.refuse(Refused.REQUEST, reason),
+                on_refused=self.counters.refuse,
             )
             self._http_server.start()
             self.http_port = self._http_server.port
@@ -401,9 +401,9 @@ class Collector:
         if stopper.is_alive():
             self._stopped = Stopped.TIMED_OUT
             logger.warning(
-                "shutdown did not finish within %g s (stuck %s); of the %s run(s) open when the listeners stopped, "
+                "shutdown did not finish within %d s (stuck %s); of the %s run(s) open when the listeners stopped, "
                 "those not sealed are left recording, every acknowledged span in their journals: the next "
-                "collector on %s resumes them", timeout_s, self._stage, self._open_at_stop, self.root,
+                "collector on %s resumes them", round(timeout_s), self._stage, self._open_at_stop, self.root,
             )
         return self._stopped
 
