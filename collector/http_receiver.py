@@ -3,6 +3,8 @@
 Contract::
 
     server = HttpReceiver(receiver, "127.0.0.1:4318")   # receiver.handle(ExportRequest) -> response
+    server = HttpReceiver(receiver, address, header_timeout_s=10, connection_limit=4096,
+                          metrics=metrics.exposition, on_refused=counters.refuse)   # GET /metrics; refusals counted
     server.start()          # binds (OSError naming the address when it cannot); server.port
     server.stop(grace_s)    # stop accepting, let requests in flight answer, close every connection
 
@@ -26,6 +28,7 @@ not OTLP (protobuf, JSON, gzip/deflate), bad framing     400     INVALID_ARGUMEN
 a path other than ``/v1/traces`` and ``/v1/logs``         404     NOT_FOUND
 a method other than POST                                 405     UNIMPLEMENTED
 silent mid-request for ``client_timeout_s``              408     DEADLINE_EXCEEDED
+headers not complete ``header_timeout_s`` after opening  408     DEADLINE_EXCEEDED
 no ``Content-Length`` and not chunked                    411     INVALID_ARGUMENT
 body over the limit, compressed or decompressed          413     RESOURCE_EXHAUSTED
 ``Content-Type`` / ``Content-Encoding`` not taken         415     INVALID_ARGUMENT
@@ -36,7 +39,11 @@ writer behind or closing (``Retry-After``)               503     UNAVAILABLE
 ======================================================  ======  =================================
 
 A client silent mid-request holds no worker meanwhile; after ``client_timeout_s`` it hears 408
-and its connection closes. Idle keep-alive connections close after the same time.
+and its connection closes. Idle keep-alive connections close after the same time. Slowloris: a
+request's headers must be complete within ``header_timeout_s`` of the accept (or of its first
+byte), however steadily they trickle; past ``connection_limit`` open connections each newcomer
+closes the one waiting longest for its headers (see :class:`_OtlpServer`; why waitress is kept:
+docs/collector.md, *Hostile connections*). ``GET /metrics`` answers ``metrics()`` when given.
 """
 
 from __future__ import annotations
