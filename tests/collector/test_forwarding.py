@@ -9,6 +9,7 @@ from concurrent import futures
 import grpc
 import orjson
 import pytest
+import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -388,5 +389,27 @@ def test_a_stuck_next_hop_holds_at_most_the_queue_bytes_and_the_rest_is_dropped_
         assert forwarder.queued_bytes == 0
         wait_for(lambda: sum(counters.snapshot()[name] for name in ("forward_failed", "forward_dropped")) == sent, 30)
         assert counters.snapshot()["forwarded"] == 0
+    finally:
+        hop.close()
+
+
+def test_bundles_never_wait_on_a_stuck_next_hop(make_collector, tmp_path):
+    """The forward copy waits in its bounded queue; the bundle is written and sealed meanwhile."""
+    hop = StuckNextHop()
+    try:
+        collector = make_collector(tmp_path / "bundles", forward=hop.url, forward_queue_bytes=3 * 1024 * 1024)
+        url = f"http://127.0.0.1:{collector.http_port}/v1/traces"
+        for number in range(6):
+            request = _request_of_bytes(1024 * 1024)
+            span = request.resource_spans[0].scope_spans[0].spans[0]
+            span.trace_id = bytes([number + 1]) * 16
+            span.attributes.add(key="session.id").value.string_value = f"big-{number}"
+            response = requests.post(url, data=request.SerializeToString(),
+                                     headers={"Content-Type": "application/x-protobuf"}, timeout=30)
+            assert response.status_code == 200
+        found = sealed_bundles(tmp_path / "bundles", count=6, timeout=30)
+        assert all(bundle.status is BundleStatus.COMPLETE for bundle in found)
+        assert collector.forwarder.queued_bytes <= 3 * 1024 * 1024
+        assert collector.counters.snapshot()["forward_dropped"] >= 2
     finally:
         hop.close()
