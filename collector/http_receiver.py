@@ -48,6 +48,7 @@ docs/collector.md, *Hostile connections*). ``GET /metrics`` answers ``metrics()`
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import resource
@@ -366,13 +367,29 @@ class _OtlpServer(TcpWSGIServer):
     header_timeout_s = 10.0
     on_refused: Callable[[Refused, str], None] = staticmethod(lambda what, reason: None)
     _may_evict = True
+    _accept_paused_until = 0.0
 
     def readable(self) -> bool:
         now = time.time()
         if now >= self.next_channel_cleanup:
             self.next_channel_cleanup = now + self.adj.cleanup_interval
             self.maintenance(now)
+        if now < self._accept_paused_until:
+            return False
         return self.accepting and (len(self._map) < self.adj.connection_limit or self._may_evict)
+
+    def accept(self) -> tuple[socket.socket, Any] | None:
+        """Out of descriptors, the connection stays in the backlog and accepting pauses for a
+        second (counted ``out_of_descriptors``), instead of a warning and a retry on every pass of
+        the loop, which spun a core and flooded the log."""
+        try:
+            return super().accept()
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+            self._accept_paused_until = time.time() + 1.0
+            self.on_refused(Refused.CONNECTION, "out_of_descriptors")
+            return None
 
     def handle_accept(self) -> None:
         """Take every connection waiting (not one per pass of the loop); over the limit, close the

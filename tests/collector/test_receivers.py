@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import os
 import http.client
 import logging
 import socket
@@ -617,3 +619,36 @@ def test_headers_that_trickle_past_the_header_deadline_hear_408(make_collector, 
     assert response.status == 408 and error.code == code_pb2.DEADLINE_EXCEEDED
     assert "headers not complete within 1 s" in error.message
     assert collector.counters.refused_snapshot()[(Refused.CONNECTION, "header_timeout")] == 1
+
+
+def test_out_of_descriptors_the_listener_pauses_instead_of_spinning(collector, bundle_root, caplog):
+    """An accept that fails for want of a descriptor left the connection queued and the listener
+    readable: waitress retried and logged a traceback on every pass of its loop."""
+    import resource
+
+    clients = [socket.socket() for _ in range(3)]  # their descriptors exist before the limit drops
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    highest = max(int(name) for name in os.listdir("/proc/self/fd"))
+    fillers = []
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1, hard))
+        with contextlib.suppress(OSError):
+            while True:  # the free numbers below the limit, taken: no descriptor left to accept with
+                fillers.append(os.open(os.devnull, os.O_RDONLY))
+        for client in clients:
+            client.settimeout(30)
+            client.connect(("127.0.0.1", collector.http_port))  # into the backlog: connect needs no new descriptor
+        wait_for(lambda: collector.counters.refused_snapshot().get((Refused.CONNECTION, "out_of_descriptors")), 30)
+    finally:
+        for filler in fillers:
+            os.close(filler)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    body = orjson.dumps(otlp_json_request())
+    clients[0].sendall(head(_JSON, Content_Length=str(len(body))) + body)  # accepted once descriptors return
+    response = http.client.HTTPResponse(clients[0])
+    response.begin()
+    assert response.status == 200
+    for client in clients:
+        client.close()
+    assert [r for r in caplog.records if r.name.startswith("waitress") and r.levelno >= logging.WARNING] == []
+    assert sum("out_of_descriptors" in r.getMessage() for r in caplog.records) <= 2, "rate-limited"
