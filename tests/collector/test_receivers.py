@@ -637,7 +637,7 @@ def test_out_of_descriptors_the_listener_pauses_instead_of_spinning(collector, b
                 fillers.append(os.open(os.devnull, os.O_RDONLY))
         for client in clients:
             client.settimeout(30)
-            client.connect(("127.0.0.1", collector.http_port))  # into the backlog: connect needs no new descriptor
+            client.connect(("127.0.0.1", int(collector.http_port)))  # into the backlog: connect needs no new descriptor
         wait_for(lambda: collector.counters.refused_snapshot().get((Refused.CONNECTION, "out_of_descriptors")), 30)
     finally:
         for filler in fillers:
