@@ -176,12 +176,13 @@ class Forwarder:
         if self.protocol is ForwardProtocol.HTTP_PROTOBUF and self._urls[signal] is None:
             self._counters.add(failed, item_count)
             return
-        body = request.SerializeToString()
+        size = request.ByteSize()  # checked before serializing: a dropped copy is never made
         with self._bytes_lock:
-            queued = self._deadline is None and self._queued_bytes + len(body) <= self.queue_bytes
+            queued = self._deadline is None and self._queued_bytes + size <= self.queue_bytes
             if queued:
-                self._queued_bytes += len(body)
+                self._queued_bytes += size
         if queued:
+            body = request.SerializeToString()
             self._queue.put((signal, body, item_count))
         else:
             self._drop(signal, item_count, QUEUE_FULL if self._deadline is None else "forwarder_stopped")
