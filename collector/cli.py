@@ -93,8 +93,10 @@ def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) ->
     )
     sys.stdout.flush()
     stop.wait()
-    if collector.stop() is Stopped.TIMED_OUT:
-        click.echo(f"otel-session collector stopped (shutdown timed out): {collector.counters.status_line()}")
+    stopped = collector.stop()
+    if stopped is not Stopped.CLEAN:
+        why = "timed out" if stopped is Stopped.TIMED_OUT else "failed"
+        click.echo(f"otel-session collector stopped (shutdown {why}): {collector.counters.status_line()}")
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)  # a thread is blocked in the disk: no interpreter exit (atexit, joins) waits for it

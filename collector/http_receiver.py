@@ -395,13 +395,13 @@ class _OtlpServer(TcpWSGIServer):
         """Take every connection waiting (not one per pass of the loop); over the limit, close the
         longest-waiting evictable connection for each newcomer."""
         for _ in range(_ACCEPTS_PER_PASS):
-            if len(self._map) >= self.adj.connection_limit and not self._evict_one():
-                self._may_evict = False
-                return
             before = len(self._map)
             super().handle_accept()
             if len(self._map) == before:
                 return  # nothing (more) to accept
+            if len(self._map) > self.adj.connection_limit and not self._evict_one():
+                self._may_evict = False  # every connection busy: accepting pauses (until maintenance)
+                return
 
     def _evict_one(self) -> bool:
         candidates = [channel for channel in self.active_channels.values() if channel.evictable]

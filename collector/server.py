@@ -58,7 +58,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from otel_session.collector.forward import Forwarder
-from otel_session.collector.counters import Refused
+from otel_session.collector.counters import Refused, SubmitResult
 from otel_session.collector.http_receiver import MAX_MESSAGE_BYTES, HttpReceiver, _split_address
 from otel_session.collector.metrics import CollectorMetrics
 from otel_session.collector.options import CollectorOptions
@@ -152,6 +152,8 @@ class Stopped(str, Enum):
     """Every run sealed, every queue drained."""
     TIMED_OUT = "timed_out"
     """The shutdown's time ran out; what was not sealed is left recording (resumable)."""
+    FAILED = "failed"
+    """A step of the shutdown raised (logged); what was not sealed is left recording (resumable)."""
 
 
 class Receiver:
@@ -223,7 +225,7 @@ class Receiver:
             self.counters.refuse(Refused.REQUEST, getattr(exc, "reason", "overloaded"))
             raise
 
-    def _count_rejected(self, what: Refused, result: Any) -> None:
+    def _count_rejected(self, what: Refused, result: SubmitResult) -> None:
         for reason, count in result.rejected_by.items():
             self.counters.refuse(what, reason.value, count)
 
@@ -394,7 +396,7 @@ class Collector:
             self._stopped = Stopped.CLEAN
         timeout_s = self.options.shutdown_timeout_s if timeout_s is None else timeout_s
         self._stop.set()
-        stopper = threading.Thread(target=self._stop_all, args=(min(grace_s, timeout_s / 4),),
+        stopper = threading.Thread(target=self._stop_guarded, args=(min(grace_s, timeout_s / 4),),
                                    name="otel-session-stopper", daemon=True)
         stopper.start()
         stopper.join(timeout_s)
@@ -406,6 +408,14 @@ class Collector:
                 "collector on %s resumes them", round(timeout_s), self._stage, self._open_at_stop, self.root,
             )
         return self._stopped
+
+    def _stop_guarded(self, grace_s: float) -> None:
+        try:
+            self._stop_all(grace_s)
+        except Exception:  # noqa: BLE001 - logged (redacted), and stop() says the shutdown failed
+            logger.exception("shutdown failed while %s; runs not sealed are left recording for the next collector",
+                             self._stage)
+            self._stopped = Stopped.FAILED
 
     def _stop_all(self, grace_s: float) -> None:
         self._stage = "stopping the listeners"
