@@ -241,6 +241,7 @@ def _grpc_handler(receiver: Receiver, signal: Signal) -> grpc.GenericRpcHandler:
         try:
             request = parse_protobuf(body, signal)
         except OtlpDecodeError as exc:
+            receiver.counters.refuse(Refused.REQUEST, "malformed")
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         try:
             return receiver.handle(request)

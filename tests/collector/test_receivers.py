@@ -236,6 +236,7 @@ def test_malformed_grpc_payload_is_invalid_argument(collector):
             export(b"\x0a\xff\xff\xff\xff\x0f", timeout=5)
     assert error.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "not a protobuf ExportTraceServiceRequest" in error.value.details()
+    assert collector.counters.refused_snapshot() == {(Refused.REQUEST, "malformed"): 1}
 
 
 def test_overload_answers_retryable_status_codes(collector):
@@ -255,6 +256,7 @@ def test_overload_answers_retryable_status_codes(collector):
         for _ in range(taken):
             slots.release()
     assert post(collector.http_port, orjson.dumps(otlp_json_request()))[0].status == 200
+    assert collector.counters.refused_snapshot() == {(Refused.REQUEST, "too_many_requests"): 2}
 
 
 def test_shutdown_seals_runs_without_a_root_as_interrupted(make_collector, bundle_root):
