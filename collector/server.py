@@ -6,7 +6,9 @@ Contract::
     collector.start()              # binds; collector.grpc_port / http_port are the bound ports
     collector.receiver.export(request) -> ExportTraceServiceResponse   # raises Overloaded
     collector.receiver.export_logs(request) -> ExportLogsServiceResponse
-    collector.stop()               # drain, seal open runs, stop threads; idempotent
+    collector.stop()               # drain, seal open runs, stop threads; idempotent; -> Stopped
+                                   # (bounded: TIMED_OUT after options.shutdown_timeout_s, runs left resumable)
+    collector.metrics.exposition() # Prometheus text, also GET /metrics on the OTLP/HTTP port
 
 Both transports share one :class:`Receiver`: decode → bundle (normalize → redact → write) →
 forward. Traces (``TraceService/Export``, ``POST /v1/traces``) and logs (``LogsService/Export``,
