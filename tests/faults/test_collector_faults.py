@@ -382,3 +382,30 @@ def test_sigterm_ends_the_collector_within_its_shutdown_timeout_when_the_disk_ha
     numbers = [e["payload"]["arguments"]["n"] for e in final.events if e["type"] == "tool_execution_started"]
     assert numbers[0] == 1, "the acknowledged span is kept"
     assert final.events[-1]["type"] == "run_finished"
+
+
+def test_the_collector_raises_its_open_files_limit_to_the_hard_limit(tmp_path):
+    """Each connection and open run is a descriptor; the host's default soft limit (often 1,024)
+    is not the collector's."""
+    import resource
+
+    def low_soft_limit() -> None:
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "otel_session.cli", "collect", "--dir", str(tmp_path / "bundles"), "--grpc", "off",
+         "--http", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=low_soft_limit,
+        env={**os.environ, "OTEL_SESSION_REDACTION_KEY": "fault-tests"},
+    )
+    try:
+        assert "otel-session collector:" in process.stdout.readline()
+        limits = Path(f"/proc/{process.pid}/limits").read_text()
+        soft, hard = next(line for line in limits.splitlines() if line.startswith("Max open files")).split()[3:5]
+        assert soft == hard != "256"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert f"open files limit raised from 256 to {hard}" in err
