@@ -206,6 +206,7 @@ class Forwarder:
             self._abandoned = True
             while (item := self._take_nowait()) is not None:
                 self._drop(item[0], item[2], "forwarder_stopped")
+            self._queue.put(None)  # the end, for the thread once its attempt returns
         if self._channel is not None:
             self._channel.close()
 
