@@ -327,12 +327,17 @@ class _OtlpChannel(HTTPChannel):
             return not self.answered_one
         return not self.request.headers_finished
 
+    def evictable(self, begun_before: float) -> bool:
+        """Holds a slot and nothing of ours: headers still due, idle between requests, or a body
+        still coming for a request begun before ``begun_before``."""
+        if self.requests or self.total_outbufs_len or self.will_close or self.close_when_flushed:
+            return False
+        return self.request is None or not self.request.headers_finished or self.header_started < begun_before
+
     @property
-    def evictable(self) -> bool:
-        """Holds a slot and nothing of ours: headers still due, or idle between requests."""
-        return not (self.requests or self.total_outbufs_len or self.will_close or self.close_when_flushed) and (
-            self.request is None or not self.request.headers_finished
-        )
+    def waiting_since(self) -> float:
+        """Since when the connection has made us wait: its request's start, or its last activity."""
+        return self.header_started if self.request is not None or not self.answered_one else self.last_activity
 
     def time_out(self, why: str) -> None:
         """Answer 408 to a request begun and never finished (once; then the connection closes)."""
@@ -357,10 +362,10 @@ class _OtlpServer(TcpWSGIServer):
     - A request's headers must be complete within ``header_timeout_s`` of the accept (or of its
       first byte, on a kept-alive connection), however steadily they trickle: then 408 and close.
     - At ``connection_limit`` open connections, accepting goes on: each new connection closes the
-      one that has waited longest for its headers (or idled longest between requests). Connections
-      with a request being served are never closed for a newcomer, so a flood of slow sockets
-      cannot keep a well-behaved client out; only when every connection is busy does accepting
-      pause (waitress's own rule).
+      one that has made us wait longest: for its headers, between requests, or for a body still
+      coming ``header_timeout_s`` after its request began. Connections with a request being served
+      are never closed for a newcomer, so a flood of slow sockets cannot keep a well-behaved client
+      out; only when every connection is busy does accepting pause (waitress's own rule).
     """
 
     channel_class = _OtlpChannel
@@ -404,10 +409,11 @@ class _OtlpServer(TcpWSGIServer):
                 return
 
     def _evict_one(self) -> bool:
-        candidates = [channel for channel in self.active_channels.values() if channel.evictable]
+        begun_before = time.time() - self.header_timeout_s
+        candidates = [channel for channel in self.active_channels.values() if channel.evictable(begun_before)]
         if not candidates:
             return False
-        victim = min(candidates, key=lambda channel: channel.header_started if channel.awaiting_headers else channel.last_activity)
+        victim = min(candidates, key=lambda channel: channel.waiting_since)
         self.on_refused(Refused.CONNECTION, "connection_evicted")
         victim.will_close = True  # closed by the loop's next pass: its descriptor is not reused in this one
         return True

@@ -654,3 +654,44 @@ def test_out_of_descriptors_the_listener_pauses_instead_of_spinning(collector, b
         client.close()
     assert [r for r in caplog.records if r.name.startswith("waitress") and r.levelno >= logging.WARNING] == []
     assert sum("out_of_descriptors" in r.getMessage() for r in caplog.records) <= 2, "rate-limited"
+
+
+class SlowBodies(SlowSockets):
+    """Connections whose headers are sent whole at once and whose body then trickles, one byte per
+    ``every_s`` (the headers are done, so no header deadline applies)."""
+
+    def __init__(self, port: int, count: int, every_s: float = 0.5):
+        self.sockets = []
+        for _ in range(count):
+            sock = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+            sock.sendall(head(_JSON, Content_Length="100000"))
+            sock.setblocking(False)
+            self.sockets.append(sock)
+        self._every_s = every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._trickle, daemon=True)
+        self._thread.start()
+
+    def _trickle(self):
+        while not self._stop.wait(self._every_s):
+            for sock in self.sockets:
+                try:
+                    sock.send(b" ")
+                except OSError:
+                    pass
+
+
+def test_past_the_limit_a_body_trickling_past_the_header_deadline_makes_room(make_collector, bundle_root):
+    """A client whose headers are done but whose body trickles was never evictable: enough of them
+    held every slot. Past the limit, one whose request began over the header deadline ago is."""
+    collector = make_collector(bundle_root, http_connection_limit=50, http_header_timeout_s=1)
+    slow = SlowBodies(collector.http_port, 48)  # with the listener and its wake-up pipe: the limit
+    server = collector._http_server._server
+    try:
+        wait_for(lambda: len(server.active_channels) == 48 and all(
+            channel.request is not None and channel.request.headers_finished for channel in list(server.active_channels.values())
+        ), 30)
+        assert export_one_span(collector.http_port) is SpanExportResult.SUCCESS
+        assert collector.counters.refused_snapshot()[(Refused.CONNECTION, "connection_evicted")] >= 1
+    finally:
+        slow.close()
