@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -35,12 +36,16 @@ _SECONDS = {"type": click.FloatRange(min=0), "metavar": "SECONDS"}
 @_option("--http", "http_address", metavar="HOST:PORT")
 @_option("--forward", "forward", metavar="URL")
 @_option("--forward-protocol", "forward_protocol", type=click.Choice(["http/protobuf", "grpc"]))
+@_option("--forward-queue-bytes", "forward_queue_bytes", type=click.IntRange(min=0), metavar="BYTES")
 @click.option("--forward-raw", is_flag=True, default=None,
               help=f"{SETTINGS['forward_redacted'].help} [${SETTINGS['forward_redacted'].env}]")
 @_option("--seal-after", "seal_after_s", **_SECONDS)
 @_option("--seal-rootless-after", "seal_rootless_after_s", **_SECONDS)
 @_option("--hold-unrouted", "hold_unrouted_s", **_SECONDS)
 @_option("--hold-logs", "hold_logs_s", **_SECONDS)
+@_option("--http-header-timeout", "http_header_timeout_s", **_SECONDS)
+@_option("--http-connection-limit", "http_connection_limit", type=click.IntRange(min=1), metavar="N")
+@_option("--shutdown-timeout", "shutdown_timeout_s", **_SECONDS)
 @_option("--status-interval", "status_interval_s", type=click.FloatRange(min=0.1), metavar="SECONDS")
 def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) -> None:
     """Receive OTLP traces from any service and record them as redacted run bundles.
@@ -48,13 +53,16 @@ def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) ->
     One trace is one run. GenAI message log events sent as OTLP logs join the spans they belong to.
     Every option also reads an OTEL_SESSION_* environment variable (docs/collector.md); the flag
     wins. Stops cleanly on SIGTERM/SIGINT: in-flight requests finish, open runs are sealed (as
-    interrupted when their root span never arrived).
+    interrupted when their root span never arrived), within --shutdown-timeout whatever the disk
+    does (exit 1 when the time ran out: runs not sealed are left for the next collector to resume).
+    Raises the soft open-files limit to the hard one. Prometheus counters: GET /metrics on --http.
     """
-    from otel_session.collector.server import Collector, ListenError, settle_heap_for_serving
+    from otel_session.collector.server import Collector, ListenError, Stopped, raise_open_files_limit, settle_heap_for_serving
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     redact_root_handlers()
     root = config.bundle_dir(bundle_root)
+    raise_open_files_limit()
     values = {name: value for name, value in given.items() if value is not None}
     for name in ("grpc_address", "http_address"):
         if name in values:
@@ -85,7 +93,13 @@ def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) ->
     )
     sys.stdout.flush()
     stop.wait()
-    collector.stop()
+    stopped = collector.stop()
+    if stopped is not Stopped.CLEAN:
+        why = "timed out" if stopped is Stopped.TIMED_OUT else "failed"
+        click.echo(f"otel-session collector stopped (shutdown {why}): {collector.counters.status_line()}")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)  # a thread is blocked in the disk: no interpreter exit (atexit, joins) waits for it
     click.echo(f"otel-session collector stopped: {collector.counters.status_line()}")
 
 

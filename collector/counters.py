@@ -6,6 +6,8 @@ Contract::
     result.reject(count, RejectReason.SEALED, "run … is already sealed")
     result.error_message                    # -> the ``partial_success`` message
     counters = Counters(); counters.add("bundled", 3); counters.snapshot(); counters.status_line()
+    counters.refuse(Refused.SPAN, "sealed", 3)   # counted by what and why; a rate-limited WARNING
+    counters.refused_snapshot()                  # -> {("span", "sealed"): 3, …}
 
 ``Overloaded`` is raised before anything of a request is taken (the client retries it).
 """
@@ -13,11 +15,20 @@ Contract::
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-__all__ = ["Counters", "Overloaded", "RejectReason", "SubmitResult", "TooManyRequests"]
+from otel_session.core.log import get_logger
+
+__all__ = ["Counters", "Overloaded", "RefusalLog", "Refused", "RejectReason", "SubmitResult", "TooManyRequests"]
+
+logger = get_logger(__name__)
+
+REFUSAL_LOG_INTERVAL_S = 10.0
+"""At most one WARNING line per kind of refusal and reason this often (the count since the last one)."""
 
 
 class Overloaded(RuntimeError):
@@ -34,6 +45,17 @@ class RejectReason(str, Enum):
     CAPTURE_STOPPED = "capture_stopped"
     INVALID_ID = "invalid_id"
     IO_ERROR = "io_error"
+
+
+class Refused(str, Enum):
+    """What a refusal counts: spans or log records (``partial_success``, or a forward copy dropped),
+    whole export requests (an error status: retryable or malformed), or OTLP/HTTP connections
+    closed by the collector (headers too slow, silent, or evicted for a newcomer)."""
+
+    SPAN = "span"
+    LOG_RECORD = "log_record"
+    REQUEST = "request"
+    CONNECTION = "connection"
 
 
 @dataclass
@@ -72,11 +94,31 @@ class Counters:
         "log_records_received", "log_records_ignored", "log_events_bundled", "log_events_unmatched",
         "log_records_rejected", "log_records_forwarded", "log_records_forward_failed", "runs_session_derived",
         "duplicate_spans", "log_events_duplicate",
+        "forward_dropped", "log_records_forward_dropped", "forward_retried",
     )
+    """``forward_dropped`` / ``log_records_forward_dropped``: items whose forward copy was dropped at
+    the forward queue's byte bound or left queued when the forwarder stopped (their bundles are not
+    affected); ``forward_retried``: forward attempts repeated after a retryable answer."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, refusal_log: RefusalLog | None = None) -> None:
         self._lock = threading.Lock()
         self._values = dict.fromkeys(self.NAMES, 0)
+        self._refused: dict[tuple[Refused, str], int] = {}
+        self.refusal_log = refusal_log or RefusalLog()
+
+    def refuse(self, what: Refused, reason: str, count: int = 1) -> None:
+        """Count ``count`` items refused for ``reason`` (a fixed word such as ``sealed`` or
+        ``overloaded``, never a value of the request) and log it, rate-limited."""
+        if count <= 0:
+            return
+        with self._lock:
+            key = (what, reason)
+            self._refused[key] = self._refused.get(key, 0) + count
+        self.refusal_log.note(what, reason, count)
+
+    def refused_snapshot(self) -> dict[tuple[Refused, str], int]:
+        with self._lock:
+            return dict(self._refused)
 
     def add(self, name: str, amount: int = 1) -> None:
         with self._lock:
@@ -88,3 +130,52 @@ class Counters:
 
     def status_line(self) -> str:
         return " ".join(f"{name}={value}" for name, value in self.snapshot().items())
+
+
+class RefusalLog:
+    """Refusals logged at WARNING, at most one line per (what, reason) each ``interval_s``.
+
+    The first refusal of a kind is logged at once; later ones within the interval are summed and
+    logged with their count when the next one comes after the interval, or by :meth:`flush` (the
+    collector's status timer calls it), so no count is left unsaid.
+    """
+
+    def __init__(self, interval_s: float = REFUSAL_LOG_INTERVAL_S, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval_s = interval_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last: dict[tuple[Refused, str], float] = {}
+        self._pending: dict[tuple[Refused, str], int] = {}
+
+    def note(self, what: Refused, reason: str, count: int) -> None:
+        key = (what, reason)
+        now = self._clock()
+        with self._lock:
+            pending = self._pending.get(key, 0) + count
+            last = self._last.get(key)
+            if last is not None and now - last < self.interval_s:
+                self._pending[key] = pending
+                return
+            self._pending[key] = 0
+            self._last[key] = now
+        self._write(what, reason, pending, None if last is None else now - last)
+
+    def flush(self, *, force: bool = False) -> None:
+        """Log the counts held back for longer than the interval (every count held, with ``force``)."""
+        now = self._clock()
+        due = []
+        with self._lock:
+            for key, pending in self._pending.items():
+                if pending and (force or now - self._last[key] >= self.interval_s):
+                    due.append((key, pending, now - self._last[key]))
+                    self._pending[key] = 0
+                    self._last[key] = now
+        for (what, reason), pending, since in due:
+            self._write(what, reason, pending, since)
+
+    def _write(self, what: Refused, reason: str, count: int, since_s: float | None) -> None:
+        if since_s is None:
+            logger.warning("refused %d %s(s): %s (further refusals for this reason: one line every %d s "
+                           "with their count)", count, what.value, reason, round(self.interval_s))
+        else:
+            logger.warning("refused %d %s(s) in the last %d s: %s", count, what.value, round(since_s), reason)

@@ -4,8 +4,9 @@ Contract::
 
     forwarder = Forwarder("http://127.0.0.1:4318/v1/traces", redactor=redactor, counters=c)
     forwarder = Forwarder("http://tempo:4317", protocol=ForwardProtocol.GRPC, redactor=redactor, counters=c)
-    forwarder.submit(request, item_count)   # traces or logs; never blocks the receiver; full queue → counted
-    forwarder.shutdown(timeout_s=5)         # drains what is queued
+    forwarder.submit(request, item_count)   # traces or logs; never blocks the receiver; over the bound → dropped, counted
+    forwarder.queued_bytes                  # what waits for the next hop (bounded by queue_bytes)
+    forwarder.shutdown(timeout_s=5)         # sends what is queued within timeout_s; the rest is dropped, counted
 
 The protocol values are ``OTEL_EXPORTER_OTLP_PROTOCOL``'s: ``http/protobuf`` (default; the URL's
 path defaults to ``/v1/traces``, and logs go to the same URL with ``/v1/logs`` in its place) and
@@ -21,7 +22,15 @@ only serializes. A request whose redaction fails is not forwarded (counted, logg
 spelling of ``redactor=redactor``.
 Retryable answers (HTTP 429/502/503/504, gRPC UNAVAILABLE/RESOURCE_EXHAUSTED/DEADLINE_EXCEEDED/
 ABORTED, connection errors) are retried with backoff, honouring ``Retry-After``; what finally fails
-is counted as ``forward_failed`` and logged, never silent.
+is counted as ``forward_failed`` and logged, never silent; each repeated attempt counts
+``forward_retried``.
+
+The queue is bounded by bytes (``queue_bytes``, the serialized requests waiting; default
+:data:`DEFAULT_QUEUE_BYTES`), not by a count of requests: 512 requests of up to 16 MiB each allowed
+8 GiB. A request that would take the queue over the bound is not queued: its forward copy is
+dropped, counted (``forward_dropped`` / ``log_records_forward_dropped``, and as refused for reason
+``forward_queue_full``) and logged at WARNING, rate-limited. Its bundle is not affected: the
+receiver only serializes and queues, so local bundles never wait on the next hop.
 """
 
 from __future__ import annotations
@@ -38,12 +47,12 @@ from enum import Enum
 import grpc
 
 from otel_session.collector.otlp import ExportRequest, Signal
-from otel_session.collector.sink import Counters
+from otel_session.collector.counters import Counters, Refused
 from otel_session.core.log import get_logger, log_setting
 from otel_session.redact import Redactor
 from otel_session.redact.otlp import redact_otlp
 
-__all__ = ["ForwardProtocol", "Forwarder", "forward_url", "grpc_target"]
+__all__ = ["DEFAULT_QUEUE_BYTES", "ForwardProtocol", "Forwarder", "forward_url", "grpc_target"]
 
 logger = get_logger(__name__)
 
@@ -60,9 +69,14 @@ _COUNTERS = {
     Signal.TRACES: ("forwarded", "forward_failed"),
     Signal.LOGS: ("log_records_forwarded", "log_records_forward_failed"),
 }
+_DROPPED = {Signal.TRACES: ("forward_dropped", Refused.SPAN), Signal.LOGS: ("log_records_forward_dropped", Refused.LOG_RECORD)}
 _MAX_ATTEMPTS = 5
-_QUEUE_REQUESTS = 512
 _TIMEOUT_S = 10.0
+
+DEFAULT_QUEUE_BYTES = 64 * 1024 * 1024
+"""Serialized requests waiting for the next hop, at most (``OTEL_SESSION_FORWARD_QUEUE_BYTES``)."""
+QUEUE_FULL = "forward_queue_full"
+"""The refusal reason of a forward copy dropped at the queue's bound."""
 
 
 class ForwardProtocol(str, Enum):
@@ -116,7 +130,7 @@ class Forwarder:
         text_redactor: Callable[[str], str] | None = None,
         counters: Counters,
         protocol: ForwardProtocol | str = ForwardProtocol.HTTP_PROTOBUF,
-        queue_requests: int = _QUEUE_REQUESTS,
+        queue_bytes: int = DEFAULT_QUEUE_BYTES,
     ) -> None:
         self.protocol = ForwardProtocol(protocol)
         self._channel: grpc.Channel | None = None
@@ -144,7 +158,12 @@ class Forwarder:
         self.redacting = redactor is not None
         self._redactor = redactor
         self._counters = counters
-        self._queue: queue.Queue[tuple[Signal, bytes, int] | None] = queue.Queue(queue_requests)
+        self.queue_bytes = queue_bytes
+        self._queued_bytes = 0
+        self._bytes_lock = threading.Lock()
+        self._deadline: float | None = None  # set by shutdown: no retry waits past it
+        self._abandoned = False  # set when shutdown's time is up: what is still queued is dropped
+        self._queue: queue.SimpleQueue[tuple[Signal, bytes, int] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="otel-session-forwarder", daemon=True)
         self._thread.start()
 
@@ -157,27 +176,65 @@ class Forwarder:
         if self.protocol is ForwardProtocol.HTTP_PROTOBUF and self._urls[signal] is None:
             self._counters.add(failed, item_count)
             return
-        try:
-            self._queue.put_nowait((signal, request.SerializeToString(), item_count))
-        except queue.Full:
-            self._counters.add(failed, item_count)
-            logger.error("forward queue full: %d %s item(s) not forwarded to %s", item_count, signal.value, log_setting(self.url))
+        size = request.ByteSize()  # checked before serializing: a dropped copy is never made
+        with self._bytes_lock:
+            queued = self._deadline is None and self._queued_bytes + size <= self.queue_bytes
+            if queued:
+                self._queued_bytes += size
+        if queued:
+            body = request.SerializeToString()
+            self._queue.put((signal, body, item_count))
+        else:
+            self._drop(signal, item_count, QUEUE_FULL if self._deadline is None else "forwarder_stopped")
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of serialized requests waiting for the next hop (at most ``queue_bytes``)."""
+        with self._bytes_lock:
+            return self._queued_bytes
 
     def shutdown(self, timeout_s: float = 5.0) -> None:
-        """Send what is queued (within ``timeout_s``) and stop the thread. Idempotent."""
-        if not self._thread.is_alive():
+        """Send what is queued within ``timeout_s`` (no retry waits past it) and stop the thread;
+        what is still queued then is dropped and counted. Idempotent; returns within about
+        ``timeout_s`` plus one attempt's timeout even if the next hop never answers."""
+        if self._deadline is not None:
             return
-        try:
-            self._queue.put(None, timeout=timeout_s)
-        except queue.Full:
-            logger.error("forwarder did not drain; %d request(s) not forwarded", self._queue.qsize())
+        self._deadline = time.monotonic() + timeout_s
+        self._queue.put(None)
         self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self._abandoned = True
+            while (item := self._take_nowait()) is not None:
+                self._drop(item[0], item[2], "forwarder_stopped")
+            self._queue.put(None)  # the end, for the thread once its attempt returns
         if self._channel is not None:
             self._channel.close()
+
+    def _take_nowait(self) -> tuple[Signal, bytes, int] | None:
+        try:
+            item = self._queue.get_nowait()
+        except queue.Empty:
+            return None
+        if item is not None:
+            self._release(len(item[1]))
+        return item
+
+    def _release(self, size: int) -> None:
+        with self._bytes_lock:
+            self._queued_bytes -= size
+
+    def _drop(self, signal: Signal, item_count: int, reason: str) -> None:
+        counter, what = _DROPPED[signal]
+        self._counters.add(counter, item_count)
+        self._counters.refuse(what, reason, item_count)
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
             signal, body, item_count = item
+            self._release(len(body))
+            if self._abandoned:
+                self._drop(signal, item_count, "forwarder_stopped")
+                continue
             forwarded, failed = _COUNTERS[signal]
             redacted = self._redacted(signal, body)
             self._counters.add(forwarded if redacted is not None and self._post(signal, redacted) else failed, item_count)
@@ -204,16 +261,26 @@ class Forwarder:
                 return True
             if outcome is _Sent.REFUSED:
                 return False
-            time.sleep(min(wait if wait is not None else delay, 5.0))
+            pause = min(wait if wait is not None else delay, 5.0)
+            if attempt == _MAX_ATTEMPTS or (self._deadline is not None and time.monotonic() + pause > self._deadline):
+                break
+            time.sleep(pause)
             delay *= 2
-        logger.error("forward to %s failed after %d attempts", log_setting(self.url), _MAX_ATTEMPTS)
+            self._counters.add("forward_retried")
+        logger.error("forward to %s failed after %d attempt(s)", log_setting(self.url), attempt)
         return False
+
+    def _attempt_timeout(self) -> float:
+        """One attempt's timeout: never past the shutdown's deadline."""
+        if self._deadline is None:
+            return _TIMEOUT_S
+        return max(0.1, min(_TIMEOUT_S, self._deadline - time.monotonic()))
 
     def _send_http(self, signal: Signal, body: bytes, attempt: int) -> tuple[_Sent, float | None]:
         url = self._urls[signal]
         request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/x-protobuf"})
         try:
-            with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
+            with urllib.request.urlopen(request, timeout=self._attempt_timeout()) as response:
                 response.read()
             return _Sent.SENT, None
         except urllib.error.HTTPError as exc:
@@ -228,7 +295,7 @@ class Forwarder:
 
     def _send_grpc(self, signal: Signal, body: bytes, attempt: int) -> tuple[_Sent, float | None]:
         try:
-            self._exports[signal](body, timeout=_TIMEOUT_S)
+            self._exports[signal](body, timeout=self._attempt_timeout())
             return _Sent.SENT, None
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else None

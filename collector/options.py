@@ -85,6 +85,18 @@ SETTINGS: dict[str, Setting] = {
                                 "OTLP protocol of the forward endpoint (grpc: http://HOST:4317, or https:// for TLS)."),
     "forward_redacted": Setting("OTEL_SESSION_FORWARD_RAW", True, _not_flag,
                                 "Forward payloads unredacted when true (default: redacted with the bundle policy)."),
+    "forward_queue_bytes": Setting("OTEL_SESSION_FORWARD_QUEUE_BYTES", 64 * 1024 * 1024, _count,
+                                   "Bytes of requests waiting for the forward endpoint, at most; past it the "
+                                   "forward copy is dropped (counted forward_dropped; bundles unaffected)."),
+    "http_header_timeout_s": Setting("OTEL_SESSION_HTTP_HEADER_TIMEOUT", 10.0, _seconds,
+                                     "An OTLP/HTTP request's headers must be complete this long after the "
+                                     "connection opened (or the request began), however slowly they trickle."),
+    "http_connection_limit": Setting("OTEL_SESSION_HTTP_CONNECTION_LIMIT", 4096, _count,
+                                     "Open OTLP/HTTP connections, at most; past it a new one replaces the "
+                                     "connection that waited longest for its headers."),
+    "shutdown_timeout_s": Setting("OTEL_SESSION_SHUTDOWN_TIMEOUT", 30.0, _seconds,
+                                  "SIGTERM ends the collector within this long; runs not sealed by then are "
+                                  "left recording, and the next collector on the root resumes them."),
     "seal_after_s": Setting("OTEL_SESSION_SEAL_AFTER", 10.0, _seconds,
                             "Seal a run this long after its root span arrived and nothing else did."),
     "seal_rootless_after_s": Setting("OTEL_SESSION_SEAL_ROOTLESS_AFTER", 3600.0, _seconds,
@@ -115,6 +127,10 @@ class CollectorOptions:
     forward: str | None = field(default_factory=_from_env("forward"))
     forward_protocol: str = field(default_factory=_from_env("forward_protocol"))
     forward_redacted: bool = field(default_factory=_from_env("forward_redacted"))
+    forward_queue_bytes: int = field(default_factory=_from_env("forward_queue_bytes"))
+    http_header_timeout_s: float = field(default_factory=_from_env("http_header_timeout_s"))
+    http_connection_limit: int = field(default_factory=_from_env("http_connection_limit"))
+    shutdown_timeout_s: float = field(default_factory=_from_env("shutdown_timeout_s"))
     seal_after_s: float = field(default_factory=_from_env("seal_after_s"))
     seal_rootless_after_s: float = field(default_factory=_from_env("seal_rootless_after_s"))
     hold_unrouted_s: float = field(default_factory=_from_env("hold_unrouted_s"))

@@ -6,7 +6,9 @@ Contract::
     collector.start()              # binds; collector.grpc_port / http_port are the bound ports
     collector.receiver.export(request) -> ExportTraceServiceResponse   # raises Overloaded
     collector.receiver.export_logs(request) -> ExportLogsServiceResponse
-    collector.stop()               # drain, seal open runs, stop threads; idempotent
+    collector.stop()               # drain, seal open runs, stop threads; idempotent; -> Stopped
+                                   # (bounded: TIMED_OUT after options.shutdown_timeout_s, runs left resumable)
+    collector.metrics.exposition() # Prometheus text, also GET /metrics on the OTLP/HTTP port
 
 Both transports share one :class:`Receiver`: decode → bundle (normalize → redact → write) →
 forward. Traces (``TraceService/Export``, ``POST /v1/traces``) and logs (``LogsService/Export``,
@@ -34,10 +36,12 @@ import contextlib
 import errno
 import gc
 import os
+import resource
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +60,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from otel_session.collector.forward import Forwarder
+from otel_session.collector.counters import Refused, SubmitResult
 from otel_session.collector.http_receiver import MAX_MESSAGE_BYTES, HttpReceiver, _split_address
+from otel_session.collector.metrics import CollectorMetrics
 from otel_session.collector.options import CollectorOptions
 from otel_session.collector.otlp import (
     ExportRequest,
@@ -74,10 +80,12 @@ from otel_session.bundle.write import BundleWriter, WriterLimits
 __all__ = [
     "SERVING_GC_THRESHOLD",
     "Collector",
+    "Stopped",
     "ListenError",
     "Receiver",
     "TooManyRequests",
     "default_redactor",
+    "raise_open_files_limit",
     "settle_heap_for_serving",
 ]
 
@@ -114,11 +122,40 @@ def settle_heap_for_serving() -> None:
     gc.set_threshold(SERVING_GC_THRESHOLD, older, oldest)
 
 
+def raise_open_files_limit() -> tuple[int, int]:
+    """Raise this process's soft ``RLIMIT_NOFILE`` to its hard limit; return ``(before, after)``.
+
+    Each OTLP/HTTP connection, gRPC stream and open run journal is a descriptor; the soft limit is
+    often 1,024 while the hard limit allows far more. Process-wide, so ``otel-session collect``
+    calls it, never :class:`Collector`.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:
+            logger.warning("could not raise the open files limit from %d to %d: %s", soft, hard, exc)
+            return soft, soft
+        logger.info("open files limit raised from %d to %d", soft, hard)
+    return soft, hard
+
+
 def default_redactor(root: str | os.PathLike[str]) -> EventRedactor:
     """The redactor the in-process path uses: policy from the environment, key under ``root``."""
     from otel_session.redact import RedactionPolicy, Redactor, load_or_create_key
 
     return Redactor(RedactionPolicy.from_env(), key=load_or_create_key(root))
+
+
+class Stopped(str, Enum):
+    """How :meth:`Collector.stop` ended."""
+
+    CLEAN = "clean"
+    """Every run sealed, every queue drained."""
+    TIMED_OUT = "timed_out"
+    """The shutdown's time ran out; what was not sealed is left recording (resumable)."""
+    FAILED = "failed"
+    """A step of the shutdown raised (logged); what was not sealed is left recording (resumable)."""
 
 
 class Receiver:
@@ -137,6 +174,7 @@ class Receiver:
             spans = list(spans_of(request))
             self.counters.add("received", len(spans))
             result = self.sink.submit(spans)
+            self._count_rejected(Refused.SPAN, result)
             if self.forwarder is not None:
                 self.forwarder.submit(request, len(spans))
         response = ExportTraceServiceResponse()
@@ -154,6 +192,7 @@ class Receiver:
             self.counters.add("log_records_received", len(events) + ignored)
             self.counters.add("log_records_ignored", ignored)
             result = self.sink.submit_log_events(events)
+            self._count_rejected(Refused.LOG_RECORD, result)
             if self.forwarder is not None:
                 self.forwarder.submit(request, len(events) + ignored)
         response = ExportLogsServiceResponse()
@@ -170,11 +209,27 @@ class Receiver:
     @contextlib.contextmanager
     def _slot(self) -> Iterator[None]:
         if not self._slots.acquire(blocking=False):
+            self.counters.refuse(Refused.REQUEST, "too_many_requests")
             raise TooManyRequests(f"more than {_MAX_CONCURRENT_EXPORTS} concurrent export requests; retry later")
         try:
-            yield
+            with self._refusals_counted():
+                yield
         finally:
             self._slots.release()
+
+    @contextlib.contextmanager
+    def _refusals_counted(self) -> Iterator[None]:
+        """A retryable refusal of the whole request, counted by its reason (an ``Overloaded`` may
+        name one in ``reason``; else ``overloaded``) and let through to the transport."""
+        try:
+            yield
+        except Overloaded as exc:
+            self.counters.refuse(Refused.REQUEST, getattr(exc, "reason", "overloaded"))
+            raise
+
+    def _count_rejected(self, what: Refused, result: SubmitResult) -> None:
+        for reason, count in result.rejected_by.items():
+            self.counters.refuse(what, reason.value, count)
 
 
 # -- gRPC ------------------------------------------------------------------------------------
@@ -188,6 +243,7 @@ def _grpc_handler(receiver: Receiver, signal: Signal) -> grpc.GenericRpcHandler:
         try:
             request = parse_protobuf(body, signal)
         except OtlpDecodeError as exc:
+            receiver.counters.refuse(Refused.REQUEST, "malformed")
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         try:
             return receiver.handle(request)
@@ -263,18 +319,25 @@ class Collector:
                 text_redactor=self.redactor.text if options.forward_redacted else None,
                 counters=self.counters,
                 protocol=options.forward_protocol,
+                queue_bytes=options.forward_queue_bytes,
             )
             if options.forward
             else None
         )
         self.receiver = Receiver(self.sink, forwarder=self.forwarder) if bundle else _ReceiveOnly(self.counters)
+        self.metrics = CollectorMetrics(self.counters)
+        self.metrics.gauge("open_runs", "Runs open now (recording, not sealed).", lambda: self.sink.open_run_count)
+        self.metrics.gauge("forward_queue_bytes", "Bytes of requests waiting for the forward endpoint.",
+                           lambda: self.forwarder.queued_bytes if self.forwarder is not None else 0)
         self._grpc_address = options.grpc_address
         self._http_address = options.http_address
         self._status_interval_s = options.status_interval_s
         self._grpc_server: grpc.Server | None = None
         self._http_server: HttpReceiver | None = None
         self._stop = threading.Event()
-        self._stopped = False
+        self._stopped: Stopped | None = None
+        self._stage = "starting"
+        self._open_at_stop = "unknown number of"
         self._stop_lock = threading.Lock()
         self._timer = threading.Thread(target=self._tick, name="otel-session-sealer", daemon=True)
         self.grpc_port: int | None = None
@@ -304,7 +367,13 @@ class Collector:
                 raise OSError(f"cannot bind OTLP/gRPC to {self._grpc_address}")
             self._grpc_server.start()
         if self._http_address:
-            self._http_server = HttpReceiver(self.receiver, self._http_address)
+            self._http_server = HttpReceiver(
+                self.receiver, self._http_address,
+                header_timeout_s=self.options.http_header_timeout_s,
+                connection_limit=self.options.http_connection_limit,
+                metrics=self.metrics.exposition,
+                on_refused=self.counters.refuse,
+            )
             self._http_server.start()
             self.http_port = self._http_server.port
         self._timer.start()
@@ -314,13 +383,45 @@ class Collector:
         """Block until :meth:`stop` was called (or ``timeout``); True when stopped."""
         return self._stop.wait(timeout)
 
-    def stop(self, grace_s: float = 5.0) -> None:
-        """Stop receiving, finish in-flight requests, seal every open run, drain. Idempotent."""
+    def stop(self, grace_s: float = 5.0, *, timeout_s: float | None = None) -> Stopped:
+        """Stop receiving, finish in-flight requests, seal every open run, drain. Idempotent.
+
+        Bounded: returns within ``timeout_s`` (default ``options.shutdown_timeout_s``) whatever the
+        disk does. When the time is up (a write blocked, a seal that cannot finish), it logs one
+        WARNING line saying what is left and returns ``Stopped.TIMED_OUT``; the runs not sealed
+        stay ``recording`` on disk, with every acknowledged span in their journals, and the next
+        collector on this root resumes them. The caller should then end the process
+        (``otel-session collect`` does, exit status 1): a thread may still be blocked in the write.
+        """
         with self._stop_lock:
-            if self._stopped:
-                return
-            self._stopped = True
+            if self._stopped is not None:
+                return self._stopped
+            self._stopped = Stopped.CLEAN
+        timeout_s = self.options.shutdown_timeout_s if timeout_s is None else timeout_s
         self._stop.set()
+        stopper = threading.Thread(target=self._stop_guarded, args=(min(grace_s, timeout_s / 4),),
+                                   name="otel-session-stopper", daemon=True)
+        stopper.start()
+        stopper.join(timeout_s)
+        if stopper.is_alive():
+            self._stopped = Stopped.TIMED_OUT
+            logger.warning(
+                "shutdown did not finish within %d s (stuck %s); of the %s run(s) open when the listeners stopped, "
+                "those not sealed are left recording, every acknowledged span in their journals: the next "
+                "collector on %s resumes them", round(timeout_s), self._stage, self._open_at_stop, self.root,
+            )
+        return self._stopped
+
+    def _stop_guarded(self, grace_s: float) -> None:
+        try:
+            self._stop_all(grace_s)
+        except Exception:  # noqa: BLE001 - logged (redacted), and stop() says the shutdown failed
+            logger.exception("shutdown failed while %s; runs not sealed are left recording for the next collector",
+                             self._stage)
+            self._stopped = Stopped.FAILED
+
+    def _stop_all(self, grace_s: float) -> None:
+        self._stage = "stopping the listeners"
         # A listener that fails to stop must not keep the runs from being sealed and drained below.
         if self._grpc_server is not None:
             _guarded_stop("gRPC", lambda: self._grpc_server.stop(grace_s).wait(grace_s + 1))
@@ -329,13 +430,19 @@ class Collector:
         if self._timer.is_alive():
             self._timer.join(2)
         if isinstance(self.receiver, Receiver):
+            self._open_at_stop = str(self.sink.open_run_count)
+            self._stage = "sealing the open runs"
             sealed = self.sink.seal_all()
             if sealed:
                 logger.info("sealed %d open run(s) at shutdown", len(sealed))
         if self.forwarder is not None:
-            self.forwarder.shutdown()
-        # Sealing rewrites each open run's journal; give the writer the time that takes.
+            self._stage = "draining the forward queue"
+            self.forwarder.shutdown(timeout_s=grace_s)
+        self._stage = "draining the bundle writer"
+        # Sealing rewrites each open run's journal; give the writer the time that takes (the
+        # shutdown's own bound still applies).
         self.writer.shutdown(timeout_millis=_DRAIN_TIMEOUT_MS)
+        self.counters.refusal_log.flush(force=True)
         logger.info("collector stopped: %s", self.counters.status_line())
 
     def _tick(self) -> None:
@@ -348,6 +455,7 @@ class Collector:
                     self.sink.seal_quiet_runs()
             except Exception:  # noqa: BLE001 - the timer must survive one bad run
                 logger.exception("sealing failed")
+            self.counters.refusal_log.flush()
             elapsed += interval
             if elapsed >= self._status_interval_s:
                 elapsed = 0.0

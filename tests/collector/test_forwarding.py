@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 from concurrent import futures
 
 import grpc
 import orjson
 import pytest
+import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
-from otel_session.collector.forward import forward_url, grpc_target
+from otel_session.collector.counters import Counters, Refused
+from otel_session.collector.forward import DEFAULT_QUEUE_BYTES, QUEUE_FULL, Forwarder, forward_url, grpc_target
 from otel_session.collector.otlp import Signal
 from otel_session.bundle.read import BundleStatus
 from otel_session.testing import OtlpHttpCapture
@@ -331,3 +335,81 @@ def test_ids_holding_pii_are_hashed_in_the_bundle(make_collector, tmp_path):
     sealed_bundles(tmp_path / "upstream")
     data = all_bytes(tmp_path / "upstream")
     assert PHONE.encode() not in data and CANARY_EMAIL.encode() not in data
+
+
+class StuckNextHop:
+    """A next hop that accepts connections and never answers (a hung backend)."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.connections = []
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                self.connections.append(self.listener.accept()[0])
+            except OSError:
+                return
+
+    def close(self):
+        self.listener.close()
+        for connection in self.connections:
+            connection.close()
+
+
+def _request_of_bytes(size: int) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add(trace_id=b"\1" * 16, span_id=b"\2" * 8, name="big")
+    span.attributes.add(key="pad").value.string_value = "p" * size
+    return request
+
+
+def test_a_stuck_next_hop_holds_at_most_the_queue_bytes_and_the_rest_is_dropped_and_counted(caplog):
+    """Issue 31: the queue was bounded by 512 requests (8 GiB at 16 MiB each); 400 requests of
+    1 MiB to a stuck next hop took the collector from 56 to 503 MiB. Now: bounded by bytes
+    (default 64 MiB); a forward copy over the bound is dropped, counted and logged rate-limited."""
+    hop = StuckNextHop()
+    counters = Counters()
+    forwarder = Forwarder(hop.url, counters=counters)
+    request = _request_of_bytes(1024 * 1024)
+    size = len(request.SerializeToString())
+    sent = 100
+    try:
+        for _ in range(sent):
+            forwarder.submit(request, 1)
+        assert forwarder.queued_bytes <= DEFAULT_QUEUE_BYTES
+        dropped = counters.snapshot()["forward_dropped"]
+        assert sent - DEFAULT_QUEUE_BYTES // size - 1 <= dropped <= sent - DEFAULT_QUEUE_BYTES // size
+        assert counters.refused_snapshot() == {(Refused.SPAN, QUEUE_FULL): dropped}
+        lines = [r for r in caplog.records if QUEUE_FULL in r.getMessage()]
+        assert len(lines) == 1 and lines[0].levelname == "WARNING", "one line per reason per 10 s, not one per drop"
+        forwarder.shutdown(timeout_s=0.5)  # bounded although the next hop never answers
+        assert forwarder.queued_bytes == 0
+        wait_for(lambda: sum(counters.snapshot()[name] for name in ("forward_failed", "forward_dropped")) == sent, 30)
+        assert counters.snapshot()["forwarded"] == 0
+    finally:
+        hop.close()
+
+
+def test_bundles_never_wait_on_a_stuck_next_hop(make_collector, tmp_path):
+    """The forward copy waits in its bounded queue; the bundle is written and sealed meanwhile."""
+    hop = StuckNextHop()
+    try:
+        collector = make_collector(tmp_path / "bundles", forward=hop.url, forward_queue_bytes=3 * 1024 * 1024)
+        url = f"http://127.0.0.1:{collector.http_port}/v1/traces"
+        for number in range(6):
+            request = _request_of_bytes(1024 * 1024)
+            span = request.resource_spans[0].scope_spans[0].spans[0]
+            span.trace_id = bytes([number + 1]) * 16
+            span.attributes.add(key="session.id").value.string_value = f"big-{number}"
+            response = requests.post(url, data=request.SerializeToString(),
+                                     headers={"Content-Type": "application/x-protobuf"}, timeout=30)
+            assert response.status_code == 200
+        found = sealed_bundles(tmp_path / "bundles", count=6, timeout=30)
+        assert all(bundle.status is BundleStatus.COMPLETE for bundle in found)
+        assert collector.forwarder.queued_bytes <= 3 * 1024 * 1024
+        assert collector.counters.snapshot()["forward_dropped"] >= 2
+    finally:
+        hop.close()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import os
 import http.client
 import logging
 import socket
@@ -16,8 +18,11 @@ from opentelemetry import context
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from otel_session.collector.counters import Refused
 from otel_session.collector.http_receiver import MAX_MESSAGE_BYTES, HttpReceiver
 from otel_session.bundle.read import BundleStatus
 from otel_session.bundle.write import BundleWriter
@@ -231,6 +236,7 @@ def test_malformed_grpc_payload_is_invalid_argument(collector):
             export(b"\x0a\xff\xff\xff\xff\x0f", timeout=5)
     assert error.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "not a protobuf ExportTraceServiceRequest" in error.value.details()
+    assert collector.counters.refused_snapshot() == {(Refused.REQUEST, "malformed"): 1}
 
 
 def test_overload_answers_retryable_status_codes(collector):
@@ -250,6 +256,7 @@ def test_overload_answers_retryable_status_codes(collector):
         for _ in range(taken):
             slots.release()
     assert post(collector.http_port, orjson.dumps(otlp_json_request()))[0].status == 200
+    assert collector.counters.refused_snapshot() == {(Refused.REQUEST, "too_many_requests"): 2}
 
 
 def test_shutdown_seals_runs_without_a_root_as_interrupted(make_collector, bundle_root):
@@ -487,3 +494,204 @@ def test_a_busy_http_port_is_named_with_its_flag(make_collector, bundle_root):
         with pytest.raises(OSError) as error:
             make_collector(bundle_root, grpc_address=None, http_address=address)
     assert str(error.value) == f"cannot listen for OTLP/HTTP on {address} (--http): Address already in use"
+
+
+# -- hostile connections: slowloris (issue 31 §5) ------------------------------------------------
+
+
+class SlowSockets:
+    """``count`` connections that send a request's headers one byte per ``every_s`` and never
+    finish them (slowloris); the bytes keep coming, so no idle timeout ever fires."""
+
+    def __init__(self, port: int, count: int, every_s: float = 0.5):
+        self.sockets = []
+        for _ in range(count):
+            sock = socket.socket()
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", int(port)))
+            self.sockets.append(sock)
+        self._every_s = every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._trickle, daemon=True)
+        self._thread.start()
+
+    def _trickle(self):
+        header = b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 100_000
+        position = 0
+        while not self._stop.wait(self._every_s):
+            for sock in self.sockets:
+                try:
+                    sock.send(header[position:position + 1])
+                except OSError:
+                    pass  # closed by the collector, or not connected yet
+            position += 1
+
+    def connected(self) -> bool:
+        """Every one is connected (accepted, or waiting in the listener's backlog)."""
+        for sock in self.sockets:
+            try:
+                sock.getpeername()
+            except OSError:
+                return False
+        return True
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(5)
+        for sock in self.sockets:
+            sock.close()
+
+
+@pytest.fixture
+def many_descriptors():
+    """The slow sockets and the collector's ends of them share this process's descriptors."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 10_000:
+        pytest.skip(f"needs 10,000 open files (hard limit {hard})")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def export_one_span(port: int) -> SpanExportResult:
+    """A well-behaved client: the official OTLP/HTTP exporter, one span."""
+    exporter = HttpExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces", timeout=30)
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    results = []
+    real_export = exporter.export
+    exporter.export = lambda spans: results.append(real_export(spans)) or results[-1]
+    with provider.get_tracer("t").start_as_current_span("invoke_agent polite", attributes={"session.id": "polite"}):
+        pass
+    provider.shutdown()
+    return results[0]
+
+
+def test_two_thousand_slow_sockets_leave_room_for_a_well_behaved_client(make_collector, bundle_root, many_descriptors):
+    """1,100 sockets trickling header bytes held every OTLP/HTTP slot (limit 1,000) and normal
+    clients got no answer. The limit (4,096) is above what an open-files limit of 20,000 allows."""
+    collector = make_collector(bundle_root)
+    slow = SlowSockets(collector.http_port, 2000)
+    try:
+        wait_for(slow.connected, 60)
+        assert export_one_span(collector.http_port) is SpanExportResult.SUCCESS
+    finally:
+        slow.close()
+
+
+def test_past_the_connection_limit_a_newcomer_replaces_the_slowest_header_sender(make_collector, bundle_root):
+    """At the limit, accepting goes on: the connection waiting longest for its headers is closed
+    (counted), never one being served; a well-behaved client gets in."""
+    collector = make_collector(bundle_root, http_connection_limit=50)
+    slow = SlowSockets(collector.http_port, 200)
+    try:
+        assert export_one_span(collector.http_port) is SpanExportResult.SUCCESS
+        refused = collector.counters.refused_snapshot()
+        assert refused[(Refused.CONNECTION, "connection_evicted")] >= 150
+    finally:
+        slow.close()
+    (bundle,) = sealed_bundles(bundle_root)
+    assert bundle.session_id == "polite"
+
+
+def test_headers_that_trickle_past_the_header_deadline_hear_408(make_collector, bundle_root):
+    """The idle timeout only fired for silent clients; a byte a second kept a connection forever."""
+    collector = make_collector(bundle_root, http_header_timeout_s=1)
+    with socket.create_connection(("127.0.0.1", collector.http_port), timeout=30) as sock:
+        stop = threading.Event()
+
+        def trickle():
+            for byte in head(_JSON, Content_Length="100")[:-4]:
+                if stop.wait(0.2):
+                    return
+                try:
+                    sock.send(bytes([byte]))
+                except OSError:
+                    return
+
+        sender = threading.Thread(target=trickle, daemon=True)
+        sender.start()
+        response = http.client.HTTPResponse(sock)
+        response.begin()  # within the deadline plus a maintenance pass; the test's timeout is 30 s
+        error = status_pb2.Status.FromString(response.read())  # no Content-Type read yet: protobuf
+        stop.set()
+        sender.join(5)
+    assert response.status == 408 and error.code == code_pb2.DEADLINE_EXCEEDED
+    assert "headers not complete within 1 s" in error.message
+    assert collector.counters.refused_snapshot()[(Refused.CONNECTION, "header_timeout")] == 1
+
+
+def test_out_of_descriptors_the_listener_pauses_instead_of_spinning(collector, bundle_root, caplog):
+    """An accept that fails for want of a descriptor left the connection queued and the listener
+    readable: waitress retried and logged a traceback on every pass of its loop."""
+    import resource
+
+    clients = [socket.socket() for _ in range(3)]  # their descriptors exist before the limit drops
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    highest = max(int(name) for name in os.listdir("/proc/self/fd"))
+    fillers = []
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1, hard))
+        with contextlib.suppress(OSError):
+            while True:  # the free numbers below the limit, taken: no descriptor left to accept with
+                fillers.append(os.open(os.devnull, os.O_RDONLY))
+        for client in clients:
+            client.settimeout(30)
+            client.connect(("127.0.0.1", int(collector.http_port)))  # into the backlog: connect needs no new descriptor
+        wait_for(lambda: collector.counters.refused_snapshot().get((Refused.CONNECTION, "out_of_descriptors")), 30)
+    finally:
+        for filler in fillers:
+            os.close(filler)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    body = orjson.dumps(otlp_json_request())
+    clients[0].sendall(head(_JSON, Content_Length=str(len(body))) + body)  # accepted once descriptors return
+    response = http.client.HTTPResponse(clients[0])
+    response.begin()
+    assert response.status == 200
+    for client in clients:
+        client.close()
+    assert [r for r in caplog.records if r.name.startswith("waitress") and r.levelno >= logging.WARNING] == []
+    assert sum("out_of_descriptors" in r.getMessage() for r in caplog.records) <= 2, "rate-limited"
+
+
+class SlowBodies(SlowSockets):
+    """Connections whose headers are sent whole at once and whose body then trickles, one byte per
+    ``every_s`` (the headers are done, so no header deadline applies)."""
+
+    def __init__(self, port: int, count: int, every_s: float = 0.5):
+        self.sockets = []
+        for _ in range(count):
+            sock = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+            sock.sendall(head(_JSON, Content_Length="100000"))
+            sock.setblocking(False)
+            self.sockets.append(sock)
+        self._every_s = every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._trickle, daemon=True)
+        self._thread.start()
+
+    def _trickle(self):
+        while not self._stop.wait(self._every_s):
+            for sock in self.sockets:
+                try:
+                    sock.send(b" ")
+                except OSError:
+                    pass
+
+
+def test_past_the_limit_a_body_trickling_past_the_header_deadline_makes_room(make_collector, bundle_root):
+    """A client whose headers are done but whose body trickles was never evictable: enough of them
+    held every slot. Past the limit, one whose request began over the header deadline ago is."""
+    collector = make_collector(bundle_root, http_connection_limit=50, http_header_timeout_s=1)
+    slow = SlowBodies(collector.http_port, 48)  # with the listener and its wake-up pipe: the limit
+    server = collector._http_server._server
+    try:
+        wait_for(lambda: len(server.active_channels) == 48 and all(
+            channel.request is not None and channel.request.headers_finished for channel in list(server.active_channels.values())
+        ), 30)
+        assert export_one_span(collector.http_port) is SpanExportResult.SUCCESS
+        assert collector.counters.refused_snapshot()[(Refused.CONNECTION, "connection_evicted")] >= 1
+    finally:
+        slow.close()

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -45,12 +46,13 @@ class HttpClient:
 class CollectorProcess:
     """``otel-session collect`` on a free loopback port, OTLP/HTTP only."""
 
-    def __init__(self, root: Path, seal_after: float = 30) -> None:
+    def __init__(self, root: Path, seal_after: float = 30, *, program: tuple[str, ...] = ("-m", "otel_session.cli"),
+                 options: tuple[str, ...] = (), **env: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "otel_session.cli", "collect", "--dir", str(root), "--grpc", "off",
-             "--http", "127.0.0.1:0", "--seal-after", str(seal_after), "--status-interval", "3600"],
+            [sys.executable, *program, "collect", "--dir", str(root), "--grpc", "off",
+             "--http", "127.0.0.1:0", "--seal-after", str(seal_after), "--status-interval", "3600", *options],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "OTEL_SESSION_REDACTION_KEY": "fault-tests"},
+            env={**os.environ, "OTEL_SESSION_REDACTION_KEY": "fault-tests", **env},
         )
         banner = self.process.stdout.readline()
         assert "otel-session collector:" in banner, self.process.stderr.read()
@@ -76,7 +78,7 @@ class CollectorProcess:
 def start_collector():
     started: list[CollectorProcess] = []
 
-    def start(root: Path, **options: float) -> CollectorProcess:
+    def start(root: Path, **options: Any) -> CollectorProcess:
         collector = CollectorProcess(root, **options)
         started.append(collector)
         return collector
@@ -337,3 +339,73 @@ def test_a_listener_that_cannot_stop_still_lets_the_collector_seal_and_drain(tmp
     assert "could not be woken" in caplog.text
     left = set(threading.enumerate()) - threads_before
     assert not [thread for thread in left if thread.name in ("otlp-http", "otel-session-writer")]
+
+
+STUCK_DISK = str(Path(__file__).with_name("stuck_disk_collector.py"))
+
+
+def test_sigterm_ends_the_collector_within_its_shutdown_timeout_when_the_disk_hangs(tmp_path, start_collector):
+    """Issue 31: told to stop while the disk did not answer, the collector waited for the writer's
+    drain (up to 10 minutes), and in the descriptor-exhaustion state kept going for 15+ minutes.
+    Now SIGTERM ends it within --shutdown-timeout; the run it could not seal is left recording with
+    every acknowledged span, one log line says so, and the next collector resumes and seals it."""
+    root = tmp_path / "bundles"
+    marker = tmp_path / "disk-hangs"
+    trace = trace_hex(11)
+    collector = start_collector(root, program=(STUCK_DISK,), STUCK_DISK_MARKER=str(marker),
+                                OTEL_SESSION_SHUTDOWN_TIMEOUT="2")
+    assert collector.post(request(tool_span(trace, 1, "stuck")))[0] == 200  # acknowledged: in the journal
+    marker.touch()  # from now on, journal writes never return
+
+    def unanswered() -> None:
+        try:
+            collector.post(request(tool_span(trace, 2, "stuck")))
+        except OSError:
+            pass  # its answer never comes: the write it waits for is stuck
+
+    import threading
+
+    threading.Thread(target=unanswered, daemon=True).start()
+    collector.process.send_signal(signal.SIGTERM)
+    out, err = collector.process.communicate(timeout=60)  # today: the writer's 600 s drain, at least
+    assert collector.process.returncode == 1, err
+    assert "shutdown timed out" in out
+    (line,) = [line for line in err.splitlines() if "shutdown did not finish within 2 s" in line]
+    assert "left recording" in line and "resumes them" in line
+
+    (left,) = bundles(root)
+    assert left.status is BundleStatus.RECORDING, "left resumable, not sealed half-way"
+    restarted = start_collector(root)
+    out, _ = restarted.terminate()
+    (final,) = bundles(root)
+    assert final.status is BundleStatus.COMPLETE, final.diagnostics
+    numbers = [e["payload"]["arguments"]["n"] for e in final.events if e["type"] == "tool_execution_started"]
+    assert numbers[0] == 1, "the acknowledged span is kept"
+    assert final.events[-1]["type"] == "run_finished"
+
+
+def test_the_collector_raises_its_open_files_limit_to_the_hard_limit(tmp_path):
+    """Each connection and open run is a descriptor; the host's default soft limit (often 1,024)
+    is not the collector's."""
+    import resource
+
+    def low_soft_limit() -> None:
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "otel_session.cli", "collect", "--dir", str(tmp_path / "bundles"), "--grpc", "off",
+         "--http", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=low_soft_limit,
+        env={**os.environ, "OTEL_SESSION_REDACTION_KEY": "fault-tests"},
+    )
+    try:
+        assert "otel-session collector:" in process.stdout.readline()
+        limits = Path(f"/proc/{process.pid}/limits").read_text()
+        soft, hard = next(line for line in limits.splitlines() if line.startswith("Max open files")).split()[3:5]
+        assert soft == hard != "256"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert f"open files limit raised from 256 to {hard}" in err
