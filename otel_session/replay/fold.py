@@ -210,6 +210,32 @@ class State:
 
     # -- folding -----------------------------------------------------------------------------
 
+    def merge(self, overlay: State) -> None:
+        """Take ``overlay``'s changes into this state in place (a builder's full state; nothing else holds it)."""
+        self.seq, self.run_id, self.turn_index = overlay.seq, overlay.run_id, overlay.turn_index
+        self.state, self.run_status = overlay.state, overlay.run_status
+        self.messages.update(overlay.messages)
+        self.tools.update(overlay.tools)
+        self.slots.update(overlay.slots)
+        self.verdicts += overlay.verdicts
+        self.diagnostics += overlay.diagnostics
+        self._lists = None
+
+    def adopt(self, messages: list[tuple[dict[str, Any], bool]], tools: list[dict[str, Any]]) -> None:
+        """Take rendered messages (each with its ``folded`` flag, which rendering leaves out) and
+        tools back into this state, as a restored checkpoint holds them."""
+        for rendered, folded in messages:
+            message = _Message(rendered["message_id"])
+            message.role, message.turn_index = rendered["role"], rendered["turn_index"]
+            message.settled, message.finished, message.folded = rendered["settled"], rendered["finished"], folded
+            message.blocks = {block["index"]: [block["kind"], block["text"]] for block in rendered["blocks"]}
+            self.messages[message.message_id] = message
+        for rendered in tools:
+            tool = _Tool(rendered["tool_call_id"])
+            tool.fields = dict(rendered)
+            self.tools[rendered["tool_call_id"]] = tool
+        self._lists = None
+
     def diagnose(self, code: ReducerCode, message: str, seq: int) -> None:
         self.diagnostics.append({"code": code.value, "severity": _SEVERITY[code], "message": message, "seq": seq})
 

@@ -1,0 +1,56 @@
+"""Per-turn summaries of a run: what a long run's timeline is drawn from instead of every event.
+
+Contract::
+
+    turn_summaries(events) -> [{"turn_index", "state", "start_seq", "end_seq", "start_at", "end_at",
+                                "open", "interrupted", "latency", "messages", "tools", "tool_errors"}]
+
+``events`` are one run's records in seq order (``facts.run_events``). A turn spans from its
+``turn_started`` to its ``turn_finished`` (``open`` without one); records naming the turn's index
+count toward it (messages started, tools started, tools that finished with an error).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["turn_summaries"]
+
+
+def turn_summaries(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One compact entry per turn, in the order the turns started."""
+    turns: dict[Any, dict[str, Any]] = {}
+    current: dict[str, Any] | None = None
+    for event in events:
+        event_type = event["type"]
+        turn_index = event.get("turn_index")
+        if event_type == "turn_started":
+            payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+            key = turn_index if type(turn_index) is int else f"#{len(turns)}"
+            current = turns[key] = {
+                "turn_index": turn_index if type(turn_index) is int else None,
+                "state": payload.get("state") if isinstance(payload.get("state"), str) else None,
+                "start_seq": event["seq"], "end_seq": event["seq"], "start_at": event["at"], "end_at": event["at"],
+                "open": True, "interrupted": False, "latency": None, "messages": 0, "tools": 0, "tool_errors": 0,
+            }
+            continue
+        turn = turns.get(turn_index) if type(turn_index) is int else current
+        if turn is None:
+            continue
+        turn["end_seq"], turn["end_at"] = event["seq"], event["at"]
+        payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+        if event_type == "turn_finished":
+            turn["open"] = False
+            turn["interrupted"] = payload.get("interrupted") is True
+            if isinstance(payload.get("state"), str):
+                turn["state"] = payload["state"]
+            if isinstance(payload.get("latency"), dict):
+                turn["latency"] = payload["latency"]
+        elif event_type == "message_started":
+            turn["messages"] += 1
+        elif event_type == "tool_execution_started":
+            turn["tools"] += 1
+        elif event_type == "tool_execution_finished" and payload.get("status") == "error":
+            turn["tool_errors"] += 1
+    return list(turns.values())
