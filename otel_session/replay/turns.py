@@ -2,12 +2,14 @@
 
 Contract::
 
-    turn_summaries(events) -> [{"turn_index", "state", "start_seq", "end_seq", "start_at", "end_at",
-                                "open", "interrupted", "latency", "messages", "tools", "tool_errors"}]
+    turn_summaries(events) -> [{"turn_index", "state_before", "state", "start_seq", "end_seq", "start_at",
+                                "end_at", "open", "interrupted", "latency", "missing_required_slots",
+                                "verdict", "messages", "tools", "tool_errors"}]
 
 ``events`` are one run's records in seq order (``facts.run_events``). A turn spans from its
 ``turn_started`` to its ``turn_finished`` (``open`` without one); records naming the turn's index
-count toward it (messages started, tools started, tools that finished with an error).
+count toward it (messages started, tools started, tools that finished with an error). ``verdict``
+is the turn's last transition verdict (``{from, to, reason}``), the dialogue-state graph's edge.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ def turn_summaries(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         if event_type == "turn_started":
             payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
             key = turn_index if type(turn_index) is int else f"#{len(turns)}"
+            state = payload.get("state") if isinstance(payload.get("state"), str) else None
             current = turns[key] = {
                 "turn_index": turn_index if type(turn_index) is int else None,
-                "state": payload.get("state") if isinstance(payload.get("state"), str) else None,
+                "state_before": state, "state": state, "missing_required_slots": None, "verdict": None,
                 "start_seq": event["seq"], "end_seq": event["seq"], "start_at": event["at"], "end_at": event["at"],
                 "open": True, "interrupted": False, "latency": None, "messages": 0, "tools": 0, "tool_errors": 0,
             }
@@ -47,6 +50,10 @@ def turn_summaries(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 turn["state"] = payload["state"]
             if isinstance(payload.get("latency"), dict):
                 turn["latency"] = payload["latency"]
+            if isinstance(payload.get("missing_required_slots"), list):
+                turn["missing_required_slots"] = payload["missing_required_slots"]
+        elif event_type == "transition_verdict":
+            turn["verdict"] = {key: payload.get(key) for key in ("from", "to", "reason")}
         elif event_type == "message_started":
             turn["messages"] += 1
         elif event_type == "tool_execution_started":
