@@ -112,7 +112,8 @@ def session_facts(session_id: str) -> Response:
     if scope != "run":
         raise ApiError(400, "bad_parameter", "scope is run (the default) or session")
     run = store().resolve(session_id, request.args.get("run_id"))
-    return jsonify(store().reader.facts(run.path, fallback_to_latest_run=run.fallback_to_latest_run))
+    answer = store().reader.facts(run.path, fallback_to_latest_run=run.fallback_to_latest_run)
+    return Response(answer, mimetype="application/json")  # a long run's facts are large: bytes as kept
 
 
 @bp.get("/sessions/<path:session_id>/runs/<run_id>/events")

@@ -6,9 +6,9 @@ Contract::
     reader.events(path, after_seq, limit) -> EventsPage
     reader.state(path, seq) -> dict                    # the replay state (SPEC §7.1)
     reader.view(path, seq, recent=, through=) -> dict  # a checkpoint trimmed for the page (409 unless sealed and indexed)
-    reader.facts(path, fallback_to_latest_run=) -> dict
+    reader.facts(path, fallback_to_latest_run=) -> bytes   # JSON, as the API answers it
     reader.integrity(path) -> dict                     # the reader's verdict, with the capture
-    reader.turns(path) -> dict                         # per-turn summaries, for a long run's timeline
+    reader.turns(path) -> dict                         # per-turn summaries (turns.as_rows), for a long run's timeline
     reader.bundle(path) -> BundleRead                  # the whole bundle, through the tolerant reader
 
 A sealed run is read through its index (``otel_session.replay.index``): a slice of its journal per
@@ -28,13 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
 from otel_session.bundle.read import BundleRead, read_bundle
 from otel_session.core import layout
 from otel_session.core.log import get_logger
 from otel_session.replay import facts as run_facts
 from otel_session.replay.index import IndexStale, RunIndex, open_run_index
 from otel_session.replay.reduce import Replayer
-from otel_session.replay.turns import turn_summaries
+from otel_session.replay.turns import as_rows, turn_summaries
 
 from .cache import ByteLRU
 from .errors import ApiError
@@ -102,17 +103,13 @@ class RunReader:
             raise ApiError(409, "not_indexed", "only a sealed run is read in windows: read its events instead")
         return self._indexed(path, lambda index: index.view(seq, recent=recent, through=through))
 
-    def facts(self, path: Path, *, fallback_to_latest_run: bool) -> dict[str, Any]:
+    def facts(self, path: Path, *, fallback_to_latest_run: bool) -> bytes:
         if self._index(path) is not None:
-            built = self._indexed(path, RunIndex.facts)
-            built["fallback_to_latest_run"] = fallback_to_latest_run
-            capture = self._indexed(path, RunIndex.integrity)["capture"]
-        else:
-            bundle = self.bundle(path)
-            built = run_facts.build_session_facts(bundle, fallback_to_latest_run=fallback_to_latest_run)
-            capture = bundle.capture
-        built["integrity"] = {**built["integrity"], "capture": capture}
-        return built
+            return self._indexed(path, lambda index: index.facts_json(fallback_to_latest_run=fallback_to_latest_run))
+        bundle = self.bundle(path)
+        built = run_facts.build_session_facts(bundle, fallback_to_latest_run=fallback_to_latest_run)
+        built["integrity"] = {**built["integrity"], "capture": bundle.capture}
+        return orjson.dumps(built)
 
     def integrity(self, path: Path) -> dict[str, Any]:
         if self._index(path) is not None:
@@ -128,11 +125,11 @@ class RunReader:
             integrity = self._indexed(path, RunIndex.integrity)
             return {"indexed": True, "last_seq": index.last_seq, "event_count": index.count,
                     "capture_status": (integrity["capture"] or {}).get("status"), "integrity": integrity["status"],
-                    "turns": self._indexed(path, RunIndex.turns)}
+                    "turns": orjson.Fragment(self._indexed(path, RunIndex.turns_json))}
         run = self._in_memory(path)
         return {"indexed": False, "last_seq": run.events[-1]["seq"] if run.events else 0, "event_count": len(run.events),
                 "capture_status": (run.bundle.capture or {}).get("status"), "integrity": run.bundle.status.value,
-                "turns": turn_summaries(run.events)}
+                "turns": as_rows(turn_summaries(run.events))}
 
     def bundle(self, path: Path) -> BundleRead:
         return self._in_memory(path).bundle

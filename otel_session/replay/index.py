@@ -8,6 +8,8 @@ Contract::
     index.state(seq)                         # nearest checkpoint + at most 256 events (SPEC §7.1)
     index.view(seq, recent=, through=)       # a checkpoint trimmed for the replay page
     index.facts(), index.integrity(), index.turns(), index.last_seq, index.count
+    index.facts_json(fallback_to_latest_run=) -> bytes   # the API's answer, straight from the file
+    index.turns_json() -> bytes                          # turns.as_rows of the turn summaries
 
 Files (derived, cache, never part of a bundle or its integrity; ``<root>/.index/replay/<run's
 path under the root>/``): ``seek.json`` (the seek index: the byte offset and seq of every 256th
@@ -44,7 +46,7 @@ from otel_session.replay import facts as run_facts
 from otel_session.replay.checkpoints import CheckpointBook, build_checkpoints
 from otel_session.replay.fold import CHECKPOINT_INTERVAL
 from otel_session.replay.latency import slow_turn_threshold_ms
-from otel_session.replay.turns import turn_summaries
+from otel_session.replay.turns import as_rows, from_rows, turn_summaries
 
 __all__ = ["INDEX_DIR", "IndexStale", "IndexStatus", "RunIndex", "index_path", "open_run_index"]
 
@@ -132,6 +134,8 @@ class RunIndex:
         self._ids = tuple(seek["ids"])
         self._contents = contents  # the files, when the root could not keep them
         self._book: CheckpointBook | None = None
+        self._integrity: dict[str, Any] | None = None
+        self._verified: dict[str, tuple[int, int]] = {}  # file -> (size, mtime_ns) when its digest was checked
         self.count: int = seek["count"]
         self.last_seq: int = seek["last_seq"]
 
@@ -153,12 +157,14 @@ class RunIndex:
         integrity = {**bundle.as_json(), "capture": bundle.capture}
         integrity.pop("path")
         facts = run_facts.build_session_facts(bundle, slow_turn_ms=identity["slow_turn_ms"])
+        facts.pop("fallback_to_latest_run")  # per request: facts_json() puts it first
+        facts["integrity"] = {**facts["integrity"], "capture": bundle.capture}
         contents = {
             "checkpoints.ndjson": b"".join(built.lines),
             "objects.json": orjson.dumps(built.objects),
             "facts.json": orjson.dumps(facts),
             "integrity.json": orjson.dumps(integrity),
-            "turns.json": orjson.dumps(turn_summaries(own)),
+            "turns.json": orjson.dumps(as_rows(turn_summaries(own))),
         }
         seek = {
             "schema": _SCHEMA,
@@ -248,13 +254,28 @@ class RunIndex:
         return {"base_seq": base_seq, "last_seq": self.last_seq, "event_count": self.count, **view}
 
     def facts(self) -> dict[str, Any]:
+        """The run's facts (``facts.build_session_facts``, its integrity with the capture), without
+        ``fallback_to_latest_run``: that is the request's."""
         return orjson.loads(self._file("facts.json"))
 
+    def facts_json(self, *, fallback_to_latest_run: bool) -> bytes:
+        """The facts as the API answers them, made from the file's bytes (no parse: a 1M-event
+        run's facts are about 11 MB of JSON)."""
+        flag = b"true" if fallback_to_latest_run else b"false"
+        return b'{"fallback_to_latest_run":' + flag + b"," + self._file("facts.json")[1:]
+
     def integrity(self) -> dict[str, Any]:
-        return orjson.loads(self._file("integrity.json"))
+        """The reader's verdict (``BundleRead.as_json`` without its path) and the capture."""
+        if self._integrity is None:
+            self._integrity = orjson.loads(self._file("integrity.json"))
+        return self._integrity
 
     def turns(self) -> list[dict[str, Any]]:
-        return orjson.loads(self._file("turns.json"))
+        return from_rows(orjson.loads(self._file("turns.json")))
+
+    def turns_json(self) -> bytes:
+        """The turn summaries as ``turns.as_rows`` writes them, straight from the file."""
+        return self._file("turns.json")
 
     def nbytes(self) -> int:
         """About what this object holds in memory (for a byte-bounded cache)."""
@@ -304,11 +325,17 @@ class RunIndex:
         return parsed
 
     def _file(self, name: str) -> bytes:
+        """A derived file's bytes: its digest checked on its first read, its size and mtime after."""
         if self._contents is not None:
             return self._contents[name]
-        data = _read_private(self.directory / name)
-        if [len(data), _digest(data)] != self._seek["files"][name]:
-            raise IndexStale(f"{name} does not match its digest")
+        fd = os.open(self.directory / name, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            stat = os.fstat(handle.fileno())
+            data = handle.read()
+        if self._verified.get(name) != (len(data), stat.st_mtime_ns):
+            if [len(data), _digest(data)] != self._seek["files"][name]:
+                raise IndexStale(f"{name} does not match its digest")
+            self._verified[name] = (len(data), stat.st_mtime_ns)
         return data
 
 

@@ -6,6 +6,8 @@ Contract::
                                 "end_at", "open", "interrupted", "latency", "missing_required_slots",
                                 "verdict", "messages", "tools", "tool_errors"}]
 
+    as_rows(summaries) -> {"fields": [...], "rows": [[...], ...]}   # the compact form ``…/turns`` answers
+
 ``events`` are one run's records in seq order (``facts.run_events``). A turn spans from its
 ``turn_started`` to its ``turn_finished`` (``open`` without one); records naming the turn's index
 count toward it (messages started, tools started, tools that finished with an error). ``verdict``
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["turn_summaries"]
+__all__ = ["as_rows", "from_rows", "turn_summaries"]
 
 
 def turn_summaries(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -61,3 +63,13 @@ def turn_summaries(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         elif event_type == "tool_execution_finished" and payload.get("status") == "error":
             turn["tool_errors"] += 1
     return list(turns.values())
+
+
+def as_rows(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summaries as one list of field names and one row of values per turn (half the bytes)."""
+    fields = list(summaries[0]) if summaries else []
+    return {"fields": fields, "rows": [[turn[name] for name in fields] for turn in summaries]}
+
+
+def from_rows(table: dict[str, Any]) -> list[dict[str, Any]]:
+    return [dict(zip(table["fields"], row)) for row in table["rows"]]

@@ -132,7 +132,10 @@ def test_facts_integrity_and_turns_are_kept_and_read_back(sealed):
     again = open_run_index(root, path)
     assert again.status is IndexStatus.LOADED
     bundle = read_bundle(path)
-    assert again.facts() == orjson.loads(orjson.dumps(build_session_facts(bundle)))
+    expected = orjson.loads(orjson.dumps(build_session_facts(bundle, fallback_to_latest_run=True)))
+    expected["integrity"]["capture"] = bundle.capture
+    assert orjson.loads(again.facts_json(fallback_to_latest_run=True)) == expected
+    assert again.facts() == {key: value for key, value in expected.items() if key != "fallback_to_latest_run"}
     assert again.integrity()["status"] == bundle.status.value == "complete"
     turns = again.turns()
     assert [turn["turn_index"] for turn in turns] == list(range(40))

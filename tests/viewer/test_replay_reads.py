@@ -104,7 +104,7 @@ def test_the_page_view_and_turns_of_a_sealed_run(long_run):
     root, run, app = long_run
     client = app.test_client()
     turns = client.get(_url(run, "/turns")).get_json()
-    assert turns["indexed"] is True and len(turns["turns"]) == 30 and turns["event_count"] == turns["last_seq"]
+    assert turns["indexed"] is True and len(turns["turns"]["rows"]) == 30 and turns["event_count"] == turns["last_seq"]
     view = client.get(_url(run, "/state?seq=2000&recent=3&through=2300")).get_json()
     assert view["base_seq"] <= 2000 and len(view["state"]["messages"]) <= 4
     assert view["omitted"]["messages"] + len(view["state"]["messages"]) == len(replay_state(run_events(read_bundle(run.path)), view["base_seq"])["messages"])

@@ -427,13 +427,14 @@ async function loadWindow(seq) {
 
 /** A long sealed run: the timeline and turn list from its summaries, then the window at the cursor. */
 async function loadLongRun(run) {
-  view.long = { lastSeq: run.last_seq, turns: run.turns, base: 0, end: -1, omitted: null, recent: RECENT,
+  const turns = run.turns.rows.map((row) => Object.fromEntries(run.turns.fields.map((field, at) => [field, row[at]])));
+  view.long = { lastSeq: run.last_seq, turns, base: 0, end: -1, omitted: null, recent: RECENT,
     loading: false, token: 0, pending: null };
   view.captureStatus = run.capture_status;
   view.live = false;
   view.timeline = null;
   fill(ui.turnJump, h("option", { value: "" }, "jump to…"),
-    run.turns.map((turn) => h("option", { value: turn.start_seq },
+    turns.map((turn) => h("option", { value: turn.start_seq },
       `turn ${turn.turn_index ?? "?"} · ${turn.state_before ?? ""} (seq ${turn.start_seq})`)));
   const shared = sharedSeq();
   view.cursor = Math.min(shared ?? run.last_seq, run.last_seq);
