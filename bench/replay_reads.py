@@ -118,7 +118,7 @@ def step_viewer(root: Path, path: Path) -> dict:
     state, state_cpu, state_wall = get(f"{api}/state")
     return {
         "last_seq": last,
-        "turns": len(run["turns"]),
+        "turns": len(run["turns"]["rows"]),
         "usable": usable,
         "seek_to_last": {"wall_ms": statistics.median(s["wall_s"] for s in to_last) * 1000,
                          "cpu_ms": statistics.median(s["cpu_s"] for s in to_last) * 1000,
