@@ -6,6 +6,8 @@ runs in its own fresh process (its CPU time and peak memory are its own):
 
 - ``build``: the run's first reader builds its index (seek offsets, checkpoints, facts, integrity,
   turn summaries) from one read of the journal. Once per sealed run.
+- ``first``: a fresh viewer opens the run with no index on disk: a large journal is indexed by a
+  child process (``replay.index.build_in_child``), so the viewer's own memory stays small.
 - ``viewer``: a fresh viewer over the root (index on disk) answers what the replay page fetches
   before it is usable (the page, its scripts, ``…/turns``, the view at the cursor, one window of
   ``…/events``, ``…/integrity``): bytes and server CPU. Then a seek to the last event (view +
@@ -81,6 +83,20 @@ def step_build(root: Path, path: Path) -> dict:
     index = open_run_index(root, path)
     return {"cpu_s": time.process_time() - cpu, "wall_s": time.perf_counter() - wall, "peak_mib": _peak_mib(),
             "status": index.status.value, "index_bytes": sum(f.stat().st_size for f in index_path(root, path).iterdir())}
+
+
+def step_first(root: Path, path: Path) -> dict:
+    from otel_session.replay.index import index_path
+    from otel_session.viewer import create_app
+
+    shutil.rmtree(index_path(root, path), ignore_errors=True)
+    client = create_app({"BUNDLE_DIR": str(root), "TESTING": True}).test_client()
+    cpu, wall = time.process_time(), time.perf_counter()
+    response = client.get(f"/api/sessions/bench-replay/runs/{path.name}/turns")
+    assert response.status_code == 200
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"viewer_cpu_s": time.process_time() - cpu, "child_cpu_s": children.ru_utime + children.ru_stime,
+            "wall_s": time.perf_counter() - wall, "viewer_peak_mib": _peak_mib(), "child_peak_mib": children.ru_maxrss / 1024}
 
 
 def step_viewer(root: Path, path: Path) -> dict:
@@ -179,7 +195,7 @@ def step_old(root: Path, path: Path) -> dict:
             "state_at_end_cpu_s": state_cpu, "peak_mib": _peak_mib()}
 
 
-_STEPS = {"build": step_build, "viewer": step_viewer, "old": step_old}
+_STEPS = {"build": step_build, "first": step_first, "viewer": step_viewer, "old": step_old}
 
 
 def _in_process(step: str, root: Path, path: Path) -> dict:
@@ -194,7 +210,7 @@ def main(*, old_at_1m: bool = False) -> dict:
         root, path = cached_run(events)
         journal = (path / "events.ndjson").stat().st_size
         measured[events] = {"journal_bytes": journal, "build": _in_process("build", root, path),
-                            "viewer": _in_process("viewer", root, path)}
+                            "first": _in_process("first", root, path), "viewer": _in_process("viewer", root, path)}
         if events == SIZES[0] or old_at_1m:
             measured[events]["old"] = _in_process("old", root, path)
     small, large = measured[SIZES[0]], measured[SIZES[1]]
@@ -217,6 +233,11 @@ def main(*, old_at_1m: bool = False) -> dict:
         Figure("replay_reads.index_build_1m_cpu_s", large["build"]["cpu_s"], "s",
                note=f"once per sealed run, by its first reader; peak {large['build']['peak_mib']:.0f} MiB, "
                     f"{large['build']['index_bytes'] / _MIB:.0f} MiB of index for a {large['journal_bytes'] / _MIB:.0f} MiB journal"),
+        Figure("replay_reads.first_open_1m_viewer_peak_mib", large["first"]["viewer_peak_mib"], "MiB",
+               baseline=large["build"]["peak_mib"], target="bounded (<= 300 MiB)", ok=large["first"]["viewer_peak_mib"] <= 300,
+               note=f"a fresh viewer opening the run with no index: the build ran in a child process "
+                    f"({large['first']['child_cpu_s']:.1f} s CPU, peak {large['first']['child_peak_mib']:.0f} MiB, "
+                    f"{large['first']['wall_s']:.0f} s wall); baseline: the same build in the caller"),
         Figure("replay_reads.page_bytes_100k", small["viewer"]["usable"]["bytes"] / _MIB, "MiB",
                baseline=small["old"]["usable"]["bytes"] / _MIB, note="the same run size, both paths in this run"),
         Figure("replay_reads.page_cpu_100k_s", small["viewer"]["usable"]["cpu_s"], "s",

@@ -147,6 +147,8 @@ def state(session_id: str, run_id: str) -> Response:
     through = _int_arg("through", None, minimum=0)
     if through is not None and recent is None:
         raise ApiError(400, "bad_parameter", "through goes with recent (the page's view)")
+    if through is not None and seq is not None and through > seq + _MAX_PAGE:
+        raise ApiError(400, "bad_parameter", f"through is at most {_MAX_PAGE} past seq")
     run = store().resolve(session_id, run_id)
     if recent is None:
         answer = store().reader.state(run.path, seq)

@@ -2,7 +2,7 @@
 
 Contract::
 
-    reader = RunReader(root, cache_bytes=256 << 20)
+    reader = RunReader(root, cache_bytes=256 << 20, child_build_bytes=32 << 20)
     reader.events(path, after_seq, limit) -> EventsPage
     reader.state(path, seq) -> dict                    # the replay state (SPEC §7.1)
     reader.view(path, seq, recent=, through=) -> dict  # a checkpoint trimmed for the page (409 unless sealed and indexed)
@@ -45,6 +45,8 @@ __all__ = ["DEFAULT_CACHE_BYTES", "EventsPage", "RunReader", "stat_key"]
 logger = get_logger(__name__)
 
 DEFAULT_CACHE_BYTES = 256 << 20
+DEFAULT_CHILD_BUILD_BYTES = 32 << 20
+"""A journal at least this large has its index built in a child process (its memory goes with it)."""
 _PARSED_BYTES_PER_JOURNAL_BYTE = 6  # a parsed record holds about six times its line in memory
 _T = TypeVar("_T")
 
@@ -69,8 +71,10 @@ class _InMemory:
 
 
 class RunReader:
-    def __init__(self, root: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES,
+                 child_build_bytes: int = DEFAULT_CHILD_BUILD_BYTES) -> None:
         self.root = Path(root)
+        self._child_build_bytes = child_build_bytes
         self._cache = ByteLRU(cache_bytes)
         self._build_lock = threading.Lock()  # one index built at a time: a build reads a whole journal
 
@@ -146,7 +150,7 @@ class RunReader:
             cached = self._cache.get(("index", path))
             if cached is not None and cached[0] == key:
                 return cached[1]
-            index = open_run_index(self.root, path)
+            index = open_run_index(self.root, path, child_build_bytes=self._child_build_bytes)
             self._cache.put(("index", path), (key, index), index.nbytes() if index is not None else 256)
         if index is not None and index.status.value != "loaded":
             logger.info("replay index of %s %s", path, index.status.value)
@@ -161,7 +165,7 @@ class RunReader:
         except (IndexStale, OSError, ValueError, KeyError) as exc:
             logger.warning("replay index of %s failed a check (%s): rebuilding it from the journal", path, exc)
         with self._build_lock:
-            rebuilt = open_run_index(self.root, path, rebuild=True)
+            rebuilt = open_run_index(self.root, path, rebuild=True, child_build_bytes=self._child_build_bytes)
             if rebuilt is None:
                 raise ApiError(409, "run_changed", "the run changed while it was read: ask again")
             self._cache.put(("index", path), (stat_key(path), rebuilt), rebuilt.nbytes())

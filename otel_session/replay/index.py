@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import multiprocessing
 import os
 from enum import Enum
 from pathlib import Path
@@ -48,7 +49,8 @@ from otel_session.replay.fold import CHECKPOINT_INTERVAL
 from otel_session.replay.latency import slow_turn_threshold_ms
 from otel_session.replay.turns import as_rows, from_rows, turn_summaries
 
-__all__ = ["INDEX_DIR", "IndexStale", "IndexStatus", "RunIndex", "index_path", "open_run_index"]
+__all__ = ["INDEX_DIR", "VIEW_WINDOW_MAX", "IndexStale", "IndexStatus", "RunIndex", "build_in_child", "index_path",
+           "open_run_index"]
 
 logger = get_logger(__name__)
 
@@ -59,6 +61,8 @@ _SCHEMA = "otel-session.replay-index.v1"
 _SEALED = frozenset({CaptureStatus.COMPLETE.value, CaptureStatus.FAILED.value})
 _EDGE_BYTES = 64 << 10
 _FILES = ("checkpoints.ndjson", "objects.json", "facts.json", "integrity.json", "turns.json")
+VIEW_WINDOW_MAX = 10_000
+"""A view looks for what records touch at most this many records past its checkpoint."""
 
 
 class IndexStatus(str, Enum):
@@ -100,10 +104,13 @@ def _journal_identity(run_path: Path) -> dict[str, Any] | None:
             "capture": _digest(capture_bytes), "slow_turn_ms": slow_turn_threshold_ms(None)}
 
 
-def open_run_index(root: str | os.PathLike[str], run_path: str | os.PathLike[str], *, rebuild: bool = False) -> RunIndex | None:
+def open_run_index(root: str | os.PathLike[str], run_path: str | os.PathLike[str], *, rebuild: bool = False,
+                   child_build_bytes: int | None = None) -> RunIndex | None:
     """The run's index: loaded when it is sound, else built from the journal (and kept when the
     root can be written). None for a run that is not sealed or whose journal cannot be indexed.
-    ``rebuild``: a reader found the loaded one wrong; build it again whatever its files say."""
+    ``rebuild``: a reader found the loaded one wrong; build it again whatever its files say.
+    ``child_build_bytes``: a journal at least this large is indexed by a child process
+    (:func:`build_in_child`), so that the caller's memory never holds the whole parsed run."""
     root, run_path = Path(root), Path(run_path)
     identity = _journal_identity(run_path)
     if identity is None:
@@ -116,7 +123,33 @@ def open_run_index(root: str | os.PathLike[str], run_path: str | os.PathLike[str
         except (OSError, ValueError, KeyError, TypeError, IndexStale) as exc:
             problem = str(exc) or type(exc).__name__
             logger.warning("replay index of %s is unusable (%s): rebuilding it from the journal", run_path, problem)
+    if child_build_bytes is not None and identity["size"] >= child_build_bytes and build_in_child(root, run_path, rebuild=rebuild):
+        try:
+            index = RunIndex.load(run_path, directory, identity)
+        except (OSError, ValueError, KeyError, TypeError, IndexStale) as exc:
+            logger.warning("replay index of %s built in a child process is unusable (%s)", run_path, exc)
+        else:
+            index.status = IndexStatus.REBUILT if problem != "absent" else IndexStatus.BUILT
+            return index
     return RunIndex.build(root, run_path, identity, rebuilt=problem != "absent")
+
+
+def build_in_child(root: str | os.PathLike[str], run_path: str | os.PathLike[str], *, rebuild: bool = False) -> bool:
+    """Build the run's index in a child process (a fresh interpreter), so that the memory of one
+    whole read (1.6 GB at 1M events) is given back to the system with it, not kept by a
+    long-lived caller's allocator. True when the child left a sound index on disk to load."""
+    context = multiprocessing.get_context("spawn")  # never fork a threaded server
+    with context.Pool(1) as pool:
+        try:
+            return pool.apply(_build_and_keep, (str(root), str(run_path), rebuild))
+        except Exception as exc:  # the child's failure is the caller's cue to build itself
+            logger.warning("replay index of %s: the build in a child process failed (%s)", run_path, exc)
+            return False
+
+
+def _build_and_keep(root: str, run_path: str, rebuild: bool) -> bool:
+    index = open_run_index(root, run_path, rebuild=rebuild)
+    return index is not None and index._contents is None
 
 
 class RunIndex:
@@ -236,13 +269,13 @@ class RunIndex:
 
     def view(self, seq: int | None, *, recent: int, through: int | None = None) -> dict[str, Any]:
         """The checkpoint at or before ``seq``, trimmed for the page (``CheckpointBook.view``),
-        with every message and tool the records up to ``through`` touch, and the ``base_seq`` the
-        page folds on from."""
+        with every message and tool the records up to ``through`` touch (at most
+        :data:`VIEW_WINDOW_MAX` records past it), and the ``base_seq`` the page folds on from."""
         line, _ = self._line_for(seq, fold=False)
         base_seq = self._checkpoint_seq(line)
         ids: set[str] = set()
         if through is not None and through > base_seq:
-            window, _ = self.events(base_seq, max(1, through - base_seq))
+            window, _ = self.events(base_seq, min(VIEW_WINDOW_MAX, through - base_seq))
             for event in window:
                 if event["seq"] > through:
                     break
@@ -280,7 +313,8 @@ class RunIndex:
     def nbytes(self) -> int:
         """About what this object holds in memory (for a byte-bounded cache)."""
         held = sum(len(data) for data in (self._contents or {}).values())
-        return 64 * (len(self._offsets) + len(self._line_offsets)) + held + 4096
+        directory = 8 * self._seek["files"]["objects.json"][0]  # parsed once a view asks for it
+        return 64 * (len(self._offsets) + len(self._line_offsets)) + held + directory + 4096
 
     # -- internals ----------------------------------------------------------------------------
 

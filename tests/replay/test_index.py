@@ -233,3 +233,16 @@ def test_a_root_that_cannot_be_written_keeps_the_index_in_memory(sealed, tmp_pat
     assert index.facts()["run_id"] == read_bundle(path).run_id
     assert index.events(0, 3)[0][0]["seq"] == 1
     assert canonical_json(index.state(700)) == canonical_json(Replayer(run_events(read_bundle(path))).state_at(700))
+
+
+def test_a_large_journal_is_indexed_by_a_child_process(sealed, tmp_path):
+    """The whole read of a large journal happens in a spawned interpreter; this process loads the files."""
+    root, path = _copy_run(sealed, tmp_path)
+    index = open_run_index(root, path, child_build_bytes=1)
+    assert index.status is IndexStatus.BUILT and index._contents is None  # read from the files the child wrote
+    assert (index_path(root, path) / "seek.json").exists()
+    assert canonical_json(index.state(1234)) == canonical_json(Replayer(run_events(read_bundle(path))).state_at(1234))
+    spoiled = index_path(root, path) / "facts.json"
+    spoiled.write_bytes(spoiled.read_bytes()[:-1] + b" ")
+    assert open_run_index(root, path, rebuild=True, child_build_bytes=1).status is IndexStatus.REBUILT
+    assert open_run_index(root, path).facts()["run_id"] == read_bundle(path).run_id

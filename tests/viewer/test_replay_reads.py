@@ -144,7 +144,7 @@ def test_an_index_that_lies_is_found_out_mid_request_and_rebuilt(long_run):
         "/events?after_seq=-1", "/events?after_seq=1e3", "/events?after_seq=%20", "/events?after_seq=9999999999999",
         "/events?limit=0", "/events?limit=10001", "/events?limit=abc", "/events?limit=%EF%BC%91",
         "/state?seq=-5", "/state?seq=0x10", "/state?seq=99999999999999", "/state?recent=0", "/state?recent=1001",
-        "/state?recent=x", "/state?through=5", "/state?recent=5&through=-1",
+        "/state?recent=x", "/state?through=5", "/state?recent=5&through=-1", "/state?seq=5&recent=5&through=10006",
     ],
 )
 def test_hostile_parameters_get_a_400_with_one_clear_line(client, sample, query):
