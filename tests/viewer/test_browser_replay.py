@@ -353,4 +353,17 @@ def test_a_long_run_is_usable_after_a_bounded_number_of_bytes(page, serve, live_
         assert sum(len(response.body()) for response in responses) < 1_000_000
     page.keyboard.press("ArrowRight")
     page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{166 * 40 + 51}'")
+    # Play on past the window's end (2,048 records past the cursor): the next windows arrive on the way.
+    page.select_option("#speed", "10")
+    start = ui.cursor(page)
+    page.click("#play")
+    page.wait_for_function(f"() => Number(document.getElementById('cursor-label').dataset.seq) > {start + 3000}", timeout=120_000)
+    page.click("#play")
+    page.wait_for_selector("body[data-playing=false]")
+    page.wait_for_selector("body[data-loading-window=false]")
+    seq = ui.cursor(page)
+    expected = replay_state(events, seq)
+    assert page.locator("#p-turn").inner_text() == str(expected["turn_index"])
+    newest = expected["messages"][-1]
+    assert newest["blocks"][0]["text"].strip() in page.locator(f"article.msg[data-message-id={newest['message_id']}]").inner_text()
     assert not page.errors
