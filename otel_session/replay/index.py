@@ -49,7 +49,7 @@ from otel_session.replay.fold import CHECKPOINT_INTERVAL
 from otel_session.replay.latency import slow_turn_threshold_ms
 from otel_session.replay.turns import as_rows, from_rows, turn_summaries
 
-__all__ = ["INDEX_DIR", "VIEW_WINDOW_MAX", "IndexStale", "IndexStatus", "RunIndex", "build_in_child", "index_path",
+__all__ = ["INDEX_DIR", "VIEW_WINDOW_MAX", "ChildBuild", "IndexStale", "IndexStatus", "RunIndex", "build_in_child", "index_path",
            "open_run_index"]
 
 logger = get_logger(__name__)
@@ -123,7 +123,12 @@ def open_run_index(root: str | os.PathLike[str], run_path: str | os.PathLike[str
         except (OSError, ValueError, KeyError, TypeError, IndexStale) as exc:
             problem = str(exc) or type(exc).__name__
             logger.warning("replay index of %s is unusable (%s): rebuilding it from the journal", run_path, problem)
-    if child_build_bytes is not None and identity["size"] >= child_build_bytes and build_in_child(root, run_path, rebuild=rebuild):
+    built_by_child = None
+    if child_build_bytes is not None and identity["size"] >= child_build_bytes:
+        built_by_child = build_in_child(root, run_path, rebuild=rebuild)
+    if built_by_child is ChildBuild.NOT_INDEXABLE:
+        return None
+    if built_by_child is ChildBuild.KEPT:
         try:
             index = RunIndex.load(run_path, directory, identity)
         except (OSError, ValueError, KeyError, TypeError, IndexStale) as exc:
@@ -134,22 +139,30 @@ def open_run_index(root: str | os.PathLike[str], run_path: str | os.PathLike[str
     return RunIndex.build(root, run_path, identity, rebuilt=problem != "absent")
 
 
-def build_in_child(root: str | os.PathLike[str], run_path: str | os.PathLike[str], *, rebuild: bool = False) -> bool:
+class ChildBuild(str, Enum):
+    KEPT = "kept"  # the index is on disk: load it
+    NOT_INDEXABLE = "not_indexable"  # not sealed (any more), or its records are unsound: read it whole
+    NOT_KEPT = "not_kept"  # built, but the root cannot keep it: build in the caller
+
+
+def build_in_child(root: str | os.PathLike[str], run_path: str | os.PathLike[str], *, rebuild: bool = False) -> ChildBuild | None:
     """Build the run's index in a child process (a fresh interpreter), so that the memory of one
     whole read (1.6 GB at 1M events) is given back to the system with it, not kept by a
-    long-lived caller's allocator. True when the child left a sound index on disk to load."""
+    long-lived caller's allocator. None when the child failed (the caller builds it itself)."""
     context = multiprocessing.get_context("spawn")  # never fork a threaded server
     with context.Pool(1) as pool:
         try:
-            return pool.apply(_build_and_keep, (str(root), str(run_path), rebuild))
-        except Exception as exc:  # the child's failure is the caller's cue to build itself
+            return ChildBuild(pool.apply(_build_and_keep, (str(root), str(run_path), rebuild)))
+        except Exception as exc:
             logger.warning("replay index of %s: the build in a child process failed (%s)", run_path, exc)
-            return False
+            return None
 
 
-def _build_and_keep(root: str, run_path: str, rebuild: bool) -> bool:
+def _build_and_keep(root: str, run_path: str, rebuild: bool) -> str:
     index = open_run_index(root, run_path, rebuild=rebuild)
-    return index is not None and index._contents is None
+    if index is None:
+        return ChildBuild.NOT_INDEXABLE.value
+    return (ChildBuild.KEPT if index._contents is None else ChildBuild.NOT_KEPT).value
 
 
 class RunIndex:

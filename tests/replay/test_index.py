@@ -14,7 +14,7 @@ from otel_session.bundle.read import read_bundle
 from otel_session.bundle.write import BundleWriter
 from otel_session.replay.facts import build_session_facts, run_events
 from otel_session.replay.fold import State
-from otel_session.replay.index import IndexStale, IndexStatus, index_path, open_run_index
+from otel_session.replay.index import ChildBuild, IndexStale, IndexStatus, build_in_child, index_path, open_run_index
 from otel_session.replay.reduce import CHECKPOINT_INTERVAL, Replayer, canonical_json
 
 START_NS = 1_800_000_000_000_000_000
@@ -246,3 +246,7 @@ def test_a_large_journal_is_indexed_by_a_child_process(sealed, tmp_path):
     spoiled.write_bytes(spoiled.read_bytes()[:-1] + b" ")
     assert open_run_index(root, path, rebuild=True, child_build_bytes=1).status is IndexStatus.REBUILT
     assert open_run_index(root, path).facts()["run_id"] == read_bundle(path).run_id
+    lines = (path / "events.ndjson").read_bytes().splitlines(keepends=True)
+    (path / "events.ndjson").write_bytes(b"".join([lines[1], lines[0], *lines[2:]]))  # unsound: out of order
+    assert build_in_child(root, path) is ChildBuild.NOT_INDEXABLE
+    assert open_run_index(root, path, child_build_bytes=1) is None
