@@ -10,6 +10,7 @@ Contract::
     reader.integrity(path) -> dict                     # the reader's verdict, with the capture
     reader.turns(path) -> dict                         # per-turn summaries (turns.as_rows), for a long run's timeline
     reader.bundle(path) -> BundleRead                  # the whole bundle, through the tolerant reader
+    reader.cached_bytes                                # what the cache holds (bounded by cache_bytes)
 
 A sealed run is read through its index (``otel_session.replay.index``): a slice of its journal per
 page, a checkpoint and at most 256 events per state, its facts and integrity from files computed
@@ -137,6 +138,11 @@ class RunReader:
 
     def bundle(self, path: Path) -> BundleRead:
         return self._in_memory(path).bundle
+
+    @property
+    def cached_bytes(self) -> int:
+        """What the cache holds now, by its entries' estimates (never more than its bound)."""
+        return self._cache.nbytes
 
     # -- the cache ----------------------------------------------------------------------------
 

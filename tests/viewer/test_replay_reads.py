@@ -17,6 +17,7 @@ from otel_session.replay.facts import run_events
 from otel_session.replay.index import index_path
 from otel_session.replay.reduce import canonical_json, replay_state
 from otel_session.viewer import create_app, run_reader
+from otel_session.viewer.run_reader import RunReader
 from otel_session.viewer.cache import ByteLRU
 
 from .conftest import BASE_NS, Script, record_booking
@@ -152,3 +153,15 @@ def test_hostile_parameters_get_a_400_with_one_clear_line(client, sample, query)
     assert response.status_code == 400
     body = response.get_json()
     assert body["error"] == "bad_parameter" and "\n" not in body["message"] and len(body["message"]) < 120
+
+
+def test_the_run_cache_stays_within_its_bytes_and_answers_alike_after_eviction(sample):
+    runs = [path for path in sorted((sample.root / "sessions").glob("*/run-*"))]
+    assert len(runs) >= 5
+    unbounded = RunReader(sample.root)
+    expected = [unbounded.events(path, 3, 5).events for path in runs]
+    bounded = RunReader(sample.root, cache_bytes=12_000)  # room for two runs of the five
+    for _ in range(2):
+        assert [bounded.events(path, 3, 5).events for path in runs] == expected
+        assert 0 < bounded.cached_bytes <= 12_000
+    assert unbounded.cached_bytes > 2 * 12_000
