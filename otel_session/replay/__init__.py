@@ -7,6 +7,9 @@
 - ``resolve``: ``resolve_run(root, session_id, run_id=None)`` (SPEC §7.3).
 - ``latency``: voice latency per turn, p50/p95 per run, slow turns.
 - ``listing``: what ``otel-session sessions`` prints of a run.
+- ``index`` (with ``checkpoints`` and ``turns``): what a sealed run's reader keeps so that it reads
+  only what it shows: a seek index, reducer checkpoints, facts, integrity, turn summaries.
 
-Reads bundles (``otel_session.bundle``); writes nothing.
+Reads bundles (``otel_session.bundle``); writes nothing into them. ``index`` keeps derived, always
+rebuildable files of sealed runs under ``<root>/.index/replay/``.
 """
