@@ -270,6 +270,8 @@ class RunIndex:
                     if len(page) == limit:
                         return page, page[-1]["seq"]
                     page.append(record)
+        if first:  # nothing at all where the index promised a record
+            raise IndexStale(f"the journal has no record at byte {self._offsets[slot]}")
         return page, None
 
     def state(self, seq: int | None) -> dict[str, Any]:

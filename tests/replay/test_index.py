@@ -200,6 +200,12 @@ def test_a_forged_offset_with_a_matching_digest_fails_the_slice_check(sealed, tm
     assert index.status is IndexStatus.LOADED
     with pytest.raises(IndexStale):
         index.events(seek["seqs"][2], 10)
+    seek.pop("digest")
+    seek["offsets"][2] = (path / "events.ndjson").stat().st_size + 10  # past the end of the journal
+    seek["digest"] = hashlib.blake2b(orjson.dumps(seek, option=orjson.OPT_SORT_KEYS), digest_size=16).hexdigest()
+    (directory / "seek.json").write_bytes(orjson.dumps(seek))
+    with pytest.raises(IndexStale):
+        open_run_index(root, path).events(seek["seqs"][2], 10)
 
 
 def test_recording_and_unsound_runs_get_no_index(tmp_path):
