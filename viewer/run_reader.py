@@ -165,7 +165,8 @@ class RunReader:
     def _indexed(self, path: Path, action: Callable[[RunIndex], _T]) -> _T:
         """``action`` on the run's index; a stale or corrupt one is rebuilt from the journal once."""
         index = self._index(path)
-        assert index is not None  # callers ask only for a sealed, indexed run
+        if index is None:  # indexed a moment ago: its files changed since
+            raise ApiError(409, "run_changed", "the run changed while it was read: ask again")
         try:
             return action(index)
         except (IndexStale, OSError, ValueError, KeyError) as exc:
