@@ -14,8 +14,8 @@ import sys
 
 from bench import BENCH_DIR, Figure, fmt, summary_line
 
-BENCHMARKS = ("writer", "instrument", "startup", "replay", "collector", "collector_instructions", "redact", "viewer", "load",
-              "peers")
+BENCHMARKS = ("writer", "instrument", "startup", "replay", "replay_reads", "collector", "collector_instructions", "redact",
+              "viewer", "load", "peers")
 PERFORMANCE_DOC = BENCH_DIR.parent / "docs" / "performance.md"
 TABLE_START, TABLE_END = "<!-- bench:start -->", "<!-- bench:end -->"
 

@@ -9,7 +9,9 @@ is recorded through the real BundleWriter, read back with the real reader, then:
     99,999 costs at most 2× the seek at 100), against a full fold from zero at the same seqs;
 (c) the same seeks with the JavaScript twin (``viewer/static/reducer.js``) under node, if installed.
 
-Run: ``python -m bench.replay`` → ``bench/results-replay.json`` and a short summary.
+Run: ``python -m bench.replay`` → ``bench/results-replay.json`` and a short summary, then the
+reads of a sealed 1M-event run through the viewer (``bench.replay_reads``: bytes and server CPU
+before the replay page is usable, seek, facts again, memory; ``bench/results-replay_reads.json``).
 """
 
 from __future__ import annotations
@@ -69,22 +71,22 @@ def _turn_script(turn: int) -> list[tuple[str, dict, dict]]:
     return steps
 
 
-def record_run(root: Path) -> Path:
-    """Record a run of exactly ``EVENTS`` events through the BundleWriter; return its bundle path."""
+def record_run(root: Path, events: int = EVENTS) -> Path:
+    """Record a run of exactly ``events`` events through the BundleWriter; return its bundle path."""
     writer = BundleWriter(root)
     try:
         run = writer.open_run(session_id="bench-replay", run_id=f"run-{uuid.uuid4()}", agent="booking")
         count, turn = 1, 0
         run.append("run_started", {"kind": "live", "agent": "booking"}, at_ns=START_NS)
-        while count < EVENTS - 1:
-            for event_type, payload, ids in _turn_script(turn)[: EVENTS - 1 - count]:
+        while count < events - 1:
+            for event_type, payload, ids in _turn_script(turn)[: events - 1 - count]:
                 count += 1
                 run.append(event_type, payload, at_ns=START_NS + count * 1_000_000, **ids)
                 if count % 4096 == 0:
                     writer.force_flush()  # stay far below the queue bound: this measures replay, not the writer
             turn += 1
         run.close(run_status="ok")
-        run.wait_sealed(60)
+        run.wait_sealed(600)
     finally:
         writer.shutdown()
     return run.path
@@ -217,4 +219,7 @@ def main() -> dict:
 
 
 if __name__ == "__main__":
+    from bench import replay_reads
+
     main()
+    replay_reads.main()

@@ -7,7 +7,8 @@ Installed as ``otel_session.viewer``; served by ``otel-session view --dir D``::
 
 Configuration keys: ``BUNDLE_DIR`` (bundle root; default ``$OTEL_SESSION_DIR``, else
 ``./otel-session-data``), ``TOKEN`` (required on every request when set; default
-``$OTEL_SESSION_VIEWER_TOKEN``), ``STREAM_POLL_SECONDS`` (0.05) and ``STREAM_HEARTBEAT_SECONDS`` (15).
+``$OTEL_SESSION_VIEWER_TOKEN``), ``STREAM_POLL_SECONDS`` (0.05), ``STREAM_HEARTBEAT_SECONDS`` (15) and
+``RUN_CACHE_BYTES`` (256 MiB: what the per-run reads keep in memory, least recently used out first).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from otel_session.core import config
 
 from . import api, errors, pages, security, stream
 from .feedback import FeedbackIndex
+from .run_reader import DEFAULT_CACHE_BYTES
 from .store import BundleStore
 
 __all__ = ["ENV_VIEWER_TOKEN", "create_app"]
@@ -38,12 +40,13 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         STREAM_POLL_SECONDS=0.05,
         STREAM_HEARTBEAT_SECONDS=15.0,
         MAX_CONTENT_LENGTH=64 * 1024,
+        RUN_CACHE_BYTES=DEFAULT_CACHE_BYTES,
     )
     if test_config is not None:
         app.config.from_mapping(test_config)
     app.json.sort_keys = False
     app.url_map.merge_slashes = False  # "//etc" is a hostile id, never redirected to "/etc"
-    app.extensions["otel_session_store"] = BundleStore(app.config["BUNDLE_DIR"])
+    app.extensions["otel_session_store"] = BundleStore(app.config["BUNDLE_DIR"], cache_bytes=app.config["RUN_CACHE_BYTES"])
     app.extensions["otel_session_feedback"] = FeedbackIndex()
 
     errors.init_app(app)

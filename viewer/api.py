@@ -8,7 +8,7 @@ import orjson
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from otel_session.core import layout
-from otel_session.replay import facts, reduce
+from otel_session.replay import reduce
 from otel_session.core.layout import safe_dir_name
 
 from .errors import ApiError
@@ -22,6 +22,7 @@ bp = Blueprint("api", __name__, url_prefix="/api")
 
 _DEFAULT_PAGE = 1000
 _MAX_PAGE = 10_000
+_MAX_RECENT = 1000
 _RATINGS = range(1, 6)
 
 
@@ -111,48 +112,64 @@ def session_facts(session_id: str) -> Response:
     if scope != "run":
         raise ApiError(400, "bad_parameter", "scope is run (the default) or session")
     run = store().resolve(session_id, request.args.get("run_id"))
-    bundle = store().read(run)
-    built = facts.build_session_facts(bundle, fallback_to_latest_run=run.fallback_to_latest_run)
-    built["integrity"] = {**built["integrity"], "capture": bundle.capture}
-    return jsonify(built)
+    answer = store().reader.facts(run.path, fallback_to_latest_run=run.fallback_to_latest_run)
+    return Response(answer, mimetype="application/json")  # a long run's facts are large: bytes as kept
 
 
 @bp.get("/sessions/<path:session_id>/runs/<run_id>/events")
 def events(session_id: str, run_id: str) -> Response:
-    """A page of the run's own records (``facts.run_events``: seq order, each seq once) above ``after_seq``."""
+    """A page of the run's own records (``facts.run_events``: seq order, each seq once) above
+    ``after_seq``; of a sealed run, only that slice of its journal is read (``viewer.run_reader``)."""
     after_seq = _int_arg("after_seq", 0, minimum=0)
     limit = _int_arg("limit", _DEFAULT_PAGE, minimum=1, maximum=_MAX_PAGE)
     run = store().resolve(session_id, run_id)
-    bundle = store().read(run)
-    selected = [event for event in facts.run_events(bundle) if event["seq"] > after_seq]
-    page = selected[:limit]
-    more = len(selected) > limit
+    page = store().reader.events(run.path, after_seq, limit)
     answer = {
         **_run_ids(run),
-        "events": page,
-        "next_after_seq": page[-1]["seq"] if more else None,
-        "capture_status": (bundle.capture or {}).get("status"),
-        "integrity": bundle.status.value,
+        "events": page.events,
+        "next_after_seq": page.next_after_seq,
+        "last_seq": page.last_seq,
+        "capture_status": page.capture_status,
+        "integrity": page.integrity,
     }
     return Response(orjson.dumps(answer), mimetype="application/json")  # pages are large: orjson
 
 
 @bp.get("/sessions/<path:session_id>/runs/<run_id>/state")
 def state(session_id: str, run_id: str) -> Response:
-    """The replay state at ``seq`` (default: the newest record), as canonical JSON."""
+    """The replay state at ``seq`` (default: the newest record), as canonical JSON.
+
+    With ``recent=K`` (a sealed run only; ``through=`` optional): the page's view instead, the
+    checkpoint at or before ``seq`` trimmed to its last K messages, tools, verdicts and diagnostics
+    plus whatever the records up to ``through`` touch (``replay.index.RunIndex.view``)."""
     seq = _int_arg("seq", None, minimum=0)
+    recent = _int_arg("recent", None, minimum=1, maximum=_MAX_RECENT)
+    through = _int_arg("through", None, minimum=0)
+    if through is not None and recent is None:
+        raise ApiError(400, "bad_parameter", "through goes with recent (the page's view)")
+    if through is not None and seq is not None and through > seq + _MAX_PAGE:
+        raise ApiError(400, "bad_parameter", f"through is at most {_MAX_PAGE} past seq")
     run = store().resolve(session_id, run_id)
-    return Response(reduce.canonical_json(store().state(run, seq)), mimetype="application/json")
+    if recent is None:
+        answer = store().reader.state(run.path, seq)
+    else:
+        answer = store().reader.view(run.path, seq, recent=recent, through=through)
+    return Response(reduce.canonical_json(answer), mimetype="application/json")
+
+
+@bp.get("/sessions/<path:session_id>/runs/<run_id>/turns")
+def turns(session_id: str, run_id: str) -> Response:
+    """Per-turn summaries of the run (what a long run's timeline is drawn from), with its length,
+    capture status, integrity and whether it is read in windows (``indexed``: sealed and indexed)."""
+    run = store().resolve(session_id, run_id)
+    return Response(orjson.dumps({**_run_ids(run), **store().reader.turns(run.path)}), mimetype="application/json")
 
 
 @bp.get("/sessions/<path:session_id>/runs/<run_id>/integrity")
 def integrity(session_id: str, run_id: str) -> Response:
     """The reader's verdict on the bundle: status and diagnostics."""
     run = store().resolve(session_id, run_id)
-    bundle = store().read(run)
-    return jsonify(
-        {**bundle.as_json(), "path": store().relative(bundle.path), **_run_ids(run), "capture": bundle.capture}
-    )
+    return jsonify({**store().reader.integrity(run.path), "path": store().relative(run.path), **_run_ids(run)})
 
 
 @bp.get("/sessions/<path:session_id>/runs/<run_id>/bundle")

@@ -7,13 +7,13 @@ Contract::
     index.score(run_dir)     # {"count", "mean"} or None without feedback
 
 The file is read without following a symlink planted in its place; lines that are not feedback
-records are skipped. Answers are cached while the file keeps its size, mtime and inode.
+records are skipped. Answers are cached while the file keeps its size, mtime and inode, in a cache
+bounded by bytes (least recently used out first).
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,11 @@ import orjson
 
 from otel_session.core import layout
 
+from .cache import ByteLRU
+
 __all__ = ["FeedbackIndex"]
 
-_CACHE_SIZE = 100_000
+_CACHE_BYTES = 64 << 20
 
 
 def _record(line: bytes) -> dict[str, Any] | None:
@@ -40,8 +42,7 @@ class FeedbackIndex:
     """Feedback records per run directory, read again only when the file changes."""
 
     def __init__(self) -> None:
-        self._cache: dict[Path, tuple[tuple[int, int, int], list[dict[str, Any]]]] = {}
-        self._lock = threading.Lock()
+        self._cache = ByteLRU(_CACHE_BYTES)
 
     def records(self, run_dir: Path) -> list[dict[str, Any]]:
         path = run_dir / layout.FEEDBACK_FILE
@@ -50,8 +51,7 @@ class FeedbackIndex:
         except OSError:
             return []
         key = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
-        with self._lock:
-            known = self._cache.get(path)
+        known = self._cache.get(path)
         if known is not None and known[0] == key:
             return known[1]
         try:
@@ -61,10 +61,7 @@ class FeedbackIndex:
         except OSError:
             return []
         records = [record for record in map(_record, data.splitlines()) if record is not None]
-        with self._lock:
-            if len(self._cache) >= _CACHE_SIZE:
-                self._cache.clear()
-            self._cache[path] = (key, records)
+        self._cache.put(path, (key, records), 256 + 3 * len(data))  # parsed records hold about 3× their lines
         return records
 
     def score(self, run_dir: Path) -> dict[str, Any] | None:

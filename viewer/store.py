@@ -9,7 +9,7 @@ Contract::
     store.session_facts(session_id)           # facts of all its runs, in run order (404 if none)
     run = store.resolve(session_id, run_id)   # resolve.ResolvedRun(session_id, run_id, path, fallback_to_latest_run, run)
     store.read(run)                           # BundleRead (tolerant: a bad bundle reads as invalid)
-    store.state(run, seq)                     # replay state through the reducer's checkpoints
+    store.reader                              # viewer.run_reader.RunReader: what the per-run API reads
     store.bundle_tar(run)                     # bytes of an uncompressed tar of the run directory
     store.append_feedback(run, rating=, comment=)
 
@@ -25,9 +25,8 @@ from __future__ import annotations
 import io
 import os
 import tarfile
-import threading
 import time
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +35,14 @@ import orjson
 from otel_session.core import layout
 from otel_session.replay import facts, resolve
 from otel_session.redact import RedactionPolicy, Redactor
-from otel_session.replay.reduce import Replayer
 from otel_session.core.journal import format_timestamp
 from otel_session.bundle.read import BundleRead, RunInfo, read_bundle, run_dir_names, run_info
 from otel_session.replay.resolve import ResolvedRun
 
+from .cache import ByteLRU
 from .errors import ApiError
+from .run_reader import DEFAULT_CACHE_BYTES, RunReader
+from .run_reader import stat_key as _stat_key
 from .summary import summarize_run
 
 __all__ = ["BUNDLE_FILES", "BundleStore", "ResolvedRun", "check_session_id"]
@@ -50,8 +51,8 @@ BUNDLE_FILES = (layout.RUN_FILE, layout.EVENTS_FILE, layout.CAPTURE_FILE, layout
 """The files a bundle download carries (the writer's lock file stays behind)."""
 
 _MAX_COMMENT_CHARS = 4000
-_READ_CACHE_SIZE = 32
-_SUMMARY_CACHE_SIZE = 100_000
+_LISTING_CACHE_BYTES = 512 << 20
+_SUMMARY_BYTES = 5 << 10  # a listing entry holds about 4-5 KB in memory
 _SEALED_CAPTURES = frozenset({"complete", "failed"})
 _SETTLED_DIR_S = 2.0
 
@@ -69,17 +70,16 @@ def _api_error(exc: resolve.RunResolutionError) -> ApiError:
 
 
 class BundleStore:
-    """Read access to one bundle root, with a small cache of parsed bundles keyed by file stats."""
+    """Read access to one bundle root; one run is read through ``reader`` (a cache bounded by bytes)."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.root = Path(root)
-        self._cache: OrderedDict[Path, _CachedBundle] = OrderedDict()
-        self._cache_lock = threading.Lock()
-        self._summaries: dict[Path, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        self.reader = RunReader(self.root, cache_bytes=cache_bytes)
+        self._summaries = ByteLRU(_LISTING_CACHE_BYTES // 4)
         """Recording runs' entries, valid while their files keep the stats of the key."""
-        self._sealed_summaries: dict[Path, dict[str, Any]] = {}
+        self._sealed_summaries = ByteLRU(_LISTING_CACHE_BYTES // 2)
         """Sealed runs' entries: a sealed bundle never changes, so they are never re-read."""
-        self._session_dirs: dict[str, tuple[tuple[int, int], list[Path]]] = {}
+        self._session_dirs = ByteLRU(_LISTING_CACHE_BYTES // 4)
         """Per session directory: its (mtime, inode) when listed and the run directories in it."""
         # Feedback comments are free text typed by a person: scanned like message text (SPEC §6).
         self._redactor = Redactor(RedactionPolicy.from_env())
@@ -108,7 +108,7 @@ class BundleStore:
             run_dirs += self._run_dirs(Path(eval_path, "sessions"))
         summaries = []
         for run_path in run_dirs:
-            known = self._sealed_summaries.get(run_path)  # read without the lock: a dict lookup is atomic
+            known = self._sealed_summaries.get(run_path)
             summary = known if known is not None else self._summary(run_path)
             if summary is not None:
                 summaries.append(summary)
@@ -135,7 +135,7 @@ class BundleStore:
         except OSError:
             return []
         now_ns = time.time_ns()
-        known_dirs = self._session_dirs  # read without the lock: a dict lookup is atomic
+        known_dirs = self._session_dirs
         run_dirs: list[Path] = []
         for session in sessions:
             try:
@@ -151,10 +151,7 @@ class BundleStore:
                 continue
             paths = [Path(session.path, name) for name in run_dir_names(session.path)]
             if now_ns - stat.st_mtime_ns > _SETTLED_DIR_S * 1e9:
-                with self._cache_lock:
-                    if len(self._session_dirs) >= _SUMMARY_CACHE_SIZE:
-                        self._session_dirs.clear()
-                    self._session_dirs[session.path] = (key, paths)
+                self._session_dirs.put(session.path, (key, paths), 256 + 160 * len(paths))
             run_dirs += paths
         return run_dirs
 
@@ -168,8 +165,7 @@ class BundleStore:
         sealed = self._sealed_summaries.get(run_path)
         if sealed is not None:
             return sealed
-        with self._cache_lock:
-            known = self._summaries.get(run_path)
+        known = self._summaries.get(run_path)
         key = _stat_key(run_path)
         if known is not None and known[0] == key:
             return known[1]
@@ -183,16 +179,11 @@ class BundleStore:
             "event_count": len(bundle.events),
             "integrity": bundle.status.value,
         }
-        with self._cache_lock:
-            if summary.get("capture_status") in _SEALED_CAPTURES:
-                if len(self._sealed_summaries) >= _SUMMARY_CACHE_SIZE:
-                    self._sealed_summaries.clear()
-                self._sealed_summaries[run_path] = summary
-                self._summaries.pop(run_path, None)
-            else:
-                if len(self._summaries) >= _SUMMARY_CACHE_SIZE:
-                    self._summaries.clear()
-                self._summaries[run_path] = (key, summary)
+        if summary.get("capture_status") in _SEALED_CAPTURES:
+            self._sealed_summaries.put(run_path, summary, _SUMMARY_BYTES)
+            self._summaries.pop(run_path)
+        else:
+            self._summaries.put(run_path, (key, summary), _SUMMARY_BYTES)
         return summary
 
     # -- lookup ----------------------------------------------------------------------------
@@ -222,7 +213,7 @@ class BundleStore:
         if not runs:
             raise _api_error(resolve.session_not_found(self.root, session_id))
         stored = runs[0].session_id  # the keyed hash when the id given holds PII: never echoed
-        return facts.session_wide_facts(stored, (self._read_path(info.path) for info in runs))
+        return facts.session_wide_facts(stored, (self.reader.bundle(info.path) for info in runs))
 
     def _contained(self, path: Path) -> Path:
         if not self._is_contained(path):
@@ -240,34 +231,8 @@ class BundleStore:
     # -- reading ---------------------------------------------------------------------------
 
     def read(self, run: ResolvedRun) -> BundleRead:
-        """The run's bundle through the tolerant reader (cached until one of its files changes)."""
-        return self._read_path(run.path)
-
-    def state(self, run: ResolvedRun, seq: int | None = None) -> dict[str, Any]:
-        """The replay state after every event with ``seq`` <= ``seq`` (the newest when ``None``)."""
-        cached = self._cached(run.path)
-        with cached.lock:
-            if cached.replayer is None:
-                cached.replayer = Replayer(facts.run_events(cached.bundle))
-            return cached.replayer.state_at(seq)
-
-    def _read_path(self, path: Path) -> BundleRead:
-        return self._cached(path).bundle
-
-    def _cached(self, path: Path) -> _CachedBundle:
-        key = _stat_key(path)
-        with self._cache_lock:
-            cached = self._cache.get(path)
-            if cached is not None and cached.key == key:
-                self._cache.move_to_end(path)
-                return cached
-        cached = _CachedBundle(key, read_bundle(path))
-        with self._cache_lock:
-            self._cache[path] = cached
-            self._cache.move_to_end(path)
-            while len(self._cache) > _READ_CACHE_SIZE:
-                self._cache.popitem(last=False)
-        return cached
+        """The run's whole bundle through the tolerant reader (cached until one of its files changes)."""
+        return self.reader.bundle(run.path)
 
     def relative(self, path: Path) -> str:
         """A bundle path as shown to clients: relative to the root, never the server's absolute path."""
@@ -320,30 +285,8 @@ class BundleStore:
         return record
 
 
-class _CachedBundle:
-    """A parsed bundle, valid while its files' stats are unchanged, and its replayer once asked for."""
-
-    def __init__(self, key: tuple[Any, ...], bundle: BundleRead) -> None:
-        self.key = key
-        self.bundle = bundle
-        self.replayer: Replayer | None = None
-        self.lock = threading.Lock()
-
-
 def _newest_first(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(runs, key=lambda run: (run["created_at"], run["run_id"]), reverse=True)
-
-
-def _stat_key(path: Path) -> tuple[Any, ...]:
-    key: list[Any] = []
-    for name in (layout.RUN_FILE, layout.EVENTS_FILE, layout.CAPTURE_FILE):
-        try:
-            stat = os.stat(path / name)
-        except OSError:
-            key.append(None)
-        else:
-            key.append((stat.st_size, stat.st_mtime_ns, stat.st_ino))
-    return tuple(key)
 
 
 def _read_regular_file(path: Path) -> bytes:

@@ -3,6 +3,8 @@
 Contract::
 
     result = read_bundle(path)      # -> BundleRead(status, events, diagnostics, manifest, capture)
+    read_bundle(path, record_offsets=True).offsets  # byte offset of each record's line (a seek index's source)
+    for records in iter_journal_slice(events_path, offset): ...  # seek + read, a chunk at a time
     tail = JournalTail(events_path) # tail.poll() -> new complete records, never a partial line
     for run in iter_runs(root): ... # RunInfo of every live run (eval runs on request)
 
@@ -46,6 +48,7 @@ __all__ = [
     "Severity",
     "find_bundles",
     "find_run",
+    "iter_journal_slice",
     "iter_run_dirs",
     "iter_runs",
     "iter_session_runs",
@@ -106,6 +109,8 @@ class BundleRead:
     capture: dict[str, Any] | None
     events: list[dict[str, Any]] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    offsets: list[int] | None = None
+    """With ``record_offsets``: the byte offset in the journal of each of ``events``' lines."""
 
     @property
     def session_id(self) -> str | None:
@@ -141,15 +146,20 @@ def _is_record(value: dict[str, Any]) -> bool:
 
 
 def parse_journal(
-    data: bytes, *, first_line: int = 1
+    data: bytes, *, first_line: int = 1, offsets: list[int] | None = None
 ) -> tuple[list[dict[str, Any]], list[Diagnostic], bytes]:
-    """Parse complete lines of ``data``; return (records, garbage diagnostics, trailing partial line)."""
+    """Parse complete lines of ``data``; return (records, garbage diagnostics, trailing partial line).
+
+    ``offsets``, when given, receives the byte offset in ``data`` of each record returned."""
     end = data.rfind(b"\n") + 1
     records: list[dict[str, Any]] = []
     diagnostics: list[Diagnostic] = []
     line_number = first_line - 1
+    next_offset = 0
     for raw in data[:end].split(b"\n")[:-1]:
         line_number += 1
+        line_offset = next_offset
+        next_offset += len(raw) + 1
         if not raw.strip():
             diagnostics.append(Diagnostic(DiagnosticCode.GARBAGE_LINE, Severity.ERROR, "empty line", line=line_number))
             continue
@@ -168,7 +178,31 @@ def parse_journal(
             )
             continue
         records.append(value)
+        if offsets is not None:
+            offsets.append(line_offset)
     return records, diagnostics, data[end:]
+
+
+def iter_journal_slice(
+    events_path: str | os.PathLike[str], offset: int, *, chunk_bytes: int = 256 << 10
+) -> Iterator[list[dict[str, Any]]]:
+    """The complete records of a journal from byte ``offset`` (a line start) on, one chunk at a time.
+
+    Only what is iterated is read (seek, then reads of ``chunk_bytes``); garbage lines are skipped
+    as :func:`parse_journal` skips them, a torn final line is left out. A line longer than a chunk
+    is read whole. The file is opened without following a symlink planted in its place.
+    """
+    fd = os.open(events_path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        handle.seek(offset)
+        pending = b""
+        while True:
+            data = handle.read(chunk_bytes)
+            if not data:
+                return
+            records, _garbage, pending = parse_journal(pending + data)
+            if records:
+                yield records
 
 
 def _load_json_object(path: Path) -> dict[str, Any] | None:
@@ -218,8 +252,10 @@ def _check_capture(capture: dict[str, Any] | None, path: Path) -> tuple[dict[str
     return capture, []
 
 
-def read_bundle(path: str | os.PathLike[str]) -> BundleRead:
-    """Read one bundle directory and judge its integrity. Never raises for bad content."""
+def read_bundle(path: str | os.PathLike[str], *, record_offsets: bool = False) -> BundleRead:
+    """Read one bundle directory and judge its integrity. Never raises for bad content.
+
+    ``record_offsets`` also keeps each record's byte offset in the journal (``BundleRead.offsets``)."""
     path = Path(path)
     diagnostics: list[Diagnostic] = []
     manifest = read_manifest(path)
@@ -236,7 +272,8 @@ def read_bundle(path: str | os.PathLike[str]) -> BundleRead:
     except OSError as exc:
         data = b""
         diagnostics.append(Diagnostic(DiagnosticCode.GARBAGE_LINE, Severity.ERROR, f"cannot read journal: {exc}"))
-    events, garbage, torn = parse_journal(data)
+    offsets: list[int] | None = [] if record_offsets else None
+    events, garbage, torn = parse_journal(data, offsets=offsets)
     diagnostics += garbage
     capture_status = capture.get("status") if capture else None
 
@@ -303,7 +340,7 @@ def read_bundle(path: str | os.PathLike[str]) -> BundleRead:
         status = BundleStatus.INVALID
     else:
         status = BundleStatus(capture_status)
-    return BundleRead(path, status, manifest, capture, events, diagnostics)
+    return BundleRead(path, status, manifest, capture, events, diagnostics, offsets)
 
 
 class JournalTail:

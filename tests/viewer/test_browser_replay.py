@@ -288,3 +288,82 @@ def test_the_timeline_keeps_its_cursor_when_the_window_resizes(page, serve, samp
     after = float(page.get_attribute("#timeline-cursor", "x1"))
     assert after > 240 and page.get_attribute("#timeline-cursor", "data-seq") == "30"
     assert not page.errors
+
+
+def _record_long_run(writer, turns: int) -> object:
+    """A sealed run of ``turns`` turns of 166 records (a streamed reply of 160 deltas), through the writer."""
+    run = writer.open_run(session_id="long", run_id="run-00000000-0000-4000-8000-0000000000f1", created_at_ns=1_796_000_000_000_000_000)
+    at = 1_796_000_000_000_000_000
+    for turn in range(turns):
+        ids = {"turn_index": turn, "message_id": f"a{turn}"}
+        steps = [("turn_started", {"state": f"s{turn % 4}", "required_slots": []}, {"turn_index": turn}),
+                 ("message_started", {"role": "user"}, {"turn_index": turn, "message_id": f"u{turn}"}),
+                 ("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": f"question {turn}"}]},
+                  {"turn_index": turn, "message_id": f"u{turn}"}),
+                 ("message_started", {"role": "assistant"}, ids)]
+        steps += [("assistant_delta", {"index": 0, "kind": "text", "delta": f"w{n} "}, ids) for n in range(160)]
+        steps += [("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": f"answer {turn}"}]}, ids),
+                  ("turn_finished", {"state": f"s{(turn + 1) % 4}", "missing_required_slots": []}, {"turn_index": turn})]
+        for event_type, payload, event_ids in steps:
+            at += 10_000_000
+            run.append(event_type, payload, at_ns=at, **event_ids)
+        if turn % 10 == 9:
+            writer.force_flush()
+    run.close(run_status="ok")
+    assert run.wait_sealed(120)
+    return run
+
+
+def test_a_long_run_is_usable_after_a_bounded_number_of_bytes(page, serve, live_writer, ui):
+    """50,000 records (about 8 MB of journal): the page paints from the checkpoint view at the
+    cursor, one window of records and the turn summaries, and seeks by fetching another window."""
+    from otel_session.bundle.read import read_bundle
+    from otel_session.replay.facts import run_events
+    from otel_session.replay.reduce import replay_state
+
+    run = _record_long_run(live_writer, 302)  # 302 × 166 = 50,132 records
+    journal_bytes = (run.path / "events.ndjson").stat().st_size
+    server = serve(live_writer.root)
+    responses = []
+    page.on("response", lambda response: responses.append(response))
+    page.goto(f"{server.url}/sessions/long/runs/{run.run_id}")
+    page.wait_for_selector("body[data-ready=true]", timeout=120_000)
+    fetched = sum(len(response.body()) for response in responses)
+    api_calls = [response.url for response in responses if "/api/" in response.url]
+    assert journal_bytes > 7_000_000
+    assert fetched < 1_500_000, f"{fetched:,} bytes fetched before the page was usable"
+    assert any("/turns" in url for url in api_calls) and any("recent=" in url for url in api_calls)
+    events = run_events(read_bundle(run.path))
+    last = events[-1]["seq"]
+    assert ui.cursor(page) == last
+    assert page.locator("#timeline g.span.kind-turn").count() == 302  # drawn from the turn summaries
+    assert page.locator("article.msg").last.inner_text().endswith("answer 301")
+    assert "earlier messages not loaded" in page.locator("#omitted").inner_text()
+    # Seek far back: another window, and the conversation and panel agree with the Python reducer.
+    for seq in (20_000, 20_001, 166 * 40 + 50):
+        responses.clear()
+        ui.seek_to(page, seq)
+        page.wait_for_selector("body[data-loading-window=false]")
+        expected = replay_state(events, seq)
+        assert page.locator("#p-turn").inner_text() == str(expected["turn_index"])
+        assert page.locator("#p-state").inner_text() == expected["state"]
+        streaming = expected["messages"][-1]
+        shown = page.locator(f"article.msg[data-message-id={streaming['message_id']}]").inner_text()
+        assert streaming["blocks"][0]["text"].strip() in shown
+        assert sum(len(response.body()) for response in responses) < 1_000_000
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{166 * 40 + 51}'")
+    # Play on past the window's end (2,048 records past the cursor): the next windows arrive on the way.
+    page.select_option("#speed", "10")
+    start = ui.cursor(page)
+    page.click("#play")
+    page.wait_for_function(f"() => Number(document.getElementById('cursor-label').dataset.seq) > {start + 3000}", timeout=120_000)
+    page.click("#play")
+    page.wait_for_selector("body[data-playing=false]")
+    page.wait_for_selector("body[data-loading-window=false]")
+    seq = ui.cursor(page)
+    expected = replay_state(events, seq)
+    assert page.locator("#p-turn").inner_text() == str(expected["turn_index"])
+    newest = expected["messages"][-1]
+    assert newest["blocks"][0]["text"].strip() in page.locator(f"article.msg[data-message-id={newest['message_id']}]").inner_text()
+    assert not page.errors

@@ -81,6 +81,13 @@ function body(span) {
       finished && "error" in finished ? [h("h4", { class: "status-error" }, "Error"), jsonView(finished.error)] : null,
     ];
   }
+  if (span.kind === "turn" && span.summary) { // a long run's turn, from its summary (…/turns)
+    const turn = span.summary;
+    return fields([["state before", turn.state_before], ["state after", turn.state],
+      ["missing slots", turn.open ? "not finished" : (turn.missing_required_slots ?? []).join(", ") || "none"],
+      ["voice latency", latencyText(turn.latency)], ["interrupted", turn.interrupted ? "yes" : null],
+      ["messages", turn.messages], ["tools", `${turn.tools}${turn.tool_errors ? ` (${turn.tool_errors} failed)` : ""}`]]);
+  }
   if (span.kind === "turn") {
     const finished = payloadOf(records, "turn_finished");
     return fields([["state before", payloadOf(records, "turn_started")?.state], ["state after", finished?.state],
@@ -102,7 +109,9 @@ export function renderDetails(target, span) {
     h("div", { class: "details-head" },
       h("strong", {}, span.label ?? span.kind),
       span.error ? h("span", { class: "badge status-error" }, "error") : null,
-      h("span", { class: "muted" }, ` seq ${first?.seq ?? "?"}${last && last !== first ? `–${last.seq}` : ""} · ${shortTime(first?.at)}`),
+      h("span", { class: "muted" }, first
+        ? ` seq ${first.seq}${last !== first ? `–${last.seq}` : ""} · ${shortTime(first.at)}`
+        : ` seq ${span.startSeq ?? "?"}–${span.endSeq ?? "?"} · ${shortTime(span.summary?.start_at)}`),
       span.endMs != null ? h("span", { class: "muted" }, ` · ${durationText(span.endMs - span.startMs)}${span.open ? " (open)" : ""}`) : null,
       h("button", { type: "button", class: "close", id: "details-close", title: "Close details" }, "×")),
     body(span),

@@ -3,6 +3,7 @@
 //   replayState(events, seq = null) -> state   pure; the state after every event with seq <= seq
 //   canonicalJson(value) -> string              the same bytes (as UTF-8) as Python's canonical_json
 //   new Replayer(events).stateAt(seq)           seeks through checkpoints every 256 events
+//   new Replayer(events, stateFrom(view.state, view.folded))  folds on from a server's checkpoint view
 //   parseJournal(text) -> {events, garbage, torn}   the tolerant events.ndjson parser (offline bundles)
 //   decodeRecord(line) -> value                 one line, cut at MAX_DEPTH like Python's journal.decode_line
 //   runEvents(events, manifest) -> events       only the run's own records, like Python's run_events
@@ -472,12 +473,47 @@ function bisectRight(values, target) {
   return low;
 }
 
-/** Seekable replay of one journal, with lazily built checkpoints every CHECKPOINT_INTERVAL events. */
+/**
+ * A state rebuilt from a rendered one (the server's view of a checkpoint, `…/state?recent=`), to fold
+ * on from. `folded` names its messages that folded deltas: rendering leaves that out, and a settled
+ * message_finished compares the fold with the final content only then.
+ */
+export function stateFrom(rendered, folded = []) {
+  const state = new State();
+  const foldedIds = new Set(folded);
+  state.seq = rendered.seq;
+  state.runId = rendered.run_id;
+  state.turnIndex = rendered.turn_index;
+  state.state = rendered.state;
+  state.runStatus = rendered.run_status;
+  for (const entry of rendered.messages) {
+    const message = new Message(entry.message_id);
+    message.role = entry.role;
+    message.turnIndex = entry.turn_index;
+    message.settled = entry.settled;
+    message.finished = entry.finished;
+    message.folded = foldedIds.has(entry.message_id);
+    message.blocks = new Map(entry.blocks.map((block) => [block.index, [block.kind, block.text]]));
+    state.messages.set(entry.message_id, message);
+  }
+  for (const entry of rendered.tools) {
+    const tool = new Tool(entry.tool_call_id);
+    tool.fields = { ...entry };
+    state.tools.set(entry.tool_call_id, tool);
+  }
+  state.slots = new Map(Object.entries(rendered.slots));
+  state.verdicts = [...rendered.verdicts];
+  state.diagnostics = [...rendered.diagnostics];
+  return state;
+}
+
+/** Seekable replay of one journal, with lazily built checkpoints every CHECKPOINT_INTERVAL events;
+ * from `base` (a stateFrom state) when given: `events` then follow it. */
 export class Replayer {
-  constructor(events = []) {
+  constructor(events = [], base = null) {
     this.events = [];
     this.seqs = [];
-    this.checkpoints = [new State()];
+    this.checkpoints = [base ?? new State()];
     this.extend(events);
   }
 
@@ -499,9 +535,9 @@ export class Replayer {
     return this.events.length;
   }
 
-  /** The highest seq known (0 for an empty journal). */
+  /** The highest seq known (the base's, or 0, for no events). */
   get lastSeq() {
-    return this.seqs.length ? this.seqs[this.seqs.length - 1] : 0;
+    return this.seqs.length ? this.seqs[this.seqs.length - 1] : this.checkpoints[0].seq;
   }
 
   /** Return the replay state after every event with seq <= `seq` (the newest when null). */

@@ -1,11 +1,18 @@
 // Replay page: the conversation as the reducer rebuilds it at a cursor (seq), a scrubber,
 // play/pause paced by `at` and ordered by `seq`, step ±1, jump to turn, follow mode over SSE for a
 // recording run, and offline replay of a downloaded bundle with no server calls.
-import { Replayer, runEvents } from "./reducer.js";
+//
+// A long sealed run (more than LONG_RUN events, indexed by the server) is read in windows: the page
+// paints from the server's view of the checkpoint at the cursor (`…/state?seq=&recent=&through=`:
+// the last RECENT messages, tools, verdicts and diagnostics, and whatever the window's records
+// touch) and folds the window's records (`…/events`) on it; playing, stepping past the window,
+// seeking or scrolling to the top of the conversation fetches another window. Its timeline and
+// state graph are drawn from per-turn summaries (`…/turns`), never from every record.
+import { Replayer, runEvents, stateFrom } from "./reducer.js";
 import { api, clearError, fill, h, markReady, runPath, shortTime, showError } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
 import { parseTar, readBundle } from "./bundle.js";
-import { buildTimeline } from "./timeline.js";
+import { buildTimeline, buildTurnTimeline, turnGraphEvents } from "./timeline.js";
 import { TimelineView } from "./timeline-view.js";
 import { renderDetails } from "./details.js";
 import { buildGraph } from "./graph.js";
@@ -16,6 +23,12 @@ const TICK_MS = 16;
 const PAGE = 10000;
 const TIMELINE_REBUILD_MS = 250; // a live run's timeline is rebuilt at most this often
 const SHARE_WHILE_PLAYING_MS = 500;
+const LONG_RUN = 5000; // a sealed run with more events than this is read in windows
+const WINDOW = 2048; // records a window reaches past its cursor
+const RECENT = 50; // messages (tools, verdicts, diagnostics) a window's view keeps; doubled on scrolling up
+const MAX_RECENT = 1000;
+const PREFETCH = 256; // while playing, the next window is fetched this many records before the end
+const SEEK_SETTLE_MS = 120;
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -43,6 +56,7 @@ const view = {
   timelineBuiltAt: -Infinity,
   timelinePending: false,
   selected: null,
+  long: null, // a long run read in windows: {lastSeq, turns, base, end, omitted, recent, loading, token}
 };
 
 const timelineView = new TimelineView($("timeline"), { onPick: pick });
@@ -55,7 +69,12 @@ function events() {
 }
 
 function lastSeq() {
-  return view.replayer.lastSeq;
+  return view.long ? view.long.lastSeq : view.replayer.lastSeq;
+}
+
+/** True when the cursor's state can be folded from the window in hand (always, for a run read whole). */
+function inWindow(seq) {
+  return !view.long || (seq >= view.long.base && seq <= view.long.end);
 }
 
 /** Index of the last event with seq <= cursor (-1 before the first). */
@@ -104,10 +123,10 @@ function refreshTimeline({ now = false } = {}) {
     }
     return;
   }
-  view.timeline = buildTimeline(events());
+  view.timeline = view.long ? buildTurnTimeline(view.long.turns) : buildTimeline(events());
   view.timelineBuiltAt = performance.now();
   timelineView.setTimeline(view.timeline);
-  graphView.setGraph(buildGraph(events()));
+  graphView.setGraph(buildGraph(view.long ? turnGraphEvents(view.long.turns) : events()));
 }
 
 function spanByKey(key) {
@@ -126,11 +145,17 @@ function pick(span, { seekTo = true } = {}) {
   }
 }
 
-function noteEvents(records) {
+function noteFirstSeen(records) {
   for (const event of records) {
     for (const key of [event.message_id && `m:${event.message_id}`, event.tool_call_id && `t:${event.tool_call_id}`]) {
       if (key && !view.firstSeen.has(key)) view.firstSeen.set(key, event.seq);
     }
+  }
+}
+
+function noteEvents(records) {
+  noteFirstSeen(records);
+  for (const event of records) {
     if (event.type === "turn_started") {
       ui.turnJump.append(h("option", { value: event.seq },
         `turn ${event.turn_index ?? "?"} · ${event.payload?.state ?? ""} (seq ${event.seq})`));
@@ -178,12 +203,21 @@ function renderPanel(state, event) {
 
 function render() {
   view.renderQueued = false;
+  document.body.dataset.loadingWindow = String(Boolean(view.long?.loading));
+  if (!inWindow(view.cursor)) { // its window is on the way: only the scrubber follows the cursor
+    ui.cursor.value = String(view.cursor);
+    ui.cursorLabel.textContent = `seq ${view.cursor} / ${lastSeq()}`;
+    return;
+  }
   const state = view.replayer.stateAt(view.cursor);
   const items = [
     ...(state.messages ?? []).map((message) => [view.firstSeen.get(`m:${message.message_id}`) ?? 0, messageView(message)]),
     ...(state.tools ?? []).map((tool) => [view.firstSeen.get(`t:${tool.tool_call_id}`) ?? 0, toolView(tool)]),
   ].sort((a, b) => a[0] - b[0]);
-  fill(ui.conversation, items.map(([, node]) => node));
+  const omitted = view.long?.omitted?.messages ?? 0;
+  fill(ui.conversation, omitted ? h("p", { class: "muted omitted", id: "omitted" },
+    `${omitted} earlier message${omitted === 1 ? "" : "s"} not loaded: scroll up for more`) : null,
+  items.map(([, node]) => node));
   const index = indexAt(view.cursor);
   const event = index >= 0 ? events()[index] : null;
   renderPanel(state, event);
@@ -252,13 +286,24 @@ function seek(seq, { byUser = true } = {}) {
   if (byUser) detach();
   view.cursor = Math.max(0, Math.min(seq, lastSeq()));
   view.revealCursor = true;
+  if (!inWindow(view.cursor)) requestWindow();
   scheduleRender();
 }
 
+/** Fetch the window at the cursor once it holds still (dragging the scrubber moves it every frame). */
+function requestWindow() {
+  clearTimeout(view.long.pending);
+  view.long.pending = setTimeout(() => {
+    if (!inWindow(view.cursor)) loadWindow(view.cursor).catch(showError);
+  }, SEEK_SETTLE_MS);
+}
+
 function step(delta) {
-  if (!events().length) return;
+  if (!events().length && !view.long) return;
   const index = indexAt(view.cursor) + delta;
-  seek(index < 0 ? 0 : events()[Math.min(index, events().length - 1)].seq);
+  if (view.long && index < 0) seek(view.long.base > 0 ? view.long.base - (view.cursor > view.long.base ? 0 : 1) : 0);
+  else if (view.long && index >= events().length) seek(Math.min(view.long.end + 1, lastSeq()));
+  else seek(index < 0 ? 0 : events()[Math.min(index, events().length - 1)].seq);
 }
 
 function atMs(event) {
@@ -266,10 +311,18 @@ function atMs(event) {
   return Number.isFinite(value) ? value : 0;
 }
 
+/** Whether the cursor is at the run's end (a long run's: past its window, at its last seq). */
+function atEnd(index) {
+  return index >= events().length - 1 && (!view.long || view.long.end >= view.long.lastSeq);
+}
+
 function play() {
   detach();
   stop();
-  if (indexAt(view.cursor) >= events().length - 1) view.cursor = 0;
+  if (atEnd(indexAt(view.cursor))) {
+    view.cursor = 0;
+    if (!inWindow(0)) loadWindow(0).catch(showError);
+  }
   let owed = 0; // journal milliseconds the clock has run ahead of the cursor
   let last = performance.now();
   ui.play.textContent = "Pause";
@@ -278,8 +331,15 @@ function play() {
     const now = performance.now();
     owed += (now - last) * Number(ui.speed.value);
     last = now;
+    if (!inWindow(view.cursor)) { // waiting for the window the cursor moved into
+      view.playTimer = setTimeout(tick, TICK_MS);
+      return;
+    }
     const list = events();
     let index = indexAt(view.cursor);
+    if (view.long && !view.long.loading && view.long.end < view.long.lastSeq && list.length - 1 - index < PREFETCH) {
+      loadWindow(view.cursor).catch(showError); // the state at the cursor is the same in the next window
+    }
     while (index < list.length - 1) {
       const next = list[index + 1];
       // Order is seq; `at` only paces. Backward timestamps play at once, idle stretches are capped.
@@ -288,10 +348,10 @@ function play() {
       owed -= gap;
       index += 1;
     }
-    view.cursor = index < 0 ? 0 : list[index].seq;
+    if (index >= 0) view.cursor = list[index].seq;
     view.revealCursor = true;
     scheduleRender();
-    if (index >= list.length - 1) stop();
+    if (atEnd(index)) stop();
     else view.playTimer = setTimeout(tick, TICK_MS);
   };
   view.playTimer = setTimeout(tick, 0);
@@ -336,8 +396,60 @@ async function loadIntegrity() {
   renderIntegrity(ui.integrity, await api(`${runPath(view.sessionId, view.runId)}/integrity`));
 }
 
+/** Fetch the window of a long run around `seq`: the view of the checkpoint at or before it, then
+ * the records from that checkpoint to WINDOW past `seq`. A newer request makes an older one moot. */
+async function loadWindow(seq) {
+  const long = view.long;
+  const token = (long.token += 1);
+  long.loading = true;
+  const base = runPath(view.sessionId, view.runId);
+  const through = Math.min(seq + WINDOW, long.lastSeq);
+  try {
+    const at = await api(`${base}/state?seq=${seq}&recent=${long.recent}&through=${through}`);
+    const records = [];
+    let after = at.base_seq;
+    while (after < through && token === long.token) {
+      const page = await api(`${base}/events?after_seq=${after}&limit=${Math.min(PAGE, through - after)}`);
+      for (const record of page.events) if (record.seq <= through) records.push(record);
+      if (page.next_after_seq == null || !page.events.length) break;
+      after = page.events[page.events.length - 1].seq;
+    }
+    if (token !== long.token) return;
+    view.replayer = new Replayer(records, stateFrom(at.state, at.folded));
+    view.firstSeen = new Map(Object.entries(at.first_seq));
+    noteFirstSeen(records);
+    Object.assign(long, { base: at.base_seq, end: through, omitted: at.omitted });
+  } finally {
+    if (token === long.token) long.loading = false;
+  }
+  scheduleRender();
+}
+
+/** A long sealed run: the timeline and turn list from its summaries, then the window at the cursor. */
+async function loadLongRun(run) {
+  const turns = run.turns.rows.map((row) => Object.fromEntries(run.turns.fields.map((field, at) => [field, row[at]])));
+  view.long = { lastSeq: run.last_seq, turns, base: 0, end: -1, omitted: null, recent: RECENT,
+    loading: false, token: 0, pending: null };
+  view.captureStatus = run.capture_status;
+  view.live = false;
+  view.timeline = null;
+  fill(ui.turnJump, h("option", { value: "" }, "jump to…"),
+    turns.map((turn) => h("option", { value: turn.start_seq },
+      `turn ${turn.turn_index ?? "?"} · ${turn.state_before ?? ""} (seq ${turn.start_seq})`)));
+  const shared = sharedSeq();
+  view.cursor = Math.min(shared ?? run.last_seq, run.last_seq);
+  await Promise.all([loadWindow(view.cursor), loadIntegrity()]);
+  scheduleRender();
+}
+
 async function loadFromServer() {
   closeStream();
+  const run = await api(`${runPath(view.sessionId, view.runId)}/turns`);
+  if (run.indexed && run.event_count > LONG_RUN) {
+    await loadLongRun(run);
+    return;
+  }
+  view.long = null;
   const snapshot = await loadSnapshot();
   setEvents(snapshot.events);
   view.captureStatus = snapshot.captureStatus;
@@ -411,6 +523,7 @@ async function openBundleFile(file) {
   link.textContent = view.sessionId;
   $("download")?.remove(); // the page now shows the file, not the server's run
   renderIntegrity(ui.integrity, bundle);
+  view.long = null;
   setEvents(runEvents(bundle.events, bundle.manifest));
   view.cursor = lastSeq();
   clearError(); // a good file replaces whatever a previous bad file reported
@@ -470,6 +583,12 @@ document.addEventListener("keydown", (event) => {
 });
 window.addEventListener("resize", () => { if (view.timeline) timelineView.setTimeline(view.timeline); });
 for (const type of ["wheel", "touchmove", "keydown"]) ui.conversation.addEventListener(type, detach, { passive: true });
+ui.conversation.addEventListener("scroll", () => { // a long run's earlier messages, fetched at the top
+  const long = view.long;
+  if (!long || long.loading || ui.conversation.scrollTop > 0 || !long.omitted?.messages || long.recent >= MAX_RECENT) return;
+  long.recent = Math.min(MAX_RECENT, long.recent * 2);
+  loadWindow(view.cursor).catch(showError);
+}, { passive: true });
 $("bundle-file").addEventListener("change", (event) => {
   const [file] = event.target.files;
   if (file) openBundleFile(file).catch(showError);

@@ -115,3 +115,57 @@ export function buildTimeline(events) {
     },
   };
 }
+
+/**
+ * A long run's timeline from its per-turn summaries (`…/turns`), not from every record: one "turn"
+ * span per turn, the same shape as buildTimeline's. `summary` on each span holds the turn's entry;
+ * `records` is empty (the records are read in windows). atMs(seq) interpolates within a turn.
+ */
+export function buildTurnTimeline(turns) {
+  const base = turns.length ? atMs(turns[0].start_at) ?? 0 : 0;
+  let lastMs = 0;
+  const spans = turns.map((turn) => {
+    const startMs = Math.max(lastMs, (atMs(turn.start_at) ?? base) - base);
+    const endMs = Math.max(startMs, (atMs(turn.end_at) ?? base) - base);
+    lastMs = startMs;
+    return { key: `turn:${turn.turn_index}`, kind: "turn", label: `turn ${turn.turn_index ?? "?"} · ${turn.state ?? ""}`,
+      depth: 0, startMs, endMs, startSeq: turn.start_seq, endSeq: turn.end_seq, open: turn.open,
+      error: turn.interrupted || turn.tool_errors > 0, ttfdMs: null, latency: turn.latency, turnIndex: turn.turn_index,
+      records: [], summary: turn };
+  });
+  const endMs = spans.reduce((most, span) => Math.max(most, span.endMs), 0);
+  return {
+    spans,
+    startMs: 0,
+    endMs,
+    atMs(seq) {
+      let low = 0;
+      let high = spans.length - 1;
+      let found = -1;
+      while (low <= high) {
+        const middle = (low + high) >> 1;
+        if (spans[middle].startSeq <= seq) {
+          found = middle;
+          low = middle + 1;
+        } else {
+          high = middle - 1;
+        }
+      }
+      if (found < 0) return 0;
+      const span = spans[found];
+      const share = span.endSeq > span.startSeq ? Math.min(1, (seq - span.startSeq) / (span.endSeq - span.startSeq)) : 1;
+      return span.startMs + share * (span.endMs - span.startMs);
+    },
+  };
+}
+
+/** The records buildGraph needs, as a long run's turn summaries tell them (turn states and verdicts). */
+export function turnGraphEvents(turns) {
+  const events = [];
+  for (const turn of turns) {
+    events.push({ seq: turn.start_seq, type: "turn_started", payload: { state: turn.state_before } });
+    if (turn.verdict) events.push({ seq: turn.end_seq, type: "transition_verdict", payload: turn.verdict });
+    if (!turn.open) events.push({ seq: turn.end_seq, type: "turn_finished", payload: { state: turn.state } });
+  }
+  return events;
+}

@@ -13,6 +13,7 @@ import {
   parseJournal,
   replayState,
   runEvents,
+  stateFrom,
 } from "../../../viewer/static/reducer.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -63,6 +64,38 @@ for (const name of journals) {
       if (duplicate) continue; // a state "at seq" includes every record with that seq
       assert.equal(canonicalJson(replayer.stateAt(seq)), expected[position]);
       assert.equal(canonicalJson(replayState(events, seq)), expected[position]);
+    }
+  });
+}
+
+/** The messages a fold of `events` has folded deltas into (what the server's view sends as `folded`):
+ * a valid assistant_delta reaching a message before it finished. */
+function foldedIds(events) {
+  const finished = new Set();
+  const folded = new Set();
+  for (const event of events) {
+    const id = event.message_id;
+    if (typeof id !== "string" || !id) continue;
+    const payload = event.payload ?? {};
+    if (event.type === "message_finished") finished.add(id);
+    const valid = Number.isInteger(payload.index) && typeof payload.delta === "string" &&
+      ["text", "thinking", "tool_call"].includes(payload.kind ?? "text");
+    if (event.type === "assistant_delta" && valid && !finished.has(id)) folded.add(id);
+  }
+  return [...folded];
+}
+
+for (const name of journals) {
+  test(`${name}: folding on from a rendered state (stateFrom) reaches the Python states`, () => {
+    const events = [...load(name).events].filter((event) => Number.isInteger(event.seq)).sort((a, b) => a.seq - b.seq);
+    const expected = expectedLines(name).map((line) => line.toString("utf8"));
+    for (let split = 0; split <= events.length; split += 1) {
+      const base = stateFrom(JSON.parse(expected[split]), foldedIds(events.slice(0, split)));
+      const replayer = new Replayer(events.slice(split), base);
+      for (let position = split + 1; position <= events.length; position += 1) {
+        if (position < events.length && events[position].seq === events[position - 1].seq) continue;
+        assert.equal(canonicalJson(replayer.stateAt(events[position - 1].seq)), expected[position], `from #${split} to #${position}`);
+      }
     }
   });
 }
