@@ -20,6 +20,7 @@ warning, and the shipped table is used.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -51,6 +52,12 @@ class ModelPrice:
 class PriceTable:
     as_of: str | None
     models: Mapping[str, ModelPrice]
+
+    @property
+    def fingerprint(self) -> str:
+        """Equal for equal tables: what facts kept for a sealed run were priced with."""
+        document = {"as_of": self.as_of, "models": {name: list(vars(price).values()) for name, price in sorted(self.models.items())}}
+        return hashlib.sha256(orjson.dumps(document)).hexdigest()[:16]
 
     @classmethod
     def from_document(cls, document: Any) -> PriceTable:

@@ -34,6 +34,7 @@ from otel_session.core.semconv import CAP_PER_TURN
 
 __all__ = [
     "DERIVED_TURNS_NOTE",
+    "FACTS_VERSION",
     "NO_BOUNDARIES_NOTE",
     "build_session_facts",
     "build_session_wide_facts",
@@ -43,6 +44,8 @@ __all__ = [
     "usage_totals",
 ]
 
+FACTS_VERSION = 2
+"""Bumped whenever what facts hold changes, so facts kept for a sealed run (``index``) are built again."""
 NO_BOUNDARIES_NOTE = "the journal has no turn boundaries or turn indexes: all events are shown as one turn"
 DERIVED_TURNS_NOTE = (
     "the app recorded no turns: each user message opens one, up to the next (states and slots need "

@@ -46,6 +46,7 @@ from otel_session.core.log import get_logger
 from otel_session.replay import facts as run_facts
 from otel_session.replay.checkpoints import CheckpointBook, build_checkpoints
 from otel_session.replay.fold import CHECKPOINT_INTERVAL
+from otel_session.replay.cost import price_table
 from otel_session.replay.latency import slow_turn_threshold_ms
 from otel_session.replay.turns import as_rows, from_rows, turn_summaries
 
@@ -101,7 +102,9 @@ def _journal_identity(run_path: Path) -> dict[str, Any] | None:
     except (OSError, orjson.JSONDecodeError):
         return None
     return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "head": _digest(head), "tail": _digest(tail),
-            "capture": _digest(capture_bytes), "slow_turn_ms": slow_turn_threshold_ms(None)}
+            "capture": _digest(capture_bytes), "slow_turn_ms": slow_turn_threshold_ms(None),
+            # Kept facts are stale when their rules or the prices in force change, as when the journal does.
+            "facts_version": run_facts.FACTS_VERSION, "prices": price_table().fingerprint}
 
 
 def open_run_index(root: str | os.PathLike[str], run_path: str | os.PathLike[str], *, rebuild: bool = False,

@@ -55,3 +55,22 @@ def test_a_bad_price_file_is_one_warning_and_the_shipped_table(tmp_path, monkeyp
     assert first.price_of("gpt-4o-mini") is not None and second is first
     warnings = [record for record in caplog.records if "is not a price table" in record.getMessage()]
     assert len(warnings) == 1
+
+
+def test_facts_kept_for_a_sealed_run_are_priced_again_when_the_prices_change(record_run, tmp_path, monkeypatch):
+    from otel_session.replay.index import IndexStatus, open_run_index
+
+    ids = {"message_id": "a1"}
+    path = record_run("call-priced", [
+        ("message_started", {"role": "assistant"}, ids),
+        ("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": "Hi"}],
+                              "model": "house-llm", "usage": {"input_tokens": 1_000_000, "output_tokens": 0}}, ids),
+    ])
+    first = open_run_index(tmp_path, path)
+    assert first.facts()["cost"]["usd"] is None  # the shipped table has no price for it
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"as_of": "2027-03-01", "models": {"house-llm": {"input": 2, "output": 4}}}')
+    monkeypatch.setenv(ENV_PRICES, str(prices))
+    again = open_run_index(tmp_path, path)
+    assert again.status is IndexStatus.REBUILT and again.facts()["cost"]["usd"] == 2.0
+    assert open_run_index(tmp_path, path).status is IndexStatus.LOADED
