@@ -11,7 +11,7 @@ import orjson
 
 from otel_session.core import config
 from otel_session.bundle.archive import is_bundle_archive, read_bundle_archive
-from otel_session.cli_replay import facts, replay
+from otel_session.cli_replay import export_html, facts, replay
 from otel_session.collector.cli import collect, import_command
 from otel_session.demo.commands import demo
 from otel_session.replay.listing import ListedRun
@@ -96,7 +96,7 @@ def sessions(bundle_root: Path | None, as_json: bool, evals: bool) -> None:
             click.echo(f"  {run.run_id}  {run.kind:<4}  {run.created_at or '?':<27}  {run.status_text}")
 
 
-for command in (collect, import_command, facts, replay, view, demo):
+for command in (collect, import_command, facts, replay, export_html, view, demo):
     main.add_command(command)
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,7 +16,7 @@ from otel_session.bundle.read import read_bundle
 from otel_session.replay.reduce import Replayer, canonical_json
 from otel_session.replay.resolve import InvalidId, ResolvedRun, RunResolutionError, resolve_run
 
-__all__ = ["facts", "replay"]
+__all__ = ["export_html", "facts", "replay"]
 
 
 def _root(bundle_root: Path | None) -> Path:
@@ -279,3 +279,23 @@ def replay(session_id: str, run_id: str, seq: int | None, include_evals: bool, b
         click.echo(canonical_json(state).decode())
     else:
         click.echo("\n".join(_replay_text(state, replayer.last_seq)))
+
+
+@click.command("export-html")
+@click.argument("session_id", metavar="SESSION")
+@click.argument("run_id", metavar="[RUN]", required=False)
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The HTML file to write.")
+@_evals_option
+@config.bundle_dir_option
+def export_html(session_id: str, run_id: str | None, output: Path, include_evals: bool, bundle_root: Path | None) -> None:
+    """Write one run (default: the session's latest) as a self-contained HTML file: the replay page,
+    its facts and its bundle inlined. It opens from disk in a browser, with no server and no network.
+    """
+    from otel_session.viewer.export import export_html as render
+
+    resolved = _resolve(bundle_root, session_id, run_id, include_evals)
+    html = render(_root(bundle_root), resolved.session_id, resolved.run_id)
+    output.write_text(html, encoding="utf-8")
+    click.echo(f"{output}: run {resolved.run_id} of session {resolved.session_id}"
+               + (" (the latest run)" if resolved.fallback_to_latest_run else ""))

@@ -7,7 +7,7 @@ journal string with ``textContent``. A session or run that does not exist answer
 
 from __future__ import annotations
 
-from flask import Blueprint, render_template, request
+from flask import Blueprint, Response, current_app, render_template, request
 
 from .api import store
 from .errors import ApiError
@@ -54,3 +54,14 @@ def compare() -> str:
 def open_bundle() -> str:
     """Replay a downloaded bundle file in the page, with no server calls."""
     return render_template("replay.html", session_id="", run_id="", offline=True)
+
+
+@bp.get("/sessions/<path:session_id>/runs/<run_id>/export.html")
+def export(session_id: str, run_id: str) -> Response:
+    """Download the run as one self-contained HTML file (``otel-session export-html`` does the same)."""
+    from .export import export_html
+
+    run = store().resolve(session_id, run_id)
+    html = export_html(current_app.config["BUNDLE_DIR"], run.session_id, run.run_id, app=current_app)
+    return Response(html, mimetype="text/html", headers={
+        "Content-Disposition": f'attachment; filename="{run.run_id}.html"'})

@@ -22,9 +22,7 @@ when named by run id, or as the latest run of a session that has only eval runs.
 
 from __future__ import annotations
 
-import io
 import os
-import tarfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -36,6 +34,7 @@ from otel_session.core import layout
 from otel_session.replay import facts, resolve
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.core.journal import format_timestamp
+from otel_session.bundle.archive import BUNDLE_FILES, bundle_archive
 from otel_session.bundle.read import BundleRead, RunInfo, read_bundle, run_dir_names, run_info
 from otel_session.replay.resolve import ResolvedRun
 
@@ -47,7 +46,6 @@ from .summary import summarize_run
 
 __all__ = ["BUNDLE_FILES", "BundleStore", "ResolvedRun", "check_session_id"]
 
-BUNDLE_FILES = (layout.RUN_FILE, layout.EVENTS_FILE, layout.CAPTURE_FILE, layout.FEEDBACK_FILE)
 """The files a bundle download carries (the writer's lock file stays behind)."""
 
 _MAX_COMMENT_CHARS = 4000
@@ -239,23 +237,8 @@ class BundleStore:
         return os.path.relpath(path, self.root)
 
     def bundle_tar(self, run: ResolvedRun) -> bytes:
-        """An uncompressed ustar archive ``<run_id>/{run.json,events.ndjson,capture.json,feedback.ndjson}``.
-
-        Each file is read once, so a recording run downloads as a consistent prefix of its journal.
-        """
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
-            for name in BUNDLE_FILES:
-                try:
-                    data = _read_regular_file(run.path / name)
-                except OSError:  # absent, or a symlink planted in the bundle: never followed
-                    continue
-                member = tarfile.TarInfo(f"{run.run_id}/{name}")
-                member.size = len(data)
-                member.mode = 0o600
-                member.mtime = int(time.time())
-                archive.addfile(member, io.BytesIO(data))
-        return buffer.getvalue()
+        """The run as the viewer's download: ``archive.bundle_archive``."""
+        return bundle_archive(run.path, run.run_id)
 
     # -- the one write ---------------------------------------------------------------------
 

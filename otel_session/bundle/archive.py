@@ -2,6 +2,7 @@
 
 Contract::
 
+    data: bytes = bundle_archive(run_path, run_id)           # the viewer's download, ustar
     is_bundle_archive(path) -> bool
     results: list[BundleRead] = read_bundle_archive(path)   # one per bundle directory in it
 
@@ -15,18 +16,44 @@ temporary directory for that (they are the bundle's own, already redacted, bytes
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
 import shutil
 import tarfile
 import tempfile
+import time
 from pathlib import Path, PurePosixPath
 
 from otel_session.core import layout
 from otel_session.bundle.read import BundleRead, read_bundle
 
-__all__ = ["is_bundle_archive", "read_bundle_archive"]
+__all__ = ["BUNDLE_FILES", "bundle_archive", "is_bundle_archive", "read_bundle_archive"]
 
-_BUNDLE_FILES = {layout.RUN_FILE, layout.EVENTS_FILE, layout.CAPTURE_FILE, layout.FEEDBACK_FILE}
+BUNDLE_FILES = (layout.RUN_FILE, layout.EVENTS_FILE, layout.CAPTURE_FILE, layout.FEEDBACK_FILE)
+_BUNDLE_FILES = frozenset(BUNDLE_FILES)
+
+
+def bundle_archive(run_path: str | os.PathLike[str], run_id: str) -> bytes:
+    """An uncompressed ustar archive ``<run_id>/{run.json,events.ndjson,capture.json,feedback.ndjson}``.
+
+    Each file is read once, so a recording run archives as a consistent prefix of its journal; a
+    file that is absent, or a symlink planted in its place, is left out (never followed).
+    """
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
+        for name in BUNDLE_FILES:
+            try:
+                fd = os.open(Path(run_path) / name, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+                with os.fdopen(fd, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                continue
+            member = tarfile.TarInfo(f"{run_id}/{name}")
+            member.size = len(data)
+            member.mode = 0o600
+            member.mtime = int(time.time())
+            archive.addfile(member, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def is_bundle_archive(path: str | os.PathLike[str]) -> bool:

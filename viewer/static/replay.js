@@ -507,10 +507,24 @@ function subscribe() {
   });
 }
 
+/** The bundle a file holds, or an Error saying in one line that it holds none. */
+async function bundleOf(file) {
+  let files;
+  try {
+    files = parseTar(await file.arrayBuffer());
+  } catch (error) {
+    throw new Error(`${file.name} is not an otel-session bundle: ${error.message}`);
+  }
+  if (!["run.json", "events.ndjson", "capture.json"].some((name) => files.has(name))) {
+    throw new Error(`${file.name} is not an otel-session bundle: it holds no run.json, events.ndjson or capture.json`);
+  }
+  return readBundle(files);
+}
+
 async function openBundleFile(file) {
   closeStream();
   stop();
-  const bundle = readBundle(parseTar(await file.arrayBuffer()));
+  const bundle = await bundleOf(file);
   view.offline = true;
   view.live = false;
   view.following = false;
@@ -522,6 +536,7 @@ async function openBundleFile(file) {
   link.removeAttribute("href");
   link.textContent = view.sessionId;
   $("download")?.remove(); // the page now shows the file, not the server's run
+  $("download-html")?.remove();
   renderIntegrity(ui.integrity, bundle);
   view.long = null;
   setEvents(runEvents(bundle.events, bundle.manifest));
@@ -589,12 +604,16 @@ ui.conversation.addEventListener("scroll", () => { // a long run's earlier messa
   long.recent = Math.min(MAX_RECENT, long.recent * 2);
   loadWindow(view.cursor).catch(showError);
 }, { passive: true });
-$("bundle-file").addEventListener("change", (event) => {
+$("bundle-file")?.addEventListener("change", (event) => {
   const [file] = event.target.files;
   if (file) openBundleFile(file).catch(showError);
 });
 
-if (view.offline) {
+const embedded = document.getElementById("embedded-bundle"); // an exported page (viewer/export.py)
+if (embedded) {
+  const bytes = Uint8Array.from(atob(embedded.textContent.trim()), (char) => char.charCodeAt(0));
+  openBundleFile(new File([bytes], embedded.dataset.name || "bundle.tar")).catch(showError);
+} else if (view.offline) {
   document.body.dataset.mode = "offline";
   render();
 } else {
