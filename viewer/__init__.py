@@ -7,7 +7,9 @@ Installed as ``otel_session.viewer``; served by ``otel-session view --dir D``::
 
 Configuration keys: ``BUNDLE_DIR`` (bundle root; default ``$OTEL_SESSION_DIR``, else
 ``./otel-session-data``), ``TOKEN`` (required on every request when set; default
-``$OTEL_SESSION_VIEWER_TOKEN``), ``STREAM_POLL_SECONDS`` (0.05) and ``STREAM_HEARTBEAT_SECONDS`` (15).
+``$OTEL_SESSION_VIEWER_TOKEN``), ``STREAM_POLL_SECONDS`` (0.05), ``STREAM_HEARTBEAT_SECONDS`` (15),
+``CATALOG`` (the run catalog's URL; default ``$OTEL_SESSION_CATALOG``, else SQLite in the bundle
+root; ``off`` for none) and ``CATALOG_PASS_SECONDS`` (30: how often it catches up with the bundles).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from otel_session.core import config
 
 from . import api, errors, pages, security, stream
 from .feedback import FeedbackIndex
+from .listing import Listing
 from .store import BundleStore
 
 __all__ = ["ENV_VIEWER_TOKEN", "create_app"]
@@ -38,6 +41,8 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         STREAM_POLL_SECONDS=0.05,
         STREAM_HEARTBEAT_SECONDS=15.0,
         MAX_CONTENT_LENGTH=64 * 1024,
+        CATALOG=None,
+        CATALOG_PASS_SECONDS=30.0,
     )
     if test_config is not None:
         app.config.from_mapping(test_config)
@@ -45,6 +50,8 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.url_map.merge_slashes = False  # "//etc" is a hostile id, never redirected to "/etc"
     app.extensions["otel_session_store"] = BundleStore(app.config["BUNDLE_DIR"])
     app.extensions["otel_session_feedback"] = FeedbackIndex()
+    app.extensions["otel_session_listing"] = Listing(app.config["BUNDLE_DIR"], app.config["CATALOG"],
+                                                     keeper_interval_s=app.config["CATALOG_PASS_SECONDS"])
 
     errors.init_app(app)
     security.init_app(app)

@@ -3,9 +3,7 @@
 Contract::
 
     store = BundleStore(root)
-    store.sessions()                          # [{session_id, runs: [...]}], newest first
-    store.run_summaries()                     # every run, live and eval, unordered (viewer.summary)
-    store.runs(session_id)                    # runs of one session, eval runs included, newest first (404 if none)
+    store.runs(session_id)                    # RunInfo of one session's runs, eval runs included, newest first (404 if none)
     store.session_facts(session_id)           # facts of all its runs, in run order (404 if none)
     run = store.resolve(session_id, run_id)   # resolve.ResolvedRun(session_id, run_id, path, fallback_to_latest_run, run)
     store.read(run)                           # BundleRead (tolerant: a bad bundle reads as invalid)
@@ -15,9 +13,8 @@ Contract::
 
 Every id from a URL is validated and resolved through ``otel_session.replay.resolve`` (its errors become
 ``ApiError`` 400/404/409 with the same codes) and ``otel_session.core.layout`` strictly inside the root: traversal
-(raw or encoded), absolute paths and symlinks that lead outside are never followed. Eval runs are
-never part of the live index (``sessions()``); they are listed by ``run_summaries()`` and resolve
-when named by run id, or as the latest run of a session that has only eval runs. Nothing here writes except :meth:`BundleStore.append_feedback`.
+(raw or encoded), absolute paths and symlinks that lead outside are never followed. Lists of runs
+and sessions come from the run catalog (``viewer.listing``); eval runs resolve when named by run id, or as the latest run of a session that has only eval runs. Nothing here writes except :meth:`BundleStore.append_feedback`.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ import os
 import tarfile
 import threading
 import time
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +35,10 @@ from otel_session.replay import facts, resolve
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.replay.reduce import Replayer
 from otel_session.core.journal import format_timestamp
-from otel_session.bundle.read import BundleRead, RunInfo, read_bundle, run_dir_names, run_info
+from otel_session.bundle.read import BundleRead, RunInfo, read_bundle
 from otel_session.replay.resolve import ResolvedRun
 
 from .errors import ApiError
-from .summary import summarize_run
 
 __all__ = ["BUNDLE_FILES", "BundleStore", "ResolvedRun", "check_session_id"]
 
@@ -51,9 +47,6 @@ BUNDLE_FILES = (layout.RUN_FILE, layout.EVENTS_FILE, layout.CAPTURE_FILE, layout
 
 _MAX_COMMENT_CHARS = 4000
 _READ_CACHE_SIZE = 32
-_SUMMARY_CACHE_SIZE = 100_000
-_SEALED_CAPTURES = frozenset({"complete", "failed"})
-_SETTLED_DIR_S = 2.0
 
 
 def check_session_id(session_id: str) -> None:
@@ -75,125 +68,20 @@ class BundleStore:
         self.root = Path(root)
         self._cache: OrderedDict[Path, _CachedBundle] = OrderedDict()
         self._cache_lock = threading.Lock()
-        self._summaries: dict[Path, tuple[tuple[Any, ...], dict[str, Any]]] = {}
-        """Recording runs' entries, valid while their files keep the stats of the key."""
-        self._sealed_summaries: dict[Path, dict[str, Any]] = {}
-        """Sealed runs' entries: a sealed bundle never changes, so they are never re-read."""
-        self._session_dirs: dict[str, tuple[tuple[int, int], list[Path]]] = {}
-        """Per session directory: its (mtime, inode) when listed and the run directories in it."""
         # Feedback comments are free text typed by a person: scanned like message text (SPEC §6).
         self._redactor = Redactor(RedactionPolicy.from_env())
 
     # -- index -----------------------------------------------------------------------------
 
-    def sessions(self) -> list[dict[str, Any]]:
-        """Every live session with its runs; sessions by their newest run, newest first."""
-        by_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for run_path in self._run_dirs(self.root / "sessions"):
-            summary = self._summary(run_path)
-            if summary is not None:
-                by_session[summary["session_id"]].append(summary)
-        listed = [{"session_id": session_id, "runs": _newest_first(runs)} for session_id, runs in by_session.items()]
-        listed.sort(key=lambda session: (session["runs"][0]["created_at"], session["session_id"]), reverse=True)
-        return listed
-
-    def run_summaries(self) -> list[dict[str, Any]]:
-        """Every run under the root, live runs and eval runs (``evals/<eval_id>/sessions/…``)."""
-        try:
-            evals = sorted(entry.path for entry in os.scandir(self.root / "evals") if entry.is_dir(follow_symlinks=False))
-        except OSError:
-            evals = []
-        run_dirs = self._run_dirs(self.root / "sessions")
-        for eval_path in evals:
-            run_dirs += self._run_dirs(Path(eval_path, "sessions"))
-        summaries = []
-        for run_path in run_dirs:
-            known = self._sealed_summaries.get(run_path)  # read without the lock: a dict lookup is atomic
-            summary = known if known is not None else self._summary(run_path)
-            if summary is not None:
-                summaries.append(summary)
-        return summaries
-
-    def runs(self, session_id: str) -> list[dict[str, Any]]:
-        """The runs of one session (its eval runs too), newest first; 404 when the session has none."""
+    def runs(self, session_id: str) -> list[RunInfo]:
+        """The runs of one session (its eval runs too), newest first; 404 when the session has none.
+        Their list entries come from the catalog (``viewer.listing.Listing.rows``)."""
         check_session_id(session_id)
-        found = resolve.session_runs(self.root, session_id, include_evals=True)
-        runs = [summary for summary in (self._summary(info.path, info) for info in found) if summary is not None]
-        if not runs:
+        found = [info for info in resolve.session_runs(self.root, session_id, include_evals=True)
+                 if self._is_contained(info.path)]
+        if not found:
             raise _api_error(resolve.session_not_found(self.root, session_id, include_evals=True))
-        return runs
-
-    def _run_dirs(self, sessions_root: Path) -> list[Path]:
-        """Every run directory under one ``sessions`` directory (``read.iter_run_dirs``), listing a
-        session directory again only when it changed since: adding or removing a run moves its mtime.
-
-        A listing is kept only once its directory is older than ``_SETTLED_DIR_S``, so a file
-        system with coarse timestamps cannot hide a run added in the same tick.
-        """
-        try:
-            sessions = sorted(os.scandir(sessions_root), key=lambda entry: entry.name)
-        except OSError:
-            return []
-        now_ns = time.time_ns()
-        known_dirs = self._session_dirs  # read without the lock: a dict lookup is atomic
-        run_dirs: list[Path] = []
-        for session in sessions:
-            try:
-                if not session.is_dir(follow_symlinks=False):
-                    continue
-                stat = session.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            key = (stat.st_mtime_ns, stat.st_ino)
-            known = known_dirs.get(session.path)
-            if known is not None and known[0] == key:
-                run_dirs += known[1]
-                continue
-            paths = [Path(session.path, name) for name in run_dir_names(session.path)]
-            if now_ns - stat.st_mtime_ns > _SETTLED_DIR_S * 1e9:
-                with self._cache_lock:
-                    if len(self._session_dirs) >= _SUMMARY_CACHE_SIZE:
-                        self._session_dirs.clear()
-                    self._session_dirs[session.path] = (key, paths)
-            run_dirs += paths
-        return run_dirs
-
-    def _summary(self, run_path: Path, info: RunInfo | None = None) -> dict[str, Any] | None:
-        """A run's listing entry, or None when it has no valid manifest or leads out of the root.
-
-        A sealed run's entry is kept as it is (a sealed bundle never changes); a recording run's
-        while its files keep their stats (its journal grows, so its entry is remade). Listing
-        thousands of sealed runs reads and stats none of them again.
-        """
-        sealed = self._sealed_summaries.get(run_path)
-        if sealed is not None:
-            return sealed
-        with self._cache_lock:
-            known = self._summaries.get(run_path)
-        key = _stat_key(run_path)
-        if known is not None and known[0] == key:
-            return known[1]
-        info = info or run_info(run_path)
-        if info is None or not self._is_contained(run_path):
-            return None
-        bundle = read_bundle(run_path)
-        summary = {
-            **info.as_json(),
-            **summarize_run(bundle),
-            "event_count": len(bundle.events),
-            "integrity": bundle.status.value,
-        }
-        with self._cache_lock:
-            if summary.get("capture_status") in _SEALED_CAPTURES:
-                if len(self._sealed_summaries) >= _SUMMARY_CACHE_SIZE:
-                    self._sealed_summaries.clear()
-                self._sealed_summaries[run_path] = summary
-                self._summaries.pop(run_path, None)
-            else:
-                if len(self._summaries) >= _SUMMARY_CACHE_SIZE:
-                    self._summaries.clear()
-                self._summaries[run_path] = (key, summary)
-        return summary
+        return found
 
     # -- lookup ----------------------------------------------------------------------------
 
@@ -328,10 +216,6 @@ class _CachedBundle:
         self.bundle = bundle
         self.replayer: Replayer | None = None
         self.lock = threading.Lock()
-
-
-def _newest_first(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(runs, key=lambda run: (run["created_at"], run["run_id"]), reverse=True)
 
 
 def _stat_key(path: Path) -> tuple[Any, ...]:
