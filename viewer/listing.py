@@ -24,7 +24,6 @@ are answered from a scan of the bundles, with a ``warning`` saying so.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -33,7 +32,7 @@ from typing import Any
 
 from otel_session.catalog import (
     BadQuery, CatalogError, CatalogKeeper, Order, RunQuery, RunRow, Scope, SortKey, SqlCatalog, StatusFilter,
-    open_catalog, scan_catalog,
+    open_catalog, scan_catalog, time_prefix,
 )
 from otel_session.catalog.rows import bundle_stamp, row_of
 from otel_session.core.log import get_logger
@@ -55,7 +54,6 @@ page, the default answer stays far below 256 KiB at any size."""
 _LISTED_PROBLEMS = 3
 _FRESH_PASS_S = 5.0
 """A list asks the keeper for a pass when its last one is older (runs other writers added or deleted)."""
-_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}(:\d{2}(:\d{2}(\.\d{1,9})?)?)?Z?)?")
 
 
 def _bad(message: str) -> ApiError:
@@ -88,9 +86,10 @@ def _int(args: Mapping[str, str], name: str, default: int, maximum: int, minimum
 
 def _time(args: Mapping[str, str], name: str) -> str | None:
     value = args.get(name) or None
-    if value is not None and not _TIME.fullmatch(value):
-        raise _bad(f"{name} must be an RFC 3339 UTC time such as 2026-11-30T10:00")
-    return value.rstrip("Z") if value else None
+    try:
+        return time_prefix(name, value) if value else None
+    except BadQuery as exc:
+        raise _bad(str(exc)) from None
 
 
 def run_query(args: Mapping[str, str], *, scope: Scope | None = None) -> RunQuery:

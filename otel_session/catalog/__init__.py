@@ -25,7 +25,7 @@ from pathlib import Path
 from .hook import CatalogHook, catalog_disabled, writer_hooks
 from .model import (
     BadQuery, Catalog, CatalogError, CatalogUnavailable, Known, Order, Page, RunQuery, RunRow, Scope, SessionGroup,
-    SessionsPage, SortKey, StatusFilter,
+    SessionsPage, SortKey, StatusFilter, time_prefix,
 )
 from .sql import CATALOG_FILE, ENV_CATALOG, SCHEMA_VERSION, SqlCatalog, catalog_url
 from .sync import CatalogKeeper, CaughtUp, Reindexed, catch_up, reindex
@@ -34,7 +34,7 @@ __all__ = [
     "CATALOG_FILE", "ENV_CATALOG", "SCHEMA_VERSION", "BadQuery", "Catalog", "CatalogError", "CatalogHook",
     "CatalogKeeper", "CatalogUnavailable", "CaughtUp", "Known", "Order", "Page", "Reindexed", "RunQuery", "RunRow",
     "Scope", "SessionGroup", "SessionsPage", "SortKey", "SqlCatalog", "StatusFilter", "catalog_disabled", "catalog_url",
-    "catch_up", "open_catalog", "reindex", "scan_catalog", "writer_hooks",
+    "catch_up", "open_catalog", "reindex", "scan_catalog", "time_prefix", "writer_hooks",
 ]
 
 

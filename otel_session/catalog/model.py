@@ -14,6 +14,7 @@ row to drop. Values are what the bundle says (ids as stored: redacted where they
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -22,8 +23,18 @@ from typing import Any, Protocol
 
 __all__ = [
     "BadQuery", "Catalog", "CatalogError", "CatalogUnavailable", "Known", "Order", "Page", "RunQuery", "RunRow", "Scope",
-    "SessionGroup", "SessionsPage", "SortKey", "StatusFilter",
+    "SessionGroup", "SessionsPage", "SortKey", "StatusFilter", "time_prefix",
 ]
+
+_TIME_PREFIX = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}(:\d{2}(:\d{2}(\.\d{1,9})?)?)?Z?)?")
+
+
+def time_prefix(name: str, value: str) -> str:
+    """``value`` as a ``created_at`` bound (an RFC 3339 UTC prefix such as ``2026-11-30T10:00``);
+    :class:`BadQuery` naming ``name`` otherwise."""
+    if not _TIME_PREFIX.fullmatch(value):
+        raise BadQuery(f"{name} must be an RFC 3339 UTC time such as 2026-11-30T10:00")
+    return value.rstrip("Z")
 
 
 class CatalogError(Exception):
@@ -121,6 +132,8 @@ class RunRow:
     latency_p95_ms: float | None = None
     problems: tuple[dict[str, Any], ...] = ()
     """``{kind, message, seq?}``: what went wrong (at most 20)."""
+    diagnostics: tuple[str, ...] = ()
+    """The reader's diagnostic codes (``verify``), each once."""
     feedback_count: int = 0
     feedback_mean: float | None = None
     search_text: str = ""
@@ -147,6 +160,7 @@ class RunRow:
         entry["scope"] = self.scope.value
         entry["models"] = list(self.models)
         entry["problems"] = list(self.problems)
+        entry["diagnostics"] = list(self.diagnostics)
         entry["ended_at"] = self.finished_at
         entry["tokens"] = self.tokens
         entry["feedback"] = {"count": self.feedback_count, "mean": self.feedback_mean} if self.feedback_count else None

@@ -270,6 +270,8 @@ def _row(root: Path, bundle: BundleRead, stamp: str) -> RunRow:
         output_tokens=tally.tokens["output_tokens"], models=tuple(tally.models),
         latency_p50_ms=_nearest_rank(latencies, 0.50) if latencies else None,
         latency_p95_ms=_nearest_rank(latencies, 0.95) if latencies else None,
-        problems=tuple(tally.problems), feedback_count=feedback_count, feedback_mean=feedback_mean,
+        problems=tuple(tally.problems),
+        diagnostics=tuple(dict.fromkeys(diagnostic.code.value for diagnostic in bundle.diagnostics)),
+        feedback_count=feedback_count, feedback_mean=feedback_mean,
         search_text="\n".join(tally.text).lower(), stamp=stamp,
     )

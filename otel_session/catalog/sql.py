@@ -88,6 +88,7 @@ runs = Table(
     Column("latency_p50_ms", Float),
     Column("latency_p95_ms", Float),
     Column("problems", Text, nullable=False),
+    Column("diagnostics", Text, nullable=False),
     Column("feedback_mean", Float),
     Column("search_text", Text, nullable=False),
     Column("stamp", String(256), nullable=False),
@@ -109,6 +110,7 @@ facets = Table("facets", metadata, Column("name", String(16), primary_key=True),
 _SORT_COLUMNS = {key: runs.c[key.value] for key in SortKey if key.value in runs.c}
 _SORT_COLUMNS[SortKey.FEEDBACK] = runs.c.feedback_mean
 _ROW_FIELDS = [column.name for column in runs.columns]
+_JSON_FIELDS = ("models", "problems", "diagnostics")
 
 
 def _insert(dialect: str) -> Any:
@@ -121,16 +123,16 @@ def _insert(dialect: str) -> Any:
 
 
 def _values(row: RunRow) -> dict[str, Any]:
-    values = {name: getattr(row, name) for name in _ROW_FIELDS if name not in ("scope", "models", "problems", "tokens")}
-    values.update(scope=row.scope.value, models=orjson.dumps(list(row.models)).decode(),
-                  problems=orjson.dumps(list(row.problems)).decode(), tokens=row.tokens)
+    values = {name: getattr(row, name) for name in _ROW_FIELDS if name not in ("scope", "tokens", *_JSON_FIELDS)}
+    values.update({name: orjson.dumps(list(getattr(row, name))).decode() for name in _JSON_FIELDS})
+    values.update(scope=row.scope.value, tokens=row.tokens)
     return values
 
 
 def _row(mapping: Any) -> RunRow:
     values = dict(mapping)
-    values.update(scope=Scope(values["scope"]), models=tuple(orjson.loads(values["models"])),
-                  problems=tuple(orjson.loads(values["problems"])))
+    values.update({name: tuple(orjson.loads(values[name])) for name in _JSON_FIELDS})
+    values["scope"] = Scope(values["scope"])
     values.pop("tokens")
     return RunRow(**values)
 

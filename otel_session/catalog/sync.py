@@ -91,7 +91,7 @@ def catch_up(catalog: Catalog, root: Path) -> CaughtUp:
         elif row.stamp != bundle_stamp(path):
             changed.append(path)
     if missing:
-        logger.warning("catalog: adding %d bundle(s) it lacks under %s, in the background", len(missing), root)
+        logger.warning("catalog: adding %d bundle(s) it lacks under %s", len(missing), root)
     _write_rows(catalog, root, missing + changed, None)
     removed = catalog.remove([path for path in known if path not in present])
     if removed:
