@@ -30,9 +30,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from otel_session.catalog import (
     BadQuery, CatalogError, CatalogKeeper, Order, RunQuery, RunRow, Scope, SortKey, SqlCatalog, StatusFilter,
-    open_catalog, scan_catalog, time_prefix,
+    open_catalog, row_cursor, scan_catalog, session_cursor, time_prefix,
 )
 from otel_session.catalog.rows import bundle_stamp, row_of
 from otel_session.core.log import get_logger
@@ -52,6 +54,10 @@ _RUNS_PER_SESSION = 5
 """Runs shown with each session of ``/api/sessions`` (its page lists them all): with 50 sessions a
 page, the default answer stays far below 256 KiB at any size."""
 _LISTED_PROBLEMS = 3
+_PROBLEM_CHARS = 200
+_MAX_ANSWER_BYTES = 224 * 1024
+"""A list answer ends its page early (its ``next_cursor`` continues) rather than grow past this:
+every answer stays under 256 KiB however long the ids, agents or problems it shows."""
 _FRESH_PASS_S = 5.0
 """A list asks the keeper for a pass when its last one is older (runs other writers added or deleted)."""
 
@@ -114,11 +120,26 @@ def run_query(args: Mapping[str, str], *, scope: Scope | None = None) -> RunQuer
 
 
 def _entry(row: RunRow) -> dict[str, Any]:
-    """A run as a list shows it: its first problems only (``problem_count`` says how many)."""
+    """A run as a list shows it: its first problems only (``problem_count`` says how many), each
+    message cut at 200 characters."""
     entry = row.as_json()
     entry["problem_count"] = len(row.problems)
-    entry["problems"] = entry["problems"][:_LISTED_PROBLEMS]
+    entry["problems"] = [{**problem, "message": str(problem.get("message", ""))[:_PROBLEM_CHARS]}
+                         for problem in row.problems[:_LISTED_PROBLEMS]]
     return entry
+
+
+def _within_budget(items: list[Any], entry: Any) -> tuple[list[dict[str, Any]], bool]:
+    """The entries of ``items`` (``entry(item)``) that fit the answer's byte budget; whether all did."""
+    entries: list[dict[str, Any]] = []
+    size = 0
+    for item in items:
+        made = entry(item)
+        size += len(orjson.dumps(made)) + 1
+        if size > _MAX_ANSWER_BYTES and entries:
+            return entries, False
+        entries.append(made)
+    return entries, True
 
 
 class Listing:
@@ -181,16 +202,19 @@ class Listing:
 
     def runs(self, query: RunQuery) -> dict[str, Any]:
         (page, facets), warning = self._answer(lambda catalog: (catalog.page(query), catalog.facets()))
-        answer = {"runs": [_entry(row) for row in page.rows], "next_cursor": page.next_cursor, "total": page.total,
+        entries, whole = _within_budget(page.rows, _entry)
+        next_cursor = page.next_cursor if whole else row_cursor(query.sort, query.order, page.rows[len(entries) - 1])
+        answer = {"runs": entries, "next_cursor": next_cursor, "total": page.total,
                   "offset": query.offset if query.cursor is None else None, "limit": query.limit, "facets": facets}
         return {**answer, "warning": warning} if warning else answer
 
     def sessions(self, query: RunQuery) -> dict[str, Any]:
         page, warning = self._answer(lambda catalog: catalog.sessions_page(query, runs_per_session=_RUNS_PER_SESSION))
-        listed = [{"session_id": group.session_id, "directory": group.directory, "run_count": group.run_count,
-                   "newest_created_at": group.newest_created_at, "runs": [_entry(row) for row in group.runs]}
-                  for group in page.sessions]
-        answer = {"sessions": listed, "next_cursor": page.next_cursor, "limit": query.limit}
+        listed, whole = _within_budget(page.sessions, lambda group: {
+            "session_id": group.session_id, "directory": group.directory, "run_count": group.run_count,
+            "newest_created_at": group.newest_created_at, "runs": [_entry(row) for row in group.runs]})
+        next_cursor = page.next_cursor if whole else session_cursor(page.sessions[len(listed) - 1])
+        answer = {"sessions": listed, "next_cursor": next_cursor, "limit": query.limit}
         return {**answer, "warning": warning} if warning else answer
 
     def rows(self, run_paths: list[Path]) -> dict[Path, RunRow]:
@@ -219,6 +243,7 @@ class Listing:
         return found
 
     def feedback_changed(self, run_path: Path, count: int, mean: float | None) -> None:
+        self._ready()  # a first pass still reading the bundle would write the row back without it
         if self.catalog is not None and self.problem is None:
             try:
                 self.catalog.set_feedback(run_path.relative_to(self.root).as_posix(), count, mean)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .cursor import row_cursor, session_cursor
 from .hook import CatalogHook, catalog_disabled, writer_hooks
 from .model import (
     BadQuery, Catalog, CatalogError, CatalogUnavailable, Known, Order, Page, RunQuery, RunRow, Scope, SessionGroup,
@@ -34,7 +35,7 @@ __all__ = [
     "CATALOG_FILE", "ENV_CATALOG", "SCHEMA_VERSION", "BadQuery", "Catalog", "CatalogError", "CatalogHook",
     "CatalogKeeper", "CatalogUnavailable", "CaughtUp", "Known", "Order", "Page", "Reindexed", "RunQuery", "RunRow",
     "Scope", "SessionGroup", "SessionsPage", "SortKey", "SqlCatalog", "StatusFilter", "catalog_disabled", "catalog_url",
-    "catch_up", "open_catalog", "reindex", "scan_catalog", "time_prefix", "writer_hooks",
+    "catch_up", "open_catalog", "reindex", "row_cursor", "scan_catalog", "session_cursor", "time_prefix", "writer_hooks",
 ]
 
 

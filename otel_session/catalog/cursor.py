@@ -3,6 +3,8 @@
 Contract::
 
     token = encode_cursor(sort, order, (value, created_at, path))
+    token = row_cursor(sort, order, row)          # the page that ends at ``row`` continues after it
+    token = session_cursor(group)                 # the sessions page that ends at ``group``
     value, created_at, path = decode_cursor(token, sort, order)   # BadQuery on anything else
 
 A cursor names the last row of a page by its sort value, ``created_at`` and ``path`` (the row's
@@ -19,9 +21,9 @@ from typing import Any
 
 import orjson
 
-from .model import BadQuery, Order, SortKey
+from .model import BadQuery, Order, RunRow, SessionGroup, SortKey
 
-__all__ = ["decode_cursor", "encode_cursor"]
+__all__ = ["decode_cursor", "encode_cursor", "row_cursor", "session_cursor"]
 
 _MAX_CURSOR_CHARS = 2048
 _MAX_TEXT = 1024
@@ -29,6 +31,20 @@ _MAX_TEXT = 1024
 
 def encode_cursor(sort: SortKey, order: Order, position: tuple[Any, str, str]) -> str:
     return base64.urlsafe_b64encode(orjson.dumps([sort.value, order.value, *position])).decode().rstrip("=")
+
+
+def row_cursor(sort: SortKey, order: Order, row: RunRow) -> str:
+    if sort is SortKey.TOKENS:
+        value = row.tokens
+    elif sort is SortKey.FEEDBACK:
+        value = row.feedback_mean
+    else:
+        value = getattr(row, sort.value)
+    return encode_cursor(sort, order, (value, row.created_at, row.path))
+
+
+def session_cursor(group: SessionGroup) -> str:
+    return encode_cursor(SortKey.CREATED_AT, Order.DESC, (None, group.newest_created_at, group.directory))
 
 
 def decode_cursor(token: str, sort: SortKey, order: Order) -> tuple[Any, str, str]:

@@ -36,7 +36,7 @@ from sqlalchemy.pool import StaticPool
 
 from otel_session.core.log import get_logger
 
-from .cursor import decode_cursor, encode_cursor
+from .cursor import decode_cursor, row_cursor, session_cursor
 from .model import (
     CatalogUnavailable, Known, Order, Page, RunQuery, RunRow, Scope, SessionGroup, SessionsPage, SortKey, StatusFilter,
 )
@@ -359,12 +359,7 @@ class SqlCatalog:
             total = (connection.execute(select(func.count()).select_from(runs).where(*conditions)).scalar_one()
                      if query.with_total else None)
         page = found[: query.limit]
-        next_cursor = None
-        if len(found) > query.limit:
-            last = page[-1]
-            value = last.tokens if query.sort is SortKey.TOKENS else (
-                last.feedback_mean if query.sort is SortKey.FEEDBACK else getattr(last, query.sort.value))
-            next_cursor = encode_cursor(query.sort, query.order, (value, last.created_at, last.path))
+        next_cursor = row_cursor(query.sort, query.order, page[-1]) if len(found) > query.limit else None
         return Page(page, next_cursor, total)
 
     def sessions_page(self, query: RunQuery, *, runs_per_session: int = 20) -> SessionsPage:
@@ -398,11 +393,7 @@ class SqlCatalog:
                     by_directory[mapping["directory"]].append(_row(mapping))
         listed = [SessionGroup(directory, session_id, newest, count, by_directory[directory])
                   for directory, session_id, newest, count in groups]
-        next_cursor = None
-        if more:
-            last = listed[-1]
-            next_cursor = encode_cursor(SortKey.CREATED_AT, Order.DESC, (None, last.newest_created_at, last.directory))
-        return SessionsPage(listed, next_cursor)
+        return SessionsPage(listed, session_cursor(listed[-1]) if more else None)
 
 
 def _sort_keys(sort: SortKey, column: Any) -> list[tuple[Any, bool]]:
