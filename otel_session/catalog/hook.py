@@ -8,7 +8,8 @@ Contract::
     hook.close()
 
 Runs opened since the last pass get a row from their ``run.json`` (no bundle read); runs sealed
-in the pass get their full row (``rows.row_of``: the just-written journal, from the page cache).
+in the pass get their full row (``rows.sealed_row``: the just-written journal, from the page cache,
+only the records a row counts parsed).
 Both go in one transaction. A catalog that cannot be opened or written is logged (once a minute
 at most) and skipped: recording never depends on it, and a later pass of a keeper, or
 ``otel-session reindex``, brings the rows back. ``OTEL_SESSION_CATALOG=off`` turns it off.
@@ -26,7 +27,7 @@ from typing import Any
 from otel_session.core.log import get_logger
 
 from .model import CatalogError
-from .rows import opened_row, row_of
+from .rows import opened_row, sealed_row
 from .sql import SqlCatalog, catalog_url
 
 __all__ = ["CatalogHook", "catalog_disabled", "writer_hooks"]
@@ -63,8 +64,7 @@ class CatalogHook:
                 sealed_set = set(sealed)
                 opened_rows = [opened_row(self.root, Path(path), manifest) for path, manifest in opened
                                if path not in sealed_set]
-                catalog.upsert_opened(opened_rows)
-                catalog.upsert_sealed([row_of(self.root, Path(path)) for path in sorted(sealed_set)])
+                catalog.write(opened=opened_rows, sealed=[sealed_row(self.root, Path(path)) for path in sorted(sealed_set)])
         except CatalogError as exc:
             now = time.monotonic()
             if now - self._warned_at >= _WARN_EVERY_S:

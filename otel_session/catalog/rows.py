@@ -3,6 +3,7 @@
 Contract::
 
     row = row_of(root, run_path)          # reads run.json, capture.json, the journal, feedback; never raises
+    row = sealed_row(root, run_path)      # the same, for a run its writer has just sealed: faster
     row = opened_row(root, run_path, manifest)   # the row of a run just opened: ids and times only
     stamp = bundle_stamp(run_path)        # sizes and times of the bundle's files (a changed bundle)
 
@@ -28,12 +29,13 @@ from typing import Any
 
 import orjson
 
-from otel_session.bundle.read import BundleRead, read_bundle
+from otel_session.bundle.read import BundleRead, BundleStatus, DiagnosticCode, read_bundle, read_manifest
 from otel_session.core import layout
+from otel_session.core.journal import TRUNCATED_FIELD, CaptureStatus
 
 from .model import RunRow, Scope
 
-__all__ = ["MAX_SEARCH_TEXT", "bundle_stamp", "feedback_score", "opened_row", "row_of"]
+__all__ = ["MAX_SEARCH_TEXT", "bundle_stamp", "feedback_score", "opened_row", "row_of", "sealed_row"]
 
 MAX_SEARCH_TEXT = 4000
 """Characters of message text kept per run for the text filter."""
@@ -41,6 +43,13 @@ MAX_SEARCH_TEXT = 4000
 _MAX_PROBLEMS = 20
 _MAX_MODELS = 8
 _STAMPED = (layout.RUN_FILE, layout.EVENTS_FILE, layout.CAPTURE_FILE, layout.FEEDBACK_FILE)
+_TALLIED = frozenset(name.encode() for name in (
+    "run_started", "run_finished", "turn_started", "turn_finished", "message_started", "message_finished",
+    "tool_execution_started", "tool_execution_finished", "guard_evaluated", "upstream_drop"))
+"""The record types a row counts; the rest (deltas, slot writes, updates: most of a journal) are not parsed."""
+_TYPE_KEY = b'"type":"'
+_TRUNCATED_MARK = b'"%s":"depth"' % TRUNCATED_FIELD.encode()
+_SEALED = frozenset({CaptureStatus.COMPLETE.value, CaptureStatus.FAILED.value})
 
 
 def _ms(at: Any) -> float | None:
@@ -238,7 +247,46 @@ def row_of(root: Path, run_path: Path) -> RunRow:
     return _row(root, read_bundle(run_path), stamp)
 
 
-def _row(root: Path, bundle: BundleRead, stamp: str) -> RunRow:
+def sealed_row(root: Path, run_path: Path) -> RunRow:
+    """The row of a run its writer has just sealed, parsing only the records a row counts.
+
+    It leans on what the writer guarantees of a bundle it sealed (a manifest, a terminal capture
+    that counts every line, one record a line, seqs in order) and checks the cheap parts of it:
+    when anything is not so, the row is :func:`row_of`'s (the tolerant reader's verdict). Its
+    integrity is the capture's status; its diagnostics the warnings a sealed bundle may carry
+    (upstream drops, values cut for depth)."""
+    stamp = bundle_stamp(run_path)
+    manifest = read_manifest(run_path)
+    try:
+        capture = orjson.loads((run_path / layout.CAPTURE_FILE).read_bytes())
+        data = (run_path / layout.EVENTS_FILE).read_bytes()
+    except (OSError, orjson.JSONDecodeError):
+        return row_of(root, run_path)
+    lines = data.split(b"\n")
+    if (manifest is None or not isinstance(capture, dict) or capture.get("status") not in _SEALED
+            or lines.pop() != b"" or capture.get("event_count") != len(lines)):
+        return row_of(root, run_path)
+    events: list[dict[str, Any]] = []
+    try:
+        for line in lines:
+            start = line.find(_TYPE_KEY) + len(_TYPE_KEY)
+            if line[start : line.find(b'"', start)] in _TALLIED:
+                events.append(orjson.loads(line))
+        edges = [orjson.loads(lines[0]), orjson.loads(lines[-1])] if lines else []
+    except orjson.JSONDecodeError:
+        return row_of(root, run_path)
+    diagnostics = []
+    if any(event["type"] == "upstream_drop" for event in events):
+        diagnostics.append(DiagnosticCode.UPSTREAM_DROP)
+    if _TRUNCATED_MARK in data:
+        diagnostics.append(DiagnosticCode.VALUE_TRUNCATED)
+    bundle = BundleRead(run_path, BundleStatus(capture["status"]), manifest, capture, events, [])
+    return _row(root, bundle, stamp, event_count=len(lines), edges=edges,
+                diagnostics=tuple(code.value for code in diagnostics))
+
+
+def _row(root: Path, bundle: BundleRead, stamp: str, *, event_count: int | None = None,
+         edges: list[dict[str, Any]] | None = None, diagnostics: tuple[str, ...] | None = None) -> RunRow:
     path, directory, scope = _place(root, bundle.path)
     manifest = bundle.manifest or {}
     capture = bundle.capture or {}
@@ -251,8 +299,9 @@ def _row(root: Path, bundle: BundleRead, stamp: str) -> RunRow:
     if bundle.status.value == "invalid":
         codes = sorted({diagnostic.code.value for diagnostic in bundle.diagnostics})
         tally.problem("invalid_bundle", f"the bundle is invalid: {', '.join(codes)}")
-    started = bundle.events[0]["at"] if bundle.events else None
-    ended = bundle.events[-1]["at"] if bundle.events else None
+    edges = bundle.events if edges is None else edges
+    started = edges[0].get("at") if edges else None
+    ended = edges[-1].get("at") if edges else None
     start_ms, end_ms = _ms(started), _ms(ended)
     latencies = sorted(tally.latencies)
     feedback_count, feedback_mean = feedback_score(bundle.path)
@@ -264,14 +313,15 @@ def _row(root: Path, bundle: BundleRead, stamp: str) -> RunRow:
         capture_status=capture.get("status") if isinstance(capture.get("status"), str) else None,
         integrity=bundle.status.value, status=tally.status(), started_at=started, finished_at=ended,
         duration_ms=round(end_ms - start_ms, 3) if start_ms is not None and end_ms is not None else None,
-        event_count=len(bundle.events), turns=tally.turns, messages=tally.messages, model_calls=tally.model_calls,
+        event_count=len(bundle.events) if event_count is None else event_count, turns=tally.turns, messages=tally.messages, model_calls=tally.model_calls,
         tool_calls=tally.tool_calls, tool_errors=tally.tool_errors, guards_blocked=tally.guards_blocked,
         repeated_asks=tally.repeated_asks, input_tokens=tally.tokens["input_tokens"],
         output_tokens=tally.tokens["output_tokens"], models=tuple(tally.models),
         latency_p50_ms=_nearest_rank(latencies, 0.50) if latencies else None,
         latency_p95_ms=_nearest_rank(latencies, 0.95) if latencies else None,
         problems=tuple(tally.problems),
-        diagnostics=tuple(dict.fromkeys(diagnostic.code.value for diagnostic in bundle.diagnostics)),
+        diagnostics=tuple(dict.fromkeys(diagnostic.code.value for diagnostic in bundle.diagnostics))
+        if diagnostics is None else diagnostics,
         feedback_count=feedback_count, feedback_mean=feedback_mean,
         search_text="\n".join(tally.text).lower(), stamp=stamp,
     )

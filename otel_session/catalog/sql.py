@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 from sqlalchemy import (
     Column, Connection, Float, Index, Integer, MetaData, String, Table, Text, and_, case, create_engine, delete,
-    event, func, literal, or_, select, true, update,
+    event, func, literal, or_, select, text, true, update,
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DatabaseError, SQLAlchemyError
@@ -113,13 +113,26 @@ _ROW_FIELDS = [column.name for column in runs.columns]
 _JSON_FIELDS = ("models", "problems", "diagnostics")
 
 
-def _insert(dialect: str) -> Any:
-    """The dialect's INSERT with ``on_conflict_do_*`` (SQLite and PostgreSQL spell it alike)."""
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
+def _upsert_text(replace: bool) -> Any:
+    """``INSERT … ON CONFLICT (path) DO UPDATE/NOTHING``: the same SQL in SQLite and PostgreSQL,
+    made once (a statement built for each pass cost more than the rows it wrote)."""
+    names = [column.name for column in runs.columns]
+    conflict = ("DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name in names if name != "path")
+                if replace else "DO NOTHING")
+    return text(f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join(':' + name for name in names)}) "
+                f"ON CONFLICT (path) {conflict}")
+
+
+_ADD_RUN = _upsert_text(replace=False)
+_PUT_RUN = _upsert_text(replace=True)
+_ADD_FACET = text("INSERT INTO facets (name, value) VALUES (:name, :value) ON CONFLICT (name, value) DO NOTHING")
+_COUNT_SESSION = text(
+    "INSERT INTO sessions (directory, scope, session_id, newest_created_at, run_count) "
+    "SELECT directory, max(scope), max(session_id), max(created_at), count(*) FROM runs WHERE directory = :directory "
+    "GROUP BY directory ON CONFLICT (directory) DO UPDATE SET scope = excluded.scope, session_id = excluded.session_id, "
+    "newest_created_at = excluded.newest_created_at, run_count = excluded.run_count")
+_DROP_EMPTY_SESSION = text(
+    "DELETE FROM sessions WHERE directory = :directory AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.directory = :directory)")
 
 
 def _values(row: RunRow) -> dict[str, Any]:
@@ -188,7 +201,7 @@ class SqlCatalog:
             with engine.begin() as connection:
                 metadata.drop_all(connection)
                 metadata.create_all(connection)
-                connection.execute(_insert(engine.dialect.name)(meta_table).values(key="schema", value=SCHEMA_VERSION))
+                connection.execute(meta_table.insert().values(key="schema", value=SCHEMA_VERSION))
             self.rebuilt = True
         return engine
 
@@ -229,54 +242,26 @@ class SqlCatalog:
     # -- writing -----------------------------------------------------------------------------
 
     def upsert_opened(self, rows: Iterable[RunRow]) -> None:
-        self._upsert(list(rows), replace=False)
+        self.write(opened=list(rows))
 
     def upsert_sealed(self, rows: Iterable[RunRow]) -> None:
-        self._upsert(list(rows), replace=True)
+        self.write(sealed=list(rows))
 
-    def _upsert(self, rows: list[RunRow], *, replace: bool) -> None:
-        if not rows:
+    def write(self, *, opened: list[RunRow] = (), sealed: list[RunRow] = ()) -> None:  # type: ignore[assignment]
+        """Both kinds of upsert in one transaction (the writer hook's one per writer pass)."""
+        if not opened and not sealed:
             return
-        insert = _insert(self._engine.dialect.name)
         with self._transaction() as connection:
-            for start in range(0, len(rows), _BATCH):
-                batch = [_values(row) for row in rows[start : start + _BATCH]]
-                statement = insert(runs)
-                if replace:
-                    statement = statement.on_conflict_do_update(
-                        index_elements=[runs.c.path],
-                        set_={name: statement.excluded[name] for name in _ROW_FIELDS if name != "path"})
-                else:
-                    statement = statement.on_conflict_do_nothing(index_elements=[runs.c.path])
-                connection.execute(statement, batch)
-                facet_values = {(name, value) for values in batch for name in _FACETS
-                                if isinstance(value := values[name], str)}
-                if facet_values:
-                    connection.execute(insert(facets).on_conflict_do_nothing(),
-                                       [{"name": name, "value": value} for name, value in facet_values])
-            self._refresh_sessions(connection, {row.directory for row in rows})
-
-    def _refresh_sessions(self, connection: Connection, directories: set[str]) -> None:
-        """Recount the session rows of ``directories`` from their runs (a session with none goes)."""
-        insert = _insert(self._engine.dialect.name)
-        for chunk in _chunks(sorted(directories), _BATCH):
-            grouped = connection.execute(
-                select(runs.c.directory, func.max(runs.c.scope), func.max(runs.c.session_id),
-                       func.max(runs.c.created_at), func.count())
-                .where(runs.c.directory.in_(chunk)).group_by(runs.c.directory)
-            ).all()
-            found = {directory for directory, *_ in grouped}
-            if grouped:
-                statement = insert(sessions)
-                connection.execute(
-                    statement.on_conflict_do_update(
-                        index_elements=[sessions.c.directory],
-                        set_={name: statement.excluded[name] for name in ("scope", "session_id", "newest_created_at", "run_count")}),
-                    [{"directory": directory, "scope": scope, "session_id": session_id, "newest_created_at": newest,
-                      "run_count": count} for directory, scope, session_id, newest, count in grouped])
-            gone = [directory for directory in chunk if directory not in found]
-            if gone:
-                connection.execute(delete(sessions).where(sessions.c.directory.in_(gone)))
+            for rows, statement in ((opened, _ADD_RUN), (sealed, _PUT_RUN)):
+                for start in range(0, len(rows), _BATCH):
+                    batch = [_values(row) for row in rows[start : start + _BATCH]]
+                    connection.execute(statement, batch)
+                    facet_values = [{"name": name, "value": value} for name, value in
+                                    {(name, values[name]) for values in batch for name in _FACETS if isinstance(values[name], str)}]
+                    if facet_values:
+                        connection.execute(_ADD_FACET, facet_values)
+            directories = {row.directory for row in opened} | {row.directory for row in sealed}
+            connection.execute(_COUNT_SESSION, [{"directory": directory} for directory in sorted(directories)])
 
     def remove(self, paths: Iterable[str]) -> int:
         paths = sorted(set(paths))
@@ -289,7 +274,10 @@ class SqlCatalog:
                 directories.update(connection.execute(
                     select(runs.c.directory).where(runs.c.path.in_(chunk)).distinct()).scalars())
                 removed += connection.execute(delete(runs).where(runs.c.path.in_(chunk))).rowcount or 0
-            self._refresh_sessions(connection, directories)
+            if directories:
+                parameters = [{"directory": directory} for directory in sorted(directories)]
+                connection.execute(_COUNT_SESSION, parameters)
+                connection.execute(_DROP_EMPTY_SESSION, parameters)
             connection.execute(delete(facets))
             for name in _FACETS:
                 connection.execute(facets.insert().from_select(

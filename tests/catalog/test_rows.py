@@ -8,6 +8,7 @@ import pytest
 
 from otel_session.bundle.read import read_bundle
 from otel_session.catalog import RunQuery, SqlCatalog
+from otel_session.core.journal import MAX_DEPTH
 from otel_session.replay.facts import build_session_facts
 
 from .conftest import BASE_NS, Script, new_run_id, record_booking
@@ -75,3 +76,36 @@ def test_an_unreadable_bundle_is_a_row_with_its_problem_and_hides_no_other(root:
     (bad,) = [row for row in rows if row.integrity == "invalid"]
     assert bad.session_id is None and bad.run_id == broken.name
     assert any(problem["kind"] == "invalid_bundle" for problem in bad.problems)
+
+
+@pytest.mark.parametrize("voice", [False, True])
+def test_the_writers_fast_row_is_the_tolerant_readers_row(root: Path, writer, voice):
+    from otel_session.catalog.rows import row_of, sealed_row
+
+    run = writer.open_run(session_id="call-3", run_id=new_run_id(), agent="booking", created_at_ns=BASE_NS)
+    script = Script(run, BASE_NS)
+    record_booking(script, voice=voice)
+    script("upstream_drop", {"dropped_events": 3, "dropped_attributes": 0})
+    deep: list = [1]
+    for _ in range(MAX_DEPTH + 5):
+        deep = [deep]
+    script("slot_write", {"slot": "deep", "value": deep})
+    script("run_finished", {"status": "ok"})
+    run.close()
+    assert run.wait_sealed(10)
+    fast = sealed_row(root, run.path)
+    assert fast == row_of(root, run.path)
+    assert set(fast.diagnostics) == {"upstream_drop", "value_truncated"}
+
+
+def test_the_fast_row_falls_back_to_the_reader_on_a_bundle_that_is_not_as_sealed(root: Path, writer):
+    from otel_session.catalog.rows import sealed_row
+
+    run = writer.open_run(session_id="call-4", run_id=new_run_id(), created_at_ns=BASE_NS)
+    run.append("run_started", {"kind": "live"}, at_ns=BASE_NS)
+    run.close(run_status="ok")
+    assert run.wait_sealed(10)
+    with open(run.path / "events.ndjson", "ab") as journal:
+        journal.write(b"{not json}\n")
+    row = sealed_row(root, run.path)
+    assert row.integrity == "invalid" and "count_mismatch" in row.diagnostics
