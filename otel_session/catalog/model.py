@@ -244,6 +244,9 @@ class Catalog(Protocol):
     def remove(self, paths: Iterable[str]) -> int:
         """Drop the rows of these run paths (bundles deleted); how many were there."""
 
+    def clear(self) -> None:
+        """Forget every row."""
+
     def remove_missing(self, present: Iterable[str]) -> int:
         """Drop every row whose path is not in ``present`` (the run directories a full pass found)."""
 

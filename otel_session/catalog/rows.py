@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import os
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ import orjson
 
 from otel_session.bundle.read import BundleRead, BundleStatus, DiagnosticCode, read_bundle, read_manifest
 from otel_session.core import layout
-from otel_session.core.journal import TRUNCATED_FIELD, CaptureStatus
+from otel_session.core.journal import TRUNCATED_FIELD, CaptureStatus, parse_timestamp
 
 from .model import RunRow, Scope
 
@@ -53,12 +52,8 @@ _SEALED = frozenset({CaptureStatus.COMPLETE.value, CaptureStatus.FAILED.value})
 
 
 def _ms(at: Any) -> float | None:
-    if not isinstance(at, str):
-        return None
-    try:
-        return datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() * 1000
-    except ValueError:
-        return None
+    ns = parse_timestamp(at)
+    return None if ns is None else ns / 1e6
 
 
 def _payload(event: dict[str, Any]) -> dict[str, Any]:
@@ -224,7 +219,10 @@ def feedback_score(run_path: str | os.PathLike[str]) -> tuple[int, float | None]
 
 
 def _place(root: Path, run_path: Path) -> tuple[str, str, Scope]:
-    relative = run_path.relative_to(root).as_posix()
+    root_name, path_name = os.fspath(root), os.fspath(run_path)
+    if not path_name.startswith(root_name + os.sep):
+        raise ValueError(f"{path_name} is not under {root_name}")
+    relative = path_name[len(root_name) + 1 :].replace(os.sep, "/")
     directory = relative.rpartition("/")[0]
     return relative, directory, Scope.EVAL if relative.startswith("evals/") else Scope.LIVE
 

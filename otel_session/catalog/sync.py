@@ -10,30 +10,38 @@ Contract::
 A pass lists the run directories (``sessions/*/run-*``, ``evals/*/sessions/*/run-*``) and compares
 each one's stamp (sizes and times of its files) with its row: a directory without a row is read and
 added, one whose stamp changed (a bundle replaced, feedback appended, a recording run grown) is
-read again, a row without a directory is dropped. Reading is ``rows.row_of`` (the tolerant reader:
-an unreadable bundle becomes a row with its problem). Rows are written in batches.
+read again, a row without a directory is dropped. Reading is ``rows.sealed_row`` (only the records a row
+counts; the tolerant reader ``rows.row_of`` for anything but a well-sealed bundle, so an unreadable
+bundle becomes a row with its problem). Rows are written in batches; a reindex of many runs, asked
+for by a process with one thread (the CLI), reads them in forked workers (one a core, up to 4)
+while the catalog is written.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from otel_session.bundle.read import iter_run_dirs
 from otel_session.core.log import get_logger
 
-from .model import Catalog, CatalogError
-from .rows import bundle_stamp, row_of
+from .model import Catalog, CatalogError, RunRow
+from .rows import bundle_stamp, sealed_row
 
 __all__ = ["CatalogKeeper", "CaughtUp", "Reindexed", "catch_up", "reindex", "run_paths"]
 
 logger = get_logger(__name__)
 
 _BATCH = 1000
+_PARALLEL_FROM = 4000
+"""Runs from which a reindex reads bundles in worker processes (their start costs a fraction of a second)."""
+_MAX_WORKERS = 4
 
 
 @dataclass(frozen=True)
@@ -60,10 +68,25 @@ def run_paths(root: Path) -> Iterator[tuple[str, Path]]:
         yield os.fspath(run_path)[prefix:].replace(os.sep, "/"), run_path
 
 
-def _write_rows(catalog: Catalog, root: Path, paths: list[Path], progress: Callable[[int], None] | None) -> None:
-    for start in range(0, len(paths), _BATCH):
-        batch = paths[start : start + _BATCH]
-        catalog.upsert_sealed([row_of(root, path) for path in batch])
+def _rows(root: Path, paths: list[Path]) -> list[RunRow]:
+    return [sealed_row(root, path) for path in paths]
+
+
+def _write_rows(catalog: Catalog, root: Path, paths: list[Path], progress: Callable[[int], None] | None,
+                *, parallel: bool = False) -> None:
+    batches = [paths[start : start + _BATCH] for start in range(0, len(paths), _BATCH)]
+    workers = min(_MAX_WORKERS, os.cpu_count() or 1)
+    # Forked workers: no re-import, nothing to pickle but paths and rows. Only from a process with one
+    # thread (the CLI's): a fork copies no other thread, and a lock one of them held stays held.
+    if parallel and workers > 1 and len(paths) >= _PARALLEL_FROM and threading.active_count() == 1:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            for rows in pool.map(_rows, [root] * len(batches), batches):
+                catalog.upsert_sealed(rows)
+                if progress is not None:
+                    progress(len(rows))
+        return
+    for batch in batches:
+        catalog.upsert_sealed(_rows(root, batch))
         if progress is not None:
             progress(len(batch))
 
@@ -72,8 +95,8 @@ def reindex(catalog: Catalog, root: Path, *, progress: Callable[[int], None] | N
     """Rebuild the catalog from the bundles under ``root``."""
     started = time.perf_counter()
     paths = [path for _, path in run_paths(root)]
-    catalog.remove_missing(())
-    _write_rows(catalog, root, paths, progress)
+    catalog.clear()
+    _write_rows(catalog, root, paths, progress, parallel=True)
     return Reindexed(len(paths), time.perf_counter() - started)
 
 
