@@ -185,16 +185,19 @@ class Listing:
     def _answer(self, ask: Any) -> tuple[Any, str | None]:
         """``ask(catalog)`` on the catalog, else on a catalog made by a scan, with the warning."""
         self._ready()
-        if self.catalog is not None and self.problem is None:
+        failure = self.keeper.failure if self.keeper is not None else None
+        if self.catalog is not None and self.problem is None and failure is None:
             try:
                 return ask(self.catalog), None
             except BadQuery as exc:
                 raise _bad(str(exc)) from None
             except CatalogError as exc:
                 self._unusable(exc)
+        warning = self.problem or (f"the catalog cannot be kept up to date ({failure}); this list was made by "
+                                   "reading every bundle")
         scanned = scan_catalog(self.root)
         try:
-            return ask(scanned), self.problem
+            return ask(scanned), warning
         except BadQuery as exc:
             raise _bad(str(exc)) from None
         finally:
@@ -238,8 +241,8 @@ class Listing:
         if fresh and self.catalog is not None and self.problem is None:
             try:
                 self.catalog.upsert_sealed(fresh)
-            except CatalogError as exc:
-                self._unusable(exc)
+            except CatalogError as exc:  # rows not kept (a full disk): they are answered all the same
+                logger.warning("catalog: %d row(s) not written: %s", len(fresh), exc)
         return found
 
     def feedback_changed(self, run_path: Path, count: int, mean: float | None) -> None:

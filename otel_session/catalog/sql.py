@@ -49,6 +49,10 @@ ENV_CATALOG = "OTEL_SESSION_CATALOG"
 CATALOG_FILE = ".catalog.sqlite3"
 SCHEMA_VERSION = "1"
 _BUSY_TIMEOUT_S = 30.0
+DISK_RESERVE_BYTES = 64 * 1024 * 1024
+"""An SQLite catalog writes nothing while its file system has less free: the bundles need the
+space first (a catalog's write-ahead log grows by pages per transaction), and a pass adds the rows
+it lacks once there is room again."""
 _BATCH = 500
 _FACETS = ("agent", "service", "eval_id")
 
@@ -155,6 +159,7 @@ def _on_sqlite_connect(connection: Any, _record: Any) -> None:
     cursor.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
     cursor.execute("PRAGMA journal_mode = WAL")
     cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.execute("PRAGMA journal_size_limit = 4194304")  # the log is cut back to 4 MiB after a checkpoint
     cursor.close()
 
 
@@ -214,6 +219,19 @@ class SqlCatalog:
                 return None
             return connection.execute(select(meta_table.c.value).where(meta_table.c.key == "schema")).scalar()
 
+    def _check_room(self) -> None:
+        """:class:`CatalogUnavailable` when an SQLite catalog's file system is nearly full."""
+        database = self.url.removeprefix("sqlite:///")
+        if not self.url.startswith("sqlite:///") or not database or database == ":memory:":
+            return
+        try:
+            stat = os.statvfs(os.path.dirname(database) or ".")
+        except OSError:
+            return
+        if stat.f_bavail * stat.f_frsize < DISK_RESERVE_BYTES:
+            raise CatalogUnavailable(f"the disk holding the catalog {self._shown()} has less than "
+                                     f"{DISK_RESERVE_BYTES >> 20} MiB free: the bundles have it first")
+
     def _remove_sqlite_files(self) -> None:
         database = self.url.removeprefix("sqlite:///")
         if self.url.startswith("sqlite:///") and database:
@@ -251,6 +269,7 @@ class SqlCatalog:
         """Both kinds of upsert in one transaction (the writer hook's one per writer pass)."""
         if not opened and not sealed:
             return
+        self._check_room()
         with self._transaction() as connection:
             for rows, statement in ((opened, _ADD_RUN), (sealed, _PUT_RUN)):
                 for start in range(0, len(rows), _BATCH):

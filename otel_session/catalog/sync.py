@@ -133,6 +133,8 @@ class CatalogKeeper:
         self.first_pass = threading.Event()
         """Set when the first pass ended (done or failed)."""
         self.last: CaughtUp | None = None
+        self.failure: str | None = None
+        """Why the last pass failed (the catalog cannot be kept true: lists should scan); None after one that did not."""
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="otel-session-catalog", daemon=True)
@@ -155,10 +157,14 @@ class CatalogKeeper:
         while not self._stop.is_set():
             try:
                 self.last = catch_up(self.catalog, self.root)
+                self.failure = None
             except CatalogError as exc:
-                logger.warning("catalog: a pass over %s failed: %s", self.root, exc)
-            except Exception:  # noqa: BLE001 - a bug in one pass must not end the keeper
+                if self.failure is None:
+                    logger.warning("catalog: a pass over %s failed: %s", self.root, exc)
+                self.failure = str(exc)
+            except Exception as exc:  # noqa: BLE001 - a bug in one pass must not end the keeper
                 logger.exception("catalog: a pass over %s failed", self.root)
+                self.failure = f"{type(exc).__name__}: {exc}"
             self.first_pass.set()
             self._wake.wait(self.interval_s)
             self._wake.clear()

@@ -107,3 +107,34 @@ def test_an_unusable_catalog_lists_from_a_scan_and_says_so(root: Path, tmp_path:
         assert len(_get(app.test_client(), "/api/sessions")["sessions"]) == 3
     finally:
         app.extensions["otel_session_listing"].close()
+
+
+def test_a_catalog_on_a_nearly_full_disk_writes_nothing_and_lists_scan_with_a_warning(tmp_path: Path):
+    import subprocess
+
+    from otel_session.bundle.write import BundleWriter
+    from otel_session.catalog import CatalogHook
+
+    point = tmp_path / "tiny"
+    point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs", str(point)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
+    try:
+        root = point / "bundles"
+        writer = BundleWriter(root, hooks=CatalogHook(root))
+        try:
+            ids = write_runs(writer, 3)  # recorded whole: the catalog gives way to the bundles
+        finally:
+            writer.shutdown()
+        assert not (root / ".catalog.sqlite3-wal").exists() or (root / ".catalog.sqlite3-wal").stat().st_size == 0
+        app = create_app({"BUNDLE_DIR": str(root), "TESTING": True})
+        try:
+            answer = _get(app.test_client(), "/api/runs")
+            assert sorted(run["run_id"] for run in answer["runs"]) == sorted(ids)
+            assert "cannot be kept up to date" in answer["warning"] and "MiB free" in answer["warning"]
+        finally:
+            app.extensions["otel_session_listing"].close()
+    finally:
+        subprocess.run(["umount", "-l", str(point)], check=False)
