@@ -28,6 +28,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from otel_session.collector.otlp import OtlpDecodeError, log_events_of, parse_json, spans_of
 from otel_session.collector.sink import BundleSink, EventRedactor, Overloaded, RejectReason
 from otel_session.bundle.write import BundleWriter
+from otel_session.catalog import writer_hooks
 
 __all__ = ["ImportReport", "import_files"]
 
@@ -61,7 +62,7 @@ def import_files(
 ) -> ImportReport:
     """Import every line of every file in ``paths``; ``progress`` gets the bytes read so far."""
     report = ImportReport()
-    writer = BundleWriter(root, identifier=getattr(redactor, "identifier", None))
+    writer = BundleWriter(root, identifier=getattr(redactor, "identifier", None), hooks=writer_hooks(root))
     sink = BundleSink(writer, redactor, seal_after_s=float("inf"), hold_logs_s=float("inf"), ack_after_write=False,
                       repeats_expected=True)
     try:

@@ -33,7 +33,6 @@ module has the full table, framing errors included).
 from __future__ import annotations
 
 import contextlib
-import errno
 import gc
 import os
 import resource
@@ -76,6 +75,7 @@ from otel_session.collector.sink import BundleSink, Counters, EventRedactor, Ove
 from otel_session.core.log import get_logger
 from otel_session.bundle.read import iter_runs
 from otel_session.bundle.write import BundleWriter, WriterLimits
+from otel_session.catalog import CatalogError, CatalogKeeper, open_catalog, writer_hooks
 
 __all__ = [
     "SERVING_GC_THRESHOLD",
@@ -94,6 +94,8 @@ logger = get_logger(__name__)
 _MAX_CONCURRENT_EXPORTS = 64
 _GRPC_WORKERS = 16
 _DRAIN_TIMEOUT_MS = 600_000
+_CATALOG_PASS_S = 300.0
+"""How often a collector's catalog keeper looks for bundles it lacks (its own runs are written as they go)."""
 _SERVICES = {
     Signal.TRACES: trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name,
     Signal.LOGS: logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name,
@@ -311,7 +313,9 @@ class Collector:
         self.root = Path(root)
         self.redactor = redactor if redactor is not None else default_redactor(self.root)
         self.counters = Counters()
-        self.writer = BundleWriter(self.root, limits=writer_limits, identifier=getattr(self.redactor, "identifier", None))
+        self.writer = BundleWriter(self.root, limits=writer_limits, identifier=getattr(self.redactor, "identifier", None),
+                                   hooks=writer_hooks(self.root) if bundle else None)
+        self._catalog_keeper: CatalogKeeper | None = None
         self.sink = BundleSink(self.writer, self.redactor, options, counters=self.counters)
         self.forwarder = (
             Forwarder(
@@ -353,6 +357,7 @@ class Collector:
         if isinstance(self.receiver, Receiver):  # runs a crashed collector left open continue, or end interrupted
             self.writer.remove_abandoned_builds()
             self.sink.resume_orphans(iter_runs(self.root, include_evals=True))
+            self._catalog_keeper = _start_catalog_keeper(self.root)
         if self._grpc_address:
             self._grpc_server = grpc.server(
                 futures.ThreadPoolExecutor(max_workers=_GRPC_WORKERS, thread_name_prefix="otlp-grpc"),
@@ -443,6 +448,9 @@ class Collector:
         # shutdown's own bound still applies).
         self.writer.shutdown(timeout_millis=_DRAIN_TIMEOUT_MS)
         self.counters.refusal_log.flush(force=True)
+        if self._catalog_keeper is not None:
+            self._catalog_keeper.stop()
+            self._catalog_keeper.catalog.close()
         logger.info("collector stopped: %s", self.counters.status_line())
 
     def _tick(self) -> None:
@@ -463,6 +471,17 @@ class Collector:
                 if status != last_status:
                     logger.info("collector status: %s open_runs=%d", status, self.sink.open_run_count)
                     last_status = status
+
+
+def _start_catalog_keeper(root: Path) -> CatalogKeeper | None:
+    """Catch the run catalog up with the bundles under ``root`` in the background (ones it lacks
+    added, deleted ones dropped; SPEC §5.6); None when it is off or cannot be opened (logged)."""
+    try:
+        catalog = open_catalog(root)
+    except CatalogError as exc:
+        logger.warning("catalog: unusable (%s); recording goes on without it", exc)
+        return None
+    return CatalogKeeper(catalog, root, interval_s=_CATALOG_PASS_S).start() if catalog is not None else None
 
 
 def _guarded_stop(listener: str, stop: Callable[[], object]) -> None:

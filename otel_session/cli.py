@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import click
@@ -14,8 +13,13 @@ from otel_session.bundle.archive import is_bundle_archive, read_bundle_archive
 from otel_session.cli_replay import export_html, facts, replay
 from otel_session.collector.cli import collect, import_command
 from otel_session.demo.commands import demo
-from otel_session.replay.listing import ListedRun
-from otel_session.bundle.read import BundleRead, BundleStatus, find_bundles, iter_run_dirs, read_bundle
+from otel_session.bundle.read import BundleRead, BundleStatus, find_bundles, read_bundle
+from otel_session.catalog import (
+    ENV_CATALOG, BadQuery, CatalogError, RunQuery, Scope, StatusFilter, open_catalog, time_prefix,
+)
+from otel_session.catalog import reindex as catalog_reindex
+from otel_session.catalog.sync import run_paths
+from otel_session.replay.listing import list_sessions
 from otel_session.viewer.serve import view
 
 
@@ -65,35 +69,83 @@ def _verify_line(result: BundleRead) -> str:
     return f"{line}  ({details})" if details else line
 
 
-@main.command()
-@config.bundle_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--evals", is_flag=True, help="Include eval runs (never part of the live index).")
-def sessions(bundle_root: Path | None, as_json: bool, evals: bool) -> None:
-    """List sessions and their runs, newest first, each with its integrity (as ``verify`` reads it).
+_catalog_option = click.option(
+    "--catalog", "catalog_url", default=None, metavar="URL",
+    help=f"The run catalog (default: ${ENV_CATALOG}, else SQLite in the bundle root; 'off' reads every bundle).")
 
-    A run whose ``run.json`` cannot be read is listed too, under its session directory.
-    """
+
+def _root(bundle_root: Path | None) -> Path:
     problem = config.missing_bundle_dir(bundle_root)
     if problem:
         raise click.ClickException(problem)
-    root = config.bundle_dir(bundle_root)
-    by_session: dict[str, list[ListedRun]] = defaultdict(list)
-    for path in iter_run_dirs(root, include_evals=evals):
-        run = ListedRun.of(path, root)
-        by_session[run.session_key].append(run)
-    for runs in by_session.values():
-        runs.sort(key=lambda run: (run.created_at, run.run_id), reverse=True)
-    ordered = sorted(by_session.items(), key=lambda item: item[1][0].created_at, reverse=True)
+    return config.bundle_dir(bundle_root)
+
+
+def _time_option(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    try:
+        return time_prefix(f"--{param.name}", value) if value else None
+    except BadQuery as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@main.command()
+@config.bundle_dir_option
+@_catalog_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000), help="Sessions to show, newest first.")
+@click.option("--all", "show_all", is_flag=True, help="Show every session.")
+@click.option("--runs", "runs_per_session", default=20, show_default=True, type=click.IntRange(1, 100_000),
+              help="Runs to show per session, newest first.")
+@click.option("--agent", default=None, help="Only runs of this agent.")
+@click.option("--status", type=click.Choice([status.value for status in StatusFilter]), default=None,
+              help="Only runs with this outcome (capture_failed: a failed capture or an invalid bundle).")
+@click.option("--since", default=None, callback=_time_option, help="Only runs created from this time (2026-11-30T10:00).")
+@click.option("--eval", "eval_id", default=None, help="Only the runs of this eval.")
+@click.option("--evals", is_flag=True, help="Include eval runs (never part of the live index).")
+@click.option("--search", default=None, help="Only runs whose ids, agent or message text hold this (any case).")
+def sessions(bundle_root: Path | None, catalog_url: str | None, as_json: bool, limit: int, show_all: bool,
+             runs_per_session: int, agent: str | None, status: str | None, since: str | None, eval_id: str | None,
+             evals: bool, search: str | None) -> None:
+    """List sessions and their runs, newest first, from the run catalog, each run with its
+    integrity (as ``verify`` reads it). A run whose ``run.json`` cannot be read is listed too,
+    under its session directory."""
+    root = _root(bundle_root)
+    query = RunQuery(
+        agent=agent, status=StatusFilter(status) if status else None, since=since, eval_id=eval_id,
+        search=search, scope=None if evals or eval_id else Scope.LIVE, limit=10**9 if show_all else limit,
+        with_total=False,
+    )
+    listed = list_sessions(root, query, url=catalog_url, runs_per_session=runs_per_session, limited=not show_all)
+    if listed.warning:
+        click.echo(f"warning: {listed.warning}", err=True)
     if as_json:
-        _echo_json([{"session_id": runs[0].session_id, "runs": [run.as_json() for run in runs]} for _, runs in ordered])
-        return
-    if not ordered:
-        click.echo(f"no sessions under {root}")
-    for session_key, runs in ordered:
-        click.echo(session_key)
-        for run in runs:
-            click.echo(f"  {run.run_id}  {run.kind:<4}  {run.created_at or '?':<27}  {run.status_text}")
+        _echo_json(listed.as_json())
+    else:
+        click.echo("\n".join(listed.lines()))
+
+
+@main.command()
+@config.bundle_dir_option
+@_catalog_option
+def reindex(bundle_root: Path | None, catalog_url: str | None) -> None:
+    """Rebuild the run catalog from the bundles under --dir (the bundles are the truth)."""
+    root = _root(bundle_root)
+    try:
+        catalog = open_catalog(root, catalog_url)
+    except CatalogError as exc:
+        raise click.ClickException(str(exc)) from None
+    if catalog is None:
+        raise click.ClickException("the catalog is turned off (--catalog off or $OTEL_SESSION_CATALOG=off)")
+    try:
+        total = sum(1 for _ in run_paths(root))
+        with click.progressbar(length=total, label="indexing runs", file=sys.stderr) as bar:
+            result = catalog_reindex(catalog, root, progress=bar.update)
+    except CatalogError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        catalog.close()
+    rate = result.runs / result.seconds if result.seconds else 0.0
+    click.echo(f"indexed {result.runs} run(s) in {result.seconds:.1f} s ({rate:,.0f} runs/s) into {catalog.url}")
 
 
 for command in (collect, import_command, facts, replay, export_html, view, demo):

@@ -2,7 +2,8 @@
 arrow from a lower stage to a higher one.
 
 Stages, lowest first, one package each: core (``_version``, ``core/``: record shape, paths,
-conventions, settings, logs) → normalize → redact → bundle (write, read) → replay (reduce, facts,
+conventions, settings, logs) → normalize → redact → bundle (write, read) → catalog (the run
+catalog: rows, SQL, catch-up) → replay (reduce, facts,
 resolve, latency, listing) → the producers (instrument, collector) → the surfaces (viewer, the CLI,
 the demo, testing helpers, the package's re-exports). A module may import modules of its own stage
 and of lower stages only. Imports under ``if TYPE_CHECKING:`` are
@@ -25,6 +26,7 @@ STAGES = [
     ("normalize", ("normalize",)),
     ("redact", ("redact",)),
     ("bundle", ("bundle",)),
+    ("catalog", ("catalog",)),
     ("replay", ("replay",)),
     ("producers", ("instrument", "collector")),
     ("surfaces", ("viewer", "cli", "cli_replay", "demo", "testing", "")),

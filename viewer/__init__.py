@@ -7,8 +7,10 @@ Installed as ``otel_session.viewer``; served by ``otel-session view --dir D``::
 
 Configuration keys: ``BUNDLE_DIR`` (bundle root; default ``$OTEL_SESSION_DIR``, else
 ``./otel-session-data``), ``TOKEN`` (required on every request when set; default
-``$OTEL_SESSION_VIEWER_TOKEN``), ``STREAM_POLL_SECONDS`` (0.05), ``STREAM_HEARTBEAT_SECONDS`` (15) and
-``RUN_CACHE_BYTES`` (256 MiB: what the per-run reads keep in memory, least recently used out first).
+``$OTEL_SESSION_VIEWER_TOKEN``), ``STREAM_POLL_SECONDS`` (0.05), ``STREAM_HEARTBEAT_SECONDS`` (15),
+``RUN_CACHE_BYTES`` (256 MiB: what the per-run reads keep in memory, least recently used out first),
+``CATALOG`` (the run catalog's URL; default ``$OTEL_SESSION_CATALOG``, else SQLite in the bundle
+root; ``off`` for none) and ``CATALOG_PASS_SECONDS`` (30: how often it catches up with the bundles).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from otel_session.core import config
 from . import api, errors, pages, security, stream
 from .feedback import FeedbackIndex
 from .run_reader import DEFAULT_CACHE_BYTES
+from .listing import Listing
 from .store import BundleStore
 
 __all__ = ["ENV_VIEWER_TOKEN", "create_app"]
@@ -41,6 +44,8 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         STREAM_HEARTBEAT_SECONDS=15.0,
         MAX_CONTENT_LENGTH=64 * 1024,
         RUN_CACHE_BYTES=DEFAULT_CACHE_BYTES,
+        CATALOG=None,
+        CATALOG_PASS_SECONDS=30.0,
     )
     if test_config is not None:
         app.config.from_mapping(test_config)
@@ -48,6 +53,8 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.url_map.merge_slashes = False  # "//etc" is a hostile id, never redirected to "/etc"
     app.extensions["otel_session_store"] = BundleStore(app.config["BUNDLE_DIR"], cache_bytes=app.config["RUN_CACHE_BYTES"])
     app.extensions["otel_session_feedback"] = FeedbackIndex()
+    app.extensions["otel_session_listing"] = Listing(app.config["BUNDLE_DIR"], app.config["CATALOG"],
+                                                     keeper_interval_s=app.config["CATALOG_PASS_SECONDS"])
 
     errors.init_app(app)
     security.init_app(app)

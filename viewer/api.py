@@ -7,16 +7,16 @@ from typing import Any
 import orjson
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from otel_session.core import layout
+from otel_session.catalog import Scope
 from otel_session.replay import reduce
 from otel_session.core.layout import safe_dir_name
 
 from .errors import ApiError
 from .feedback import FeedbackIndex
-from .listing import RunQuery, select_runs
+from .listing import Listing, run_query
 from .store import BundleStore, ResolvedRun
 
-__all__ = ["bp", "feedback_index", "public_run", "store"]
+__all__ = ["bp", "feedback_index", "listing", "store"]
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -34,16 +34,8 @@ def feedback_index() -> FeedbackIndex:
     return current_app.extensions["otel_session_feedback"]
 
 
-def _feedback_score(summary: dict[str, Any]) -> dict[str, Any] | None:
-    path = layout.run_path(store().root, summary["session_id"], summary["run_id"], eval_id=summary.get("eval_id"))
-    return feedback_index().score(path)
-
-
-def public_run(summary: dict[str, Any]) -> dict[str, Any]:
-    """A run's listing entry as answered: its feedback score added, the search text left out."""
-    entry = {key: value for key, value in summary.items() if key != "search_text"}
-    entry["feedback"] = _feedback_score(summary)
-    return entry
+def listing() -> Listing:
+    return current_app.extensions["otel_session_listing"]
 
 
 def _int_arg(name: str, default: int | None, *, minimum: int, maximum: int | None = None) -> int | None:
@@ -65,16 +57,14 @@ def _run_ids(run: ResolvedRun) -> dict[str, Any]:
 
 @bp.get("/sessions")
 def sessions() -> Response:
-    """List live sessions, each with its runs, newest first."""
-    listed = [{**session, "runs": list(map(public_run, session["runs"]))} for session in store().sessions()]
-    return jsonify(sessions=listed)
+    """A page of live sessions, newest first, each with its newest runs (``viewer.listing``)."""
+    return jsonify(listing().sessions(run_query(request.args, scope=Scope.LIVE)))
 
 
 @bp.get("/runs")
 def all_runs() -> Response:
-    """Every run, live and eval, filtered, sorted and paged (``viewer.listing``)."""
-    page = select_runs(store().run_summaries(), RunQuery.from_args(request.args), score=_feedback_score)
-    return jsonify({**page, "runs": list(map(public_run, page["runs"]))})
+    """A page of runs, live and eval, filtered and sorted (``viewer.listing``)."""
+    return jsonify(listing().runs(run_query(request.args)))
 
 
 @bp.get("/sessions/<path:session_id>/runs")
@@ -82,22 +72,17 @@ def runs(session_id: str) -> Response:
     """List the runs of one session (eval runs too, with their ``eval_id``), newest first; the
     session named as stored (its keyed hash when the id asked for holds PII)."""
     found = store().runs(session_id)
-    return jsonify(session_id=found[0]["session_id"], runs=list(map(public_run, found)))
+    rows = listing().rows([info.path for info in found])
+    return jsonify(session_id=found[0].session_id, runs=[rows[info.path].as_json() for info in found])
 
 
 @bp.get("/sessions/<path:session_id>/feedback")
 def past_feedback(session_id: str) -> Response:
     """Every feedback record on the session's runs, newest first."""
     found = store().runs(session_id)
-    records = [
-        record
-        for summary in found
-        for record in feedback_index().records(
-            layout.run_path(store().root, summary["session_id"], summary["run_id"], eval_id=summary.get("eval_id"))
-        )
-    ]
+    records = [record for info in found for record in feedback_index().records(info.path)]
     records.sort(key=lambda record: str(record.get("at", "")), reverse=True)
-    return jsonify(session_id=found[0]["session_id"], feedback=records)
+    return jsonify(session_id=found[0].session_id, feedback=records)
 
 
 @bp.get("/sessions/<path:session_id>/facts")
@@ -209,4 +194,6 @@ def add_feedback(session_id: str) -> tuple[Response, int]:
             raise ApiError(400, "bad_feedback", "comment must be valid Unicode text (a lone surrogate is not)") from None
     run = store().resolve(session_id, run_id)
     record = store().append_feedback(run, rating=rating, comment=comment)
+    score = feedback_index().score(run.path) or {"count": 0, "mean": None}
+    listing().feedback_changed(run.path, score["count"], score["mean"])
     return jsonify(**_run_ids(run), fallback_to_latest_run=run.fallback_to_latest_run, at=record["at"]), 201

@@ -1,170 +1,260 @@
-"""The runs list: filter, sort and page run summaries (``GET /api/runs``).
+"""The viewer's lists, read from the run catalog: ``GET /api/runs`` and ``GET /api/sessions``.
 
 Contract::
 
-    query = RunQuery.from_args(request.args)         # ApiError 400 on a bad value
-    page = select_runs(summaries, query, score=fn)   # {"total", "offset", "limit", "runs", "facets"}
+    listing = Listing(root, url=None)              # opens the catalog, starts its keeper (catch up in the background)
+    query = run_query(request.args)                # catalog.RunQuery; ApiError 400 on a bad value
+    listing.runs(query)        # {"runs", "next_cursor", "total", "offset", "limit", "facets"[, "warning"]}
+    listing.sessions(query)    # {"sessions": [{session_id, run_count, runs}], "next_cursor"[, "warning"]}
+    listing.rows(paths)        # {path: RunRow} for one session's runs, read again where the bundle changed
+    listing.feedback_changed(path, count, mean)
+    listing.close()
 
-``runs`` are the selected summaries as given (the caller makes them public); ``score(run)`` is
-asked only when sorting by feedback.
-
-Filters (all optional, combined with AND): ``q`` (case-insensitive substring of the session id,
-run id, eval id, agent or message text), ``status`` (``ok``/``error``/``interrupted``/``running``,
-or ``capture_failed`` for a failed capture or an invalid bundle), ``agent``, ``service``, ``kind``
+Filters (all optional, AND-ed): ``q`` (case-insensitive substring of the session id, run id, eval
+id, agent or message text), ``status`` (``ok``/``error``/``interrupted``/``running``, or
+``capture_failed`` for a failed capture or an invalid bundle), ``agent``, ``service``, ``kind``
 (``live``/``eval``), ``eval_id``, ``since`` / ``until`` (``created_at`` from / before, RFC 3339
-prefixes such as ``2026-11-30T10:00``). ``sort`` is one of :data:`SORT_KEYS` (default
-``created_at``), ``order`` ``asc``/``desc`` (default ``desc``); ``offset``/``limit`` page the result
-(limit at most 500). Missing values sort last in either order. ``facets`` lists the agents,
-services and eval ids over all runs, for the filter menus.
+prefixes such as ``2026-11-30T10:00``). ``sort`` is a ``catalog.SortKey`` (default ``created_at``),
+``order`` ``asc``/``desc`` (default ``desc``). Pages: ``limit`` (default 50, at most 500) and
+``cursor`` (an answer's ``next_cursor``: a keyset, stable while runs arrive), or ``offset`` for old
+clients. Runs without a value sort last in either order. A query no list accepts is a 400 with
+one line, never SQL. When the catalog cannot be used (turned off, a full disk, unreadable), lists
+are answered from a scan of the bundles, with a ``warning`` saying so.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from operator import itemgetter
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
+
+import orjson
+
+from otel_session.catalog import (
+    BadQuery, CatalogError, CatalogKeeper, Order, RunQuery, RunRow, Scope, SortKey, SqlCatalog, StatusFilter,
+    open_catalog, row_cursor, scan_catalog, session_cursor, time_prefix,
+)
+from otel_session.catalog.rows import bundle_stamp, row_of
+from otel_session.core.log import get_logger
 
 from .errors import ApiError
 
-__all__ = ["SORT_KEYS", "STATUSES", "RunQuery", "select_runs"]
+__all__ = ["SORT_KEYS", "STATUSES", "Listing", "run_query"]
 
-STATUSES = ("ok", "error", "interrupted", "running", "capture_failed")
-SORT_KEYS = (
-    "created_at", "session_id", "agent", "service", "status", "duration_ms",
-    "turns", "model_calls", "tokens", "feedback", "event_count",
-)
+logger = get_logger(__name__)
+
+STATUSES = tuple(status.value for status in StatusFilter)
+SORT_KEYS = tuple(key.value for key in SortKey)
 _DEFAULT_LIMIT = 50
 _MAX_LIMIT = 500
 _MAX_TEXT = 200
-_FACETS = ("agent", "service", "eval_id")
-_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}(:\d{2}(:\d{2}(\.\d{1,9})?)?)?Z?)?")
+_RUNS_PER_SESSION = 5
+"""Runs shown with each session of ``/api/sessions`` (its page lists them all): with 50 sessions a
+page, the default answer stays far below 256 KiB at any size."""
+_LISTED_PROBLEMS = 3
+_PROBLEM_CHARS = 200
+_MAX_ANSWER_BYTES = 224 * 1024
+"""A list answer ends its page early (its ``next_cursor`` continues) rather than grow past this:
+every answer stays under 256 KiB however long the ids, agents or problems it shows."""
+_FRESH_PASS_S = 5.0
+"""A list asks the keeper for a pass when its last one is older (runs other writers added or deleted)."""
 
-Score = Callable[[dict[str, Any]], dict[str, Any] | None]
+
+def _bad(message: str) -> ApiError:
+    return ApiError(400, "bad_parameter", message)
 
 
-def _text_arg(args: Mapping[str, str], name: str) -> str | None:
+def _text(args: Mapping[str, str], name: str) -> str | None:
     value = args.get(name, "")
     if len(value) > _MAX_TEXT:
-        raise ApiError(400, "bad_parameter", f"{name} has at most {_MAX_TEXT} characters")
+        raise _bad(f"{name} has at most {_MAX_TEXT} characters")
+    if "\x00" in value:
+        raise _bad(f"{name} holds a NUL character")
     return value or None
 
 
 def _choice(args: Mapping[str, str], name: str, choices: Iterable[str], default: str | None = None) -> str | None:
+    choices = tuple(choices)
     value = args.get(name) or default
     if value is not None and value not in choices:
-        raise ApiError(400, "bad_parameter", f"{name} must be one of {', '.join(choices)}")
+        raise _bad(f"{name} must be one of {', '.join(choices)}")
     return value
 
 
-def _int(args: Mapping[str, str], name: str, default: int, maximum: int) -> int:
+def _int(args: Mapping[str, str], name: str, default: int, maximum: int, minimum: int = 0) -> int:
     raw = args.get(name) or str(default)
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or int(raw) > maximum:
-        raise ApiError(400, "bad_parameter", f"{name} must be an integer from 0 to {maximum}")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or not minimum <= int(raw) <= maximum:
+        raise _bad(f"{name} must be an integer from {minimum} to {maximum}")
     return int(raw)
 
 
 def _time(args: Mapping[str, str], name: str) -> str | None:
     value = args.get(name) or None
-    if value is not None and not _TIME.fullmatch(value):
-        raise ApiError(400, "bad_parameter", f"{name} must be an RFC 3339 UTC time such as 2026-11-30T10:00")
-    return value.rstrip("Z") if value else None
+    try:
+        return time_prefix(name, value) if value else None
+    except BadQuery as exc:
+        raise _bad(str(exc)) from None
 
 
-@dataclass(frozen=True)
-class RunQuery:
-    """One request's filters, order and page."""
-
-    q: str | None = None
-    status: str | None = None
-    agent: str | None = None
-    service: str | None = None
-    kind: str | None = None
-    eval_id: str | None = None
-    since: str | None = None
-    until: str | None = None
-    sort: str = "created_at"
-    order: str = "desc"
-    offset: int = 0
-    limit: int = _DEFAULT_LIMIT
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, str]) -> RunQuery:
-        limit = _int(args, "limit", _DEFAULT_LIMIT, _MAX_LIMIT)
-        if limit == 0:
-            raise ApiError(400, "bad_parameter", f"limit must be an integer from 1 to {_MAX_LIMIT}")
-        q = _text_arg(args, "q")
-        return cls(
-            q=q.lower() if q else None,
-            status=_choice(args, "status", STATUSES),
-            agent=_text_arg(args, "agent"),
-            service=_text_arg(args, "service"),
-            kind=_choice(args, "kind", ("live", "eval")),
-            eval_id=_text_arg(args, "eval_id"),
-            since=_time(args, "since"),
-            until=_time(args, "until"),
-            sort=_choice(args, "sort", SORT_KEYS, "created_at") or "created_at",
-            order=_choice(args, "order", ("asc", "desc"), "desc") or "desc",
-            offset=_int(args, "offset", 0, 10**9),
-            limit=limit,
-        )
-
-    def predicates(self) -> list[Callable[[dict[str, Any]], bool]]:
-        """One test per filter given (none: every run is selected without a call)."""
-        tests: list[Callable[[dict[str, Any]], bool]] = []
-        if self.status == "capture_failed":
-            tests.append(lambda run: run.get("capture_status") == "failed" or run.get("integrity") == "invalid")
-        elif self.status is not None:
-            tests.append(lambda run, status=self.status: run.get("status") == status)
-        for name in ("agent", "service", "kind", "eval_id"):
-            wanted = getattr(self, name)
-            if wanted is not None:
-                tests.append(lambda run, name=name, wanted=wanted: run.get(name) == wanted)
-        if self.since is not None:
-            tests.append(lambda run, since=self.since: (run.get("created_at") or "") >= since)
-        if self.until is not None:
-            tests.append(lambda run, until=self.until: (run.get("created_at") or "") < until)
-        if self.q is not None:
-            tests.append(self._has_text)
-        return tests
-
-    def _has_text(self, run: dict[str, Any]) -> bool:
-        q = self.q or ""
-        for value in (run["session_id"], run["run_id"], run.get("eval_id"), run.get("agent")):
-            if value and q in value.lower():
-                return True
-        return q in run.get("search_text", "")
+def run_query(args: Mapping[str, str], *, scope: Scope | None = None) -> RunQuery:
+    """The catalog query of one list request's parameters; ApiError 400 on any bad value."""
+    status = _choice(args, "status", STATUSES)
+    return RunQuery(
+        search=_text(args, "q"),
+        status=StatusFilter(status) if status else None,
+        agent=_text(args, "agent"),
+        service=_text(args, "service"),
+        kind=_choice(args, "kind", ("live", "eval")),
+        eval_id=_text(args, "eval_id"),
+        scope=scope,
+        since=_time(args, "since"),
+        until=_time(args, "until"),
+        sort=SortKey(_choice(args, "sort", SORT_KEYS, "created_at")),
+        order=Order(_choice(args, "order", ("asc", "desc"), "desc")),
+        limit=_int(args, "limit", _DEFAULT_LIMIT, _MAX_LIMIT, minimum=1),
+        cursor=args.get("cursor") or None,
+        offset=_int(args, "offset", 0, 10**9),
+    )
 
 
-def _sort_value(run: dict[str, Any], key: str) -> Any:
-    if key == "tokens":
-        counts = [run.get("input_tokens"), run.get("output_tokens")]
-        return None if counts == [None, None] else sum(count or 0 for count in counts)
-    if key == "feedback":
-        return (run.get("feedback") or {}).get("mean")
-    return run.get(key)
+def _entry(row: RunRow) -> dict[str, Any]:
+    """A run as a list shows it: its first problems only (``problem_count`` says how many), each
+    message cut at 200 characters."""
+    entry = row.as_json()
+    entry["problem_count"] = len(row.problems)
+    entry["problems"] = [{**problem, "message": str(problem.get("message", ""))[:_PROBLEM_CHARS]}
+                         for problem in row.problems[:_LISTED_PROBLEMS]]
+    return entry
 
 
-def select_runs(summaries: Iterable[dict[str, Any]], query: RunQuery, *, score: Score) -> dict[str, Any]:
-    """The page of runs that ``query`` selects, and the facets."""
-    runs = list(summaries)
-    facets = {name: {value for run in runs if isinstance(value := run.get(name), str)} for name in _FACETS}
-    tests = query.predicates()
-    selected = [run for run in runs if all(test(run) for test in tests)] if tests else runs
-    if query.sort == "feedback":
-        selected = [{**run, "feedback": score(run)} for run in selected]
-    descending = query.order == "desc"
-    selected.sort(key=itemgetter("created_at", "run_id"), reverse=descending)
-    if query.sort == "created_at":
-        ordered = selected
-    else:  # a second, stable sort: runs with a value in the requested order, the ones without last
-        keyed = [(_sort_value(run, query.sort), run) for run in selected]
-        present = [pair for pair in keyed if pair[0] is not None]
-        present.sort(key=lambda pair: pair[0], reverse=descending)
-        ordered = [run for _, run in present] + [run for value, run in keyed if value is None]
-    page = ordered[query.offset : query.offset + query.limit]
-    return {
-        "total": len(ordered), "offset": query.offset, "limit": query.limit, "runs": page,
-        "facets": {name: sorted(values) for name, values in facets.items()},
-    }
+def _within_budget(items: list[Any], entry: Any) -> tuple[list[dict[str, Any]], bool]:
+    """The entries of ``items`` (``entry(item)``) that fit the answer's byte budget; whether all did."""
+    entries: list[dict[str, Any]] = []
+    size = 0
+    for item in items:
+        made = entry(item)
+        size += len(orjson.dumps(made)) + 1
+        if size > _MAX_ANSWER_BYTES and entries:
+            return entries, False
+        entries.append(made)
+    return entries, True
+
+
+class Listing:
+    """The lists of one bundle root, from its catalog (kept by a background keeper), else a scan."""
+
+    def __init__(self, root: str | Path, url: str | None = None, *, keeper_interval_s: float = 30.0) -> None:
+        self.root = Path(root)
+        self.catalog: SqlCatalog | None = None
+        self.keeper: CatalogKeeper | None = None
+        self.problem: str | None = None
+        """Why lists come from a scan (None while the catalog answers)."""
+        self._lock = threading.Lock()
+        self._last_pass_asked = time.monotonic()
+        try:
+            self.catalog = open_catalog(self.root, url)
+        except CatalogError as exc:
+            self._unusable(exc)
+        else:
+            if self.catalog is None:
+                self.problem = "the catalog is turned off ($OTEL_SESSION_CATALOG=off)"
+            else:
+                self.keeper = CatalogKeeper(self.catalog, self.root, interval_s=keeper_interval_s).start()
+                if self.catalog.rebuilt:
+                    logger.info("catalog: new at %s; indexing the bundles under %s in the background",
+                                self.catalog.url, self.root)
+
+    def _unusable(self, exc: CatalogError) -> None:
+        if self.problem is None:
+            logger.warning("catalog: unusable (%s); lists scan the bundles instead", exc)
+        self.problem = f"the catalog is unusable ({exc}); this list was made by reading every bundle"
+
+    def _ready(self) -> None:
+        """Before a list: the first pass over a new catalog is waited for (briefly); a stale one asked for."""
+        if self.keeper is None:
+            return
+        if self.catalog is not None and self.catalog.rebuilt:
+            self.keeper.first_pass.wait(30.0)
+        now = time.monotonic()
+        if now - self._last_pass_asked > _FRESH_PASS_S:
+            self._last_pass_asked = now
+            self.keeper.pass_now()
+
+    def _answer(self, ask: Any) -> tuple[Any, str | None]:
+        """``ask(catalog)`` on the catalog, else on a catalog made by a scan, with the warning."""
+        self._ready()
+        failure = self.keeper.failure if self.keeper is not None else None
+        if self.catalog is not None and self.problem is None and failure is None:
+            try:
+                return ask(self.catalog), None
+            except BadQuery as exc:
+                raise _bad(str(exc)) from None
+            except CatalogError as exc:
+                self._unusable(exc)
+        warning = self.problem or (f"the catalog cannot be kept up to date ({failure}); this list was made by "
+                                   "reading every bundle")
+        scanned = scan_catalog(self.root)
+        try:
+            return ask(scanned), warning
+        except BadQuery as exc:
+            raise _bad(str(exc)) from None
+        finally:
+            scanned.close()
+
+    def runs(self, query: RunQuery) -> dict[str, Any]:
+        (page, facets), warning = self._answer(lambda catalog: (catalog.page(query), catalog.facets()))
+        entries, whole = _within_budget(page.rows, _entry)
+        next_cursor = page.next_cursor if whole else row_cursor(query.sort, query.order, page.rows[len(entries) - 1])
+        answer = {"runs": entries, "next_cursor": next_cursor, "total": page.total,
+                  "offset": query.offset if query.cursor is None else None, "limit": query.limit, "facets": facets}
+        return {**answer, "warning": warning} if warning else answer
+
+    def sessions(self, query: RunQuery) -> dict[str, Any]:
+        page, warning = self._answer(lambda catalog: catalog.sessions_page(query, runs_per_session=_RUNS_PER_SESSION))
+        listed, whole = _within_budget(page.sessions, lambda group: {
+            "session_id": group.session_id, "directory": group.directory, "run_count": group.run_count,
+            "newest_created_at": group.newest_created_at, "runs": [_entry(row) for row in group.runs]})
+        next_cursor = page.next_cursor if whole else session_cursor(page.sessions[len(listed) - 1])
+        answer = {"sessions": listed, "next_cursor": next_cursor, "limit": query.limit}
+        return {**answer, "warning": warning} if warning else answer
+
+    def rows(self, run_paths: list[Path]) -> dict[Path, RunRow]:
+        """The rows of a few runs (one session's): from the catalog where their bundles are unchanged,
+        else read now (and written back)."""
+        relative = {path: path.relative_to(self.root).as_posix() for path in run_paths}
+        known = {}
+        if self.catalog is not None and self.problem is None:
+            try:
+                known = self.catalog.rows(list(relative.values()))
+            except CatalogError as exc:
+                self._unusable(exc)
+        found: dict[Path, RunRow] = {}
+        fresh: list[RunRow] = []
+        for path, key in relative.items():
+            row = known.get(key)
+            if row is None or row.stamp != bundle_stamp(path):
+                row = row_of(self.root, path)
+                fresh.append(row)
+            found[path] = row
+        if fresh and self.catalog is not None and self.problem is None:
+            try:
+                self.catalog.upsert_sealed(fresh)
+            except CatalogError as exc:  # rows not kept (a full disk): they are answered all the same
+                logger.warning("catalog: %d row(s) not written: %s", len(fresh), exc)
+        return found
+
+    def feedback_changed(self, run_path: Path, count: int, mean: float | None) -> None:
+        self._ready()  # a first pass still reading the bundle would write the row back without it
+        if self.catalog is not None and self.problem is None:
+            try:
+                self.catalog.set_feedback(run_path.relative_to(self.root).as_posix(), count, mean)
+            except CatalogError as exc:
+                self._unusable(exc)
+
+    def close(self) -> None:
+        if self.keeper is not None:
+            self.keeper.stop()
+        if self.catalog is not None:
+            self.catalog.close()

@@ -27,7 +27,7 @@ def sessions() -> str:
 def session(session_id: str) -> str:
     """Show one session: its runs (eval runs too), what went wrong, facts of the chosen run, feedback."""
     runs = store().runs(session_id)  # 404 when the session has no runs
-    return render_template("session.html", session_id=runs[0]["session_id"])  # as stored: never a typed id's PII
+    return render_template("session.html", session_id=runs[0].session_id)  # as stored: never a typed id's PII
 
 
 @bp.get("/sessions/<path:session_id>/runs/<run_id>")

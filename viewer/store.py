@@ -3,9 +3,7 @@
 Contract::
 
     store = BundleStore(root)
-    store.sessions()                          # [{session_id, runs: [...]}], newest first
-    store.run_summaries()                     # every run, live and eval, unordered (viewer.summary)
-    store.runs(session_id)                    # runs of one session, eval runs included, newest first (404 if none)
+    store.runs(session_id)                    # RunInfo of one session's runs, eval runs included, newest first (404 if none)
     store.session_facts(session_id)           # facts of all its runs, in run order (404 if none)
     run = store.resolve(session_id, run_id)   # resolve.ResolvedRun(session_id, run_id, path, fallback_to_latest_run, run)
     store.read(run)                           # BundleRead (tolerant: a bad bundle reads as invalid)
@@ -15,16 +13,14 @@ Contract::
 
 Every id from a URL is validated and resolved through ``otel_session.replay.resolve`` (its errors become
 ``ApiError`` 400/404/409 with the same codes) and ``otel_session.core.layout`` strictly inside the root: traversal
-(raw or encoded), absolute paths and symlinks that lead outside are never followed. Eval runs are
-never part of the live index (``sessions()``); they are listed by ``run_summaries()`` and resolve
-when named by run id, or as the latest run of a session that has only eval runs. Nothing here writes except :meth:`BundleStore.append_feedback`.
+(raw or encoded), absolute paths and symlinks that lead outside are never followed. Lists of runs
+and sessions come from the run catalog (``viewer.listing``); eval runs resolve when named by run id, or as the latest run of a session that has only eval runs. Nothing here writes except :meth:`BundleStore.append_feedback`.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -35,24 +31,15 @@ from otel_session.replay import facts, resolve
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.core.journal import format_timestamp
 from otel_session.bundle.archive import BUNDLE_FILES, bundle_archive
-from otel_session.bundle.read import BundleRead, RunInfo, read_bundle, run_dir_names, run_info
+from otel_session.bundle.read import BundleRead, RunInfo
 from otel_session.replay.resolve import ResolvedRun
 
-from .cache import ByteLRU
 from .errors import ApiError
 from .run_reader import DEFAULT_CACHE_BYTES, RunReader
-from .run_reader import stat_key as _stat_key
-from .summary import summarize_run
 
 __all__ = ["BUNDLE_FILES", "BundleStore", "ResolvedRun", "check_session_id"]
 
-"""The files a bundle download carries (the writer's lock file stays behind)."""
-
 _MAX_COMMENT_CHARS = 4000
-_LISTING_CACHE_BYTES = 512 << 20
-_SUMMARY_BYTES = 5 << 10  # a listing entry holds about 4-5 KB in memory
-_SEALED_CAPTURES = frozenset({"complete", "failed"})
-_SETTLED_DIR_S = 2.0
 
 
 def check_session_id(session_id: str) -> None:
@@ -73,116 +60,20 @@ class BundleStore:
     def __init__(self, root: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.root = Path(root)
         self.reader = RunReader(self.root, cache_bytes=cache_bytes)
-        self._summaries = ByteLRU(_LISTING_CACHE_BYTES // 4)
-        """Recording runs' entries, valid while their files keep the stats of the key."""
-        self._sealed_summaries = ByteLRU(_LISTING_CACHE_BYTES // 2)
-        """Sealed runs' entries: a sealed bundle never changes, so they are never re-read."""
-        self._session_dirs = ByteLRU(_LISTING_CACHE_BYTES // 4)
-        """Per session directory: its (mtime, inode) when listed and the run directories in it."""
         # Feedback comments are free text typed by a person: scanned like message text (SPEC §6).
         self._redactor = Redactor(RedactionPolicy.from_env())
 
     # -- index -----------------------------------------------------------------------------
 
-    def sessions(self) -> list[dict[str, Any]]:
-        """Every live session with its runs; sessions by their newest run, newest first."""
-        by_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for run_path in self._run_dirs(self.root / "sessions"):
-            summary = self._summary(run_path)
-            if summary is not None:
-                by_session[summary["session_id"]].append(summary)
-        listed = [{"session_id": session_id, "runs": _newest_first(runs)} for session_id, runs in by_session.items()]
-        listed.sort(key=lambda session: (session["runs"][0]["created_at"], session["session_id"]), reverse=True)
-        return listed
-
-    def run_summaries(self) -> list[dict[str, Any]]:
-        """Every run under the root, live runs and eval runs (``evals/<eval_id>/sessions/…``)."""
-        try:
-            evals = sorted(entry.path for entry in os.scandir(self.root / "evals") if entry.is_dir(follow_symlinks=False))
-        except OSError:
-            evals = []
-        run_dirs = self._run_dirs(self.root / "sessions")
-        for eval_path in evals:
-            run_dirs += self._run_dirs(Path(eval_path, "sessions"))
-        summaries = []
-        for run_path in run_dirs:
-            known = self._sealed_summaries.get(run_path)
-            summary = known if known is not None else self._summary(run_path)
-            if summary is not None:
-                summaries.append(summary)
-        return summaries
-
-    def runs(self, session_id: str) -> list[dict[str, Any]]:
-        """The runs of one session (its eval runs too), newest first; 404 when the session has none."""
+    def runs(self, session_id: str) -> list[RunInfo]:
+        """The runs of one session (its eval runs too), newest first; 404 when the session has none.
+        Their list entries come from the catalog (``viewer.listing.Listing.rows``)."""
         check_session_id(session_id)
-        found = resolve.session_runs(self.root, session_id, include_evals=True)
-        runs = [summary for summary in (self._summary(info.path, info) for info in found) if summary is not None]
-        if not runs:
+        found = [info for info in resolve.session_runs(self.root, session_id, include_evals=True)
+                 if self._is_contained(info.path)]
+        if not found:
             raise _api_error(resolve.session_not_found(self.root, session_id, include_evals=True))
-        return runs
-
-    def _run_dirs(self, sessions_root: Path) -> list[Path]:
-        """Every run directory under one ``sessions`` directory (``read.iter_run_dirs``), listing a
-        session directory again only when it changed since: adding or removing a run moves its mtime.
-
-        A listing is kept only once its directory is older than ``_SETTLED_DIR_S``, so a file
-        system with coarse timestamps cannot hide a run added in the same tick.
-        """
-        try:
-            sessions = sorted(os.scandir(sessions_root), key=lambda entry: entry.name)
-        except OSError:
-            return []
-        now_ns = time.time_ns()
-        known_dirs = self._session_dirs
-        run_dirs: list[Path] = []
-        for session in sessions:
-            try:
-                if not session.is_dir(follow_symlinks=False):
-                    continue
-                stat = session.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            key = (stat.st_mtime_ns, stat.st_ino)
-            known = known_dirs.get(session.path)
-            if known is not None and known[0] == key:
-                run_dirs += known[1]
-                continue
-            paths = [Path(session.path, name) for name in run_dir_names(session.path)]
-            if now_ns - stat.st_mtime_ns > _SETTLED_DIR_S * 1e9:
-                self._session_dirs.put(session.path, (key, paths), 256 + 160 * len(paths))
-            run_dirs += paths
-        return run_dirs
-
-    def _summary(self, run_path: Path, info: RunInfo | None = None) -> dict[str, Any] | None:
-        """A run's listing entry, or None when it has no valid manifest or leads out of the root.
-
-        A sealed run's entry is kept as it is (a sealed bundle never changes); a recording run's
-        while its files keep their stats (its journal grows, so its entry is remade). Listing
-        thousands of sealed runs reads and stats none of them again.
-        """
-        sealed = self._sealed_summaries.get(run_path)
-        if sealed is not None:
-            return sealed
-        known = self._summaries.get(run_path)
-        key = _stat_key(run_path)
-        if known is not None and known[0] == key:
-            return known[1]
-        info = info or run_info(run_path)
-        if info is None or not self._is_contained(run_path):
-            return None
-        bundle = read_bundle(run_path)
-        summary = {
-            **info.as_json(),
-            **summarize_run(bundle),
-            "event_count": len(bundle.events),
-            "integrity": bundle.status.value,
-        }
-        if summary.get("capture_status") in _SEALED_CAPTURES:
-            self._sealed_summaries.put(run_path, summary, _SUMMARY_BYTES)
-            self._summaries.pop(run_path)
-        else:
-            self._summaries.put(run_path, (key, summary), _SUMMARY_BYTES)
-        return summary
+        return found
 
     # -- lookup ----------------------------------------------------------------------------
 
@@ -266,14 +157,3 @@ class BundleStore:
         finally:
             os.close(fd)
         return record
-
-
-def _newest_first(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(runs, key=lambda run: (run["created_at"], run["run_id"]), reverse=True)
-
-
-def _read_regular_file(path: Path) -> bytes:
-    """Read a file of the bundle without following a symlink planted in its place."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()

@@ -8,6 +8,7 @@ Contract::
     run.close()                                       # drain, count lines, write terminal capture
     writer.force_flush(); writer.shutdown()           # like an OTel SpanExporter
     BundleWriter(root, seal_sync=FsyncEach())         # how seals sync (default: $OTEL_SESSION_SEAL_SYNC)
+    BundleWriter(root, hooks=CatalogHook(root))       # told of runs opened and sealed, on the writer thread
 
 Producers enqueue fully stamped records (``seq`` assigned at enqueue, ``at`` from the event's own
 timestamp) and never touch the disk; the writer thread appends them in batches (a flush starts 25 ms
@@ -29,11 +30,12 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -76,6 +78,7 @@ from otel_session.bundle.recovery import (
 __all__ = [
     "AppendResult",
     "BundleWriter",
+    "RunHooks",
     "FailureCode",
     "RunLockedError",
     "RunRecorder",
@@ -123,6 +126,18 @@ class WaitStatus(Enum):
 class WaitResult:
     status: WaitStatus
     lost: list[RunRecorder] = field(default_factory=list)
+
+
+class RunHooks(Protocol):
+    """Told by the writer thread, after each pass, of the runs opened since the last pass (their
+    directory and manifest) and of the runs the pass sealed (their directories). Never raises; it
+    runs off the producers' path (``otel_session.catalog.CatalogHook`` keeps the run catalog)."""
+
+    def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[str]) -> None: ...
+
+    def close(self) -> None: ...
+
+
 _RECORDING_DOCUMENT = json_document(
     {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0})
 """``capture.json`` of a run being recorded, the same bytes for every run."""
@@ -135,11 +150,15 @@ class BundleWriter:
     def __init__(
         self, root: str | os.PathLike[str], *, limits: WriterLimits | None = None,
         identifier: Callable[[str], str] | None = None, seal_sync: SealSync | None = None,
+        hooks: RunHooks | None = None,
     ) -> None:
         self.root = Path(root)
         self.limits = limits or WriterLimits()
         self._seal_sync = seal_sync or seal_sync_from_env()
         """How the runs closing in one writer pass are made durable together (``otel_session.bundle.seal``)."""
+        self._hooks = hooks
+        self._opened: deque[tuple[str, dict[str, Any]]] = deque()
+        """Runs opened since the writer's last pass, for ``hooks`` (appended by producers, taken by the writer)."""
         self._identifier = identifier
         """Maps an id holding PII to the one stored (``Redactor.identifier``); made on first use."""
         self._cond = threading.Condition()
@@ -239,6 +258,8 @@ class BundleWriter:
                 raise RunLockedError(f"run {run_id} is already open in this writer")
             recorder = self._create_run(directory, run_id, new_manifest) or self._continue_run(Path(directory, run_id))
             self._open_runs[run_id] = recorder
+        if self._hooks is not None:
+            self._opened.append((recorder.directory, recorder.manifest))
         return recorder
 
     def name_agent(self, recorder: RunRecorder, agent: str) -> bool:
@@ -445,6 +466,8 @@ class BundleWriter:
             logger.error("bundle writer did not drain within %d ms", timeout_millis)
         else:
             self._captures.close()  # one still sealing keeps it: removed once this process is gone
+            if self._hooks is not None:
+                self._hooks.close()
         atexit.unregister(self._atexit)
 
     @property
@@ -500,12 +523,23 @@ class BundleWriter:
                 self._written_cond.notify_all()
             if closing:
                 seal_together(closing, self._seal_sync, self.root, self._captures)
+            if self._hooks is not None:
+                self._tell_hooks(closing)
             with cond:
                 self._busy = False
                 cond.notify_all()
             with self._written_cond:
                 self._written_cond.notify_all()
 
+
+    def _tell_hooks(self, sealed: list[RunRecorder]) -> None:
+        opened = []
+        while self._opened:
+            opened.append(self._opened.popleft())
+        try:
+            self._hooks.runs_passed(opened, [recorder.directory for recorder in sealed])  # type: ignore[union-attr]
+        except Exception:  # noqa: BLE001 - a hook never stops the writer
+            logger.exception("bundle writer: a run hook failed")
 
 
 def _guarded(recorder: RunRecorder, step: Callable[[], bool | None]) -> bool | None:

@@ -32,6 +32,7 @@ from otel_session.core.log import get_logger
 from otel_session.normalize import SdkSpan
 from otel_session.redact import RedactionPolicy, Redactor, load_or_create_key
 from otel_session.bundle.write import BundleWriter, WriterLimits
+from otel_session.catalog import writer_hooks
 
 __all__ = ["RECORDED_BY", "SessionBundleExporter"]
 
@@ -60,7 +61,7 @@ class SessionBundleExporter(SpanExporter):
         root = config.bundle_dir(bundle_dir)
         policy = redaction if redaction is not None else RedactionPolicy.from_env()
         redactor = Redactor(policy, key=load_or_create_key(root))
-        self._writer = BundleWriter(root, limits=writer_limits, identifier=redactor.identifier)
+        self._writer = BundleWriter(root, limits=writer_limits, identifier=redactor.identifier, hooks=writer_hooks(root))
         # seal_after_s=0: a run seals at the end of the batch that brought its root span.
         self._sink = BundleSink(self._writer, redactor, seal_after_s=0.0,
                                 recorded_by=RECORDED_BY, derive_sessions=False)

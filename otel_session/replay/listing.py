@@ -1,14 +1,17 @@
-"""One line of ``otel-session sessions``: a run directory as the tolerant reader judges it.
+"""``otel-session sessions``: a page of sessions from the run catalog, as lines or JSON.
 
 Contract::
 
-    run = ListedRun.of(run_path, root)   # reads the bundle (integrity included); never raises
-    run.session_key, run.status_text, run.as_json()
+    listed = list_sessions(root, query, url=None, runs_per_session=20)   # ListedSessions
+    listed.lines()       # the text the command prints
+    listed.as_json()     # [{"session_id", "directory", "run_count", "runs": [...]}]
+    listed.warning       # why it was answered from a scan (None from the catalog)
 
-``iter_runs`` lists runs from their manifests and capture files alone, so it would call a bundle
-whose journal disagrees with its capture ``complete`` and skip one whose ``run.json`` is broken.
-The listing shows what ``verify`` would say of each, and shows the broken ones under their
-session directory.
+Each run shows its integrity as ``verify`` reads it (``status``: complete, recording, failed,
+invalid, with the diagnostic codes as ``problems``) and the catalog's columns (``outcome``, counts,
+tokens, latency). A run whose ``run.json`` cannot be read is listed too, under its session
+directory. A catalog made new here (none yet, another schema, a corrupt file) is filled from the
+bundles first; one that cannot be used at all is replaced by a scan, with a warning.
 """
 
 from __future__ import annotations
@@ -17,67 +20,75 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from otel_session.bundle.read import BundleStatus, read_bundle
+from otel_session.catalog import (
+    CatalogError, RunQuery, RunRow, SessionsPage, SqlCatalog, catch_up, open_catalog, scan_catalog,
+)
 
-__all__ = ["ListedRun"]
+__all__ = ["ListedSessions", "list_sessions", "run_entry"]
+
+
+def run_entry(row: RunRow) -> dict[str, Any]:
+    """A run as ``sessions --json`` shows it: ``status`` is its integrity, ``problems`` its diagnostic codes."""
+    entry = row.as_json()
+    entry.update(status=row.integrity, outcome=row.status, problems=list(row.diagnostics),
+                 problem_details=list(row.problems))
+    return entry
+
+
+def _status_text(row: RunRow) -> str:
+    return f"{row.integrity} ({', '.join(row.diagnostics)})" if row.diagnostics else row.integrity
 
 
 @dataclass(frozen=True)
-class ListedRun:
-    path: Path
-    directory: str
-    """The session directory, relative to the root (``sessions/<name>``, ``evals/<id>/sessions/<name>``)."""
-    session_id: str | None
-    run_id: str
-    kind: str
-    created_at: str
-    status: BundleStatus
-    problems: tuple[str, ...]
-    """Diagnostic codes, errors and warnings."""
-    capture_status: str | None
-    agent: str | None
-    eval_id: str | None
-    service: str | None
+class ListedSessions:
+    root: Path
+    page: SessionsPage
+    limited: bool
+    warning: str | None = None
 
-    @classmethod
-    def of(cls, path: Path, root: Path) -> ListedRun:
-        bundle = read_bundle(path)
-        manifest = bundle.manifest or {}
-        return cls(
-            path=path,
-            directory=path.parent.relative_to(root).as_posix(),
-            session_id=manifest.get("session_id"),
-            run_id=manifest.get("run_id") or path.name,
-            kind=str(manifest.get("kind", "?")),
-            created_at=str(manifest.get("created_at", "")),
-            status=bundle.status,
-            problems=tuple(dict.fromkeys(diagnostic.code.value for diagnostic in bundle.diagnostics)),
-            capture_status=(bundle.capture or {}).get("status"),
-            agent=manifest.get("agent"),
-            eval_id=manifest.get("eval_id"),
-            service=manifest.get("service"),
-        )
+    def as_json(self) -> list[dict[str, Any]]:
+        return [{"session_id": group.session_id, "directory": group.directory, "run_count": group.run_count,
+                 "runs": [run_entry(row) for row in group.runs]} for group in self.page.sessions]
 
-    @property
-    def session_key(self) -> str:
-        """The session id, or the directory when ``run.json`` cannot say."""
-        return self.session_id if self.session_id is not None else f"{self.directory}/ (run.json missing or invalid)"
+    def lines(self) -> list[str]:
+        if not self.page.sessions:
+            return [f"no sessions under {self.root}"]
+        lines = []
+        for group in self.page.sessions:
+            for key in dict.fromkeys(row.session_key for row in group.runs):  # runs without run.json: apart
+                lines.append(key)
+                lines += [f"  {row.run_id}  {row.kind:<4}  {row.created_at or '?':<27}  {_status_text(row)}"
+                          for row in group.runs if row.session_key == key]
+            if group.run_count > len(group.runs):
+                lines.append(f"  … {group.run_count - len(group.runs)} older run(s)")
+        if self.limited and self.page.next_cursor is not None:
+            lines.append(f"(the newest {len(self.page.sessions)} sessions; --limit N or --all for more)")
+        return lines
 
-    @property
-    def status_text(self) -> str:
-        return f"{self.status.value} ({', '.join(self.problems)})" if self.problems else self.status.value
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "session_id": self.session_id,
-            "directory": self.directory,
-            "kind": self.kind,
-            "created_at": self.created_at,
-            "status": self.status.value,
-            "problems": list(self.problems),
-            "capture_status": self.capture_status,
-            "agent": self.agent,
-            "eval_id": self.eval_id,
-            "service": self.service,
-        }
+def _page(catalog: SqlCatalog, query: RunQuery, runs_per_session: int) -> SessionsPage:
+    return catalog.sessions_page(query, runs_per_session=runs_per_session)
+
+
+def list_sessions(root: Path, query: RunQuery, *, url: str | None = None, runs_per_session: int = 20,
+                  limited: bool = True) -> ListedSessions:
+    """The sessions page ``query`` selects (``limited``: it says when more are left)."""
+    try:
+        catalog = open_catalog(root, url)
+        if catalog is not None:
+            try:
+                if catalog.rebuilt:
+                    catch_up(catalog, root)
+                return ListedSessions(root, _page(catalog, query, runs_per_session), limited)
+            finally:
+                catalog.close()
+        warning = "the catalog is turned off ($OTEL_SESSION_CATALOG=off): every bundle was read"
+    except CatalogError as exc:
+        if isinstance(exc, ValueError):  # BadQuery: the caller's to report
+            raise
+        warning = f"the catalog is unusable ({exc}): every bundle was read"
+    scanned = scan_catalog(root)
+    try:
+        return ListedSessions(root, _page(scanned, query, runs_per_session), limited, warning)
+    finally:
+        scanned.close()

@@ -1,5 +1,7 @@
 // Sessions list: every run, live and eval (under its eval id), as the server filters, sorts and
-// pages it (GET /api/runs). The query lives in the URL, so a filtered view can be shared.
+// pages it (GET /api/runs: one catalog query a page). The query lives in the URL, so a filtered view
+// can be shared; pages follow the answer's keyset cursor (stable while runs arrive), and the cursors
+// of the pages before this one are kept here for "Newer".
 import { api, badge, enc, fill, h, markReady, shortTime, showError } from "./dom.js";
 import { durationText, feedbackText, kindText, tokensText } from "./runs-view.js";
 
@@ -11,8 +13,11 @@ const FACETS = { agent: "agent", service: "service", eval_id: "eval_id" };
 const form = document.getElementById("filters");
 const body = document.querySelector("#sessions tbody");
 const query = new URLSearchParams(location.search);
+query.delete("offset"); // links made before cursors: their page starts again at the first
 let typing = null;
 let request = 0;
+let nextCursor = null;
+const before = []; // the cursors of the pages before this one, the first page's as ""
 const picked = []; // up to two "<session_id>/<run_id>" to compare
 
 function renderPicks() {
@@ -45,7 +50,7 @@ function row(run) {
     h("td", {}, run.agent ?? "–"),
     h("td", {}, run.service ?? "–"),
     h("td", { title: run.problems.map((problem) => problem.message).join("\n") }, badge(run.status, run.status),
-      run.problems.length ? h("span", { class: "has-problems" }, ` ${run.problems.length}`) : ""),
+      run.problem_count ? h("span", { class: "has-problems" }, ` ${run.problem_count}`) : ""),
     h("td", {}, shortTime(run.created_at)),
     h("td", { class: "num" }, durationText(run.duration_ms)),
     h("td", { class: "num turns" }, run.turns),
@@ -87,18 +92,23 @@ async function load() {
   renderPicks();
   fillFacets(answer.facets);
   renderSortMarks();
-  const offset = answer.offset;
-  const shownTo = offset + answer.runs.length;
-  document.getElementById("count").textContent = answer.total
-    ? `${offset + 1}–${shownTo} of ${answer.total} runs` : "0 runs";
-  document.getElementById("prev-page").disabled = offset === 0;
-  document.getElementById("next-page").disabled = shownTo >= answer.total;
+  nextCursor = answer.next_cursor;
+  const known = !query.get("cursor") || before.length > 0; // a shared link to a later page: its position is unknown
+  const from = before.length * PAGE + 1;
+  document.getElementById("count").textContent = !answer.total ? "0 runs"
+    : known ? `${from}–${from + answer.runs.length - 1} of ${answer.total} runs` : `${answer.runs.length} of ${answer.total} runs`;
+  document.getElementById("prev-page").disabled = !query.get("cursor");
+  document.getElementById("next-page").disabled = !nextCursor;
   document.getElementById("empty").hidden = answer.total > 0;
   markReady();
   document.body.dataset.total = String(answer.total);
 }
 
 function update(changes) {
+  if (!("cursor" in changes)) { // a new filter or order starts again at the first page
+    before.length = 0;
+    query.delete("cursor");
+  }
   for (const [name, value] of Object.entries(changes)) {
     if (value === "" || value == null) query.delete(name);
     else query.set(name, value);
@@ -124,28 +134,29 @@ form.addEventListener("input", (event) => {
   clearTimeout(typing);
   // Every filter as the form shows it: a filter changed while a search is still being typed
   // (its timer cancelled here) applies the search too, never the URL's older one.
-  const apply = () => update({ ...Object.fromEntries(FILTERS.map((filter) => [filter, fromForm(filter)])), offset: "" });
+  const apply = () => update(Object.fromEntries(FILTERS.map((filter) => [filter, fromForm(filter)])));
   if (name === "q") typing = setTimeout(apply, TYPING_MS);
   else apply();
 });
 form.addEventListener("submit", (event) => event.preventDefault());
 form.addEventListener("reset", () => {
   clearTimeout(typing);
-  update(Object.fromEntries([...FILTERS, "offset"].map((name) => [name, ""])));
+  update(Object.fromEntries(FILTERS.map((name) => [name, ""])));
 });
 for (const header of document.querySelectorAll("th[data-sort]")) {
   header.tabIndex = 0;
   const sortBy = () => {
     const same = (query.get("sort") ?? "created_at") === header.dataset.sort;
     const order = same && (query.get("order") ?? "desc") === "desc" ? "asc" : "desc";
-    update({ sort: header.dataset.sort, order, offset: "" });
+    update({ sort: header.dataset.sort, order });
   };
   header.addEventListener("click", sortBy);
   header.addEventListener("keydown", (event) => { if (event.key === "Enter") sortBy(); });
 }
-document.getElementById("prev-page").addEventListener("click", () =>
-  update({ offset: String(Math.max(0, Number(query.get("offset") ?? 0) - PAGE)) || "" }));
-document.getElementById("next-page").addEventListener("click", () =>
-  update({ offset: String(Number(query.get("offset") ?? 0) + PAGE) }));
+document.getElementById("prev-page").addEventListener("click", () => update({ cursor: before.pop() ?? "" }));
+document.getElementById("next-page").addEventListener("click", () => {
+  before.push(query.get("cursor") ?? "");
+  update({ cursor: nextCursor });
+});
 
 load().catch(showError);

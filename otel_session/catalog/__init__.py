@@ -1,0 +1,55 @@
+"""The run catalog: one row per run, derived from the bundles, that every list reads (SPEC §5.6).
+
+Contract (``model.Catalog``; SQL through SQLAlchemy Core in ``sql``)::
+
+    catalog = open_catalog(root)                  # SqlCatalog at catalog_url(root), or None when off
+    catalog.upsert_opened(rows); catalog.upsert_sealed(rows); catalog.remove_missing(paths)
+    page = catalog.page(RunQuery(...))            # Page(rows, next_cursor, total): keyset-paged
+    groups = catalog.sessions_page(RunQuery(scope=Scope.LIVE))   # SessionsPage(sessions, next_cursor)
+    catalog.rebuild(root)                         # forget every row, index every bundle again
+    hook = writer_hooks(root)                     # BundleWriter(root, hooks=hook): rows as runs open and seal
+    keeper = CatalogKeeper(catalog, root).start() # catch up with bundles it lacks, drop deleted ones
+    page = scan_page(root, query)                 # without a catalog: the same answer from a scan
+
+Stage: between ``bundle`` (it reads bundles, the writer calls its hook) and ``replay``. The row's
+figures are counted from the journal records (``rows``), not from ``replay``'s facts.
+Settings: ``$OTEL_SESSION_CATALOG`` (a SQLAlchemy URL; ``off`` for none), default
+``sqlite:///<root>/.catalog.sqlite3``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .cursor import row_cursor, session_cursor
+from .hook import CatalogHook, catalog_disabled, writer_hooks
+from .model import (
+    BadQuery, Catalog, CatalogError, CatalogUnavailable, Known, Order, Page, RunQuery, RunRow, Scope, SessionGroup,
+    SessionsPage, SortKey, StatusFilter, time_prefix,
+)
+from .sql import CATALOG_FILE, ENV_CATALOG, SCHEMA_VERSION, SqlCatalog, catalog_url
+from .sync import CatalogKeeper, CaughtUp, Reindexed, catch_up, reindex
+
+__all__ = [
+    "CATALOG_FILE", "ENV_CATALOG", "SCHEMA_VERSION", "BadQuery", "Catalog", "CatalogError", "CatalogHook",
+    "CatalogKeeper", "CatalogUnavailable", "CaughtUp", "Known", "Order", "Page", "Reindexed", "RunQuery", "RunRow",
+    "Scope", "SessionGroup", "SessionsPage", "SortKey", "SqlCatalog", "StatusFilter", "catalog_disabled", "catalog_url",
+    "catch_up", "open_catalog", "reindex", "row_cursor", "scan_catalog", "session_cursor", "time_prefix", "writer_hooks",
+]
+
+
+def open_catalog(root: str | os.PathLike[str], url: str | None = None) -> SqlCatalog | None:
+    """The catalog of ``root`` (``url``, else ``$OTEL_SESSION_CATALOG``, else SQLite in the root), or
+    None when turned off. Raises :class:`CatalogUnavailable` when it cannot be opened."""
+    if catalog_disabled(url):
+        return None
+    return SqlCatalog(catalog_url(root, url))
+
+
+def scan_catalog(root: str | os.PathLike[str]) -> SqlCatalog:
+    """A catalog in memory, filled by reading every bundle under ``root``: what lists answer from
+    when the root's catalog is off or unusable (the same queries, at the cost of a full scan)."""
+    catalog = SqlCatalog("sqlite://")
+    reindex(catalog, Path(root))
+    return catalog

@@ -1,0 +1,325 @@
+"""A run's catalog row, read from its bundle in one pass over its records.
+
+Contract::
+
+    row = row_of(root, run_path)          # reads run.json, capture.json, the journal, feedback; never raises
+    row = sealed_row(root, run_path)      # the same, for a run its writer has just sealed: faster
+    row = opened_row(root, run_path, manifest)   # the row of a run just opened: ids and times only
+    stamp = bundle_stamp(run_path)        # sizes and times of the bundle's files (a changed bundle)
+
+The figures are counted from the journal records directly, not from ``otel_session.replay``
+(the catalog sits below replay, so that the bundle writer's hook can fill it): ``turns``
+(``turn_started``), ``messages`` (``message_started``), ``model_calls`` (assistant messages whose
+``message_finished`` names a ``model`` or ``usage``), ``tool_calls``, ``tool_errors``,
+``guards_blocked`` (``guard_evaluated`` with ``passed: false``), ``repeated_asks`` (turns that asked
+again for required slots the previous turn left missing: the turn facts' ``repeated_asks``, SPEC
+§7.2), tokens, the models named, and voice latency p50/p95 (``turn_finished.payload.latency.
+user_to_agent_ms``, nearest rank, as ``replay.latency``). tests/catalog checks each against the
+facts of the same bundles. A run is ``error`` when it finished with ``error`` or a tool failed;
+``interrupted`` when it or a turn was interrupted; ``running`` while it has no ``run_finished``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from otel_session.bundle.read import BundleRead, BundleStatus, DiagnosticCode, read_bundle, read_manifest
+from otel_session.core import layout
+from otel_session.core.journal import TRUNCATED_FIELD, CaptureStatus, parse_timestamp
+
+from .model import RunRow, Scope
+
+__all__ = ["MAX_SEARCH_TEXT", "bundle_stamp", "feedback_score", "opened_row", "row_of", "sealed_row"]
+
+MAX_SEARCH_TEXT = 4000
+"""Characters of message text kept per run for the text filter."""
+
+_MAX_PROBLEMS = 20
+_MAX_MODELS = 8
+_STAMPED = (layout.RUN_FILE, layout.EVENTS_FILE, layout.CAPTURE_FILE, layout.FEEDBACK_FILE)
+_TALLIED = frozenset(name.encode() for name in (
+    "run_started", "run_finished", "turn_started", "turn_finished", "message_started", "message_finished",
+    "tool_execution_started", "tool_execution_finished", "guard_evaluated", "upstream_drop"))
+"""The record types a row counts; the rest (deltas, slot writes, updates: most of a journal) are not parsed."""
+_TYPE_KEY = b'"type":"'
+_TRUNCATED_MARK = b'"%s":"depth"' % TRUNCATED_FIELD.encode()
+_SEALED = frozenset({CaptureStatus.COMPLETE.value, CaptureStatus.FAILED.value})
+
+
+def _ms(at: Any) -> float | None:
+    ns = parse_timestamp(at)
+    return None if ns is None else ns / 1e6
+
+
+def _payload(event: dict[str, Any]) -> dict[str, Any]:
+    payload = event.get("payload")
+    return payload if isinstance(payload, dict) else {}
+
+
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def _str_list(value: Any) -> list[str] | None:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else None
+
+
+def _nearest_rank(ordered: list[float], quantile: float) -> float:
+    return ordered[max(0, math.ceil(quantile * len(ordered)) - 1)]
+
+
+class _Tally:
+    """One pass over a run's records."""
+
+    def __init__(self) -> None:
+        self.agent: str | None = None
+        self.run_status: str | None = None
+        self.interrupted_turn = False
+        self.turns = 0
+        self.messages = 0
+        self.model_calls = 0
+        self.models: dict[str, None] = {}
+        self.tokens: dict[str, int | None] = {"input_tokens": None, "output_tokens": None}
+        self.tool_calls = 0
+        self.tool_errors = 0
+        self.guards_blocked = 0
+        self.repeated_asks = 0
+        self.latencies: list[float] = []
+        self.tool_names: dict[str, str] = {}
+        self.roles: dict[str, str] = {}
+        self.problems: list[dict[str, Any]] = []
+        self.text: list[str] = []
+        self.text_chars = 0
+        self.turn_asked = False
+        """An assistant message was started in the current turn."""
+        self.turn_required: list[str] = []
+        """The current turn's ``required_slots`` as it started (its finish may name them instead)."""
+        self.previous_missing: list[str] | None = None
+        """The previous finished turn's ``missing_required_slots``."""
+
+    def problem(self, kind: str, message: str, seq: int | None = None) -> None:
+        if len(self.problems) < _MAX_PROBLEMS:
+            self.problems.append({"kind": kind, "message": message, **({"seq": seq} if seq is not None else {})})
+
+    def add_text(self, text: Any) -> None:
+        if isinstance(text, str) and self.text_chars < MAX_SEARCH_TEXT:
+            piece = text[: MAX_SEARCH_TEXT - self.text_chars]
+            self.text.append(piece)
+            self.text_chars += len(piece) + 1
+
+    def feed(self, event: dict[str, Any]) -> None:
+        kind, payload, seq = event["type"], _payload(event), event["seq"]
+        if kind == "message_started":
+            self.messages += 1
+            if isinstance(event.get("message_id"), str):
+                role = self.roles[event["message_id"]] = str(payload.get("role", ""))
+                self.turn_asked = self.turn_asked or role == "assistant"
+        elif kind == "message_finished":
+            self._message_finished(event, payload)
+        elif kind == "tool_execution_started":
+            self.tool_calls += 1
+            self.tool_names[str(event.get("tool_call_id"))] = str(payload.get("name", "tool"))
+        elif kind == "tool_execution_finished" and payload.get("status") == "error":
+            self.tool_errors += 1
+            name = self.tool_names.get(str(event.get("tool_call_id")), "tool")
+            error = payload.get("error")
+            detail = f": {error}" if isinstance(error, str) else ""
+            self.problem("tool_error", f"tool {name} failed{detail}", seq)
+        elif kind == "guard_evaluated" and payload.get("passed") is False:
+            self.guards_blocked += 1
+        elif kind == "turn_started":
+            self.turns += 1
+            self.turn_asked = False
+            self.turn_required = _str_list(payload.get("required_slots")) or []
+        elif kind == "turn_finished":
+            self._turn_finished(event, payload, seq)
+        elif kind == "run_started":
+            self.agent = payload.get("agent") if isinstance(payload.get("agent"), str) else self.agent
+        elif kind == "run_finished":
+            self.run_status = payload.get("status") if isinstance(payload.get("status"), str) else "unknown"
+            if self.run_status != "ok":
+                reason = f" ({payload['reason']})" if isinstance(payload.get("reason"), str) else ""
+                self.problem(f"run_{self.run_status}", f"the run finished {self.run_status}{reason}", seq)
+
+    def _turn_finished(self, event: dict[str, Any], payload: dict[str, Any], seq: int) -> None:
+        if payload.get("interrupted") is True:
+            self.interrupted_turn = True
+            self.problem("turn_interrupted", f"turn {event.get('turn_index', '?')} was interrupted", seq)
+        latency = payload.get("latency")
+        value = latency.get("user_to_agent_ms") if isinstance(latency, dict) else None
+        if type(value) in (int, float) and value >= 0 and math.isfinite(value):
+            self.latencies.append(float(value))
+        missing = _str_list(payload.get("missing_required_slots"))
+        required = _str_list(payload.get("required_slots")) or self.turn_required
+        if missing and self.previous_missing and self.turn_asked:
+            if any(slot in self.previous_missing and slot in required for slot in missing):
+                self.repeated_asks += 1
+        self.previous_missing = missing
+
+    def _message_finished(self, event: dict[str, Any], payload: dict[str, Any]) -> None:
+        for block in payload.get("content") or ():
+            if isinstance(block, dict) and block.get("kind", "text") == "text":
+                self.add_text(block.get("text"))
+        role = self.roles.get(str(event.get("message_id")), "assistant")
+        usage = payload.get("usage")
+        model = payload.get("model")
+        if role != "assistant" or not (isinstance(model, str) or isinstance(usage, dict)):
+            return
+        self.model_calls += 1
+        if isinstance(model, str) and len(self.models) < _MAX_MODELS:
+            self.models[model] = None
+        for key in self.tokens:
+            value = _count(usage.get(key)) if isinstance(usage, dict) else None
+            if value is not None:
+                self.tokens[key] = (self.tokens[key] or 0) + value
+
+    def status(self) -> str:
+        if self.run_status == "error" or self.tool_errors:
+            return "error"
+        if self.run_status == "interrupted" or self.interrupted_turn:
+            return "interrupted"
+        return "running" if self.run_status is None else "ok"
+
+
+def bundle_stamp(run_path: str | os.PathLike[str]) -> str:
+    """Sizes and modification times of the bundle's files, as one string (``-`` for a missing file)."""
+    parts = []
+    for name in _STAMPED:
+        try:
+            stat = os.stat(os.path.join(run_path, name), follow_symlinks=False)
+        except OSError:
+            parts.append("-")
+        else:
+            parts.append(f"{stat.st_size}.{stat.st_mtime_ns}")
+    return ":".join(parts)
+
+
+def feedback_score(run_path: str | os.PathLike[str]) -> tuple[int, float | None]:
+    """``(count, mean rating)`` of the run's ``feedback.ndjson`` (symlinks never followed)."""
+    try:
+        fd = os.open(os.path.join(run_path, layout.FEEDBACK_FILE), os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return 0, None
+    ratings = []
+    for line in data.splitlines():
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and type(record.get("rating")) is int:
+            ratings.append(record["rating"])
+    return (len(ratings), round(sum(ratings) / len(ratings), 2)) if ratings else (0, None)
+
+
+def _place(root: Path, run_path: Path) -> tuple[str, str, Scope]:
+    root_name, path_name = os.fspath(root), os.fspath(run_path)
+    if not path_name.startswith(root_name + os.sep):
+        raise ValueError(f"{path_name} is not under {root_name}")
+    relative = path_name[len(root_name) + 1 :].replace(os.sep, "/")
+    directory = relative.rpartition("/")[0]
+    return relative, directory, Scope.EVAL if relative.startswith("evals/") else Scope.LIVE
+
+
+def opened_row(root: Path, run_path: Path, manifest: dict[str, Any]) -> RunRow:
+    """The row of a run that has just opened: what ``run.json`` says, no records yet."""
+    path, directory, scope = _place(root, run_path)
+    return RunRow(
+        path=path, directory=directory, scope=scope, session_id=manifest.get("session_id"),
+        run_id=str(manifest.get("run_id") or run_path.name), kind=str(manifest.get("kind", "?")),
+        created_at=str(manifest.get("created_at", "")), eval_id=manifest.get("eval_id"), agent=manifest.get("agent"),
+        service=manifest.get("service"), capture_status="recording", integrity="recording",
+    )
+
+
+def row_of(root: Path, run_path: Path) -> RunRow:
+    """The row of the run at ``run_path`` as its bundle reads now (the tolerant reader: a bundle it
+    cannot read is a row with its problem, never an error)."""
+    stamp = bundle_stamp(run_path)
+    return _row(root, read_bundle(run_path), stamp)
+
+
+def sealed_row(root: Path, run_path: Path) -> RunRow:
+    """The row of a run its writer has just sealed, parsing only the records a row counts.
+
+    It leans on what the writer guarantees of a bundle it sealed (a manifest, a terminal capture
+    that counts every line, one record a line, seqs in order) and checks the cheap parts of it:
+    when anything is not so, the row is :func:`row_of`'s (the tolerant reader's verdict). Its
+    integrity is the capture's status; its diagnostics the warnings a sealed bundle may carry
+    (upstream drops, values cut for depth)."""
+    stamp = bundle_stamp(run_path)
+    manifest = read_manifest(run_path)
+    try:
+        capture = orjson.loads((run_path / layout.CAPTURE_FILE).read_bytes())
+        data = (run_path / layout.EVENTS_FILE).read_bytes()
+    except (OSError, orjson.JSONDecodeError):
+        return row_of(root, run_path)
+    lines = data.split(b"\n")
+    if (manifest is None or not isinstance(capture, dict) or capture.get("status") not in _SEALED
+            or lines.pop() != b"" or capture.get("event_count") != len(lines)):
+        return row_of(root, run_path)
+    events: list[dict[str, Any]] = []
+    try:
+        for line in lines:
+            start = line.find(_TYPE_KEY) + len(_TYPE_KEY)
+            if line[start : line.find(b'"', start)] in _TALLIED:
+                events.append(orjson.loads(line))
+        edges = [orjson.loads(lines[0]), orjson.loads(lines[-1])] if lines else []
+    except orjson.JSONDecodeError:
+        return row_of(root, run_path)
+    diagnostics = []
+    if any(event["type"] == "upstream_drop" for event in events):
+        diagnostics.append(DiagnosticCode.UPSTREAM_DROP)
+    if _TRUNCATED_MARK in data:
+        diagnostics.append(DiagnosticCode.VALUE_TRUNCATED)
+    bundle = BundleRead(run_path, BundleStatus(capture["status"]), manifest, capture, events, [])
+    return _row(root, bundle, stamp, event_count=len(lines), edges=edges,
+                diagnostics=tuple(code.value for code in diagnostics))
+
+
+def _row(root: Path, bundle: BundleRead, stamp: str, *, event_count: int | None = None,
+         edges: list[dict[str, Any]] | None = None, diagnostics: tuple[str, ...] | None = None) -> RunRow:
+    path, directory, scope = _place(root, bundle.path)
+    manifest = bundle.manifest or {}
+    capture = bundle.capture or {}
+    tally = _Tally()
+    for event in bundle.events:
+        tally.feed(event)
+    if capture.get("status") == "failed":
+        failure = capture.get("failure") if isinstance(capture.get("failure"), dict) else {}
+        tally.problem("capture_failed", f"capture failed: {failure.get('code', '?')} {failure.get('message', '')}".strip())
+    if bundle.status.value == "invalid":
+        codes = sorted({diagnostic.code.value for diagnostic in bundle.diagnostics})
+        tally.problem("invalid_bundle", f"the bundle is invalid: {', '.join(codes)}")
+    edges = bundle.events if edges is None else edges
+    started = edges[0].get("at") if edges else None
+    ended = edges[-1].get("at") if edges else None
+    start_ms, end_ms = _ms(started), _ms(ended)
+    latencies = sorted(tally.latencies)
+    feedback_count, feedback_mean = feedback_score(bundle.path)
+    return RunRow(
+        path=path, directory=directory, scope=scope, session_id=manifest.get("session_id"),
+        run_id=str(manifest.get("run_id") or bundle.path.name), kind=str(manifest.get("kind", "?")),
+        created_at=str(manifest.get("created_at", "")), eval_id=manifest.get("eval_id"),
+        agent=tally.agent or manifest.get("agent"), service=manifest.get("service"),
+        capture_status=capture.get("status") if isinstance(capture.get("status"), str) else None,
+        integrity=bundle.status.value, status=tally.status(), started_at=started, finished_at=ended,
+        duration_ms=round(end_ms - start_ms, 3) if start_ms is not None and end_ms is not None else None,
+        event_count=len(bundle.events) if event_count is None else event_count, turns=tally.turns, messages=tally.messages, model_calls=tally.model_calls,
+        tool_calls=tally.tool_calls, tool_errors=tally.tool_errors, guards_blocked=tally.guards_blocked,
+        repeated_asks=tally.repeated_asks, input_tokens=tally.tokens["input_tokens"],
+        output_tokens=tally.tokens["output_tokens"], models=tuple(tally.models),
+        latency_p50_ms=_nearest_rank(latencies, 0.50) if latencies else None,
+        latency_p95_ms=_nearest_rank(latencies, 0.95) if latencies else None,
+        problems=tuple(tally.problems),
+        diagnostics=tuple(dict.fromkeys(diagnostic.code.value for diagnostic in bundle.diagnostics))
+        if diagnostics is None else diagnostics,
+        feedback_count=feedback_count, feedback_mean=feedback_mean,
+        search_text="\n".join(tally.text).lower(), stamp=stamp,
+    )

@@ -1,0 +1,461 @@
+"""The catalog in SQL, through SQLAlchemy Core: SQLite in the bundle root by default (SPEC §5.6).
+
+Contract::
+
+    catalog = SqlCatalog(catalog_url(root))     # sqlite:///<root>/.catalog.sqlite3, or $OTEL_SESSION_CATALOG
+    catalog.upsert_opened([row]); catalog.upsert_sealed([row])
+    page = catalog.page(RunQuery(limit=50))     # Page(rows, next_cursor, total)
+    catalog.sessions_page(RunQuery(scope=Scope.LIVE))
+    catalog.close()
+
+SQLite is opened in WAL mode with a busy timeout, so a collector, a viewer and CLI commands share
+one root at once; ``synchronous=NORMAL``: a crash may lose the last transactions, never corrupt
+the file, and a pass brings back what was lost (the bundles are the truth). The schema has a
+version (``catalog_meta``); a catalog of another version, or a file that is not a database, is
+rebuilt empty (logged) and a pass fills it again: no migrations. Every value reaches SQL as a
+bound parameter. Any database error is raised as :class:`CatalogUnavailable`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+from sqlalchemy import (
+    Column, Connection, Float, Index, Integer, MetaData, String, Table, Text, and_, case, create_engine, delete,
+    event, func, literal, or_, select, text, true, update,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DatabaseError, SQLAlchemyError
+from sqlalchemy.pool import StaticPool
+
+from otel_session.core.log import get_logger
+
+from .cursor import decode_cursor, row_cursor, session_cursor
+from .model import (
+    CatalogUnavailable, Known, Order, Page, RunQuery, RunRow, Scope, SessionGroup, SessionsPage, SortKey, StatusFilter,
+)
+
+__all__ = ["CATALOG_FILE", "ENV_CATALOG", "SCHEMA_VERSION", "SqlCatalog", "catalog_url"]
+
+logger = get_logger(__name__)
+
+ENV_CATALOG = "OTEL_SESSION_CATALOG"
+CATALOG_FILE = ".catalog.sqlite3"
+SCHEMA_VERSION = "1"
+_BUSY_TIMEOUT_S = 30.0
+DISK_RESERVE_BYTES = 64 * 1024 * 1024
+"""An SQLite catalog writes nothing while its file system has less free: the bundles need the
+space first (a catalog's write-ahead log grows by pages per transaction), and a pass adds the rows
+it lacks once there is room again."""
+_BATCH = 500
+_FACETS = ("agent", "service", "eval_id")
+
+
+def catalog_url(root: str | os.PathLike[str], explicit: str | None = None) -> str:
+    """The catalog's URL: ``explicit``, else ``$OTEL_SESSION_CATALOG``, else SQLite in the root."""
+    return explicit or os.environ.get(ENV_CATALOG) or f"sqlite:///{Path(root).resolve() / CATALOG_FILE}"
+
+
+metadata = MetaData()
+meta_table = Table("catalog_meta", metadata, Column("key", String(64), primary_key=True), Column("value", Text))
+runs = Table(
+    "runs", metadata,
+    Column("path", String(1024), primary_key=True),
+    Column("directory", String(1024), nullable=False),
+    Column("scope", String(8), nullable=False),
+    Column("session_id", String(1024)),
+    Column("run_id", String(128), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("eval_id", String(1024)),
+    Column("agent", String(1024)),
+    Column("service", String(1024)),
+    Column("capture_status", String(16)),
+    Column("integrity", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("started_at", String(40)),
+    Column("finished_at", String(40)),
+    Column("duration_ms", Float),
+    *(Column(name, Integer, nullable=False) for name in (
+        "event_count", "turns", "messages", "model_calls", "tool_calls", "tool_errors", "guards_blocked",
+        "repeated_asks", "feedback_count")),
+    Column("input_tokens", Integer),
+    Column("output_tokens", Integer),
+    Column("tokens", Integer),
+    Column("models", Text, nullable=False),
+    Column("latency_p50_ms", Float),
+    Column("latency_p95_ms", Float),
+    Column("problems", Text, nullable=False),
+    Column("diagnostics", Text, nullable=False),
+    Column("feedback_mean", Float),
+    Column("search_text", Text, nullable=False),
+    Column("stamp", String(256), nullable=False),
+    Index("runs_by_created", "created_at", "path"),
+    Index("runs_by_directory", "directory", "created_at"),
+    Index("runs_by_session", "session_id"),
+)
+sessions = Table(
+    "sessions", metadata,
+    Column("directory", String(1024), primary_key=True),
+    Column("scope", String(8), nullable=False),
+    Column("session_id", String(1024)),
+    Column("newest_created_at", String(40), nullable=False),
+    Column("run_count", Integer, nullable=False),
+    Index("sessions_by_newest", "scope", "newest_created_at", "directory"),
+)
+facets = Table("facets", metadata, Column("name", String(16), primary_key=True), Column("value", String(1024), primary_key=True))
+
+_SORT_COLUMNS = {key: runs.c[key.value] for key in SortKey if key.value in runs.c}
+_SORT_COLUMNS[SortKey.FEEDBACK] = runs.c.feedback_mean
+_ROW_FIELDS = [column.name for column in runs.columns]
+_JSON_FIELDS = ("models", "problems", "diagnostics")
+
+
+def _upsert_text(replace: bool) -> Any:
+    """``INSERT … ON CONFLICT (path) DO UPDATE/NOTHING``: the same SQL in SQLite and PostgreSQL,
+    made once (a statement built for each pass cost more than the rows it wrote)."""
+    names = [column.name for column in runs.columns]
+    conflict = ("DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name in names if name != "path")
+                if replace else "DO NOTHING")
+    return text(f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join(':' + name for name in names)}) "
+                f"ON CONFLICT (path) {conflict}")
+
+
+_ADD_RUN = _upsert_text(replace=False)
+_PUT_RUN = _upsert_text(replace=True)
+_ADD_FACET = text("INSERT INTO facets (name, value) VALUES (:name, :value) ON CONFLICT (name, value) DO NOTHING")
+_COUNT_SESSION = text(
+    "INSERT INTO sessions (directory, scope, session_id, newest_created_at, run_count) "
+    "SELECT directory, max(scope), max(session_id), max(created_at), count(*) FROM runs WHERE directory = :directory "
+    "GROUP BY directory ON CONFLICT (directory) DO UPDATE SET scope = excluded.scope, session_id = excluded.session_id, "
+    "newest_created_at = excluded.newest_created_at, run_count = excluded.run_count")
+_DROP_EMPTY_SESSION = text(
+    "DELETE FROM sessions WHERE directory = :directory AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.directory = :directory)")
+
+
+def _values(row: RunRow) -> dict[str, Any]:
+    values = {name: getattr(row, name) for name in _ROW_FIELDS if name not in ("scope", "tokens", *_JSON_FIELDS)}
+    values.update({name: orjson.dumps(list(getattr(row, name))).decode() for name in _JSON_FIELDS})
+    values.update(scope=row.scope.value, tokens=row.tokens)
+    return values
+
+
+def _row(mapping: Any) -> RunRow:
+    values = dict(mapping)
+    values.update({name: tuple(orjson.loads(values[name])) for name in _JSON_FIELDS})
+    values["scope"] = Scope(values["scope"])
+    values.pop("tokens")
+    return RunRow(**values)
+
+
+def _on_sqlite_connect(connection: Any, _record: Any) -> None:
+    cursor = connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.execute("PRAGMA journal_size_limit = 4194304")  # the log is cut back to 4 MiB after a checkpoint
+    cursor.close()
+
+
+class SqlCatalog:
+    """:class:`~otel_session.catalog.model.Catalog` over one SQL database."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._lock = threading.Lock()
+        self.rebuilt = False
+        """The database was made new here (none yet, another schema version, or not a database)."""
+        try:
+            self._engine = self._open()
+        except (SQLAlchemyError, OSError) as exc:
+            raise CatalogUnavailable(f"cannot open the catalog {self._shown()}: {_reason(exc)}") from None
+
+    def _shown(self) -> str:
+        return self.url.removeprefix("sqlite:///")
+
+    def _make_engine(self) -> Engine:
+        if self.url.startswith("sqlite"):
+            in_memory = self.url in ("sqlite://", "sqlite:///:memory:")  # one connection, or one database a thread
+            engine = create_engine(self.url, connect_args={"timeout": _BUSY_TIMEOUT_S, "check_same_thread": False},
+                                   **({"poolclass": StaticPool} if in_memory else {}))
+            event.listen(engine, "connect", _on_sqlite_connect)
+            return engine
+        return create_engine(self.url, pool_pre_ping=True)
+
+    def _open(self) -> Engine:
+        engine = self._make_engine()
+        try:
+            version = self._schema_version(engine)
+        except DatabaseError as exc:  # not a database (a torn or overwritten file)
+            engine.dispose()
+            logger.warning("the catalog %s cannot be read (%s): made new; the bundles fill it again",
+                           self._shown(), _reason(exc))
+            self._remove_sqlite_files()
+            engine = self._make_engine()
+            version = self._schema_version(engine)
+        if version != SCHEMA_VERSION:
+            if version is not None:
+                logger.warning("the catalog %s has schema %s, this version uses %s: made new; the bundles fill it again",
+                               self._shown(), version, SCHEMA_VERSION)
+            with engine.begin() as connection:
+                metadata.drop_all(connection)
+                metadata.create_all(connection)
+                connection.execute(meta_table.insert().values(key="schema", value=SCHEMA_VERSION))
+            self.rebuilt = True
+        return engine
+
+    @staticmethod
+    def _schema_version(engine: Engine) -> str | None:
+        with engine.connect() as connection:
+            if not engine.dialect.has_table(connection, "catalog_meta"):
+                if engine.dialect.has_table(connection, "runs"):
+                    return "unknown"
+                return None
+            return connection.execute(select(meta_table.c.value).where(meta_table.c.key == "schema")).scalar()
+
+    def _check_room(self) -> None:
+        """:class:`CatalogUnavailable` when an SQLite catalog's file system is nearly full."""
+        database = self.url.removeprefix("sqlite:///")
+        if not self.url.startswith("sqlite:///") or not database or database == ":memory:":
+            return
+        try:
+            stat = os.statvfs(os.path.dirname(database) or ".")
+        except OSError:
+            return
+        if stat.f_bavail * stat.f_frsize < DISK_RESERVE_BYTES:
+            raise CatalogUnavailable(f"the disk holding the catalog {self._shown()} has less than "
+                                     f"{DISK_RESERVE_BYTES >> 20} MiB free: the bundles have it first")
+
+    def _remove_sqlite_files(self) -> None:
+        database = self.url.removeprefix("sqlite:///")
+        if self.url.startswith("sqlite:///") and database:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                try:
+                    os.unlink(database + suffix)
+                except FileNotFoundError:
+                    pass
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        try:
+            with self._engine.begin() as connection:
+                yield connection
+        except SQLAlchemyError as exc:
+            raise CatalogUnavailable(f"the catalog {self._shown()} failed: {_reason(exc)}") from None
+
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        try:
+            with self._engine.connect() as connection:
+                yield connection
+        except SQLAlchemyError as exc:
+            raise CatalogUnavailable(f"the catalog {self._shown()} cannot be read: {_reason(exc)}") from None
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def upsert_opened(self, rows: Iterable[RunRow]) -> None:
+        self.write(opened=list(rows))
+
+    def upsert_sealed(self, rows: Iterable[RunRow]) -> None:
+        self.write(sealed=list(rows))
+
+    def write(self, *, opened: list[RunRow] = (), sealed: list[RunRow] = ()) -> None:  # type: ignore[assignment]
+        """Both kinds of upsert in one transaction (the writer hook's one per writer pass)."""
+        if not opened and not sealed:
+            return
+        self._check_room()
+        with self._transaction() as connection:
+            for rows, statement in ((opened, _ADD_RUN), (sealed, _PUT_RUN)):
+                for start in range(0, len(rows), _BATCH):
+                    batch = [_values(row) for row in rows[start : start + _BATCH]]
+                    connection.execute(statement, batch)
+                    facet_values = [{"name": name, "value": value} for name, value in
+                                    {(name, values[name]) for values in batch for name in _FACETS if isinstance(values[name], str)}]
+                    if facet_values:
+                        connection.execute(_ADD_FACET, facet_values)
+            directories = {row.directory for row in opened} | {row.directory for row in sealed}
+            connection.execute(_COUNT_SESSION, [{"directory": directory} for directory in sorted(directories)])
+
+    def remove(self, paths: Iterable[str]) -> int:
+        paths = sorted(set(paths))
+        if not paths:
+            return 0
+        removed = 0
+        with self._transaction() as connection:
+            directories = set()
+            for chunk in _chunks(paths, _BATCH):
+                directories.update(connection.execute(
+                    select(runs.c.directory).where(runs.c.path.in_(chunk)).distinct()).scalars())
+                removed += connection.execute(delete(runs).where(runs.c.path.in_(chunk))).rowcount or 0
+            if directories:
+                parameters = [{"directory": directory} for directory in sorted(directories)]
+                connection.execute(_COUNT_SESSION, parameters)
+                connection.execute(_DROP_EMPTY_SESSION, parameters)
+            connection.execute(delete(facets))
+            for name in _FACETS:
+                connection.execute(facets.insert().from_select(
+                    ["name", "value"], select(literal(name), runs.c[name]).where(runs.c[name].is_not(None)).distinct()))
+        return removed
+
+    def remove_missing(self, present: Iterable[str]) -> int:
+        return self.remove(set(self.known()) - set(present))
+
+    def set_feedback(self, path: str, count: int, mean: float | None) -> None:
+        with self._transaction() as connection:
+            connection.execute(update(runs).where(runs.c.path == path).values(feedback_count=count, feedback_mean=mean))
+
+    def clear(self) -> None:
+        with self._transaction() as connection:
+            for table in (runs, sessions, facets):
+                connection.execute(delete(table))
+
+    def rebuild(self, root: Path) -> int:
+        from .sync import reindex  # sync builds rows from bundles and writes them through this class
+
+        return reindex(self, root).runs
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def known(self) -> dict[str, Known]:
+        with self._reading() as connection:
+            return {path: Known(stamp, capture) for path, stamp, capture in
+                    connection.execute(select(runs.c.path, runs.c.stamp, runs.c.capture_status))}
+
+    def rows(self, paths: list[str]) -> dict[str, RunRow]:
+        found: dict[str, RunRow] = {}
+        with self._reading() as connection:
+            for chunk in _chunks(paths, _BATCH):
+                for mapping in connection.execute(select(runs).where(runs.c.path.in_(chunk))).mappings():
+                    found[mapping["path"]] = _row(mapping)
+        return found
+
+    def facets(self) -> dict[str, list[str]]:
+        with self._reading() as connection:
+            found: dict[str, list[str]] = {name: [] for name in _FACETS}
+            for name, value in connection.execute(select(facets.c.name, facets.c.value).order_by(facets.c.name, facets.c.value)):
+                found[name].append(value)
+            return found
+
+    def count(self) -> int:
+        with self._reading() as connection:
+            return connection.execute(select(func.count()).select_from(runs)).scalar_one()
+
+    def page(self, query: RunQuery) -> Page:
+        column = _SORT_COLUMNS[query.sort]
+        descending = query.order is Order.DESC
+        conditions = _filters(query)
+        statement = select(runs).where(*conditions)
+        keys = _sort_keys(query.sort, column)
+        if query.cursor is not None:
+            statement = statement.where(_after(keys, decode_cursor(query.cursor, query.sort, query.order), descending))
+        statement = statement.order_by(*(key.desc() if descending and ordered else key.asc()
+                                         for key, ordered in keys)).limit(query.limit + 1)
+        if query.cursor is None and query.offset:
+            statement = statement.offset(query.offset)
+        with self._reading() as connection:
+            found = [_row(mapping) for mapping in connection.execute(statement).mappings()]
+            total = (connection.execute(select(func.count()).select_from(runs).where(*conditions)).scalar_one()
+                     if query.with_total else None)
+        page = found[: query.limit]
+        next_cursor = row_cursor(query.sort, query.order, page[-1]) if len(found) > query.limit else None
+        return Page(page, next_cursor, total)
+
+    def sessions_page(self, query: RunQuery, *, runs_per_session: int = 20) -> SessionsPage:
+        conditions = _filters(query)
+        if query.filtered:
+            source = (select(runs.c.directory, func.max(runs.c.session_id).label("session_id"),
+                             func.max(runs.c.created_at).label("newest_created_at"), func.count().label("run_count"))
+                      .where(*conditions).group_by(runs.c.directory).subquery())
+        else:
+            source = (select(sessions.c.directory, sessions.c.session_id, sessions.c.newest_created_at,
+                             sessions.c.run_count)
+                      .where(sessions.c.scope == query.scope.value if query.scope else true()).subquery())
+        statement = select(source)
+        if query.cursor is not None:
+            _, newest, directory = decode_cursor(query.cursor, SortKey.CREATED_AT, Order.DESC)
+            statement = statement.where(or_(source.c.newest_created_at < newest,
+                                            and_(source.c.newest_created_at == newest, source.c.directory < directory)))
+        statement = statement.order_by(source.c.newest_created_at.desc(), source.c.directory.desc()).limit(query.limit + 1)
+        with self._reading() as connection:
+            groups = connection.execute(statement).all()[: query.limit + 1]
+            more = len(groups) > query.limit
+            groups = groups[: query.limit]
+            by_directory: dict[str, list[RunRow]] = {directory: [] for directory, *_ in groups}
+            if groups:
+                numbered = (select(runs, func.row_number().over(partition_by=runs.c.directory,
+                                                                 order_by=(runs.c.created_at.desc(), runs.c.path.desc()))
+                                   .label("rank"))
+                            .where(runs.c.directory.in_(list(by_directory)), *conditions).subquery())
+                ranked = select(*(numbered.c[name] for name in _ROW_FIELDS)).where(numbered.c.rank <= runs_per_session)
+                for mapping in connection.execute(ranked.order_by(numbered.c.directory, numbered.c.rank)).mappings():
+                    by_directory[mapping["directory"]].append(_row(mapping))
+        listed = [SessionGroup(directory, session_id, newest, count, by_directory[directory])
+                  for directory, session_id, newest, count in groups]
+        return SessionsPage(listed, session_cursor(listed[-1]) if more else None)
+
+
+def _sort_keys(sort: SortKey, column: Any) -> list[tuple[Any, bool]]:
+    """The ORDER BY terms, each with whether it follows the requested order: runs without a
+    value last (in either order), then the value, then ``created_at`` and ``path`` as ties."""
+    if sort is SortKey.CREATED_AT:
+        return [(runs.c.created_at, True), (runs.c.path, True)]
+    return [(case((column.is_(None), 1), else_=0), False), (column, True), (runs.c.created_at, True), (runs.c.path, True)]
+
+
+def _after(keys: list[tuple[Any, bool]], position: tuple[Any, str, str], descending: bool) -> Any:
+    """Rows strictly after ``position`` in the order of ``keys`` (lexicographic, keyset)."""
+    value, created_at, path = position
+    if len(keys) == 2:
+        terms = [(runs.c.created_at, created_at, True), (runs.c.path, path, True)]
+    elif value is None:  # among the rows without a value: only the ties decide
+        terms = [(keys[0][0], 1, False), (runs.c.created_at, created_at, True), (runs.c.path, path, True)]
+    else:
+        terms = [(keys[0][0], 0, False), (keys[1][0], value, True), (runs.c.created_at, created_at, True),
+                 (runs.c.path, path, True)]
+    alternatives = []
+    for index, (expression, bound, ordered) in enumerate(terms):
+        beyond = expression < bound if descending and ordered else expression > bound
+        alternatives.append(and_(*(earlier == earlier_bound for earlier, earlier_bound, _ in terms[:index]), beyond))
+    return or_(*alternatives)
+
+
+def _filters(query: RunQuery) -> list[Any]:
+    conditions: list[Any] = []
+    if query.status is StatusFilter.CAPTURE_FAILED:
+        conditions.append(or_(runs.c.capture_status == "failed", runs.c.integrity == "invalid"))
+    elif query.status is not None:
+        conditions.append(runs.c.status == query.status.value)
+    for name in ("agent", "service", "kind", "eval_id", "session_id"):
+        wanted = getattr(query, name)
+        if wanted is not None:
+            conditions.append(runs.c[name] == wanted)
+    if query.scope is not None:
+        conditions.append(runs.c.scope == query.scope.value)
+    if query.since is not None:
+        conditions.append(runs.c.created_at >= query.since)
+    if query.until is not None:
+        conditions.append(runs.c.created_at < query.until)
+    if query.search is not None:
+        conditions.append(or_(*(runs.c[name].icontains(query.search, autoescape=True)
+                                for name in ("session_id", "run_id", "eval_id", "agent", "search_text"))))
+    return conditions
+
+
+def _chunks(values: list[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+def _reason(exc: BaseException) -> str:
+    """One line naming what failed, without the SQL statement."""
+    original = getattr(exc, "orig", None)
+    return str(original or exc).splitlines()[0] if str(original or exc) else type(exc).__name__

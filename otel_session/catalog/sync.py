@@ -1,0 +1,170 @@
+"""Keeping the catalog true to the bundles: rebuild, catch up, and a keeper thread (SPEC §5.6).
+
+Contract::
+
+    result = reindex(catalog, root, progress=None)   # forget every row, index every bundle: Reindexed(runs, seconds)
+    result = catch_up(catalog, root)                 # add bundles it lacks, re-read changed ones, drop deleted: CaughtUp
+    keeper = CatalogKeeper(catalog, root, interval_s=30.0).start()   # catch_up now and then, in the background
+    keeper.first_pass.wait(timeout); keeper.stop()
+
+A pass lists the run directories (``sessions/*/run-*``, ``evals/*/sessions/*/run-*``) and compares
+each one's stamp (sizes and times of its files) with its row: a directory without a row is read and
+added, one whose stamp changed (a bundle replaced, feedback appended, a recording run grown) is
+read again, a row without a directory is dropped. Reading is ``rows.sealed_row`` (only the records a row
+counts; the tolerant reader ``rows.row_of`` for anything but a well-sealed bundle, so an unreadable
+bundle becomes a row with its problem). Rows are written in batches; a reindex of many runs, asked
+for by a process with one thread (the CLI), reads them in forked workers (one a core, up to 4)
+while the catalog is written.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from otel_session.bundle.read import iter_run_dirs
+from otel_session.core.log import get_logger
+
+from .model import Catalog, CatalogError, RunRow
+from .rows import bundle_stamp, sealed_row
+
+__all__ = ["CatalogKeeper", "CaughtUp", "Reindexed", "catch_up", "reindex", "run_paths"]
+
+logger = get_logger(__name__)
+
+_BATCH = 1000
+_PARALLEL_FROM = 4000
+"""Runs from which a reindex reads bundles in worker processes (their start costs a fraction of a second)."""
+_MAX_WORKERS = 4
+
+
+@dataclass(frozen=True)
+class Reindexed:
+    runs: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class CaughtUp:
+    added: int
+    refreshed: int
+    removed: int
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.refreshed or self.removed)
+
+
+def run_paths(root: Path) -> Iterator[tuple[str, Path]]:
+    """``(path relative to the root, run directory)`` of every run, live and eval."""
+    prefix = len(os.fspath(root)) + 1
+    for run_path in iter_run_dirs(root, include_evals=True):
+        yield os.fspath(run_path)[prefix:].replace(os.sep, "/"), run_path
+
+
+def _rows(root: Path, paths: list[Path]) -> list[RunRow]:
+    return [sealed_row(root, path) for path in paths]
+
+
+def _write_rows(catalog: Catalog, root: Path, paths: list[Path], progress: Callable[[int], None] | None,
+                *, parallel: bool = False) -> None:
+    batches = [paths[start : start + _BATCH] for start in range(0, len(paths), _BATCH)]
+    workers = min(_MAX_WORKERS, os.cpu_count() or 1)
+    # Forked workers: no re-import, nothing to pickle but paths and rows. Only from a process with one
+    # thread (the CLI's): a fork copies no other thread, and a lock one of them held stays held.
+    if parallel and workers > 1 and len(paths) >= _PARALLEL_FROM and threading.active_count() == 1:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            for rows in pool.map(_rows, [root] * len(batches), batches):
+                catalog.upsert_sealed(rows)
+                if progress is not None:
+                    progress(len(rows))
+        return
+    for batch in batches:
+        catalog.upsert_sealed(_rows(root, batch))
+        if progress is not None:
+            progress(len(batch))
+
+
+def reindex(catalog: Catalog, root: Path, *, progress: Callable[[int], None] | None = None) -> Reindexed:
+    """Rebuild the catalog from the bundles under ``root``."""
+    started = time.perf_counter()
+    paths = [path for _, path in run_paths(root)]
+    catalog.clear()
+    _write_rows(catalog, root, paths, progress, parallel=True)
+    return Reindexed(len(paths), time.perf_counter() - started)
+
+
+def catch_up(catalog: Catalog, root: Path) -> CaughtUp:
+    """One pass: add the bundles the catalog lacks, re-read changed ones, drop deleted ones."""
+    known = catalog.known()
+    present: set[str] = set()
+    missing: list[Path] = []
+    changed: list[Path] = []
+    for relative, path in run_paths(root):
+        present.add(relative)
+        row = known.get(relative)
+        if row is None:
+            missing.append(path)
+        elif row.stamp != bundle_stamp(path):
+            changed.append(path)
+    if missing:
+        logger.warning("catalog: adding %d bundle(s) it lacks under %s", len(missing), root)
+    _write_rows(catalog, root, missing + changed, None)
+    removed = catalog.remove([path for path in known if path not in present])
+    if removed:
+        logger.info("catalog: dropped %d run(s) whose bundles are gone from %s", removed, root)
+    return CaughtUp(len(missing), len(changed), removed)
+
+
+class CatalogKeeper:
+    """Runs :func:`catch_up` at start and every ``interval_s`` on a daemon thread; a failed pass is
+    logged and tried again at the next."""
+
+    def __init__(self, catalog: Catalog, root: Path, *, interval_s: float = 30.0) -> None:
+        self.catalog = catalog
+        self.root = Path(root)
+        self.interval_s = interval_s
+        self.first_pass = threading.Event()
+        """Set when the first pass ended (done or failed)."""
+        self.last: CaughtUp | None = None
+        self.failure: str | None = None
+        """Why the last pass failed (the catalog cannot be kept true: lists should scan); None after one that did not."""
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="otel-session-catalog", daemon=True)
+
+    def start(self) -> CatalogKeeper:
+        self._thread.start()
+        return self
+
+    def pass_now(self) -> None:
+        """Ask for a pass without waiting for the interval."""
+        self._wake.set()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.last = catch_up(self.catalog, self.root)
+                self.failure = None
+            except CatalogError as exc:
+                if self.failure is None:
+                    logger.warning("catalog: a pass over %s failed: %s", self.root, exc)
+                self.failure = str(exc)
+            except Exception as exc:  # noqa: BLE001 - a bug in one pass must not end the keeper
+                logger.exception("catalog: a pass over %s failed", self.root)
+                self.failure = f"{type(exc).__name__}: {exc}"
+            self.first_pass.set()
+            self._wake.wait(self.interval_s)
+            self._wake.clear()

@@ -1,0 +1,111 @@
+"""A run's row: written as it opens and again as it seals, its figures agreeing with its facts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from otel_session.bundle.read import read_bundle
+from otel_session.catalog import RunQuery, SqlCatalog
+from otel_session.core.journal import MAX_DEPTH
+from otel_session.replay.facts import build_session_facts
+
+from .conftest import BASE_NS, Script, new_run_id, record_booking
+
+
+def _only_row(catalog: SqlCatalog):
+    (row,) = catalog.page(RunQuery()).rows
+    return row
+
+
+def test_a_row_exists_from_the_first_record_and_is_completed_at_seal(root: Path, writer, catalog):
+    run_id = new_run_id()
+    run = writer.open_run(session_id="call-1", run_id=run_id, agent="booking", service="tests", created_at_ns=BASE_NS)
+    script = Script(run, BASE_NS)
+    script("run_started", {"kind": "live", "agent": "booking"})
+    assert writer.force_flush(10_000)
+    opened = _only_row(catalog)
+    assert (opened.run_id, opened.session_id, opened.capture_status, opened.agent) == (run_id, "call-1", "recording", "booking")
+
+    record_booking(script, voice=True)
+    script("run_finished", {"status": "ok"})
+    run.close()
+    assert run.wait_sealed(10) and writer.force_flush(10_000)
+    sealed = _only_row(catalog)
+    assert (sealed.capture_status, sealed.integrity, sealed.status) == ("complete", "complete", "error")  # a tool failed
+    assert sealed.event_count == len(read_bundle(run.path).events)
+
+
+@pytest.mark.parametrize("voice", [False, True])
+def test_row_figures_agree_with_the_facts_of_the_same_bundle(root: Path, writer, catalog, voice):
+    run = writer.open_run(session_id="call-2", run_id=new_run_id(), agent="booking", created_at_ns=BASE_NS)
+    script = Script(run, BASE_NS)
+    record_booking(script, voice=voice)
+    script("run_finished", {"status": "ok"})
+    run.close()
+    assert run.wait_sealed(10) and writer.force_flush(10_000)
+    row = _only_row(catalog)
+    facts = build_session_facts(read_bundle(run.path))
+    turns = facts["turns"]
+    assert row.turns == len(turns)
+    assert row.model_calls == sum(len(turn["model_calls"]) for turn in turns)
+    assert row.messages == sum(len(turn["messages"]) for turn in turns)
+    assert row.tool_calls == sum(len(turn["tools"]) for turn in turns)
+    assert row.tool_errors == sum(tool["status"] == "error" for turn in turns for tool in turn["tools"])
+    assert row.guards_blocked == sum(guard["passed"] is False for turn in turns for guard in turn["guards"])
+    assert row.repeated_asks == sum(bool(turn["repeated_asks"]) for turn in turns) == 1
+    assert (row.input_tokens, row.output_tokens) == (facts["usage_totals"]["input_tokens"], facts["usage_totals"]["output_tokens"])
+    latency = facts["latency"]["user_to_agent_ms"]
+    assert (row.latency_p50_ms, row.latency_p95_ms) == ((latency["p50"], latency["p95"]) if latency else (None, None))
+    assert row.models == (("gpt-4o-mini",) if voice else ())
+
+
+def test_an_unreadable_bundle_is_a_row_with_its_problem_and_hides_no_other(root: Path, writer, catalog):
+    from otel_session.catalog import reindex
+
+    from .conftest import write_runs
+
+    write_runs(writer, 3)
+    broken = next((root / "sessions").glob("s1/run-*"))
+    (broken / "run.json").write_bytes(b"{not json")
+    (broken / "events.ndjson").write_bytes(b"garbage\n")
+    reindex(catalog, root)
+    rows = catalog.page(RunQuery()).rows
+    assert len(rows) == 3
+    (bad,) = [row for row in rows if row.integrity == "invalid"]
+    assert bad.session_id is None and bad.run_id == broken.name
+    assert any(problem["kind"] == "invalid_bundle" for problem in bad.problems)
+
+
+@pytest.mark.parametrize("voice", [False, True])
+def test_the_writers_fast_row_is_the_tolerant_readers_row(root: Path, writer, voice):
+    from otel_session.catalog.rows import row_of, sealed_row
+
+    run = writer.open_run(session_id="call-3", run_id=new_run_id(), agent="booking", created_at_ns=BASE_NS)
+    script = Script(run, BASE_NS)
+    record_booking(script, voice=voice)
+    script("upstream_drop", {"dropped_events": 3, "dropped_attributes": 0})
+    deep: list = [1]
+    for _ in range(MAX_DEPTH + 5):
+        deep = [deep]
+    script("slot_write", {"slot": "deep", "value": deep})
+    script("run_finished", {"status": "ok"})
+    run.close()
+    assert run.wait_sealed(10)
+    fast = sealed_row(root, run.path)
+    assert fast == row_of(root, run.path)
+    assert set(fast.diagnostics) == {"upstream_drop", "value_truncated"}
+
+
+def test_the_fast_row_falls_back_to_the_reader_on_a_bundle_that_is_not_as_sealed(root: Path, writer):
+    from otel_session.catalog.rows import sealed_row
+
+    run = writer.open_run(session_id="call-4", run_id=new_run_id(), created_at_ns=BASE_NS)
+    run.append("run_started", {"kind": "live"}, at_ns=BASE_NS)
+    run.close(run_status="ok")
+    assert run.wait_sealed(10)
+    with open(run.path / "events.ndjson", "ab") as journal:
+        journal.write(b"{not json}\n")
+    row = sealed_row(root, run.path)
+    assert row.integrity == "invalid" and "count_mismatch" in row.diagnostics
