@@ -23,7 +23,7 @@ from flask import Flask
 
 from otel_session.core import config
 
-from . import api, errors, pages, security, stream
+from . import api, dashboard, errors, pages, security, stream
 from .feedback import FeedbackIndex
 from .run_reader import DEFAULT_CACHE_BYTES
 from .listing import Listing
@@ -61,4 +61,5 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(api.bp)
     app.register_blueprint(stream.bp)
     app.register_blueprint(pages.bp)
+    app.register_blueprint(dashboard.bp)
     return app

@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from otel_session.catalog import (
-    BadQuery, CatalogError, CatalogKeeper, Order, RunQuery, RunRow, Scope, SortKey, SqlCatalog, StatusFilter,
+    BadQuery, CatalogError, CatalogKeeper, Order, Problem, RunQuery, RunRow, Scope, SortKey, SqlCatalog, StatusFilter,
     open_catalog, row_cursor, scan_catalog, session_cursor, time_prefix,
 )
 from otel_session.catalog.rows import bundle_stamp, row_of
@@ -111,6 +111,7 @@ def run_query(args: Mapping[str, str], *, scope: Scope | None = None) -> RunQuer
         scope=scope,
         since=_time(args, "since"),
         until=_time(args, "until"),
+        problem=Problem(problem) if (problem := _choice(args, "problem", [item.value for item in Problem])) else None,
         sort=SortKey(_choice(args, "sort", SORT_KEYS, "created_at")),
         order=Order(_choice(args, "order", ("asc", "desc"), "desc")),
         limit=_int(args, "limit", _DEFAULT_LIMIT, _MAX_LIMIT, minimum=1),
@@ -219,6 +220,11 @@ class Listing:
         next_cursor = page.next_cursor if whole else session_cursor(page.sessions[len(listed) - 1])
         answer = {"sessions": listed, "next_cursor": next_cursor, "limit": query.limit}
         return {**answer, "warning": warning} if warning else answer
+
+    def fleet(self, query: RunQuery, *, limit: int) -> tuple[list[dict[str, Any]], bool, str | None]:
+        """What the dashboard aggregates (``SqlCatalog.fleet``), with the scan's warning if any."""
+        (found, cut), warning = self._answer(lambda catalog: catalog.fleet(query, limit=limit))
+        return found, cut, warning
 
     def rows(self, run_paths: list[Path]) -> dict[Path, RunRow]:
         """The rows of a few runs (one session's): from the catalog where their bundles are unchanged,

@@ -10,6 +10,7 @@ Contract (``model.Catalog``; SQL through SQLAlchemy Core in ``sql``)::
     hook = writer_hooks(root)                     # BundleWriter(root, hooks=hook): rows as runs open and seal
     keeper = CatalogKeeper(catalog, root).start() # catch up with bundles it lacks, drop deleted ones
     page = scan_page(root, query)                 # without a catalog: the same answer from a scan
+    rows, cut = catalog.fleet(RunQuery(since=...), limit=N)   # what the dashboard aggregates
 
 Stage: between ``bundle`` (it reads bundles, the writer calls its hook) and ``replay``. The row's
 figures are counted from the journal records (``rows``), not from ``replay``'s facts.
@@ -25,7 +26,7 @@ from pathlib import Path
 from .cursor import row_cursor, session_cursor
 from .hook import CatalogHook, catalog_disabled, writer_hooks
 from .model import (
-    BadQuery, Catalog, CatalogError, CatalogUnavailable, Known, Order, Page, RunQuery, RunRow, Scope, SessionGroup,
+    BadQuery, Catalog, CatalogError, CatalogUnavailable, Known, Order, Page, Problem, RunQuery, RunRow, Scope, SessionGroup,
     SessionsPage, SortKey, StatusFilter, time_prefix,
 )
 from .sql import CATALOG_FILE, ENV_CATALOG, SCHEMA_VERSION, SqlCatalog, catalog_url
@@ -33,7 +34,7 @@ from .sync import CatalogKeeper, CaughtUp, Reindexed, catch_up, reindex
 
 __all__ = [
     "CATALOG_FILE", "ENV_CATALOG", "SCHEMA_VERSION", "BadQuery", "Catalog", "CatalogError", "CatalogHook",
-    "CatalogKeeper", "CatalogUnavailable", "CaughtUp", "Known", "Order", "Page", "Reindexed", "RunQuery", "RunRow",
+    "CatalogKeeper", "CatalogUnavailable", "CaughtUp", "Known", "Order", "Page", "Problem", "Reindexed", "RunQuery", "RunRow",
     "Scope", "SessionGroup", "SessionsPage", "SortKey", "SqlCatalog", "StatusFilter", "catalog_disabled", "catalog_url",
     "catch_up", "open_catalog", "reindex", "row_cursor", "scan_catalog", "session_cursor", "time_prefix", "writer_hooks",
 ]

@@ -66,6 +66,15 @@ class StatusFilter(str, Enum):
     CAPTURE_FAILED = "capture_failed"
 
 
+class Problem(str, Enum):
+    """``problem=``: runs with one kind of trouble (the dashboard's shares link to them)."""
+
+    REPEATED_ASK = "repeated_ask"
+    BLOCKED_GUARD = "blocked_guard"
+    TOOL_ERROR = "tool_error"
+    INTEGRITY_FAILED = "integrity_failed"
+
+
 class Order(str, Enum):
     ASC = "asc"
     DESC = "desc"
@@ -130,6 +139,12 @@ class RunRow:
     models: tuple[str, ...] = ()
     latency_p50_ms: float | None = None
     latency_p95_ms: float | None = None
+    turn_p50_ms: float | None = None
+    turn_p95_ms: float | None = None
+    """Turn time p50/p95: a recorded turn's start → finish; with no turn records, a user message →
+    the last reply before the next one."""
+    usage_by_model: tuple[tuple[str, int, int | None, int | None, int | None], ...] = ()
+    """``(model, calls, input_tokens, output_tokens, cached_input_tokens)`` per model (cost by model)."""
     problems: tuple[dict[str, Any], ...] = ()
     """``{kind, message, seq?}``: what went wrong (at most 20)."""
     diagnostics: tuple[str, ...] = ()
@@ -159,6 +174,7 @@ class RunRow:
             entry.pop(private)
         entry["scope"] = self.scope.value
         entry["models"] = list(self.models)
+        entry["usage_by_model"] = [list(usage) for usage in self.usage_by_model]
         entry["problems"] = list(self.problems)
         entry["diagnostics"] = list(self.diagnostics)
         entry["ended_at"] = self.finished_at
@@ -184,6 +200,7 @@ class RunQuery:
     session_id: str | None = None
     since: str | None = None
     until: str | None = None
+    problem: Problem | None = None
     sort: SortKey = SortKey.CREATED_AT
     order: Order = Order.DESC
     limit: int = 50
@@ -195,7 +212,8 @@ class RunQuery:
     def filtered(self) -> bool:
         """Whether any filter narrows the runs (beyond the scope)."""
         return any(getattr(self, name) is not None for name in
-                   ("search", "status", "agent", "service", "kind", "eval_id", "session_id", "since", "until"))
+                   ("search", "status", "agent", "service", "kind", "eval_id", "session_id", "since", "until",
+                    "problem"))
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,14 @@ class _Tally:
         self.guards_blocked = 0
         self.repeated_asks = 0
         self.latencies: list[float] = []
+        self.usage_by_model: dict[str, list[Any]] = {}
+        """model -> [calls, input_tokens, output_tokens, cached_input_tokens] (None: never reported)."""
+        self._recorded_turn_ms: list[float] = []
+        self._asked_turn_ms: list[float] = []
+        self._turn_started_ms: float | None = None
+        self._asked_ms: float | None = None
+        """With no turn records: when the current user message started, and the last reply after it."""
+        self._replied_ms: float | None = None
         self.tool_names: dict[str, str] = {}
         self.roles: dict[str, str] = {}
         self.problems: list[dict[str, Any]] = []
@@ -119,6 +127,9 @@ class _Tally:
             if isinstance(event.get("message_id"), str):
                 role = self.roles[event["message_id"]] = str(payload.get("role", ""))
                 self.turn_asked = self.turn_asked or role == "assistant"
+                if role == "user":
+                    self.close_asked_turn()
+                    self._asked_ms = _ms(event.get("at"))
         elif kind == "message_finished":
             self._message_finished(event, payload)
         elif kind == "tool_execution_started":
@@ -134,6 +145,7 @@ class _Tally:
             self.guards_blocked += 1
         elif kind == "turn_started":
             self.turns += 1
+            self._turn_started_ms = _ms(event.get("at"))
             self.turn_asked = False
             self.turn_required = _str_list(payload.get("required_slots")) or []
         elif kind == "turn_finished":
@@ -146,7 +158,22 @@ class _Tally:
                 reason = f" ({payload['reason']})" if isinstance(payload.get("reason"), str) else ""
                 self.problem(f"run_{self.run_status}", f"the run finished {self.run_status}{reason}", seq)
 
+    def close_asked_turn(self) -> None:
+        """End a turn made of a user message and its replies (a run that records no turns)."""
+        if self._asked_ms is not None and self._replied_ms is not None and self._replied_ms >= self._asked_ms:
+            self._asked_turn_ms.append(self._replied_ms - self._asked_ms)
+        self._asked_ms = self._replied_ms = None
+
+    def turn_times(self) -> list[float]:
+        """Every turn's time, sorted: the recorded turns', else the user messages'."""
+        self.close_asked_turn()
+        return sorted(self._recorded_turn_ms if self.turns else self._asked_turn_ms)
+
     def _turn_finished(self, event: dict[str, Any], payload: dict[str, Any], seq: int) -> None:
+        finished_ms = _ms(event.get("at"))
+        if self._turn_started_ms is not None and finished_ms is not None and finished_ms >= self._turn_started_ms:
+            self._recorded_turn_ms.append(finished_ms - self._turn_started_ms)
+        self._turn_started_ms = None
         if payload.get("interrupted") is True:
             self.interrupted_turn = True
             self.problem("turn_interrupted", f"turn {event.get('turn_index', '?')} was interrupted", seq)
@@ -166,6 +193,8 @@ class _Tally:
             if isinstance(block, dict) and block.get("kind", "text") == "text":
                 self.add_text(block.get("text"))
         role = self.roles.get(str(event.get("message_id")), "assistant")
+        if role == "assistant" and self._asked_ms is not None:
+            self._replied_ms = _ms(event.get("at"))
         usage = payload.get("usage")
         model = payload.get("model")
         if role != "assistant" or not (isinstance(model, str) or isinstance(usage, dict)):
@@ -173,6 +202,13 @@ class _Tally:
         self.model_calls += 1
         if isinstance(model, str) and len(self.models) < _MAX_MODELS:
             self.models[model] = None
+        if isinstance(model, str) and (model in self.usage_by_model or len(self.usage_by_model) < _MAX_MODELS):
+            counts = self.usage_by_model.setdefault(model, [model, 0, None, None, None])
+            counts[1] += 1
+            for position, key in enumerate(("input_tokens", "output_tokens", "cached_input_tokens"), start=2):
+                value = _count(usage.get(key)) if isinstance(usage, dict) else None
+                if value is not None:
+                    counts[position] = (counts[position] or 0) + value
         for key in self.tokens:
             value = _count(usage.get(key)) if isinstance(usage, dict) else None
             if value is not None:
@@ -302,6 +338,7 @@ def _row(root: Path, bundle: BundleRead, stamp: str, *, event_count: int | None 
     ended = edges[-1].get("at") if edges else None
     start_ms, end_ms = _ms(started), _ms(ended)
     latencies = sorted(tally.latencies)
+    turn_times = tally.turn_times()
     feedback_count, feedback_mean = feedback_score(bundle.path)
     return RunRow(
         path=path, directory=directory, scope=scope, session_id=manifest.get("session_id"),
@@ -317,6 +354,9 @@ def _row(root: Path, bundle: BundleRead, stamp: str, *, event_count: int | None 
         output_tokens=tally.tokens["output_tokens"], models=tuple(tally.models),
         latency_p50_ms=_nearest_rank(latencies, 0.50) if latencies else None,
         latency_p95_ms=_nearest_rank(latencies, 0.95) if latencies else None,
+        turn_p50_ms=_nearest_rank(turn_times, 0.50) if turn_times else None,
+        turn_p95_ms=_nearest_rank(turn_times, 0.95) if turn_times else None,
+        usage_by_model=tuple(tuple(counts) for counts in tally.usage_by_model.values()),
         problems=tuple(tally.problems),
         diagnostics=tuple(dict.fromkeys(diagnostic.code.value for diagnostic in bundle.diagnostics))
         if diagnostics is None else diagnostics,

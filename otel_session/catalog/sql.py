@@ -38,16 +38,17 @@ from otel_session.core.log import get_logger
 
 from .cursor import decode_cursor, row_cursor, session_cursor
 from .model import (
-    CatalogUnavailable, Known, Order, Page, RunQuery, RunRow, Scope, SessionGroup, SessionsPage, SortKey, StatusFilter,
+    CatalogUnavailable, Known, Order, Page, Problem, RunQuery, RunRow, Scope, SessionGroup, SessionsPage, SortKey,
+    StatusFilter,
 )
 
-__all__ = ["CATALOG_FILE", "ENV_CATALOG", "SCHEMA_VERSION", "SqlCatalog", "catalog_url"]
+__all__ = ["CATALOG_FILE", "ENV_CATALOG", "FLEET_COLUMNS", "SCHEMA_VERSION", "SqlCatalog", "catalog_url"]
 
 logger = get_logger(__name__)
 
 ENV_CATALOG = "OTEL_SESSION_CATALOG"
 CATALOG_FILE = ".catalog.sqlite3"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 _BUSY_TIMEOUT_S = 30.0
 DISK_RESERVE_BYTES = 64 * 1024 * 1024
 """An SQLite catalog writes nothing while its file system has less free: the bundles need the
@@ -91,6 +92,9 @@ runs = Table(
     Column("models", Text, nullable=False),
     Column("latency_p50_ms", Float),
     Column("latency_p95_ms", Float),
+    Column("turn_p50_ms", Float),
+    Column("turn_p95_ms", Float),
+    Column("usage_by_model", Text, nullable=False),
     Column("problems", Text, nullable=False),
     Column("diagnostics", Text, nullable=False),
     Column("feedback_mean", Float),
@@ -114,7 +118,7 @@ facets = Table("facets", metadata, Column("name", String(16), primary_key=True),
 _SORT_COLUMNS = {key: runs.c[key.value] for key in SortKey if key.value in runs.c}
 _SORT_COLUMNS[SortKey.FEEDBACK] = runs.c.feedback_mean
 _ROW_FIELDS = [column.name for column in runs.columns]
-_JSON_FIELDS = ("models", "problems", "diagnostics")
+_JSON_FIELDS = ("models", "problems", "diagnostics", "usage_by_model")
 
 
 def _upsert_text(replace: bool) -> Any:
@@ -369,6 +373,17 @@ class SqlCatalog:
         next_cursor = row_cursor(query.sort, query.order, page[-1]) if len(found) > query.limit else None
         return Page(page, next_cursor, total)
 
+    def fleet(self, query: RunQuery, *, limit: int) -> tuple[list[dict[str, Any]], bool]:
+        """``FLEET_COLUMNS`` of the runs ``query`` filters, oldest first, at most ``limit`` of them
+        (the newest kept), and whether some were left out."""
+        statement = (select(*(runs.c[name] for name in FLEET_COLUMNS)).where(*_filters(query))
+                     .order_by(runs.c.created_at.desc()).limit(limit + 1))
+        with self._reading() as connection:
+            found = [dict(mapping) for mapping in connection.execute(statement).mappings()]
+        for entry in found:
+            entry["usage_by_model"] = orjson.loads(entry["usage_by_model"] or "[]")
+        return found[:limit][::-1], len(found) > limit
+
     def sessions_page(self, query: RunQuery, *, runs_per_session: int = 20) -> SessionsPage:
         conditions = _filters(query)
         if query.filtered:
@@ -428,6 +443,17 @@ def _after(keys: list[tuple[Any, bool]], position: tuple[Any, str, str], descend
     return or_(*alternatives)
 
 
+_PROBLEMS = {
+    Problem.REPEATED_ASK: runs.c.repeated_asks > 0,
+    Problem.BLOCKED_GUARD: runs.c.guards_blocked > 0,
+    Problem.TOOL_ERROR: runs.c.tool_errors > 0,
+    Problem.INTEGRITY_FAILED: runs.c.integrity.in_(("invalid", "failed")),
+}
+FLEET_COLUMNS = ("created_at", "session_id", "repeated_asks", "guards_blocked", "tool_errors", "integrity",
+                 "turn_p50_ms", "turn_p95_ms", "usage_by_model")
+"""What the dashboard reads of each run (``SqlCatalog.fleet``)."""
+
+
 def _filters(query: RunQuery) -> list[Any]:
     conditions: list[Any] = []
     if query.status is StatusFilter.CAPTURE_FAILED:
@@ -444,6 +470,8 @@ def _filters(query: RunQuery) -> list[Any]:
         conditions.append(runs.c.created_at >= query.since)
     if query.until is not None:
         conditions.append(runs.c.created_at < query.until)
+    if query.problem is not None:
+        conditions.append(_PROBLEMS[query.problem])
     if query.search is not None:
         conditions.append(or_(*(runs.c[name].icontains(query.search, autoescape=True)
                                 for name in ("session_id", "run_id", "eval_id", "agent", "search_text"))))

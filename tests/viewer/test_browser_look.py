@@ -19,6 +19,7 @@ def _pages(sample) -> dict[str, str]:
         "replay": f"/sessions/{sample.session_id}/runs/{sample.latest_run}",
         "compare": f"/compare?left={sample.session_id}/{sample.older_run}&right={sample.session_id}/{sample.latest_run}",
         "open bundle": "/open",
+        "dashboard": "/dashboard?since=2026-11-29T00:00&until=2026-12-02T00:00",
     }
 
 
@@ -55,7 +56,7 @@ def test_every_page_fits_its_width_with_no_sideways_page_scroll(browser, serve, 
         context.close()
 
 
-@pytest.mark.parametrize("name", ["sessions", "session", "replay"])
+@pytest.mark.parametrize("name", ["sessions", "session", "replay", "dashboard"])
 def test_dark_mode_follows_the_system(browser, serve, sample, name):
     server = serve(sample.root)
     shades = {}
@@ -65,7 +66,7 @@ def test_dark_mode_follows_the_system(browser, serve, sample, name):
             page = context.new_page()
             page.goto(server.url + _pages(sample)[name])
             page.wait_for_selector("body[data-ready=true]")
-            shades[scheme] = (_luminance(page), _luminance(page, "table, .conversation"))
+            shades[scheme] = (_luminance(page), _luminance(page, "table, .conversation, .chart"))
         finally:
             context.close()
     assert shades["light"][0] > 0.8 and shades["dark"][0] < 0.05, shades
