@@ -15,6 +15,12 @@ When ``OTEL_TRACES_EXPORTER`` or ``OTEL_LOGS_EXPORTER`` names a plain OTLP expor
 log records leave the process unredacted and names ``otel_session_otlp``, the redacting exporters
 (fine as it is when they go to the otel-session collector, which redacts before forwarding).
 
+After every instrumentor has loaded (``opentelemetry_post_instrument`` entry point),
+:func:`warn_unloaded_instrumentors` names, in one warning line, each instrumentor whose library is
+installed but which could not be imported (a dependency missing, as openai-v2 without ``httpx``),
+and what to install: ``opentelemetry-instrument`` itself only says so at debug level, so the app
+would run recording nothing, with no error.
+
 Disable it like any instrumentor: ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=otel_session``.
 """
 
@@ -22,11 +28,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection
+from importlib.metadata import entry_points
 from typing import Any
 
 from opentelemetry.environment_variables import OTEL_LOGS_EXPORTER, OTEL_TRACES_EXPORTER
+from opentelemetry.instrumentation.dependencies import get_dist_dependency_conflicts
+from opentelemetry.instrumentation.environment_variables import OTEL_PYTHON_DISABLED_INSTRUMENTATIONS
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
+from otel_session.core.log import log_setting
 from otel_session.instrument import anthropic_streams, openai_streams
 from otel_session.instrument._log import warn_once
 from otel_session.instrument._runtime import Recorder, configure
@@ -34,7 +44,8 @@ from otel_session.instrument._runtime import Recorder, configure
 PLAIN_OTLP = frozenset({"otlp", "otlp_proto_grpc", "otlp_proto_http"})
 """The official exporters' entry point names: what they send is not redacted."""
 
-__all__ = ["PLAIN_OTLP", "OtelSessionInstrumentor", "warn_if_exported_unredacted"]
+__all__ = ["PLAIN_OTLP", "OtelSessionInstrumentor", "unloaded_instrumentors", "warn_if_exported_unredacted",
+           "warn_unloaded_instrumentors"]
 
 
 class OtelSessionInstrumentor(BaseInstrumentor):
@@ -83,3 +94,34 @@ def warn_if_exported_unredacted() -> None:
             "set otel_session_otlp instead to export them redacted like the bundle, unless they go to "
             "the otel-session collector, which redacts before forwarding", " and ".join(plain),
         )
+
+
+def unloaded_instrumentors() -> list[tuple[str, str]]:
+    """``(entry point, missing module)`` of each instrumentor ``opentelemetry-instrument`` would load
+    (not disabled, its library installed) that cannot be imported."""
+    disabled = {name.strip() for name in os.environ.get(OTEL_PYTHON_DISABLED_INSTRUMENTATIONS, "").split(",")}
+    if "*" in disabled:
+        return []
+    found = []
+    for entry_point in entry_points(group="opentelemetry_instrumentor"):
+        if entry_point.name in disabled:
+            continue
+        try:
+            if entry_point.dist is not None and get_dist_dependency_conflicts(entry_point.dist):
+                continue  # its library is not installed: nothing to instrument, as expected
+            entry_point.load()
+        except ModuleNotFoundError as exc:
+            found.append((entry_point.name, exc.name or str(exc)))
+        except Exception:  # noqa: BLE001 - opentelemetry-instrument logs these itself, with their traceback
+            continue
+    return found
+
+
+def warn_unloaded_instrumentors() -> None:
+    """One warning naming the instrumentors that could not load and what to install (see the module docstring)."""
+    unloaded = unloaded_instrumentors()
+    if unloaded:
+        named = "; ".join(f"{name} (no module named {module!r}: pip install {module.split('.')[0]})"
+                          for name, module in unloaded)
+        warn_once("unloaded-instrumentors", "opentelemetry-instrument could not load, so records nothing of: %s",
+                  log_setting(named))
