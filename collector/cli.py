@@ -119,5 +119,5 @@ def import_command(files: tuple[Path, ...], bundle_root: Path | None) -> None:
     if report.log_events:
         click.echo(f"{report.log_events} GenAI log event(s), {report.log_events_unmatched} without their span")
     for problem in report.errors + report.rejected:
-        click.echo(f"error: {problem}", err=True)
+        click.echo(f"Error: {problem}", err=True)
     sys.exit(0 if report.ok else 1)

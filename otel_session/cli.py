@@ -51,7 +51,7 @@ def verify(paths: tuple[Path, ...], as_json: bool, allow_recording: bool, strict
         for result in results:
             click.echo(_verify_line(result))
         if not results:
-            click.echo("no bundles found under " + ", ".join(map(str, paths)), err=True)
+            click.echo("Error: no bundles found under " + ", ".join(map(str, paths)), err=True)
     accepted = {BundleStatus.COMPLETE} | ({BundleStatus.RECORDING} if allow_recording else set())
     ok = bool(results) and all(
         result.status in accepted and not (strict and result.has_warnings) for result in results

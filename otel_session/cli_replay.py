@@ -23,7 +23,7 @@ def _root(bundle_root: Path | None) -> Path:
     """The bundle root, or exit 1 saying it does not exist (rather than "no runs")."""
     missing = config.missing_bundle_dir(bundle_root)
     if missing is not None:
-        click.echo(f"error: {missing}", err=True)
+        click.echo(f"Error: {missing}", err=True)
         sys.exit(1)
     return config.bundle_dir(bundle_root)
 
@@ -32,7 +32,7 @@ def _exit_on_resolution_error(error: RunResolutionError) -> NoReturn:
     """Exit 2 for a malformed id (usage), 1 for an unknown session or run."""
     if isinstance(error, InvalidId):
         raise click.UsageError(str(error)) from None
-    click.echo(f"error: {error}", err=True)
+    click.echo(f"Error: {error}", err=True)
     sys.exit(1)
 
 
@@ -49,8 +49,37 @@ def _slots_list(names: list[str] | None) -> str:
     return ", ".join(names) if names else "-"
 
 
+def _clip(text: str | None, width: int = 40) -> str:
+    if not text:
+        return "-"
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} ms"
+
+
+def _conversation_rows(turns: list[dict[str, Any]], run_numbers: dict[str, int] | None = None) -> list[str]:
+    """The turn table of turns derived from user messages (no states or slots to show)."""
+    rows = [(("run",) if run_numbers else ()) + ("turn", "ask", "reply", "tools", "model calls (tokens in/out)",
+                                                  "first token", "total")]
+    for turn in turns:
+        tools = [f"{tool['name']}{'!' if tool['status'] == 'error' else ''}" for tool in turn["tools"]]
+        rows.append(((str(run_numbers[turn["run_id"]]),) if run_numbers else ()) + (
+            str(turn["turn_index"]), _clip(turn["ask"]), _clip(turn["reply"]), ", ".join(tools) or "-",
+            ", ".join(map(_model_call, turn["model_calls"])) or "-",
+            _ms(turn["time_to_first_token_ms"]), _ms(turn["duration_ms"])))
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines.append("! the tool failed; first token: the user's message to the first streamed delta")
+    return lines
+
+
 def _turn_rows(turns: list[dict[str, Any]], run_numbers: dict[str, int] | None = None) -> list[str]:
     """The turn table; with ``run_numbers`` a first column names each turn's run."""
+    if turns and all(turn["source"] == "derived" for turn in turns):
+        return _conversation_rows(turns, run_numbers)
     voice = any(turn["latency"] for turn in turns)
     rows = [(("run",) if run_numbers else ()) + ("turn", "state", "slots written", "missing", "verdict", "repeated asks",
                                                   "model calls (tokens in/out)") + (("voice latency",) if voice else ())]
@@ -124,7 +153,19 @@ def _facts_table(facts: dict[str, Any]) -> list[str]:
     lines = [header, f"integrity: {integrity['status']}", *_diagnostic_lines(integrity, "  ")]
     lines += _usage_line(facts["usage_totals"])
     lines += [f"note: {note}" for note in facts["notes"]]
-    return lines + _turn_rows(facts["turns"]) + _latency_lines(facts["latency"])
+    return lines + _turn_rows(facts["turns"]) + _latency_lines(facts["latency"]) + _asked_again_lines(facts)
+
+
+def _asked_again_lines(facts: dict[str, Any], run_numbers: dict[str, int] | None = None) -> list[str]:
+    """A line per turn whose assistant asked a question again (``asks``): which, and the answer that
+    did not settle it."""
+    def where(run_id: str | None, turn_index: int) -> str:
+        return f"run {run_numbers[run_id]} turn {turn_index}" if run_numbers and run_id in run_numbers else f"turn {turn_index}"
+
+    return [f"asked again in {where(again.get('run_id'), again['turn_index'])}: {_clip(again['question'], 60)!r} "
+            f"(asked in {where(again['earlier_run_id'], again['earlier_turn_index'])}: "
+            f"{_clip(again['earlier_question'], 60)!r}; the user answered {_clip(again['answer'], 60)!r})"
+            for again in facts["asked_again"]]
 
 
 def _session_table(facts: dict[str, Any]) -> list[str]:
@@ -143,7 +184,7 @@ def _session_table(facts: dict[str, Any]) -> list[str]:
         before = ask["asked_before_in"]
         lines.append(f"asked again in run {numbers[ask['run_id']]} turn {ask['turn_index']}: {', '.join(ask['slots'])} "
                      f"(already missing after run {numbers[before['run_id']]} turn {before['turn_index']})")
-    return lines
+    return lines + _asked_again_lines(facts, numbers)
 
 
 _evals_option = click.option("--evals", "include_evals", is_flag=True,

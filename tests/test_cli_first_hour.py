@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -142,3 +143,37 @@ def test_verify_reads_only_bundle_files_from_an_archive(tmp_path):
     finally:
         if not existed:
             ABSOLUTE_CANARY.unlink(missing_ok=True)
+
+
+def _viewer(*arguments: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", "from otel_session.cli import main; main(prog_name='otel-session')", "view", *arguments],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def test_view_on_a_port_in_use_says_so_in_one_line_naming_port(tmp_path):
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        process = _viewer("--dir", str(tmp_path), "--port", str(port))
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert stderr.strip() == (f"Error: cannot listen on 127.0.0.1:{port}: Address already in use; "
+                              "choose another with --port, or --port 0 for a free one"), stderr
+
+
+@pytest.mark.parametrize("access_log", [False, True])
+def test_view_logs_requests_only_with_access_log(tmp_path, access_log):
+    import urllib.request
+
+    process = _viewer("--dir", str(tmp_path), "--port", "0", *(["--access-log"] if access_log else []))
+    try:
+        url = re.search(r"http://\S+/", process.stdout.readline()).group(0)
+        with urllib.request.urlopen(url + "api/sessions", timeout=30) as answer:
+            assert answer.status == 200
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=30)
+    assert ("GET /api/sessions" in stderr) is access_log, stderr

@@ -8,7 +8,10 @@ tool. Put a production WSGI server (gunicorn with threads, waitress) in front fo
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
+import socket
 from pathlib import Path
 
 import click
@@ -28,7 +31,8 @@ __all__ = ["view"]
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; beyond loopback a token is required.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port (0 picks a free one).")
 @click.option("--token", default=None, help=f"Require this token on every request (default: ${ENV_VIEWER_TOKEN}).")
-def view(bundle_root: Path | None, host: str, port: int, token: str | None) -> None:
+@click.option("--access-log", is_flag=True, help="Log a line for every request (redacted like every log line).")
+def view(bundle_root: Path | None, host: str, port: int, token: str | None, access_log: bool) -> None:
     """Browse sessions, per-turn facts and replays of the bundles under --dir."""
     token = token or os.environ.get(ENV_VIEWER_TOKEN) or None
     if not is_loopback_host(host) and not token:
@@ -36,15 +40,17 @@ def view(bundle_root: Path | None, host: str, port: int, token: str | None) -> N
     root = config.bundle_dir(bundle_root)
     problem = config.missing_bundle_dir(bundle_root)
     if problem:  # served anyway: a recorder started later fills it, and the viewer follows live
-        click.echo(f"warning: {problem}; sessions appear once something records there", err=True)
+        click.echo(f"Warning: {problem}; sessions appear once something records there", err=True)
     app = create_app({"BUNDLE_DIR": str(root), "TOKEN": token})
-    get_logger("werkzeug")  # its request lines name the sessions asked for: redacted like ours
+    # Its request lines name the sessions asked for: redacted like ours, and only when asked for.
+    get_logger("werkzeug").setLevel(logging.INFO if access_log else logging.WARNING)
+    listener = _listen(host, port)
     try:
-        server = make_server(host, port, app, threaded=True)
-    except OSError as exc:
-        raise click.ClickException(f"cannot bind {host}:{port}: {exc.strerror or exc}") from None
+        server = make_server(host, listener.getsockname()[1], app, threaded=True, fd=listener.fileno())
+    finally:
+        listener.close()  # the server holds a duplicate of it
     shown_host = f"[{host}]" if ":" in host else host
-    url = f"http://{shown_host}:{server.server_port}/"
+    url = f"http://{shown_host}:{server.server_address[1]}/"
     click.echo(f"otel-session viewer on {url}{'?token=…' if token else ''} (bundles: {root}); Ctrl-C stops")
     try:
         server.serve_forever()
@@ -52,3 +58,15 @@ def view(bundle_root: Path | None, host: str, port: int, token: str | None) -> N
         pass
     finally:
         server.server_close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``, or a one-line error that names ``--port`` (werkzeug's own
+    bind prints a paragraph and exits)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=128)
+    except OSError as exc:
+        advice = "choose another with --port, or --port 0 for a free one" if exc.errno == errno.EADDRINUSE else "check --host"
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise click.ClickException(f"cannot listen on {host}:{port}: {reason}; {advice}") from None

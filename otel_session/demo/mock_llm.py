@@ -25,8 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -34,30 +33,12 @@ from typing import Any
 import orjson
 
 from otel_session.demo import mock_messages, mock_responses
+from otel_session.demo.mock_reply import Reply, Responder, ToolCall
 
 __all__ = ["MODEL", "MockLLMServer", "Reply", "ToolCall", "canned_reply", "main"]
 
 MODEL = "mock-gpt"
 _CREATED = 1_764_000_000  # a fixed epoch second: replies are byte-for-byte reproducible
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # a JSON document, as OpenAI sends it
-
-
-@dataclass(frozen=True)
-class Reply:
-    content: str | None = None
-    tool_calls: tuple[ToolCall, ...] = ()
-    finish_reason: str = "stop"
-    prompt_tokens: int = 0
-    completion_tokens: int = field(default=0)
-
-
-Responder = Callable[[dict[str, Any]], Reply]
 
 
 def _digest(value: Any) -> str:

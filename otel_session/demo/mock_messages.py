@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-if TYPE_CHECKING:
-    from otel_session.demo.mock_llm import Reply
+from otel_session.demo.mock_reply import Reply
 
 __all__ = ["chat_request", "message", "stream_events"]
 

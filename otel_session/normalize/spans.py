@@ -1,4 +1,5 @@
-"""The normalizer's values: a finished span as plain values (``SpanData``, one ``SpanView``), its
+"""The normalizer's values and its one input's contract: ``SpanView`` (a finished span, read-only,
+whatever it came from; ``view.py`` holds the lazy views over SDK spans), ``SpanData`` (plain values), its
 events, and the journal records it becomes (``JournalEvent``), with the helpers every mapping shares.
 
 Plain slotted dataclasses: the normalizer builds a few JournalEvents per span, and a frozen
@@ -10,23 +11,22 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
 from otel_session.core.journal import EventType, run_id_from_trace_id
 
-if TYPE_CHECKING:
-    from otel_session.normalize.view import SpanView
-
 __all__ = [
     "SESSION_ID_KEYS",
     "FIELDS",
     "DetachedEvent",
+    "EventView",
     "JournalEvent",
     "SpanMethods",
     "SpanData",
     "SpanEventData",
+    "SpanView",
     "json_list",
     "json_value",
     "session_id_of",
@@ -82,6 +82,43 @@ class SpanMethods:
         if isinstance(self, SpanData):
             return dataclasses.replace(self, **changes)
         return SpanData(*[changes[name] if name in changes else getattr(self, name) for name in FIELDS])
+
+
+class EventView(Protocol):
+    name: str
+    time_ns: int
+    attributes: Mapping[str, Any]
+
+
+class SpanView(Protocol):
+    """A finished span as the normalizer reads it (see the module docstring)."""
+
+    trace_id: int
+    span_id: int
+    parent_span_id: int | None
+    name: str
+    start_time_ns: int
+    end_time_ns: int
+    attributes: Mapping[str, Any]
+    events: Sequence[EventView]
+    status_code: str  # "unset" | "ok" | "error"
+    status_message: str | None
+    kind: int  # opentelemetry.trace.SpanKind value
+    resource_attributes: Mapping[str, Any]
+    scope_name: str
+    dropped_attributes: int
+    dropped_events: int
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def trace_id_hex(self) -> str: ...
+    @property
+    def span_id_hex(self) -> str: ...
+    @property
+    def service_name(self) -> str | None: ...
+    def with_events(self, extra: Sequence[Any]) -> SpanData: ...
+    def replaced(self, **changes: Any) -> SpanData: ...
 
 
 def _event_time(event: SpanEventData) -> int:

@@ -22,49 +22,11 @@ a mapping reads a decoded field as cheaply as a ``SpanData`` field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from otel_session.normalize.spans import FIELDS, SpanData, SpanEventData, SpanMethods
+from otel_session.normalize.spans import FIELDS, EventView, SpanEventData, SpanMethods, SpanView
 
 __all__ = ["EventView", "LazySpan", "SdkSpan", "SpanView"]
-
-
-class EventView(Protocol):
-    name: str
-    time_ns: int
-    attributes: Mapping[str, Any]
-
-
-class SpanView(Protocol):
-    """A finished span as the normalizer reads it (see the module docstring)."""
-
-    trace_id: int
-    span_id: int
-    parent_span_id: int | None
-    name: str
-    start_time_ns: int
-    end_time_ns: int
-    attributes: Mapping[str, Any]
-    events: Sequence[EventView]
-    status_code: str  # "unset" | "ok" | "error"
-    status_message: str | None
-    kind: int  # opentelemetry.trace.SpanKind value
-    resource_attributes: Mapping[str, Any]
-    scope_name: str
-    dropped_attributes: int
-    dropped_events: int
-
-    @property
-    def run_id(self) -> str: ...
-    @property
-    def trace_id_hex(self) -> str: ...
-    @property
-    def span_id_hex(self) -> str: ...
-    @property
-    def service_name(self) -> str | None: ...
-    def with_events(self, extra: Sequence[Any]) -> SpanData: ...
-    def replaced(self, **changes: Any) -> SpanData: ...
 
 
 class LazySpan(SpanMethods):

@@ -24,6 +24,7 @@ from operator import itemgetter
 from typing import Any
 
 from otel_session.core.journal import parse_timestamp
+from otel_session.replay.asks import asked_again
 from otel_session.replay.latency import is_slow, latency_summary, slow_turn_threshold_ms, turn_latency
 from otel_session.bundle.read import BundleRead, read_bundle
 from otel_session.replay.reduce import replay_state
@@ -31,6 +32,7 @@ from otel_session.replay.resolve import resolve_run, session_not_found, session_
 from otel_session.core.semconv import CAP_PER_TURN
 
 __all__ = [
+    "DERIVED_TURNS_NOTE",
     "NO_BOUNDARIES_NOTE",
     "build_session_facts",
     "build_session_wide_facts",
@@ -41,6 +43,11 @@ __all__ = [
 ]
 
 NO_BOUNDARIES_NOTE = "the journal has no turn boundaries or turn indexes: all events are shown as one turn"
+DERIVED_TURNS_NOTE = (
+    "the app recorded no turns: each user message opens one, up to the next (states and slots need "
+    "otel_session.turn() in the app, or a framework that records its turns)"
+)
+_RUN_LEVEL_TYPES = frozenset({"run_started", "run_finished", "upstream_drop"})
 
 _SLOT_TYPES = ("slot_write", "slot_diff")
 _USAGE_KEYS = ("input_tokens", "output_tokens")
@@ -115,7 +122,32 @@ def _group_turns(events: list[dict[str, Any]]) -> tuple[dict[int, list[dict[str,
             group.append(event)
     if turns or not events:
         return dict(sorted(turns.items())), []
+    derived = _turns_by_user_messages(events)
+    if derived:
+        return derived, [DERIVED_TURNS_NOTE]
     return {0: list(events)}, [NO_BOUNDARIES_NOTE]
+
+
+def _turns_by_user_messages(events: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Turns of a journal with no turn records: each user message opens one, which holds the model
+    calls, tool executions and replies until the next user message (what came before the first
+    user message, a system prompt say, belongs to the first turn). Empty when no user spoke."""
+    user_messages = {event.get("message_id") for event in events
+                     if event["type"] == "message_started" and _payload(event).get("role") == "user"}
+    if not user_messages:
+        return {}
+    turns: dict[int, list[dict[str, Any]]] = {}
+    current = 0
+    opened = False
+    for event in events:
+        if event["type"] in _RUN_LEVEL_TYPES:
+            continue
+        if event["type"] == "message_started" and event.get("message_id") in user_messages:
+            if opened:
+                current += 1
+            opened = True
+        turns.setdefault(current, []).append(event)
+    return turns
 
 
 def _duration_ms(started_at: Any, finished_at: Any) -> float | None:
@@ -173,8 +205,31 @@ def usage_totals(turns: Iterable[dict[str, Any]]) -> dict[str, int | None]:
     return totals
 
 
+def _last_text(messages: list[dict[str, Any]], role: str) -> str | None:
+    """The text of the turn's first user message (``user``) or last assistant message."""
+    texts = [message["text"] for message in messages if message["role"] == role and message["text"]]
+    if not texts:
+        return None
+    return texts[0] if role == "user" else texts[-1]
+
+
+def _conversation_times(conversation: list[dict[str, Any]], events: list[dict[str, Any]],
+                        finished_at: Any) -> dict[str, float | None]:
+    """``time_to_first_token_ms`` (the turn's first user message → its first streamed delta) and
+    ``duration_ms`` (its first record → its ``turn_finished``, else its last record)."""
+    asked_at = first_token_at = None
+    for event in conversation:
+        if asked_at is None and event["type"] == "message_started" and _payload(event).get("role") == "user":
+            asked_at = event.get("at")
+        elif asked_at is not None and event["type"] == "assistant_delta":
+            first_token_at = event.get("at")
+            break
+    return {"time_to_first_token_ms": _duration_ms(asked_at, first_token_at) if first_token_at else None,
+            "duration_ms": _duration_ms(events[0].get("at"), finished_at or events[-1].get("at"))}
+
+
 def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, Any],
-                previous: dict[str, Any] | None, slow_turn_ms: float) -> dict[str, Any]:
+                previous: dict[str, Any] | None, slow_turn_ms: float, *, derived: bool = False) -> dict[str, Any]:
     started = finished = verdict_event = None
     slot_writes, unattributed, guards, conversation = [], [], [], []
     settled: set[str] = set()
@@ -278,6 +333,11 @@ def _turn_facts(turn_index: int, events: list[dict[str, Any]], slots: dict[str, 
         "tools": tools,
         "model_calls": model_calls,
         "repeated_asks": repeated,
+        "source": "derived" if derived else "recorded",
+        "ask": _last_text(messages, "user"),
+        "reply": _last_text(messages, "assistant"),
+        **_conversation_times(conversation, events, finished.get("at") if finished else None),
+        "errors": [{"tool": tool["name"], "tool_call_id": tool["tool_call_id"]} for tool in tools if tool["status"] == "error"],
     }
 
 
@@ -297,7 +357,8 @@ def _run_turns(bundle: BundleRead, events: list[dict[str, Any]], previous: dict[
             if isinstance(payload.get("slot"), str):
                 slots[payload["slot"]] = payload.get("value")
             applied += 1
-        turns.append(_turn_facts(turn_index, turn_events, dict(slots), turns[-1] if turns else previous, slow_turn_ms))
+        turns.append(_turn_facts(turn_index, turn_events, dict(slots), turns[-1] if turns else previous, slow_turn_ms,
+                                 derived=DERIVED_TURNS_NOTE in notes))
     foreign = len(bundle.events) - len(events)
     if foreign:
         notes.append(f"{foreign} record(s) of another session or run, or repeating a seq, were left out")
@@ -331,7 +392,19 @@ def build_session_facts(
         "latency": latency_summary(turns, threshold),
         "notes": notes,
         "turns": turns,
+        "asked_again": _flag_asked_again(turns),
     }
+
+
+def _flag_asked_again(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Set each turn's ``asked_again`` (``asks.asked_again``) and return the turns that ask again."""
+    flagged = []
+    for turn, again in zip(turns, asked_again(turns)):
+        turn["asked_again"] = again
+        if again is not None:
+            flagged.append({**({"run_id": turn["run_id"]} if "run_id" in turn else {}),
+                            "turn_index": turn["turn_index"], **again})
+    return flagged
 
 
 def session_wide_facts(
@@ -366,7 +439,8 @@ def session_wide_facts(
             repeated.append({"run_id": turn["run_id"], "turn_index": turn["turn_index"], "slots": turn["repeated_asks"],
                              "asked_before_in": {"run_id": asked["run_id"], "turn_index": asked["turn_index"]}})
     return {"session_id": session_id, "scope": "session", "runs": runs, "usage_totals": usage_totals(turns),
-            "latency": latency_summary(turns, threshold), "turns": turns, "repeated_asks": repeated}
+            "latency": latency_summary(turns, threshold), "turns": turns, "repeated_asks": repeated,
+            "asked_again": _flag_asked_again(turns)}
 
 
 def build_session_wide_facts(

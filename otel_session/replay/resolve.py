@@ -4,6 +4,7 @@ Contract::
 
     check_session_id(session_id)                        # -> session_id, or InvalidId (400)
     check_run_id(run_id)                                # -> run_id, or InvalidId (400)
+    check_run_id(run_id, prefix=True)                   # a short id as the viewer shows it (run-45757dbf)
     runs = session_runs(root, session_id)               # [RunInfo], latest first ([] when none)
     raise session_not_found(root, session_id)           # SessionNotFound, naming the evals that hold it
     shown_session_id(root, session_id)                  # how an answer names a typed id: never raw PII
@@ -32,6 +33,7 @@ from otel_session.redact import ENV_REDACTION_KEY, KEY_FILE, FieldMode, Redactio
 from otel_session.redact.policy import read_key
 
 __all__ = [
+    "AmbiguousRunId",
     "EvalRunNotServed",
     "InvalidId",
     "OutsideRoot",
@@ -54,6 +56,8 @@ MAX_SESSION_ID_CHARS = 1024
 """The longest session id any writer stores."""
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_RUN_ID_PREFIX = re.compile(r"run-[0-9a-f][0-9a-f-]{3,34}").fullmatch
+"""A short run id: ``run-`` and at least 4 characters of the UUID (the viewer shows 8)."""
 
 
 class RunResolutionError(Exception):
@@ -142,6 +146,15 @@ class RunSessionMismatch(RunResolutionError):
         self.owner_session_id = owner_session_id
 
 
+class AmbiguousRunId(InvalidId):
+    """A short run id that starts more than one run of the session (400), naming them."""
+
+    def __init__(self, prefix: str, session_id: str, matches: list[str]) -> None:
+        super().__init__(f"run id {quoted_id(prefix)} is ambiguous in session {quoted_id(session_id)}: it starts "
+                         f"{len(matches)} runs ({', '.join(matches)}); give more of it", code="ambiguous_run_id")
+        self.matches = matches
+
+
 @dataclass(frozen=True)
 class ResolvedRun:
     """The run a request binds to, and whether it was chosen as the session's latest."""
@@ -165,12 +178,27 @@ def check_session_id(session_id: object) -> str:
     return session_id
 
 
-def check_run_id(run_id: object) -> str:
-    """``run_id`` if it is ``run-`` followed by a lower-case UUID (the only run ids written)."""
-    if not isinstance(run_id, str) or not layout.is_valid_run_id(run_id):
-        raise InvalidId(f"malformed run id {quoted_id(run_id)}: expected 'run-' followed by a lower-case UUID",
-                        code="malformed_run_id")
-    return run_id
+def check_run_id(run_id: object, *, prefix: bool = False) -> str:
+    """``run_id`` if it is ``run-`` followed by a lower-case UUID (the only run ids written), or,
+    with ``prefix``, by at least its first 4 characters (a short id)."""
+    if isinstance(run_id, str) and (layout.is_valid_run_id(run_id) or prefix and _RUN_ID_PREFIX(run_id)):
+        return run_id
+    expected = "a lower-case UUID (or its first 4 or more characters)" if prefix else "a lower-case UUID"
+    raise InvalidId(f"malformed run id {quoted_id(run_id)}: expected 'run-' followed by {expected}",
+                    code="malformed_run_id")
+
+
+def _complete_run_id(root: str | os.PathLike[str], session_id: str, prefix: str, runs: list[RunInfo]) -> str:
+    """The whole id of the one run ``prefix`` starts: among the session's ``runs``, else anywhere
+    under the root (so a run of another session is still named as such); ``prefix`` itself when
+    none (then not found). Raises ``AmbiguousRunId`` when it starts several."""
+    matches = sorted({run.run_id for run in runs if run.run_id.startswith(prefix)})
+    if not matches:  # the prefix is [0-9a-f-] only, so it is no glob pattern
+        matches = sorted({path.name for pattern in ("sessions/*/", "evals/*/sessions/*/")
+                          for path in Path(root).glob(pattern + prefix + "*") if layout.is_valid_run_id(path.name)})
+    if len(matches) > 1:
+        raise AmbiguousRunId(prefix, session_id, matches)
+    return matches[0] if matches else prefix
 
 
 def latest_first(runs: Iterable[RunInfo]) -> list[RunInfo]:
@@ -242,7 +270,8 @@ def resolve_run(
 ) -> ResolvedRun:
     """Bind ``session_id`` (and ``run_id`` if given) to one run bundle.
 
-    Without ``run_id`` the latest run is chosen (``created_at`` descending, then ``run_id``
+    ``run_id`` may be short (its first characters, as the viewer shows it); several runs it starts
+    raise ``AmbiguousRunId``. Without ``run_id`` the latest run is chosen (``created_at`` descending, then ``run_id``
     descending) and ``fallback_to_latest_run`` is true. Raises ``InvalidId`` for malformed ids,
     ``RunSessionMismatch`` when the run belongs to another session, ``SessionNotFound`` when the
     session has no runs (naming the evals that hold it), ``EvalRunNotServed`` for
@@ -251,12 +280,14 @@ def resolve_run(
     """
     check_session_id(session_id)
     if run_id is not None:
-        check_run_id(run_id)
+        check_run_id(run_id, prefix=True)
     typed = session_id
     try:
         session_id, runs = _stored_runs(root, session_id, include_evals)
     except layout.UnsafePathError:
         raise OutsideRoot() from None
+    if run_id is not None and not layout.is_valid_run_id(run_id):
+        run_id = _complete_run_id(root, session_id, run_id, runs)
     if run_id is None:
         if not runs:
             raise session_not_found(root, typed, include_evals=include_evals)

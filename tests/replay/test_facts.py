@@ -8,7 +8,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from otel_session.replay.facts import NO_BOUNDARIES_NOTE, build_session_facts, load_session_facts, run_events
+from otel_session.replay.facts import (
+    DERIVED_TURNS_NOTE,
+    NO_BOUNDARIES_NOTE,
+    build_session_facts,
+    load_session_facts,
+    run_events,
+)
 from otel_session.bundle.read import read_bundle
 from otel_session.replay.reduce import replay_state
 from otel_session.replay.resolve import InvalidId, RunNotFound, RunSessionMismatch, SessionNotFound, resolve_run
@@ -142,6 +148,47 @@ def test_journal_without_boundaries_is_one_turn_and_says_so(record_run):
     assert turn["turn_index"] == 0 and turn["missing_required_slots"] is None
     assert [m["text"] for m in turn["messages"]] == ["hello"]
     assert turn["slot_writes"][0]["slot"] == "date"
+
+
+def _message(message_id: str, role: str, text: str, *, deltas=(), **payload) -> list[tuple]:
+    ids = {"message_id": message_id}
+    return [("message_started", {"role": role}, ids),
+            *[("assistant_delta", {"index": 0, "kind": "text", "delta": delta}, ids) for delta in deltas],
+            ("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": text}], **payload}, ids)]
+
+
+def test_a_journal_without_turns_gets_one_turn_per_user_message(record_run):
+    # What a plain OpenAI-SDK app records with no code: messages, model calls and tools, no turns.
+    script = [("run_started", {"kind": "live"}, {}),
+              *_message("s", "system", "You book tables."),
+              *_message("u1", "user", "A table for two?"),
+              *_message("a1", "assistant", "Which day?", deltas=["Which ", "day?"], model="gpt-4o-mini",
+                        usage={"input_tokens": 12, "output_tokens": 3}),
+              *_message("u2", "user", "Friday"),
+              ("tool_execution_started", {"name": "book", "arguments": {}}, {"tool_call_id": "c1"}),
+              ("tool_execution_finished", {"status": "error", "error": "full"}, {"tool_call_id": "c1"}),
+              *_message("a2", "assistant", "Sorry, Friday is full.", model="gpt-4o-mini"),
+              ("run_finished", {"status": "ok"}, {})]
+    facts = build_session_facts(read_bundle(record_run("call-zero-code", script)))
+    assert facts["notes"] == [DERIVED_TURNS_NOTE]
+    first, second = facts["turns"]
+    assert (first["turn_index"], first["source"], first["ask"], first["reply"]) == (0, "derived", "A table for two?", "Which day?")
+    assert [m["role"] for m in first["messages"]] == ["system", "user", "assistant"]
+    assert first["model_calls"] == [{"message_id": "a1", "model": "gpt-4o-mini", "usage": {"input_tokens": 12, "output_tokens": 3}}]
+    # The clock of record_run ticks once a record: the user message's start to the first delta.
+    assert first["time_to_first_token_ms"] is not None and first["time_to_first_token_ms"] > 0
+    assert first["duration_ms"] is not None and first["duration_ms"] >= first["time_to_first_token_ms"]
+    assert first["errors"] == []
+    assert (second["turn_index"], second["ask"], second["reply"]) == (1, "Friday", "Sorry, Friday is full.")
+    assert second["time_to_first_token_ms"] is None  # not streamed
+    assert second["errors"] == [{"tool": "book", "tool_call_id": "c1"}]
+    assert [tool["status"] for tool in second["tools"]] == ["error"]
+
+
+def test_recorded_turns_say_so_and_give_the_ask_and_reply(record_run):
+    facts = build_session_facts(read_bundle(record_run("call-42b", _booking_script())))
+    turn = facts["turns"][0]
+    assert (turn["source"], turn["ask"], turn["reply"]) == ("recorded", "Table for 4 please", "Which day?")
 
 
 def test_facts_of_one_run_never_include_another_runs_events(record_run):
@@ -292,3 +339,34 @@ def test_facts_messages_and_tools_are_the_replay_states(tmp_path, journal):
         if tool["tool_call_id"] in tools:
             assert (tools[tool["tool_call_id"]]["name"], tools[tool["tool_call_id"]]["status"]) == (tool["name"], tool["status"])
     assert set(messages) <= {message["message_id"] for message in full["messages"]}
+
+
+def test_a_short_run_id_as_the_viewer_shows_it_binds_its_run(record_run, tmp_path):
+    from click.testing import CliRunner
+
+    from otel_session.cli import main
+    from otel_session.replay.resolve import AmbiguousRunId
+
+    first = "run-45757dbf-0000-4000-8000-000000000001"
+    twin = "run-45757dbf-0000-4000-8000-000000000002"
+    other = "run-9abc0000-0000-4000-8000-000000000003"
+    for run_id in (first, twin, other):
+        record_run("call-short", _booking_script(), run_id=run_id)
+    assert resolve_run(tmp_path, "call-short", "run-9abc").run_id == other
+    assert resolve_run(tmp_path, "call-short", "run-45757dbf-0000-4000-8000-000000000001").run_id == first
+    with pytest.raises(AmbiguousRunId) as ambiguous:
+        resolve_run(tmp_path, "call-short", "run-45757dbf")
+    assert ambiguous.value.http_status == 400 and ambiguous.value.matches == [first, twin]
+    assert first in str(ambiguous.value) and twin in str(ambiguous.value)
+    with pytest.raises(InvalidId):
+        resolve_run(tmp_path, "call-short", "run-457")  # shorter than 4 characters of the UUID
+    with pytest.raises(RunNotFound):
+        resolve_run(tmp_path, "call-short", "run-ffff")
+
+    runner = CliRunner()
+    shown = runner.invoke(main, ["facts", "call-short", "--run", "run-9abc0000", "--dir", str(tmp_path)])
+    assert shown.exit_code == 0 and f"run {other}" in shown.output, shown.output
+    replayed = runner.invoke(main, ["replay", "call-short", "run-9abc0000", "--at", "3", "--dir", str(tmp_path)])
+    assert replayed.exit_code == 0, replayed.output
+    refused = runner.invoke(main, ["facts", "call-short", "--run", "run-45757dbf", "--dir", str(tmp_path)])
+    assert refused.exit_code != 0 and "is ambiguous" in refused.output and first in refused.output
