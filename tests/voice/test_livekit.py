@@ -32,7 +32,7 @@ def collected(mock_llm, tmp_path_factory) -> dict[str, Any]:
     with running_collectors(grpc_address="127.0.0.1:0", http_address="127.0.0.1:0", seal_after_s=0.2) as make:
         collector = make(root)
         run_app("livekit_app.py", mock_llm.base_url, "lk-collected", "--otlp", f"127.0.0.1:{collector.grpc_port}", *SAID)
-        wait_for(lambda: any(b.capture and b.capture.get("status") != "recording" for b in bundles(root)), 20)
+        wait_for(lambda: any(b.capture and b.capture.get("status") != "recording" for b in bundles(root)))
     return load_session_facts(root, "lk-collected")
 
 
