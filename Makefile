@@ -7,9 +7,10 @@ STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 CHROMIUM ?= /usr/bin/chromium
 # pytest's parallel workers for `make test` (pytest-xdist); each test file stays on one worker, so
-# the module- and session-wide fixtures of a file (servers, recorded conversations) run once.
+# the module- and session-wide fixtures of a file (servers, recorded conversations) run once. Files
+# go out in collection order, the slow ones first (tests/conftest.py), not the most numerous first.
 TEST_WORKERS ?= 4
-PYTEST_ARGS ?= -n $(TEST_WORKERS) --dist loadfile
+PYTEST_ARGS ?= -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 PHOENIX_VENV := .venv-phoenix
 PHOENIX_STAMP := $(PHOENIX_VENV)/.installed

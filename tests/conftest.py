@@ -2,6 +2,8 @@
 
 The suite runs on parallel workers (``make test``: pytest-xdist, ``--dist loadfile``), so a worker
 runs whole test files in any order: a fixture here must leave nothing behind for the next file.
+On workers the files marked ``slow`` (venv builds, real frameworks, kill -9 loops) are handed out
+first, so that no worker is left with one of them while the others have finished.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: every worker sorts alike
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: file order kept
 
 
 @pytest.fixture(scope="module")

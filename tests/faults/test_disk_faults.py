@@ -40,6 +40,8 @@ from .conftest import (
 )
 from .unprivileged import UnprivilegedApp
 
+pytestmark = pytest.mark.slow
+
 
 def assert_failed_capture(root: Path, session_id: str, run_id: str, code: str) -> None:
     """Failed with ``code``, at most one torn line, counted on disk; the viewer says failed."""

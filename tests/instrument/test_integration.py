@@ -23,6 +23,8 @@ from otel_session.testing import capture_bundle
 
 from .test_api import booking_run
 
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent
 
 TINY_APP = textwrap.dedent(

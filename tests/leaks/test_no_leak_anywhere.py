@@ -68,6 +68,8 @@ from otel_session.bundle.read import find_bundles, read_bundle
 from otel_session.viewer import create_app
 from otel_session.testing import OtlpHttpCapture
 
+pytestmark = pytest.mark.slow
+
 
 def _load(name: str, file: str) -> Any:
     spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(file))
