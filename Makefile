@@ -2,8 +2,15 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# What is installed into $(VENV): everything the tests use (.[test]), or only what the demo runs (.[demo]).
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 CHROMIUM ?= /usr/bin/chromium
+# pytest's parallel workers for `make test` (pytest-xdist); each test file stays on one worker, so
+# the module- and session-wide fixtures of a file (servers, recorded conversations) run once. Files
+# go out in collection order, the slow ones first (tests/conftest.py), not the most numerous first.
+TEST_WORKERS ?= 4
+PYTEST_ARGS ?= -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 PHOENIX_VENV := .venv-phoenix
 PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
@@ -12,51 +19,54 @@ PEERS_STAMP := .venv-peers/finchvox/.installed
 
 .PHONY: demo test test-phoenix bench venv browser phoenix peers clean
 
-INSTALL_LOG := $(VENV)/install.log
-# pip's own output goes to $(INSTALL_LOG); on failure its end is shown.
-PIP := $(BIN)/python -m pip install --disable-pip-version-check --quiet
-LOGGED = >>$(INSTALL_LOG) 2>&1 || { tail -n 30 $(INSTALL_LOG); echo "failed; the whole log: $(INSTALL_LOG)"; exit 1; }
+# pip with a line of progress every 5 s; its own output goes to $(VENV)/install.log.
+PIP_INSTALL := .ci/pip-install $(VENV)
 
 $(BIN)/python:
 	@echo "[1/2] creating the virtualenv $(VENV)"
 	@$(PYTHON) -m venv $(VENV)
-	@$(PIP) --upgrade pip $(LOGGED)
+	@$(PIP_INSTALL) --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	@echo "[2/2] installing otel-session and its dependencies into $(VENV) (about a minute; log: $(INSTALL_LOG))"
-	@$(PIP) -e '.[test]' $(LOGGED)
-	@touch $(STAMP)
+	@echo "[2/2] installing otel-session and everything its tests use into $(VENV) (2-4 minutes; log: $(VENV)/install.log)"
+	@$(PIP_INSTALL) -e '.[test]'
+	@touch $(STAMP) $(DEMO_STAMP)
 	@echo "      done: run commands as $(BIN)/otel-session ..., or '. $(BIN)/activate' once, then otel-session ..."
+
+# The demo needs only its extra (.[test] holds it too: after `make test`, nothing to install).
+$(DEMO_STAMP): $(BIN)/python pyproject.toml
+	@echo "[2/2] installing otel-session and what its demo runs into $(VENV) (under a minute; log: $(VENV)/install.log)"
+	@$(PIP_INSTALL) -e '.[demo]'
+	@touch $(DEMO_STAMP)
 
 venv: $(STAMP)
 
-# Debian's chromium for the browser tests (never a browser downloaded by a test tool).
+# Debian's chromium for the browser tests, and Node.js for the viewer's script tests (never a
+# browser downloaded by a test tool). apt only when one is missing; .ci/apt-install waits for
+# another apt run's lock (up to 10 min, saying so).
 browser:
-	@if [ ! -x $(CHROMIUM) ]; then \
-		echo "installing Debian's chromium for the browser tests"; \
-		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
-	fi
-	@command -v node >/dev/null || { \
-		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs >/dev/null; }
+	@missing=; [ -x $(CHROMIUM) ] || missing=chromium; command -v node >/dev/null || missing="$$missing nodejs"; \
+	if [ -n "$$missing" ]; then echo "installing Debian's$$missing with apt-get"; .ci/apt-install $$missing; fi
 
 # Arize Phoenix, a real OTLP backend for tests/demo/test_phoenix.py, in a virtualenv of its own
 # (~850 MB; its dependencies and pytest plugin stay out of .venv). If its install fails, the test
 # says so and skips; everything else still runs.
 $(PHOENIX_STAMP):
-	$(PYTHON) -m venv $(PHOENIX_VENV)
-	@if $(PHOENIX_VENV)/bin/python -m pip install --quiet --upgrade pip && \
-	    $(PHOENIX_VENV)/bin/python -m pip install --quiet arize-phoenix; then touch $@; \
+	@echo "installing Arize Phoenix into $(PHOENIX_VENV) for the test against a real OTLP backend (about a minute)"
+	@$(PYTHON) -m venv $(PHOENIX_VENV)
+	@if .ci/pip-install $(PHOENIX_VENV) --quiet --upgrade pip && .ci/pip-install $(PHOENIX_VENV) arize-phoenix; then touch $@; \
 	else echo "WARNING: could not install arize-phoenix; the Phoenix test will skip"; fi
 
 phoenix: $(PHOENIX_STAMP)
 
+# The whole suite (browser, frameworks, voice and the Phoenix test included), on parallel workers.
+# Exit status 5 (no test collected) means the suite was not found: an error, never a pass.
 test: $(STAMP) browser phoenix
-	OTEL_SESSION_PHOENIX_BIN=$(CURDIR)/$(PHOENIX_VENV)/bin/phoenix $(BIN)/python -m pytest
+	@OTEL_SESSION_PHOENIX_BIN=$(CURDIR)/$(PHOENIX_VENV)/bin/phoenix $(BIN)/python -m pytest $(PYTEST_ARGS) tests; \
+	status=$$?; if [ $$status = 5 ]; then echo "make test: pytest collected no tests"; exit 1; fi; exit $$status
 
 # The whole stack on 127.0.0.1 (collector, viewer, mock LLM, booking agent, driver); Ctrl-C stops it.
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	@$(BIN)/otel-session demo
 
 # Only the test against a real OTLP backend (Arize Phoenix on loopback).
@@ -74,4 +84,4 @@ bench: $(STAMP) phoenix peers
 	OTEL_SESSION_PHOENIX_BIN=$(abspath $(PHOENIX_VENV))/bin/phoenix $(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) .venv-peers otel-session-data bench/results.json
+	rm -rf $(VENV) $(PHOENIX_VENV) .venv-peers .venv-thirdparty .venv-anthropic0 .venv-zero-code .venv-*.lock otel-session-data bench/results.json

@@ -93,8 +93,9 @@ def bundles(root: Path) -> list[BundleRead]:
     return [read_bundle(path) for path in find_bundles([root])] if root.exists() else []
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
-    """Poll ``predicate`` until it returns something truthy, and return that; fail after ``timeout``."""
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy, and return that; fail after ``timeout``
+    (generous: a loaded machine may take many times longer than an idle one, and a pass returns at once)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

@@ -158,7 +158,7 @@ def test_view_on_a_port_in_use_says_so_in_one_line_naming_port(tmp_path):
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         process = _viewer("--dir", str(tmp_path), "--port", str(port))
-        _, stderr = process.communicate(timeout=60)
+        _, stderr = process.communicate(timeout=300)
     assert process.returncode == 1
     assert stderr.strip() == (f"Error: cannot listen on 127.0.0.1:{port}: Address already in use; "
                               "choose another with --port, or --port 0 for a free one"), stderr
@@ -175,5 +175,5 @@ def test_view_logs_requests_only_with_access_log(tmp_path, access_log):
             assert answer.status == 200
     finally:
         process.terminate()
-        _, stderr = process.communicate(timeout=30)
+        _, stderr = process.communicate(timeout=300)
     assert ("GET /api/sessions" in stderr) is access_log, stderr

@@ -132,14 +132,14 @@ def test_the_block_records_the_conversation(tmp_path, bin_dir):
         assert "Failed to export" not in ran.stderr, ran.stderr
     finally:
         collector.send_signal(signal.SIGTERM)  # seals every open run
-        _, collector_log = collector.communicate(timeout=60)
+        _, collector_log = collector.communicate(timeout=300)
     assert collector.returncode == 0, collector_log
-    listed = subprocess.run(["bash", "-c", listing[0]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    listed = subprocess.run(["bash", "-c", listing[0]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert listed.returncode == 0, listed.stderr
     assert "first-try" in listed.stdout, listed.stdout
     # With no code in the app, the facts still have a turn per user message: the ask and the reply.
     facts = subprocess.run(["bash", "-c", "otel-session facts first-try --all-runs --dir ./bundles"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=300)
     assert facts.returncode == 0, facts.stderr
     assert "A table for two?" in facts.stdout and "You said: On Friday, please." in facts.stdout, facts.stdout
 

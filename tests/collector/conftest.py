@@ -19,7 +19,7 @@ CANARY_EMAIL = "canary.jane.doe@example.com"
 CANARY_CARD = "4111 1111 1111 1111"
 
 
-def sealed_bundles(root: Path, count: int = 1, timeout: float = 10.0) -> list[BundleRead]:
+def sealed_bundles(root: Path, count: int = 1, timeout: float = 60.0) -> list[BundleRead]:
     """Wait until ``count`` bundles under ``root`` have a terminal capture; return them all."""
 
     def ready() -> list[BundleRead] | None:

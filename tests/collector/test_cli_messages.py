@@ -28,7 +28,7 @@ def test_a_busy_port_is_one_line_naming_the_address_and_the_flag(tmp_path, flag)
         other = "--http" if flag == "--grpc" else "--grpc"
         completed = subprocess.run(
             [sys.executable, "-m", "otel_session.cli", "collect", "--dir", str(tmp_path), flag, address, other, "off"],
-            capture_output=True, text=True, timeout=60, env={**os.environ, "OTEL_SESSION_REDACTION_KEY": "k"},
+            capture_output=True, text=True, timeout=300, env={**os.environ, "OTEL_SESSION_REDACTION_KEY": "k"},
         )
     assert completed.returncode == 1
     lines = completed.stderr.splitlines()
@@ -45,7 +45,7 @@ def test_importing_a_file_again_says_already_imported_not_rejected(tmp_path):
     assert first.exit_code == 0 and "1 run(s) written" in first.output
     again = subprocess.run(
         [sys.executable, "-m", "otel_session.cli", "import", str(path), "--dir", str(tmp_path / "d")],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "OTEL_SESSION_REDACTION_KEY": "k"},
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OTEL_SESSION_REDACTION_KEY": "k"},
     )
     assert again.returncode == 0
     assert "0 run(s) written, 1 already imported (left unchanged" in again.stdout

@@ -94,7 +94,7 @@ def _collector_paths(transport: str, root: Path) -> None:
         assert logs.export(stream.log_records(stream.early_log_records())) is LogRecordExportResult.SUCCESS
         assert spans.export(stream.spans()) is SpanExportResult.SUCCESS
         assert logs.export(stream.log_records(stream.late_log_records())) is LogRecordExportResult.SUCCESS
-        sealed_bundles(root, COLLECTOR_RUNS, timeout=30.0)
+        sealed_bundles(root, COLLECTOR_RUNS, timeout=120.0)
         spans.shutdown()
         logs.shutdown()
 

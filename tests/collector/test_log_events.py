@@ -296,7 +296,7 @@ def test_concurrent_services_lose_no_log_event(make_collector, bundle_root):
 
     with ThreadPoolExecutor(services) as pool:
         list(pool.map(service, range(services)))
-    found = sealed_bundles(bundle_root, services * runs_per_service, timeout=30)
+    found = sealed_bundles(bundle_root, services * runs_per_service, timeout=120)
     assert len(found) == services * runs_per_service
     for bundle in found:
         assert bundle.status is BundleStatus.COMPLETE, bundle.diagnostics

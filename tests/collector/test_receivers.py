@@ -308,7 +308,7 @@ def test_a_hundred_concurrent_clients_lose_no_connection_and_no_span(collector, 
         thread.join(120)
     assert failures == []
     assert statuses == [200] * CLIENTS * REQUESTS_PER_CLIENT
-    found = sealed_bundles(bundle_root, count=CLIENTS, timeout=60)
+    found = sealed_bundles(bundle_root, count=CLIENTS, timeout=120)
     assert len(found) == CLIENTS
     tools = [sum(event["type"] == "tool_execution_started" for event in bundle.events) for bundle in found]
     assert tools == [REQUESTS_PER_CLIENT - 1] * CLIENTS

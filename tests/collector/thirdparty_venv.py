@@ -4,11 +4,15 @@ OpenInference's and Traceloop's packages register ``opentelemetry_instrumentor``
 (their openai instrumentors among them), which ``opentelemetry-instrument`` would load beside
 openai-v2 in every other test: they live in ``.venv-thirdparty`` (``$OTEL_SESSION_THIRDPARTY_VENV``),
 never in ``.venv``. otel_session is installed there from this tree (editable, so it runs the code
-under test). The venv is rebuilt when ``REQUIREMENTS`` change (its stamp holds them).
+under test). The venv is built once and reused while the hash of its pins (``REQUIREMENTS`` and the
+tree installed) is the one in its stamp; a change rebuilds it. A lock beside it lets parallel test
+workers (pytest-xdist) wait for one build instead of building it twice at once.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import subprocess
 import sys
@@ -50,15 +54,18 @@ def cached_venv(variable: str, name: str, requirements: tuple[str, ...], purpose
     venv = Path(os.environ.get(variable) or root / name)
     python = venv / "bin" / "python"
     stamp = venv / ".installed"
-    wanted = "\n".join([*requirements, f"-e {root}"]) + "\n"
-    if stamp.is_file() and stamp.read_text() == wanted and python.exists():
+    pins = hashlib.sha256("\n".join([*requirements, f"-e {root}"]).encode()).hexdigest()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker building it: wait for its build
+        if stamp.is_file() and stamp.read_text().strip() == pins and python.exists():
+            return python
+        steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
+                 [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
+                 [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "-e", str(root)]]
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True, timeout=900)
+            if done.returncode != 0:
+                pytest.skip(f"could not build {venv} for {purpose}: {done.stderr[-2000:]}")
+        stamp.write_text(pins + "\n")
         return python
-    steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
-             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
-             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "-e", str(root)]]
-    for step in steps:
-        done = subprocess.run(step, capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            pytest.skip(f"could not build {venv} for {purpose}: {done.stderr[-2000:]}")
-    stamp.write_text(wanted)
-    return python

@@ -53,7 +53,7 @@ def test_every_command_exists_with_the_options_it_uses(name):
         if command.index(word) != len(path) + 1:
             break
         path.append(word)
-    shown = subprocess.run(otel_session_cli(*path, "--help"), capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(otel_session_cli(*path, "--help"), capture_output=True, text=True, timeout=300)
     assert shown.returncode == 0, shown.stderr
     for option in (word for word in command if word.startswith("--")):
         assert re.search(rf"(?<![\w-]){re.escape(option)}\b", shown.stdout), f"{' '.join(path)} has no {option}"

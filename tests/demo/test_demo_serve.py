@@ -65,7 +65,7 @@ def test_serves_until_ctrl_c_then_leaves_no_process(tmp_path, free_ports):
             assert response.headers["X-Run-Id"].startswith("run-")
         stack.send_signal(signal.SIGINT)
         assert stack.wait(30) == 0, stack.stderr.read()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30  # generous: a loaded machine may take a while to reap them
         while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not [pid for pid in children if _alive(pid)]

@@ -58,14 +58,14 @@ def phoenix(tmp_path_factory):
                                stdin=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300  # ≈20 s idle; a loaded machine may take many times that
         while True:
             assert process.poll() is None, (workdir / "phoenix.log").read_text()[-3000:]
             try:
                 with urllib.request.urlopen(base + "/healthz", timeout=1):
                     break
             except OSError:
-                assert time.monotonic() < deadline, "Phoenix was not ready in 120 s"
+                assert time.monotonic() < deadline, "Phoenix was not ready in 300 s"
                 time.sleep(0.2)
         yield base
     finally:
@@ -102,7 +102,7 @@ def test_phoenix_has_the_demo_spans_grouped_into_its_sessions(phoenix, tmp_path)
     expected = {(run.session_id, run.run_id) for run in runs}
     assert len(expected) == 7
 
-    deadline = time.monotonic() + 30  # Phoenix ingests asynchronously
+    deadline = time.monotonic() + 120  # Phoenix ingests asynchronously (generous under load)
     while True:
         spans = _spans(phoenix)
         roots = {(s["attributes"].get("session.id"), s["attributes"].get("otel_session.run.id"))

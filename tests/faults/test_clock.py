@@ -8,7 +8,6 @@ the end without stalling.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from datetime import datetime
@@ -24,9 +23,6 @@ from otel_session.testing import capture_bundle
 from otel_session.viewer import create_app
 
 HOUR_NS = 3600 * 10**9
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 class SteppedClock:
@@ -101,35 +97,30 @@ def state_text(state: dict) -> list[str]:
 
 
 @pytest.mark.browser
-def test_the_viewer_replay_clock_plays_through_both_steps(stepped_run):
-    playwright_sync = pytest.importorskip("playwright.sync_api")
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} is missing")
+def test_the_viewer_replay_clock_plays_through_both_steps(stepped_run, browser):
     root, run_id, bundle = stepped_run
     server = make_server("127.0.0.1", 0, create_app({"BUNDLE_DIR": str(root)}), threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        with playwright_sync.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(f"http://127.0.0.1:{server.server_port}/sessions/clock/runs/{run_id}")
-            page.wait_for_selector("body[data-ready=true]")
-            last = len(bundle.events)
-            page.eval_on_selector("#cursor", "(el) => { el.value = 0; el.dispatchEvent(new Event('input')); }")
-            page.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '0'")
-            page.select_option("#speed", "10")
-            started = time.monotonic()
-            page.click("#play")
-            seen = []
-            while time.monotonic() - started < 60:  # generous: the idle cap makes it a few seconds
-                seen.append(int(page.get_attribute("#cursor-label", "data-seq")))
-                if seen[-1] == last and page.get_attribute("body", "data-playing") == "false":
-                    break
-                time.sleep(0.05)
-            browser.close()
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"http://127.0.0.1:{server.server_port}/sessions/clock/runs/{run_id}")
+        page.wait_for_selector("body[data-ready=true]")
+        last = len(bundle.events)
+        page.eval_on_selector("#cursor", "(el) => { el.value = 0; el.dispatchEvent(new Event('input')); }")
+        page.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '0'")
+        page.select_option("#speed", "10")
+        started = time.monotonic()
+        page.click("#play")
+        seen = []
+        while time.monotonic() - started < 60:  # generous: the idle cap makes it a few seconds
+            seen.append(int(page.get_attribute("#cursor-label", "data-seq")))
+            if seen[-1] == last and page.get_attribute("body", "data-playing") == "false":
+                break
+            time.sleep(0.05)
+        page.close()
     finally:
         server.shutdown()
         server.server_close()

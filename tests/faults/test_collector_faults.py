@@ -64,7 +64,7 @@ class CollectorProcess:
     def terminate(self) -> tuple[str, str]:
         """SIGTERM, then the exit status and output: the collector drains and seals."""
         self.process.send_signal(signal.SIGTERM)
-        out, err = self.process.communicate(timeout=30)
+        out, err = self.process.communicate(timeout=300)
         assert self.process.returncode == 0, err
         return out, err
 
@@ -261,7 +261,7 @@ def test_a_restarted_collector_leaves_an_in_process_run_it_did_not_record_alone(
         f"run = BundleWriter({str(root)!r}).open_run(session_id='app', run_id='run-{'0' * 8}-0000-0000-0000-{'0' * 11}1')\n"
         "run.append('run_started', {'kind': 'live'}); run._writer.force_flush(); os._exit(9)\n"
     )
-    assert subprocess.run([sys.executable, "-c", script], timeout=60).returncode == 9
+    assert subprocess.run([sys.executable, "-c", script], timeout=300).returncode == 9
     (crashed,) = bundles(root)
     assert crashed.status is BundleStatus.RECORDING
     collector = start_collector(root, seal_after=0.2)

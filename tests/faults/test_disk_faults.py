@@ -40,6 +40,8 @@ from .conftest import (
 )
 from .unprivileged import UnprivilegedApp
 
+pytestmark = pytest.mark.slow
+
 
 def assert_failed_capture(root: Path, session_id: str, run_id: str, code: str) -> None:
     """Failed with ``code``, at most one torn line, counted on disk; the viewer says failed."""
@@ -179,7 +181,7 @@ def test_real_permission_denied_at_open_records_nothing_and_the_app_goes_on(nobo
     os.chown(unprivileged_root, 0, 0)
     completed = subprocess.run(
         nobody_app.command(unprivileged_root, "--runs", "2"),
-        capture_output=True, text=True, timeout=60, env=agent_env(),
+        capture_output=True, text=True, timeout=300, env=agent_env(),
     )
     result = parse_agent_output(completed.returncode, completed.stdout, completed.stderr)
     assert_finished_normally(result, runs=2)
@@ -198,7 +200,7 @@ def test_real_permission_denied_at_seal_still_writes_the_terminal_capture(nobody
         (run_dir,) = [path.parent for path in unprivileged_root.rglob(layout.RUN_FILE)]
         run_dir.chmod(0o500)
         process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=30)
+        _, stderr = process.communicate(timeout=300)
     finally:
         if process.poll() is None:
             process.kill()

@@ -39,7 +39,7 @@ def sigterm_agent(root, *options: str, **env: str) -> tuple[int, str]:
     try:
         assert process.stdout.readline().strip() == "ready", process.stderr.read()
         process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=30)
+        _, stderr = process.communicate(timeout=300)
     finally:
         if process.poll() is None:
             process.kill()

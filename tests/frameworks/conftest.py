@@ -55,7 +55,7 @@ def turns_of(bundle: BundleRead) -> list[dict[str, Any]]:
     return build_session_facts(bundle)["turns"]
 
 
-def sealed_bundles(root: Path, count: int, timeout: float = 15.0) -> list[BundleRead]:
+def sealed_bundles(root: Path, count: int, timeout: float = 60.0) -> list[BundleRead]:
     """Wait until ``count`` bundles under ``root`` have a terminal capture; return them, oldest first."""
 
     def ready() -> list[BundleRead] | None:

@@ -18,6 +18,8 @@ from otel_session.testing import bundles
 
 from .conftest import EXAMPLES
 
+pytestmark = pytest.mark.slow
+
 
 def run_instrumented(example: str, root: Path, **env: str) -> str:
     instrument = Path(sys.executable).with_name("opentelemetry-instrument")

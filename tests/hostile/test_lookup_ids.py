@@ -36,7 +36,7 @@ def _cli(root: Path, *args: str, key: str | None = None) -> subprocess.Completed
     if key is not None:
         env["OTEL_SESSION_REDACTION_KEY"] = key
     return subprocess.run([sys.executable, "-m", "otel_session.cli", *args], env=env, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=300)
 
 
 def _api(root: Path, path: str) -> tuple[int, str]:

@@ -53,7 +53,7 @@ def _assert_found_by_original_id(root: Path, count: int = 1) -> None:
     env = {**os.environ, "OTEL_SESSION_DIR": str(root)}
     for command in (["facts", CALLER], ["facts", CALLER, "--all-runs"], ["replay", CALLER, run.run_id, "--at", "1"]):
         result = subprocess.run([sys.executable, "-m", "otel_session.cli", *command], env=env,
-                                capture_output=True, text=True, timeout=60)
+                                capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr
         assert not any(canary in result.stdout + result.stderr for canary in (*PHONE_DIGITS, EMAIL))
 

@@ -23,6 +23,8 @@ from otel_session.testing import capture_bundle
 
 from .test_api import booking_run
 
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent
 
 TINY_APP = textwrap.dedent(
@@ -67,7 +69,7 @@ def test_opentelemetry_instrument_leaves_a_complete_bundle(tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     run_id = result.stdout.strip().splitlines()[0]
@@ -207,7 +209,7 @@ def test_instrumentor_can_be_disabled(tmp_path, disabled):
         "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": disabled,
     }
     result = subprocess.run(
-        [str(BIN / "opentelemetry-instrument"), sys.executable, str(app)], env=env, capture_output=True, text=True, timeout=60
+        [str(BIN / "opentelemetry-instrument"), sys.executable, str(app)], env=env, capture_output=True, text=True, timeout=300
     )
     assert result.stdout.strip() == "None", result.stderr
 
@@ -221,7 +223,7 @@ def test_plain_python_configures_itself_from_the_environment(tmp_path):
         "print(run.run_id)\n"
     )
     env = {**os.environ, "OTEL_SESSION_DIR": str(tmp_path / "data"), "OTEL_SESSION_REDACTION_KEY": "k"}
-    result = subprocess.run([sys.executable, str(app)], env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, str(app)], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     bundle = read_bundle(next(find_bundles([tmp_path / "data"])))
     assert bundle.status is BundleStatus.COMPLETE and bundle.run_id == result.stdout.strip()
@@ -267,7 +269,7 @@ def test_opentelemetry_instrument_joins_genai_log_events_to_their_spans(tmp_path
     env = {**os.environ, "OTEL_SESSION_DIR": str(tmp_path / "data"), "OTEL_TRACES_EXPORTER": "none",
            "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "console", "OTEL_SERVICE_NAME": "tiny-agent"}
     result = subprocess.run([str(BIN / "opentelemetry-instrument"), sys.executable, str(app)],
-                            env=env, capture_output=True, text=True, timeout=60)
+                            env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     (path,) = find_bundles([tmp_path / "data"])
     bundle = read_bundle(path)
@@ -320,7 +322,7 @@ def test_a_global_logger_provider_set_after_configure_is_read_from_the_next_run(
     app.write_text(LOGGING_SET_UP_LATER_APP)
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
     result = subprocess.run([sys.executable, str(app), str(tmp_path / "data")], env=env, capture_output=True,
-                            text=True, timeout=60)
+                            text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     (path,) = find_bundles([tmp_path / "data"])
     finished = [e["payload"] for e in read_bundle(path).events if e["type"] == "message_finished"]

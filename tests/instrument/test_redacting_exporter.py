@@ -37,6 +37,8 @@ from otel_session.demo.mock_llm import MODEL, MockLLMServer
 from otel_session.instrument.redacting_exporter import RedactingOTLPLogExporter, RedactingOTLPSpanExporter
 from otel_session.redact import RedactionPolicy, Redactor
 
+pytestmark = pytest.mark.slow
+
 EMAIL = "zz.canary.7319@canary-mail.example"
 PHONE = "+44 20 7946 0958"
 CARD = "4532015112830366"  # Luhn-valid test number

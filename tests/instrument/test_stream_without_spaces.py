@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from otel_session.redact import RedactionPolicy, Redactor
 
+pytestmark = pytest.mark.slow
+
 REDACTOR = Redactor(RedactionPolicy(), key=b"stream-tests")
 
 TEXTS = {

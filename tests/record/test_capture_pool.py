@@ -159,7 +159,7 @@ def test_killed_between_keeping_a_capture_and_replacing_it_the_run_continues(tmp
         second.close(run_status="ok")
         writer.force_flush()
     """)
-    completed = subprocess.run([sys.executable, "-c", script], timeout=60)
+    completed = subprocess.run([sys.executable, "-c", script], timeout=300)
     assert completed.returncode == -signal.SIGKILL
     crashed = layout.run_path(root, "s", run_ids[1])
     assert orjson.loads((crashed / layout.CAPTURE_FILE).read_bytes())["status"] == "recording"

@@ -262,7 +262,7 @@ def test_a_process_killed_in_the_middle_of_a_group_seal_leaves_bundles_that_cont
         runs[1].close()
         writer.force_flush()
     """)
-    completed = subprocess.run([sys.executable, "-c", script], timeout=60)
+    completed = subprocess.run([sys.executable, "-c", script], timeout=300)
     assert completed.returncode == -signal.SIGKILL
     paths = [layout.run_path(root, "s0", _run_id(n)) for n in range(2)]
     assert (paths[0] / ".events.ndjson.reorder.tmp").exists()

@@ -291,7 +291,7 @@ def test_second_writer_in_another_process_is_refused(writer, root, run_id):
         writer.shutdown()
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("refused:")
 
@@ -312,7 +312,7 @@ def test_reopening_a_recording_run_continues_after_a_torn_tail(root, run_id):
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == -signal.SIGKILL, out.stderr
 
     writer = BundleWriter(root)
@@ -360,7 +360,7 @@ def test_process_exit_without_shutdown_drains_at_exit(root, run_id):
             run.append("assistant_delta", {{"index": 0, "kind": "text", "delta": str(i)}})
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     path = root / "sessions" / "s" / run_id
     result = read_bundle(path)

@@ -227,30 +227,9 @@ def live_writer(tmp_path: Path) -> Iterator[BundleWriter]:
     writer.shutdown()
 
 
-# -- the browser: Debian's Chromium through Playwright (never a downloaded browser) ----------------
+# -- the page: Debian's Chromium (the ``browser`` fixture of tests/conftest.py) --------------------
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-
-
-@pytest.fixture(scope="session")
-def browser():
-    playwright_sync = pytest.importorskip("playwright.sync_api")
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} is missing (make browser installs Debian's chromium)")
-    with playwright_sync.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

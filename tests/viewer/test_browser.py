@@ -154,6 +154,7 @@ def test_session_page_with_a_chosen_run(page, serve, sample):
 
 def test_replay_seek_step_jump_and_play_at_10x(page, serve, sample, ui):
     server = serve(sample.root)
+    page.clock.install()  # the page's timers and clocks, flowing in real time until paused below
     page.goto(f"{server.url}/sessions/call-42/runs/{sample.latest_run}")
     page.wait_for_selector("body[data-ready=true]")
     last = int(page.get_attribute("#cursor", "max"))
@@ -179,18 +180,23 @@ def test_replay_seek_step_jump_and_play_at_10x(page, serve, sample, ui):
     page.select_option("#turn-jump", option.get_attribute("value"))
     page.wait_for_function(f"() => document.getElementById('cursor-label').dataset.seq === '{option.get_attribute('value')}'")
     assert page.inner_text("#p-turn") == "2"
-    # Play at 10x from the start: the cursor only moves forward and reaches the end.
+    # Play at 10x from the start, the page's clock stepped here one player tick (16 ms) at a time,
+    # so a loaded machine cannot make it skip states: the cursor only moves forward, through
+    # intermediate states, and reaches the end.
+    page.clock.pause_at(page.evaluate("Date.now()") + 1000)
     page.eval_on_selector("#cursor", "(el) => { el.value = 0; el.dispatchEvent(new Event('input')); }")
-    page.wait_for_function("() => document.getElementById('cursor-label').dataset.seq === '0'")
+    page.clock.run_for(100)
+    assert ui.cursor(page) == 0
     page.select_option("#speed", "10")
     page.click("#play")
     seen = []
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    for _ in range(2000):  # journal time ≈ 100 ms per event, at 10x: a few dozen ticks
+        page.clock.run_for(16)
         seen.append(ui.cursor(page))
-        if page.get_attribute("body", "data-playing") == "false" and seen[-1] == last:
+        if page.get_attribute("body", "data-playing") == "false":  # stopped; its last position shows next frame
+            page.clock.run_for(100)
+            seen.append(ui.cursor(page))
             break
-        time.sleep(0.05)
     assert seen[-1] == last
     assert seen == sorted(seen), seen
     assert len(set(seen)) > 3, seen  # it moved through intermediate states

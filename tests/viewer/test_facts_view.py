@@ -23,7 +23,7 @@ process.stdout.write(JSON.stringify({ triad: slotTriad(turn), verdict: verdictTe
 
 def model(turn: dict) -> dict:
     result = subprocess.run([NODE, "--input-type=module", "-e", TRIAD, str(MODULE), json.dumps(turn)],
-                            capture_output=True, text=True, timeout=30, check=True)
+                            capture_output=True, text=True, timeout=300, check=True)
     return json.loads(result.stdout)
 
 

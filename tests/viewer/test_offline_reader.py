@@ -89,7 +89,7 @@ def test_offline_reader_matches_the_python_reader(client, sample, tmp_path, dama
         (tmp_path / "bundle.tar").write_bytes(download.data)
     result = subprocess.run(
         [NODE, "--input-type=module", "-e", READ_TAR, str(STATIC / "bundle.js"), str(tmp_path / "bundle.tar")],
-        capture_output=True, text=True, timeout=30, check=True,
+        capture_output=True, text=True, timeout=300, check=True,
     )
     offline = json.loads(result.stdout)
 
@@ -106,6 +106,6 @@ def test_offline_reader_refuses_a_file_that_is_not_a_tar(tmp_path):
     (tmp_path / "x.tar").write_bytes(b"PK\x03\x04 this is a zip" + b"\0" * 600)
     result = subprocess.run(
         [NODE, "--input-type=module", "-e", READ_TAR, str(STATIC / "bundle.js"), str(tmp_path / "x.tar")],
-        capture_output=True, text=True, timeout=30,
+        capture_output=True, text=True, timeout=300,
     )
     assert result.returncode != 0 and "not a bundle download" in result.stderr

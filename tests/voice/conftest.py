@@ -13,13 +13,13 @@ from otel_session.demo.mock_llm import MockLLMServer
 
 HERE = Path(__file__).parent
 
-# The caller of every conversation below: the bot's reply lasts 2 s of (silent) speech, so the caller
-# speaking again 3.6 s after their first utterance finds it finished (turn 0 ends cleanly), 1.2 s
-# after the second finds it mid-sentence (turn 1 is interrupted), and the call ends 1.0 s after the
-# third (Pipecat ends that turn with the pipeline, marking it interrupted). The third carries an
-# e-mail address, which the redactor masks like any message text.
+# The caller of every conversation below, speaking on the bot's cues (pipecat_app.py), never on a
+# clock: again once the bot's first reply is spoken (turn 0 ends cleanly), over the second reply
+# once it starts, its 2 s of (silent) speech (turn 1 is interrupted), and the call ends as the third
+# reply starts (Pipecat ends that turn with the pipeline, marking it interrupted). The third carries
+# an e-mail address, which the redactor masks like any message text.
 CANARY_EMAIL = "canary.jane.doe@example.com"  # said by the caller: it must never reach a bundle as said
-UTTERANCES = ("what is the weather:3.6", "and tomorrow:1.2", f"thanks, mail it to {CANARY_EMAIL}:1.0")
+UTTERANCES = ("what is the weather:after-reply", "and tomorrow:mid-reply", f"thanks, mail it to {CANARY_EMAIL}:mid-reply")
 SPEECH_S = "2.0"
 
 

@@ -32,15 +32,19 @@ class WeatherAgent(Agent):
         return "sunny"
 
 
-async def converse(base_url: str, utterances: Sequence[str], *, interrupt_first_after_s: float | None = None) -> None:
-    """Each utterance a turn; with ``interrupt_first_after_s``, the caller cuts the first reply off
-    that long after asking (``session.interrupt()``, what LiveKit does when the user speaks over it)."""
+async def converse(base_url: str, utterances: Sequence[str], *, interrupt_first: bool = False) -> None:
+    """Each utterance a turn; with ``interrupt_first``, the caller cuts the first reply off once the
+    agent is thinking about it (the model asked; ``session.interrupt()``, what LiveKit does when the
+    user speaks over it): on that cue, not after some seconds a loaded machine may need to get there."""
     async with openai.LLM(model="mock-gpt", base_url=base_url, api_key="unused") as llm, AgentSession(llm=llm) as session:
+        thinking = asyncio.Event()
+        session.on("agent_state_changed", lambda event: thinking.set() if event.new_state == "thinking" else None)
         await session.start(WeatherAgent())
         for position, text in enumerate(utterances):
-            if position == 0 and interrupt_first_after_s is not None:
+            if position == 0 and interrupt_first:
+                thinking.clear()
                 handle = session.generate_reply(user_input=text)
-                await asyncio.sleep(interrupt_first_after_s)
+                await asyncio.wait_for(thinking.wait(), 60)
                 await session.interrupt()
                 await handle
             else:
@@ -53,7 +57,7 @@ def main() -> None:
     parser.add_argument("session_id")
     parser.add_argument("--otlp")
     parser.add_argument("--in-process")
-    parser.add_argument("--interrupt-first-after-s", type=float)
+    parser.add_argument("--interrupt-first", action="store_true", help="cut the first reply off while the model thinks")
     parser.add_argument("utterances", nargs="+")
     args = parser.parse_args()
     provider = TracerProvider(resource=Resource.create({"service.name": "weather-agent"}))
@@ -63,14 +67,14 @@ def main() -> None:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=args.otlp, insecure=True)))
-        asyncio.run(converse(args.base_url, args.utterances, interrupt_first_after_s=args.interrupt_first_after_s))
+        asyncio.run(converse(args.base_url, args.utterances, interrupt_first=args.interrupt_first))
         provider.shutdown()
     else:
         import otel_session
 
         recorder = otel_session.configure(args.in_process, tracer_provider=provider)
         with otel_session.session(args.session_id), otel_session.run("weather-agent"):
-            asyncio.run(converse(args.base_url, args.utterances, interrupt_first_after_s=args.interrupt_first_after_s))
+            asyncio.run(converse(args.base_url, args.utterances, interrupt_first=args.interrupt_first))
         recorder.shutdown()
 
 

@@ -7,6 +7,11 @@ speech enters as the frames Pipecat's own tests push (VAD start/stop, a final
 Pipecat's ``@traced_tts``) yields silence; ``NullOutput`` is Pipecat's ``BaseOutputTransport``
 writing that audio nowhere, in real time, so it emits the bot-speaking frames turns and latency
 are measured from. Tracing is Pipecat's: ``PipelineWorker(enable_tracing=True, conversation_id=…)``.
+
+The caller speaks again on the bot's cue, not on a clock (a loaded machine may take seconds to
+answer): ``after-reply`` once the bot has stopped speaking its reply (Pipecat's turn tracking ends
+that turn uninterrupted), ``mid-reply`` once it has started, its audio then lasting ``speech_s``
+(paced by ``NullOutput``), so the caller cuts it off (the turn is interrupted).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from dataclasses import dataclass
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    BotStoppedSpeakingFrame,
     EndFrame,
     TranscriptionFrame,
     UserStartedSpeakingFrame,
@@ -42,10 +49,13 @@ SAMPLE_RATE = 16_000
 _CHUNK = b"\0" * 6400  # 0.2 s of 16-bit mono silence
 
 
+CUES = ("after-reply", "mid-reply")
+
+
 @dataclass(frozen=True)
 class Utterance:
     text: str
-    pause_after_s: float  # how long the user waits before speaking again (or before the call ends)
+    then: str  # when the caller speaks again (or the call ends): one of CUES
 
 
 class SilentTTS(TTSService):
@@ -112,20 +122,36 @@ async def _converse(base_url: str, conversation_id: str, utterances: Sequence[Ut
         enable_tracing=True, conversation_id=conversation_id, cancel_on_idle_timeout=False,
     )
     started = asyncio.Event()
+    bot = {BotStartedSpeakingFrame: asyncio.Event(), BotStoppedSpeakingFrame: asyncio.Event()}
 
     @worker.event_handler("on_pipeline_started")
     async def _started(worker, frame) -> None:
         started.set()
 
+    worker.set_reached_downstream_filter(tuple(bot))
+
+    @worker.event_handler("on_frame_reached_downstream")
+    async def _bot_speech(worker, frame) -> None:
+        if isinstance(frame, BotStartedSpeakingFrame):
+            bot[BotStoppedSpeakingFrame].clear()  # an earlier reply's stop (one cut off) is not this one's
+        bot[type(frame)].set()
+
+    async def bot_has(frame_type: type) -> None:
+        await asyncio.wait_for(bot[frame_type].wait(), 60)  # generous: only a hung pipeline takes this long
+
     async def speak() -> None:
-        await asyncio.wait_for(started.wait(), 10)
+        await asyncio.wait_for(started.wait(), 60)
         for utterance in utterances:
+            for event in bot.values():
+                event.clear()
             await worker.queue_frames([
                 VADUserStartedSpeakingFrame(), UserStartedSpeakingFrame(),
                 TranscriptionFrame(utterance.text, "caller", "", finalized=True),
                 VADUserStoppedSpeakingFrame(), UserStoppedSpeakingFrame(),
             ])
-            await asyncio.sleep(utterance.pause_after_s)  # the caller's pace: real time, as on a call
+            await bot_has(BotStartedSpeakingFrame)  # the reply (after its tool call) is being spoken
+            if utterance.then == "after-reply":
+                await bot_has(BotStoppedSpeakingFrame)
         await worker.queue_frame(EndFrame())
 
     runner = WorkerRunner()
@@ -161,7 +187,7 @@ def _export_in_turn_pairs(provider, endpoint: str, run) -> None:
 
 
 def main() -> None:
-    """``python pipecat_app.py BASE_URL CONVERSATION_ID (--otlp ENDPOINT | --in-process DIR) TEXT:PAUSE...``
+    """``python pipecat_app.py BASE_URL CONVERSATION_ID (--otlp ENDPOINT | --in-process DIR) TEXT:CUE...``
 
     A process of its own per conversation: Pipecat traces through the global tracer provider,
     which a process sets once.
@@ -182,7 +208,9 @@ def main() -> None:
     parser.add_argument("--speech-s", type=float, default=0.6)
     parser.add_argument("utterances", nargs="+")
     args = parser.parse_args()
-    utterances = [Utterance(text, float(pause)) for text, pause in (item.rsplit(":", 1) for item in args.utterances)]
+    utterances = [Utterance(text, cue) for text, cue in (item.rsplit(":", 1) for item in args.utterances)]
+    if unknown := {utterance.then for utterance in utterances} - set(CUES):
+        parser.error(f"unknown cues {sorted(unknown)}: use one of {CUES}")
     provider = TracerProvider(resource=Resource.create({"service.name": "weather-bot"}))
     trace.set_tracer_provider(provider)
     if args.otlp and args.otlp_turn_pairs:

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 
 def _sealed(root: Path) -> None:
-    wait_for(lambda: any(b.capture and b.capture.get("status") != "recording" for b in bundles(root)), 20)
+    wait_for(lambda: any(b.capture and b.capture.get("status") != "recording" for b in bundles(root)))
 
 
 @pytest.fixture(scope="module")
