@@ -17,7 +17,7 @@ PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
 # The peers bench.peers compares with (Finchvox pulls Pipecat): virtualenvs of their own, built once.
 PEERS_STAMP := .venv-peers/finchvox/.installed
 
-.PHONY: demo test test-phoenix bench venv browser phoenix peers clean
+.PHONY: demo test test-phoenix bench venv browser phoenix peers screenshots clean
 
 # pip with a line of progress every 5 s; its own output goes to $(VENV)/install.log.
 PIP_INSTALL := .ci/pip-install $(VENV)
@@ -68,6 +68,10 @@ test: $(STAMP) browser phoenix
 # The whole stack on 127.0.0.1 (collector, viewer, mock LLM, booking agent, driver); Ctrl-C stops it.
 demo: $(DEMO_STAMP)
 	@$(BIN)/otel-session demo
+
+# docs/screenshots/demo-*.png, the README's pictures: the demo's own pages, light, dark and 800 px.
+screenshots: $(STAMP) browser
+	$(BIN)/python -m otel_session.demo.screenshots docs/screenshots
 
 # Only the test against a real OTLP backend (Arize Phoenix on loopback).
 test-phoenix: $(STAMP) phoenix
