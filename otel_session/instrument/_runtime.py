@@ -23,6 +23,7 @@ from otel_session.core import config
 from otel_session._version import __version__
 from otel_session.instrument._log import logger, warn_once
 from otel_session.instrument.processor import SessionLogProcessor, SessionSpanProcessor
+from otel_session.instrument.unopened import unopened_traces
 from otel_session.normalize import DetachedEvent, SpanEventData
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.core.semconv import SCOPE_NAME, SESSION_ID
@@ -57,6 +58,7 @@ class Recorder:
         logger_provider: LoggerProvider | None = None,
         span_processor: Callable[[Recorder], SpanProcessor] = SessionSpanProcessor,
         log_processor: Callable[[Recorder], LogRecordProcessor] = SessionLogProcessor,
+        unopened_processor: Callable[[Recorder], SpanProcessor] | None = unopened_traces,
     ) -> None:
         self.bundle_dir = bundle_dir
         self.redactor = redactor
@@ -71,6 +73,10 @@ class Recorder:
         self.active = True
         self.processor = span_processor(self)
         tracer_provider.add_span_processor(self.processor)
+        self.unopened = unopened_processor(self) if unopened_processor is not None else None
+        """Records the traces no run of this process opened, as the collector would (``unopened``)."""
+        if self.unopened is not None:
+            tracer_provider.add_span_processor(self.unopened)
         self._log_events: dict[tuple[int, int], list[SpanEventData]] = {}
         self._log_event_count = 0
         self._log_events_lock = threading.Lock()
@@ -153,6 +159,8 @@ class Recorder:
                 _recorder = None
         for handle in list(self.runs.values()):
             handle.abandon()  # finish_run() forgets it
+        if self.unopened is not None:
+            self.unopened.shutdown()  # its last spans exported and its runs sealed, into the writer
         self.writer.shutdown(timeout_millis)
 
 

@@ -131,7 +131,11 @@ def test_span_exporter_writes_bundles_at_span_end(tmp_path, monkeypatch):
     def shape(events):
         return [(e["type"], e.get("payload"), e.get("turn_index")) for e in events]
 
-    assert shape(exported[0].events) == shape(captured.bundle.events)
+    recorded = {bundle.run_id: bundle for bundle in captured.bundles}
+    assert shape(exported[0].events) == shape(recorded.pop(run_id).events)
+    # In process too, the trace no run opened and that names no session is a run of its own.
+    (unrelated,) = recorded.values()
+    assert unrelated.manifest["session_derived"] is True and unrelated.status is BundleStatus.COMPLETE
 
 
 def _flask_app(**options):

@@ -184,3 +184,26 @@ def test_zero_code_flask_app_under_opentelemetry_instrument(tmp_path):
     assert {span["name"]: span["attributes"].get("session.id") for span in spans} == {
         "GET /reply": "zero-1", "plan": "zero-1",
     }
+
+
+def test_a_trace_no_run_opened_is_a_run_of_the_session_its_spans_name(tmp_path):
+    """In process, the collector's rule: an instrumentor's ``chat`` span carrying ``session.id``, on a
+    plain SDK provider with no ``otel_session.run()`` around it, is recorded (it was dropped)."""
+    from otel_session.testing import bundles
+
+    provider = TracerProvider()
+    recorder = otel_session.configure(tmp_path / "bundles", tracer_provider=provider)
+    try:
+        with provider.get_tracer("some.instrumentor").start_as_current_span("chat gpt-4o-mini", attributes={
+            "session.id": "chat-7", "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "hello"}]}]),
+        }):
+            pass
+    finally:
+        recorder.shutdown()
+    (bundle,) = bundles(tmp_path / "bundles")
+    assert bundle.session_id == "chat-7" and bundle.status.value == "complete"
+    texts = [block["text"] for event in bundle.events if event["type"] == "message_finished"
+             for block in event["payload"]["content"]]
+    assert texts == ["hi", "hello"]

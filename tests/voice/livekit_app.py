@@ -57,6 +57,8 @@ def main() -> None:
     parser.add_argument("session_id")
     parser.add_argument("--otlp")
     parser.add_argument("--in-process")
+    parser.add_argument("--no-code", action="store_true",
+                        help="with --in-process: only configure() on LiveKit's provider, no session or run opened")
     parser.add_argument("--interrupt-first", action="store_true", help="cut the first reply off while the model thinks")
     parser.add_argument("utterances", nargs="+")
     args = parser.parse_args()
@@ -73,8 +75,11 @@ def main() -> None:
         import otel_session
 
         recorder = otel_session.configure(args.in_process, tracer_provider=provider)
-        with otel_session.session(args.session_id), otel_session.run("weather-agent"):
+        if args.no_code:  # LiveKit's spans carry the session.id its metadata names: recorded as the collector would
             asyncio.run(converse(args.base_url, args.utterances, interrupt_first=args.interrupt_first))
+        else:
+            with otel_session.session(args.session_id), otel_session.run("weather-agent"):
+                asyncio.run(converse(args.base_url, args.utterances, interrupt_first=args.interrupt_first))
         recorder.shutdown()
 
 

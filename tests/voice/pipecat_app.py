@@ -205,6 +205,8 @@ def main() -> None:
     parser.add_argument("--otlp-turn-pairs", action="store_true",
                         help="export with --otlp in requests that each run from a turn's span through the next one's")
     parser.add_argument("--in-process")
+    parser.add_argument("--no-code", action="store_true",
+                        help="with --in-process: only configure() on Pipecat's provider, no session or run opened")
     parser.add_argument("--speech-s", type=float, default=0.6)
     parser.add_argument("utterances", nargs="+")
     args = parser.parse_args()
@@ -227,8 +229,11 @@ def main() -> None:
         import otel_session
 
         recorder = otel_session.configure(args.in_process, tracer_provider=provider)
-        with otel_session.session(args.conversation_id), otel_session.run("weather-bot"):
+        if args.no_code:  # Pipecat's own spans name the conversation: recorded as the collector would
             converse(args.base_url, args.conversation_id, utterances, speech_s=args.speech_s)
+        else:
+            with otel_session.session(args.conversation_id), otel_session.run("weather-bot"):
+                converse(args.base_url, args.conversation_id, utterances, speech_s=args.speech_s)
         recorder.shutdown()
 
 

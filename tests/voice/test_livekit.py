@@ -43,7 +43,16 @@ def in_process(mock_llm, tmp_path_factory) -> dict[str, Any]:
     return load_session_facts(root, "lk-in-process")
 
 
-@pytest.fixture(params=["collected", "in_process"])
+@pytest.fixture(scope="module")
+def in_process_no_code(mock_llm, tmp_path_factory) -> dict[str, Any]:
+    """Only ``otel_session.configure(tracer_provider=…)`` on the provider given to LiveKit: no
+    session or run opened in the app (the collector's rule, in process)."""
+    root = tmp_path_factory.mktemp("in-process-no-code")
+    run_app("livekit_app.py", mock_llm.base_url, "lk-no-code", "--in-process", str(root), "--no-code", *SAID)
+    return load_session_facts(root, "lk-no-code")
+
+
+@pytest.fixture(params=["collected", "in_process", "in_process_no_code"])
 def facts(request) -> dict[str, Any]:
     return request.getfixturevalue(request.param)
 

@@ -45,7 +45,16 @@ def in_process(mock_llm, tmp_path_factory) -> tuple[Path, str]:
     return root, "call-in-process"
 
 
-@pytest.fixture(params=["collected", "in_process"])
+@pytest.fixture(scope="module")
+def in_process_no_code(mock_llm, tmp_path_factory) -> tuple[Path, str]:
+    """Only ``otel_session.configure(tracer_provider=…)`` on the provider Pipecat traces to: no
+    session or run opened in the app (the collector's rule, in process)."""
+    root = tmp_path_factory.mktemp("in-process-no-code")
+    run_pipecat(mock_llm.base_url, "call-no-code", "--in-process", str(root), "--no-code")
+    return root, "call-no-code"
+
+
+@pytest.fixture(params=["collected", "in_process", "in_process_no_code"])
 def recorded(request) -> tuple[Path, str]:
     return request.getfixturevalue(request.param)
 
@@ -56,7 +65,7 @@ def facts(recorded) -> dict[str, Any]:
 
 
 def test_the_conversation_is_a_session_with_one_run_of_its_turns(facts):
-    assert facts["session_id"] in ("call-collected", "call-in-process")
+    assert facts["session_id"] in ("call-collected", "call-in-process", "call-no-code")
     assert facts["integrity"]["status"] == "complete"
     assert [turn["turn_index"] for turn in facts["turns"]] == [0, 1, 2]
     assert all(turn["finished"] for turn in facts["turns"])
