@@ -186,18 +186,48 @@ function toolView(tool) {
     h("span", { class: "muted" }, ` · ${tool.updates ?? 0} updates`));
 }
 
+// Why a panel box is empty: nothing of the kind yet at the cursor, or the run records none at all
+// (then what would fill it). A long run read in windows does not know the second: it says the first.
+const EMPTY = {
+  slots: ["No slot written yet at this point.",
+    "This run records no slots: otel_session.slot_write() in the app, or a framework's state, fills this box."],
+  tools: ["No tool has run yet at this point.", "No tool ran in this run."],
+  verdicts: ["No state transition yet at this point.",
+    "This run records no state transitions: otel_session.transition() in the app fills this box."],
+  diagnostics: ["No problem found so far.", "No problem found."],
+};
+const EMPTY_TYPES = {
+  slots: ["slot_write", "slot_diff"], tools: ["tool_execution_started"], verdicts: ["transition_verdict"], diagnostics: [],
+};
+let typesSeen = { count: -1, types: new Set() };
+
+/** The record types of the whole run, when the page holds all of it (null for a long run). */
+function runTypes() {
+  if (view.long) return null;
+  const all = events();
+  if (typesSeen.count !== all.length) typesSeen = { count: all.length, types: new Set(all.map((event) => event.type)) };
+  return typesSeen.types;
+}
+
+function fillBox(id, kind, items) {
+  if (items.length) return fill($(id), items);
+  const types = runTypes();
+  const none = types !== null && !EMPTY_TYPES[kind].some((type) => types.has(type));
+  return fill($(id), h("div", { class: "empty-state" }, EMPTY[kind][none ? 1 : 0]));
+}
+
 function renderPanel(state, event) {
   $("p-turn").textContent = state.turn_index ?? "–";
   $("p-state").textContent = state.state ?? "–";
   $("p-event").textContent = event ? `#${event.seq} ${event.type}` : "–";
   $("p-at").textContent = event ? shortTime(event.at) : "–";
-  fill($("p-slots"), Object.entries(state.slots ?? {}).map(([slot, value]) =>
+  fillBox("p-slots", "slots", Object.entries(state.slots ?? {}).map(([slot, value]) =>
     h("div", {}, h("strong", {}, slot), ": ", typeof value === "string" ? value : JSON.stringify(value))));
-  fill($("p-tools"), (state.tools ?? []).map((tool) =>
+  fillBox("p-tools", "tools", (state.tools ?? []).map((tool) =>
     h("div", { class: `status-${tool.status}` }, `${tool.name} · ${tool.status}`)));
-  fill($("p-verdicts"), (state.verdicts ?? []).map((verdict) =>
+  fillBox("p-verdicts", "verdicts", (state.verdicts ?? []).map((verdict) =>
     h("div", {}, `${verdict.from ?? "?"} → ${verdict.to ?? "?"}${verdict.reason ? `: ${verdict.reason}` : ""}`)));
-  fill($("p-diagnostics"), (state.diagnostics ?? []).map((diagnostic) =>
+  fillBox("p-diagnostics", "diagnostics", (state.diagnostics ?? []).map((diagnostic) =>
     h("div", { class: `sev-${diagnostic.severity ?? "warning"}` }, `${diagnostic.code}: ${diagnostic.message ?? ""}`)));
 }
 
