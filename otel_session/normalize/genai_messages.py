@@ -128,10 +128,14 @@ def _messages_of(span: SpanView) -> tuple[list[Message], list[Message]]:
         return new_inputs(_indexed_messages(attributes, "gen_ai.prompt.", "user")), _indexed_messages(
             attributes, "gen_ai.completion.", "assistant"
         )
-    inputs = [Message("user")] if "input.value" in attributes else []
+    # A JSON object in ``input.value`` is a method's parameters (LlamaIndex's wrappers around the
+    # model call: ``{"tools": [...], "chat_history": [...]}``, ``{"messages": [...]}`` of objects'
+    # reprs), not something said; then a JSON object in ``output.value`` is its return value.
+    called = "input.value" in attributes and isinstance(json_value(attributes["input.value"]), dict)
+    inputs = [Message("user")] if "input.value" in attributes and not called else []
     if inputs:
         inputs[0].add("text", attributes["input.value"])
-    return inputs, value_messages(attributes["output.value"]) if "output.value" in attributes else []
+    return inputs, value_messages(attributes["output.value"], replies_only=called) if "output.value" in attributes else []
 
 
 def request_inputs(body: Mapping[str, Any]) -> list[Message]:
@@ -172,10 +176,11 @@ def _plain(item: Any) -> Any:
     return dump(exclude_none=True) if callable(dump) else item
 
 
-def value_messages(value: Any) -> list[Message]:
+def value_messages(value: Any, *, replies_only: bool = False) -> list[Message]:
     """The assistant messages in an OpenInference ``output.value``: a Responses API ``response``
     document (or a list of them: one message each), a Chat Completions ``chat.completion``, a list
-    of chat messages, else the value itself as the text of one message."""
+    of chat messages, else the value itself as the text of one message (with ``replies_only``, a
+    JSON object of another shape is no message: a method's return value)."""
     document = json_value(value)
     documents = document if isinstance(document, list) else [document]
     if documents and all(isinstance(item, dict) and isinstance(item.get("output"), list) for item in documents):
@@ -184,6 +189,8 @@ def value_messages(value: Any) -> list[Message]:
         return _messages_of_items([choice for choice in document["choices"] if isinstance(choice, dict)])
     if documents and all(isinstance(item, dict) and "role" in item for item in documents):
         return _messages_of_items(documents)
+    if replies_only and isinstance(document, dict):
+        return []
     message = Message("assistant")
     message.add("text", value)
     return [message]

@@ -33,7 +33,7 @@ class Case:
     results: list[Any] | None = None
     """The tools' results, in order (None: not checked)."""
     usage: bool = True
-    """Whether each reply names the model and counts its tokens."""
+    """Whether each reply counts its tokens (every reply names the model)."""
     runs: int = 2
 
     def __str__(self) -> str:
@@ -61,6 +61,13 @@ CASES = [
         )
         for fixture in ("strands/spans.jsonl", "strands/spans-latest.jsonl")
     ),
+    Case(
+        "llamaindex/spans.jsonl",  # each run a context of its own: its system prompt journaled again
+        users=["what is on the menu friday", "and on saturday"],
+        tools=[("lookup", {"query": "what is on the menu friday"}), ("lookup", {"query": "and on saturday"})],
+        answers=["lookup says: fish for friday", "lookup says: fish for saturday"],
+        usage=False,  # streamed without usage: the model only
+    ),
 ]
 
 
@@ -84,11 +91,13 @@ def test_each_user_message_once_in_the_journals_roles(case, runs):
 def test_each_tool_once_with_its_arguments_linked_to_its_call(case, runs):
     done = [execution for events in runs for execution in executions(events)]
     assert [(name, arguments) for _, name, arguments, _ in done] == case.tools
-    asked = {call["id"]: call for events in runs for call in tool_calls(events)}
-    for call_id, name, arguments, _ in done:
-        assert call_id in asked, f"{name} answers no call the model asked for"
-        assert (asked[call_id]["name"], asked[call_id]["arguments"]) == (name, arguments)
-    assert len({call_id for call_id, *_ in done}) == len(done)
+    for events in runs:
+        asked = {call["id"]: call for call in tool_calls(events)}
+        done_here = executions(events)
+        for call_id, name, arguments, _ in done_here:
+            assert call_id in asked, f"{name} answers no call the model asked for"
+            assert (asked[call_id]["name"], asked[call_id]["arguments"]) == (name, arguments)
+        assert len({call_id for call_id, *_ in done_here}) == len(done_here)
     if case.results is not None:
         assert [result for *_, result in done] == case.results
 
@@ -98,7 +107,7 @@ def test_replies_with_their_model_and_tokens(case, runs):
     assert said, "no reply journaled"
     texts = ["".join(b["text"] for b in payload["content"] if b["kind"] == "text") for payload in said]
     assert [text for text in texts if text] == case.answers
-    if case.usage:
-        for payload in said:
-            assert payload.get("model") == MODEL
+    for payload in said:
+        assert payload.get("model") == MODEL
+        if case.usage:
             assert payload["usage"]["input_tokens"] > 0 and payload["usage"]["output_tokens"] > 0
