@@ -37,8 +37,10 @@ ROLE_EVENTS = {
 }
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 # Roles frameworks name in their own words → the journal's: smolagents' memory (as OpenInference
-# records it) holds the model's tool calls as ``tool-call`` and their results as ``tool-response``.
-_ROLE_ALIASES = {"tool-call": "assistant", "tool-response": "tool"}
+# records it) holds the model's tool calls as ``tool-call`` and their results as ``tool-response``;
+# AutoGen's (the same) sends tool results as ``function`` messages and its system prompt as OpenAI's
+# ``developer`` message.
+_ROLE_ALIASES = {"tool-call": "assistant", "tool-response": "tool", "function": "tool", "developer": "system"}
 _INDEXED = re.compile(r"(\d+)\.(.+)")
 
 
@@ -379,6 +381,9 @@ def _openinference_messages(attributes: Mapping[str, Any], prefix: str) -> list[
                 message.add("text", part.get("message_content.text"))
         else:
             message.add("text", fields.get("message.content"))
+        for key in sorted(key for key in fields if key.startswith("function.")):  # AutoGen's tool results:
+            result = json_value(fields[key])  # {"name", "content", "call_id", "is_error"} each
+            message.add("text", result.get("content") if isinstance(result, dict) else result)
         for _, call in sorted(_indexed(fields, "message.tool_calls.").items()):
             message.add(
                 "tool_call",

@@ -8,7 +8,8 @@ Contract (for the ``agent_<framework>.py`` scripts, run in the framework's own v
 ``run(base_url)`` drives the agent against the mock LLM at ``base_url`` (the OpenAI-compatible
 ``/v1``), on the global tracer provider set up here. Recorded spans are written as OTLP JSON lines
 (the OpenTelemetry Collector file exporter's format: what ``otel-session import`` reads), encoded
-by the official OTLP encoder. ``tool_then_answer`` is a responder for agents that end their turn
+by the official OTLP encoder; GenAI log records the framework emits (on the global logger provider
+set up here) come first, as a live export delivers them. ``tool_then_answer`` is a responder for agents that end their turn
 with a tool of their own (smolagents' ``final_answer``) or with text.
 """
 
@@ -82,16 +83,41 @@ def main(run: Callable[[str], None], responder: Callable[[dict[str, Any]], Any],
     else:
         provider.add_span_processor(SimpleSpanProcessor(memory))
     trace.set_tracer_provider(provider)
+    logs = _logger_provider(provider.resource, options.otlp)  # GenAI events some frameworks log
     with MockLLMServer(port=0, responder=responder) as llm:
         run(llm.base_url)
     provider.force_flush()
+    logs.force_flush()
     if not options.otlp:
+        from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
         from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
         from otel_session.collector.otlp import to_json_line
 
         options.out.parent.mkdir(parents=True, exist_ok=True)
         spans = sorted(memory.get_finished_spans(), key=lambda span: span.start_time or 0)
-        options.out.write_bytes(to_json_line(encode_spans(spans)))
-        print(f"{len(spans)} spans → {options.out}")
+        # Log records first: the SDK's batch processors send them sooner (every second, spans every five).
+        records = logs.memory.get_finished_logs()
+        lines = to_json_line(encode_logs(records)) if records else b""
+        options.out.write_bytes(lines + to_json_line(encode_spans(spans)))
+        print(f"{len(spans)} spans, {len(records)} log records → {options.out}")
     provider.shutdown()
+    logs.shutdown()
+
+
+def _logger_provider(resource: Any, otlp: str | None) -> Any:
+    """The global SDK logger provider, kept in memory (``.memory``) or exported to ``otlp``."""
+    from opentelemetry import _logs
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import InMemoryLogExporter, SimpleLogRecordProcessor
+
+    provider = LoggerProvider(resource=resource)
+    provider.memory = InMemoryLogExporter()
+    if otlp:
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+
+        provider.add_log_record_processor(SimpleLogRecordProcessor(OTLPLogExporter(endpoint=otlp, insecure=True)))
+    else:
+        provider.add_log_record_processor(SimpleLogRecordProcessor(provider.memory))
+    _logs.set_logger_provider(provider)
+    return provider

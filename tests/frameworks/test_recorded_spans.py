@@ -32,6 +32,7 @@ class Case:
     """The texts of the assistant's replies that have text, in order."""
     results: list[Any] | None = None
     """The tools' results, in order (None: not checked)."""
+    model: str = MODEL
     usage: bool = True
     """Whether each reply counts its tokens (every reply names the model)."""
     runs: int = 2
@@ -67,6 +68,21 @@ CASES = [
         tools=[("lookup", {"query": "what is on the menu friday"}), ("lookup", {"query": "and on saturday"})],
         answers=["lookup says: fish for friday", "lookup says: fish for saturday"],
         usage=False,  # streamed without usage: the model only
+    ),
+    Case(
+        "autogen/spans.jsonl",  # AutoGen's own spans beside OpenInference's; create_agent a run of its own
+        users=["what is on the menu friday", "and on saturday"],
+        tools=[("lookup", {"query": "what is on the menu friday"}), ("lookup", {"query": "and on saturday"})],
+        answers=["lookup says: fish for friday", "lookup says: fish for saturday"],
+        results=["fish for friday", "fish for saturday"],
+        runs=3,
+    ),
+    Case(
+        "adk/spans.jsonl",  # content as log events (capture ``true``): the tool span names only its call
+        users=["what is on the menu friday", "and on saturday"],
+        tools=[("lookup", {"query": "what is on the menu friday"}), ("lookup", {"query": "and on saturday"})],
+        answers=['lookup says: {"result": "fish for friday"}', 'lookup says: {"result": "fish for saturday"}'],
+        model="openai/mock-gpt",  # LiteLLM's name of the model
     ),
 ]
 
@@ -108,6 +124,6 @@ def test_replies_with_their_model_and_tokens(case, runs):
     texts = ["".join(b["text"] for b in payload["content"] if b["kind"] == "text") for payload in said]
     assert [text for text in texts if text] == case.answers
     for payload in said:
-        assert payload.get("model") == MODEL
+        assert payload.get("model") == case.model
         if case.usage:
             assert payload["usage"]["input_tokens"] > 0 and payload["usage"]["output_tokens"] > 0
