@@ -256,7 +256,8 @@ def _messages_of_items(items: list[Any]) -> list[Message]:
             role = inner.get("role")
             item = inner
         parts = item.get("parts")
-        if role == "user" and parts and all(isinstance(p, dict) and p.get("type") == "tool_call_response" for p in parts):
+        if role == "user" and parts and isinstance(parts, list) and all(
+                isinstance(part, dict) and part.get("type") == "tool_call_response" for part in parts):
             role = "tool"  # tool results sent back in a user message (Converse, as strands records it)
         message = Message(role if role.__class__ is str and role else str(role or "assistant"), [], stop_reason)
         if parts.__class__ is list or isinstance(parts, (list, tuple)):

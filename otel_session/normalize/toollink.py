@@ -100,28 +100,32 @@ class ToolCallLinker(PerRun):
         """Span ids of executions left out as repeats whose ``finished`` has not come yet."""
 
     def link(self, events: list[JournalEvent]) -> None:
-        ends = {event.span_id: event.at_ns for event in events if event.type == _FINISHED}
-        kept: list[JournalEvent] = []
+        ends: dict[str | None, int] | None = None  # span id → its execution's end (built at the first one)
+        left_out: set[int] | None = None  # ids of the records left out (none: ``events`` untouched)
         for event in events:
             kind = event.type
             if kind == _MESSAGE_FINISHED:
                 self._collect(event)
             elif kind == _STARTED:  # a repeat is found before linking: it must not take another open call
+                if ends is None:
+                    ends = {e.span_id: e.at_ns for e in events if e.type == _FINISHED}
                 end_ns = ends.get(event.span_id, event.at_ns)
                 if any(seen.repeated_by(event, end_ns) for seen in self._seen) and not self._awaited(event):
                     self._left_out.add(event.span_id or "")
+                    left_out = left_out or set()
+                    left_out.add(id(event))
                     continue
                 self._link_started(event)
                 self._seen.append(_Execution(event, end_ns))
             elif kind == _FINISHED:
-                if event.span_id in self._left_out:
+                if self._left_out and event.span_id in self._left_out:
                     self._left_out.discard(event.span_id)
-                    continue
-                if event.span_id in self._linked and event.tool_call_id == event.span_id:
+                    left_out = left_out or set()
+                    left_out.add(id(event))
+                elif event.span_id in self._linked and event.tool_call_id == event.span_id:
                     event.tool_call_id = self._linked.pop(event.span_id)
-            kept.append(event)
-        if len(kept) != len(events):
-            events[:] = kept
+        if left_out:
+            events[:] = [event for event in events if id(event) not in left_out]
 
     def _collect(self, event: JournalEvent) -> None:
         content = event.payload.get("content")
