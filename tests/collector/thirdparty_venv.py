@@ -86,6 +86,13 @@ FRAMEWORK_VENVS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "opentelemetry-exporter-otlp-proto-grpc==1.44.0",
         *_FRAMEWORK_BASE,
     )),
+    "pydanticai": ("OTEL_SESSION_PYDANTICAI_VENV", ".venv-fw-pydanticai", (
+        "pydantic-ai-slim[openai]==2.68.0",
+        "openai==3.57.0",
+        "opentelemetry-sdk==1.45.2",
+        "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
+        *_FRAMEWORK_BASE,
+    )),
 }
 
 

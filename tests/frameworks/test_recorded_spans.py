@@ -85,6 +85,14 @@ CASES = [
         answers=['lookup says: {"result": "fish for friday"}', 'lookup says: {"result": "fish for saturday"}'],
         model="openai/mock-gpt",  # LiteLLM's name of the model
     ),
+    Case(
+        "pydanticai/spans.jsonl",  # both runs inside the app's span naming the session: one trace
+        users=["what is on the menu friday", "and on saturday"],
+        tools=[("lookup", {"query": "what is on the menu friday"}), ("lookup", {"query": "and on saturday"})],
+        answers=["lookup says: fish for friday", "lookup says: fish for saturday"],
+        results=["fish for friday", "fish for saturday"],
+        runs=1,
+    ),
 ]
 
 
