@@ -289,7 +289,7 @@ def _add_part(message: Message, part: Any) -> None:
         message.add("text", converse_text(response) if converse_blocks(response) else response)
     elif kind in ("reasoning", "thinking"):
         message.add("thinking", part.get("content"))
-    elif kind is None and part.keys() & _CONVERSE_KEYS:
+    elif kind is None and len(part) == 1 and part.keys() <= _CONVERSE_KEYS:
         _add_converse_block(message, part)
     else:
         message.add("text", part.get("content", part.get("text")))
