@@ -1,6 +1,8 @@
 """Google ADK's LlmAgent on a LiteLLM model (``openai/mock-gpt`` at the mock LLM), with ADK's own
 OpenTelemetry tracing: two asks in one ADK session, each a ``lookup`` tool call and a text answer.
-Run in the ADK venv (``recording.main``)."""
+Content is captured as log events (``true``), or on the spans with
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY`` in the environment (recorded into
+``spans-span-only.jsonl``). Run in the ADK venv (``recording.main``)."""
 
 from __future__ import annotations
 
@@ -46,4 +48,5 @@ def run(base_url: str) -> None:
 
 
 if __name__ == "__main__":
-    main(run, tool_then_answer("lookup"), "adk/spans.jsonl")
+    SPAN_ONLY = os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT") == "SPAN_ONLY"
+    main(run, tool_then_answer("lookup"), f"adk/spans{'-span-only' if SPAN_ONLY else ''}.jsonl")

@@ -23,10 +23,15 @@ HERE = Path(__file__).resolve().parent
 LATEST = {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
 
 
+# A fixture's name after the framework's → the environment it was recorded in.
+MODES = {"spans-latest.jsonl": LATEST,
+         "spans-span-only.jsonl": {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}}
+
+
 def live(case: Case) -> tuple[str, dict[str, str]]:
     """The framework of a table row and the environment its fixture was recorded in."""
-    framework = case.fixture.split("/")[0]
-    return framework, LATEST if case.fixture.endswith("-latest.jsonl") else {}
+    framework, name = case.fixture.split("/")
+    return framework, MODES.get(name, {})
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)

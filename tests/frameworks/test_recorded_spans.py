@@ -86,6 +86,14 @@ CASES = [
         model="openai/mock-gpt",  # LiteLLM's name of the model
     ),
     Case(
+        "adk/spans-span-only.jsonl",  # content on the spans (``SPAN_ONLY``): the tool span's own too
+        users=["what is on the menu friday", "and on saturday"],
+        tools=[("lookup", {"query": "what is on the menu friday"}), ("lookup", {"query": "and on saturday"})],
+        answers=['lookup says: {"result": "fish for friday"}', 'lookup says: {"result": "fish for saturday"}'],
+        results=[{"result": "fish for friday"}, {"result": "fish for saturday"}],
+        model="openai/mock-gpt",
+    ),
+    Case(
         "pydanticai/spans.jsonl",  # both runs inside the app's span naming the session: one trace
         users=["what is on the menu friday", "and on saturday"],
         tools=[("lookup", {"query": "what is on the menu friday"}), ("lookup", {"query": "and on saturday"})],
