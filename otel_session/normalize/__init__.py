@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from otel_session.normalize import genai, own, voice
+from otel_session.normalize import genai, own, strands, voice
 from otel_session.core.semconv import RUN_ID
 from otel_session.normalize.spans import (
     SESSION_ID_KEYS,
@@ -67,7 +67,7 @@ def detached_event(
 # The mapping of a span by its instrumentation scope: one probe for most spans (``own`` first:
 # a span re-emitted by another SDK is ours by its attributes, ``own.is_own_span``).
 _MAPPERS: dict[str, Callable[[SpanView], list[JournalEvent]]] = {
-    own.SCOPE_NAME: own.map_span, **{scope: voice.map_span for scope in voice.SCOPES}
+    own.SCOPE_NAME: own.map_span, strands.SCOPE: strands.map_span, **{scope: voice.map_span for scope in voice.SCOPES}
 }
 
 

@@ -35,7 +35,9 @@ from otel_session.normalize.genai_messages import (
     messages_of,
 )
 
-__all__ = ["Message", "RunAgent", "is_message_event", "is_model_call", "is_tool_call", "map_span", "run_agent"]
+__all__ = [
+    "Message", "RunAgent", "is_message_event", "is_model_call", "is_tool_call", "map_frame", "map_span", "run_agent",
+]
 
 _MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 _TOOL_OPERATIONS = frozenset({"execute_tool"})
@@ -103,6 +105,17 @@ def map_span(span: SpanView) -> list[JournalEvent]:
         add_body = _add_message_events
     else:
         add_body = None
+    return _mapped(span, add_body)
+
+
+def map_frame(span: SpanView) -> list[JournalEvent]:
+    """Only the run a root span frames (nothing for any other span): for a framework's agent and
+    loop spans whose message events repeat those of the model calls under them."""
+    return _mapped(span, None)
+
+
+def _mapped(span: SpanView, add_body: Callable[[SpanView, _SpanIds, list[JournalEvent]], None] | None) -> list[JournalEvent]:
+    attributes = span.attributes
     root = span.parent_span_id is None
     if add_body is None and not root:
         return []
@@ -225,21 +238,32 @@ def _add_tool_events(span: SpanView, ids: _SpanIds, events: list[JournalEvent]) 
 
 
 def _tool_arguments(attributes: Mapping[str, Any]) -> Any:
-    """The tool's arguments as an object (or array): JSON documents decoded, Traceloop's
-    ``{"args": [...], "kwargs": {...}}`` unwrapped, a bare value (LangChain's single input) as
-    ``{"input": value}``."""
+    """The tool's arguments as an object (or array): JSON documents decoded, a Python call's
+    ``{"args": [...], "kwargs": {...}}`` unwrapped (``_call_arguments``), a bare value (LangChain's
+    single input) as ``{"input": value}``."""
     if "gen_ai.tool.call.arguments" in attributes or "input.value" in attributes:
-        value = json_value(_first(attributes, "gen_ai.tool.call.arguments", "input.value"))
+        value = _call_arguments(json_value(_first(attributes, "gen_ai.tool.call.arguments", "input.value")))
     elif "traceloop.entity.input" in attributes:
-        value = _traceloop_value(attributes["traceloop.entity.input"])
-        if isinstance(value, dict) and value.keys() <= {"args", "kwargs"}:
-            args, kwargs = value.get("args") or [], value.get("kwargs") or {}
-            value = kwargs if not args else args if not kwargs else value
+        value = _call_arguments(_traceloop_value(attributes["traceloop.entity.input"]))
     else:
         return {}
     if value is None:
         return {}
     return value if isinstance(value, (dict, list)) else {"input": value}
+
+
+# What instrumentors that record a Python call's parameters wrap its arguments in: Traceloop's
+# ``{"args", "kwargs"}``, OpenInference's for smolagents (``sanitize_inputs_outputs`` beside them)
+# and LlamaIndex (``{"kwargs": {...}}``).
+_CALL_WRAPPER_KEYS = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
+
+
+def _call_arguments(value: Any) -> Any:
+    """A wrapped call's arguments: the kwargs, or the args when there are no kwargs (both: as is)."""
+    if isinstance(value, dict) and value and value.keys() <= _CALL_WRAPPER_KEYS and value.keys() & {"args", "kwargs"}:
+        args, kwargs = value.get("args") or [], value.get("kwargs") or {}
+        return kwargs if not args else args if not kwargs else value
+    return value
 
 
 def _traceloop_value(value: Any) -> Any:

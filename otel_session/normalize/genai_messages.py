@@ -24,7 +24,8 @@ from otel_session.normalize.spans import json_list, json_value
 from otel_session.normalize.view import SpanView
 
 __all__ = [
-    "DETAILS_EVENT", "ROLE_EVENTS", "Message", "add_openai_message", "json_list", "json_value", "messages_of", "new_inputs",
+    "DETAILS_EVENT", "ROLE_EVENTS", "Message", "add_openai_message", "converse_blocks", "converse_text", "json_list",
+    "json_value", "messages_of", "new_inputs",
     "request_inputs", "tool_call_text", "value_messages",
 ]
 
@@ -35,6 +36,11 @@ ROLE_EVENTS = {
     "gen_ai.tool.message": "tool",
 }
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+# Roles frameworks name in their own words → the journal's: smolagents' memory (as OpenInference
+# records it) holds the model's tool calls as ``tool-call`` and their results as ``tool-response``;
+# AutoGen's (the same) sends tool results as ``function`` messages and its system prompt as OpenAI's
+# ``developer`` message.
+_ROLE_ALIASES = {"tool-call": "assistant", "tool-response": "tool", "function": "tool", "developer": "system"}
 _INDEXED = re.compile(r"(\d+)\.(.+)")
 
 
@@ -45,6 +51,9 @@ class Message:
     role: str
     content: list[dict[str, Any]] = field(default_factory=list)
     stop_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        self.role = _ROLE_ALIASES.get(self.role, self.role)
 
     def add(self, kind: str, text: Any) -> None:
         if text is None or text == "":
@@ -86,10 +95,9 @@ def messages_of(span: SpanView) -> tuple[list[Message], list[Message]]:
 def _messages_of(span: SpanView) -> tuple[list[Message], list[Message]]:
     attributes = span.attributes
     details: Mapping[str, Any] = {}
-    for event in span.events:
+    for event in span.events:  # one event per call, or (strands) one with the input, one with the output
         if event.name == DETAILS_EVENT:
-            details = event.attributes
-            break
+            details = {**details, **event.attributes} if details else event.attributes
     for source in (attributes, details):
         if "gen_ai.input.messages" in source or "gen_ai.output.messages" in source:
             # Only the items after the last assistant message are mapped (none of them is one). The
@@ -122,10 +130,14 @@ def _messages_of(span: SpanView) -> tuple[list[Message], list[Message]]:
         return new_inputs(_indexed_messages(attributes, "gen_ai.prompt.", "user")), _indexed_messages(
             attributes, "gen_ai.completion.", "assistant"
         )
-    inputs = [Message("user")] if "input.value" in attributes else []
+    # A JSON object in ``input.value`` is a method's parameters (LlamaIndex's wrappers around the
+    # model call: ``{"tools": [...], "chat_history": [...]}``, ``{"messages": [...]}`` of objects'
+    # reprs), not something said; then a JSON object in ``output.value`` is its return value.
+    called = "input.value" in attributes and isinstance(json_value(attributes["input.value"]), dict)
+    inputs = [Message("user")] if "input.value" in attributes and not called else []
     if inputs:
         inputs[0].add("text", attributes["input.value"])
-    return inputs, value_messages(attributes["output.value"]) if "output.value" in attributes else []
+    return inputs, value_messages(attributes["output.value"], replies_only=called) if "output.value" in attributes else []
 
 
 def request_inputs(body: Mapping[str, Any]) -> list[Message]:
@@ -166,10 +178,11 @@ def _plain(item: Any) -> Any:
     return dump(exclude_none=True) if callable(dump) else item
 
 
-def value_messages(value: Any) -> list[Message]:
+def value_messages(value: Any, *, replies_only: bool = False) -> list[Message]:
     """The assistant messages in an OpenInference ``output.value``: a Responses API ``response``
     document (or a list of them: one message each), a Chat Completions ``chat.completion``, a list
-    of chat messages, else the value itself as the text of one message."""
+    of chat messages, else the value itself as the text of one message (with ``replies_only``, a
+    JSON object of another shape is no message: a method's return value)."""
     document = json_value(value)
     documents = document if isinstance(document, list) else [document]
     if documents and all(isinstance(item, dict) and isinstance(item.get("output"), list) for item in documents):
@@ -178,6 +191,8 @@ def value_messages(value: Any) -> list[Message]:
         return _messages_of_items([choice for choice in document["choices"] if isinstance(choice, dict)])
     if documents and all(isinstance(item, dict) and "role" in item for item in documents):
         return _messages_of_items(documents)
+    if replies_only and isinstance(document, dict):
+        return []
     message = Message("assistant")
     message.add("text", value)
     return [message]
@@ -240,8 +255,11 @@ def _messages_of_items(items: list[Any]) -> list[Message]:
         if inner is not None and isinstance(inner, dict):  # a gen_ai.choice body
             role = inner.get("role")
             item = inner
-        message = Message(role if role.__class__ is str and role else str(role or "assistant"), [], stop_reason)
         parts = item.get("parts")
+        if role == "user" and parts and isinstance(parts, list) and all(
+                isinstance(part, dict) and part.get("type") == "tool_call_response" for part in parts):
+            role = "tool"  # tool results sent back in a user message (Converse, as strands records it)
+        message = Message(role if role.__class__ is str and role else str(role or "assistant"), [], stop_reason)
         if parts.__class__ is list or isinstance(parts, (list, tuple)):
             content = message.content
             for part in parts:
@@ -267,15 +285,60 @@ def _add_part(message: Message, part: Any) -> None:
     if kind == "tool_call":
         message.add("tool_call", tool_call_text(part.get("id"), part.get("name"), part.get("arguments")))
     elif kind == "tool_call_response":
-        message.add("text", part.get("response", part.get("result")))
+        response = part.get("response", part.get("result"))
+        message.add("text", converse_text(response) if converse_blocks(response) else response)
     elif kind in ("reasoning", "thinking"):
         message.add("thinking", part.get("content"))
+    elif kind is None and len(part) == 1 and part.keys() <= _CONVERSE_KEYS:
+        _add_converse_block(message, part)
     else:
         message.add("text", part.get("content", part.get("text")))
 
 
+# Bedrock Converse content blocks (``[{"text": …}]``, ``[{"toolUse": {toolUseId, name, input}}]``,
+# ``[{"toolResult": {toolUseId, status, content: [blocks]}}]``): strands-agents writes its messages so.
+_CONVERSE_KEYS = frozenset({"text", "toolUse", "toolResult", "reasoningContent", "image", "document", "json"})
+
+
+def converse_blocks(value: Any) -> list[dict[str, Any]] | None:
+    """``value`` (a JSON text or a list) as Converse content blocks, or None when it is not such a
+    list: each item a map with no ``type`` whose one key is a Converse block's."""
+    value = json_value(value)
+    if not isinstance(value, list) or not value:
+        return None
+    for block in value:
+        if not (isinstance(block, dict) and len(block) == 1 and block.keys() <= _CONVERSE_KEYS):
+            return None
+    return value
+
+
+def converse_text(blocks: Any) -> str:
+    """The text of Converse content blocks (a tool result's: text and JSON blocks), joined."""
+    parts = []
+    for block in converse_blocks(blocks) or ():
+        if "text" in block:
+            parts.append(str(block["text"]))
+        elif "json" in block:
+            parts.append(orjson.dumps(block["json"], default=str).decode())
+    return "".join(parts)
+
+
+def _add_converse_block(message: Message, block: dict[str, Any]) -> None:
+    if "text" in block:
+        message.add("text", block["text"])
+    elif isinstance(use := block.get("toolUse"), dict):
+        message.add("tool_call", tool_call_text(use.get("toolUseId"), use.get("name"), use.get("input")))
+    elif isinstance(result := block.get("toolResult"), dict):
+        message.add("text", converse_text(result.get("content")))
+    elif isinstance(reasoning := block.get("reasoningContent"), dict):
+        text = reasoning.get("reasoningText")
+        message.add("thinking", text.get("text") if isinstance(text, dict) else text)
+
+
 def add_openai_message(message: Message, item: Mapping[str, Any]) -> None:
     content = item.get("content")
+    if content.__class__ is str and content[:2] == "[{":  # Converse blocks as JSON text (strands')
+        content = converse_blocks(content) or content
     if isinstance(content, (list, tuple)):
         for part in content:
             _add_part(message, part)
@@ -296,6 +359,8 @@ def _event_messages(role_events: Iterable[Any]) -> tuple[list[Message], list[Mes
             nested = json_value(body.get(key))
             if isinstance(nested, dict):
                 body = {**body, **nested}
+            elif key == "message" and converse_blocks(nested):  # strands' reply: its content blocks
+                body = {**body, "content": nested}
         if event.name == "gen_ai.choice":
             message = Message(str(body.get("role") or "assistant"), stop_reason=body.get("finish_reason"))
             add_openai_message(message, body)
@@ -317,6 +382,9 @@ def _openinference_messages(attributes: Mapping[str, Any], prefix: str) -> list[
                 message.add("text", part.get("message_content.text"))
         else:
             message.add("text", fields.get("message.content"))
+        for key in sorted(key for key in fields if key.startswith("function.")):  # AutoGen's tool results:
+            result = json_value(fields[key])  # {"name", "content", "call_id", "is_error"} each
+            message.add("text", result.get("content") if isinstance(result, dict) else result)
         for _, call in sorted(_indexed(fields, "message.tool_calls.").items()):
             message.add(
                 "tool_call",

@@ -41,6 +41,71 @@ REQUIREMENTS = (
 )
 
 
+# The agent frameworks of tests/frameworks (fixtures/frameworks), one venv each: their pins clash
+# with ours and with each other's (openai 2 vs 3, the OTel SDK version). ``name → (variable, venv,
+# requirements)``; the versions are those the fixtures were recorded with.
+_FRAMEWORK_BASE = ("orjson>=3.9", "flask>=3.0", "click>=8.1", "grpcio>=1.60", "waitress>=3.0.2,<4")
+FRAMEWORK_VENVS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "smolagents": ("OTEL_SESSION_SMOLAGENTS_VENV", ".venv-fw-smolagents", (
+        "smolagents[openai]==1.26.0",
+        "openinference-instrumentation-smolagents==0.1.43",
+        "openinference-instrumentation==0.1.72",
+        "openai==3.57.0",
+        "opentelemetry-sdk==1.45.2",
+        "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
+        *_FRAMEWORK_BASE,
+    )),
+    "strands": ("OTEL_SESSION_STRANDS_VENV", ".venv-fw-strands", (
+        "strands-agents[openai,otel]==1.62.0",
+        "openai==2.54.0",
+        "opentelemetry-sdk==1.45.1",
+        "opentelemetry-exporter-otlp-proto-grpc==1.45.1",
+        *_FRAMEWORK_BASE,
+    )),
+    "llamaindex": ("OTEL_SESSION_LLAMAINDEX_VENV", ".venv-fw-llamaindex", (
+        "llama-index-core==0.14.25",
+        "llama-index-llms-openai-like==0.8.1",
+        "openinference-instrumentation-llama-index==4.6.1",
+        "openinference-instrumentation==0.1.72",
+        "openai==2.54.0",
+        "opentelemetry-sdk==1.45.2",
+        "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
+        *_FRAMEWORK_BASE,
+    )),
+    "autogen": ("OTEL_SESSION_AUTOGEN_VENV", ".venv-fw-autogen", (
+        "autogen-agentchat==0.7.5",
+        "autogen-ext[openai]==0.7.5",
+        "openinference-instrumentation-autogen-agentchat==0.1.22",
+        "openinference-instrumentation==0.1.72",
+        "openai==3.57.0",
+        "opentelemetry-sdk==1.45.2",
+        "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
+        *_FRAMEWORK_BASE,
+    )),
+    "adk": ("OTEL_SESSION_ADK_VENV", ".venv-fw-adk", (
+        "google-adk==2.13.0",
+        "litellm==1.110.2",
+        "openai==3.57.0",
+        "opentelemetry-sdk==1.44.0",
+        "opentelemetry-exporter-otlp-proto-grpc==1.44.0",
+        *_FRAMEWORK_BASE,
+    )),
+    "pydanticai": ("OTEL_SESSION_PYDANTICAI_VENV", ".venv-fw-pydanticai", (
+        "pydantic-ai-slim[openai]==2.68.0",
+        "openai==3.57.0",
+        "opentelemetry-sdk==1.45.2",
+        "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
+        *_FRAMEWORK_BASE,
+    )),
+}
+
+
+def framework_python(name: str) -> Path:
+    """The python of the venv of ``FRAMEWORK_VENVS[name]`` (built once; skips the test when it cannot be)."""
+    variable, venv, requirements = FRAMEWORK_VENVS[name]
+    return cached_venv(variable, venv, requirements, name)
+
+
 def thirdparty_python() -> Path:
     """The venv's python, installing it first if needed (skips the test when that fails)."""
     return cached_venv("OTEL_SESSION_THIRDPARTY_VENV", ".venv-thirdparty", REQUIREMENTS,
