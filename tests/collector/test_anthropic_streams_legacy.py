@@ -12,7 +12,7 @@ from otel_session.replay.reduce import replay_state
 
 from .conftest import CANARY_CARD, all_bytes, sealed_bundles
 from .test_openai_streams import conversation, deltas_of
-from .thirdparty_venv import cached_venv
+from .thirdparty_venv import OWN_DEPENDENCIES, cached_venv
 
 pytestmark = pytest.mark.slow
 
@@ -23,12 +23,7 @@ REQUIREMENTS = (
     "opentelemetry-sdk==1.45.1",
     "opentelemetry-exporter-otlp==1.45.1",
     "opentelemetry-instrumentation==0.66b1",
-    # otel_session itself (installed from this tree without its dependencies) needs these too:
-    "orjson>=3.9",
-    "flask>=3.0",
-    "click>=8.1",
-    "grpcio>=1.60",
-    "waitress>=3.0.2,<4",
+    *OWN_DEPENDENCIES,
 )
 
 

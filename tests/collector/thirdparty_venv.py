@@ -16,9 +16,19 @@ import hashlib
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+
+def _own_dependencies() -> tuple[str, ...]:
+    """otel_session's dependencies but OpenTelemetry's (each venv pins its SDK): what installing this
+    tree with ``--no-deps`` needs beside it, read from pyproject.toml so a new one is never missed."""
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]
+    return tuple(requirement for requirement in project["dependencies"] if not requirement.startswith("opentelemetry"))
+
+
+OWN_DEPENDENCIES = _own_dependencies()
 
 REQUIREMENTS = (
     "openai==3.57.0",
@@ -33,18 +43,14 @@ REQUIREMENTS = (
     "langchain-openai==1.7.4",
     "traceloop-sdk==0.62.4",
     "opentelemetry-instrumentation-openai==0.62.4",
-    # otel_session itself (installed from this tree without its dependencies) needs these too:
-    "orjson>=3.9",
-    "flask>=3.0",
-    "click>=8.1",
-    "grpcio>=1.60",
+    *OWN_DEPENDENCIES,
 )
 
 
 # The agent frameworks of tests/frameworks (fixtures/frameworks), one venv each: their pins clash
 # with ours and with each other's (openai 2 vs 3, the OTel SDK version). ``name → (variable, venv,
 # requirements)``; the versions are those the fixtures were recorded with.
-_FRAMEWORK_BASE = ("orjson>=3.9", "flask>=3.0", "click>=8.1", "grpcio>=1.60", "waitress>=3.0.2,<4")
+_FRAMEWORK_BASE = OWN_DEPENDENCIES
 FRAMEWORK_VENVS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "smolagents": ("OTEL_SESSION_SMOLAGENTS_VENV", ".venv-fw-smolagents", (
         "smolagents[openai]==1.26.0",
