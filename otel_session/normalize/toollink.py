@@ -17,7 +17,8 @@ span gave no arguments (Google ADK's through LiteLLM, AutoGen's own), they take 
 
 One execution seen by two instrumentations (AutoGen's own ``execute_tool`` span inside
 OpenInference's ``TOOL`` span) is journaled once: an execution of the same tool as one seen
-before in the run and turn, whose span's time nests with that one's (one holds the other), whose
+before in the run and turn, whose span's time nests with that one's (one holds the other, and
+they are not the same instant: spans of one instant are siblings), whose
 arguments are the same or missing on either side and whose call (if named or linked) is the same,
 is left out (``started`` and ``finished``), unless it names no call and an open call of that
 tool with those arguments still awaits an execution.
@@ -68,6 +69,8 @@ class _Execution:
     def repeated_by(self, event: JournalEvent, end_ns: int) -> bool:
         """Whether ``event`` (an execution's start; it ends at ``end_ns``) is this one seen again."""
         start_ns = event.at_ns
+        if (start_ns, end_ns) == (self.start_ns, self.end_ns):
+            return False  # two spans of one instant: siblings (one span inside another starts or ends within it)
         if not ((self.start_ns <= start_ns and end_ns <= self.end_ns) or (start_ns <= self.start_ns and self.end_ns <= end_ns)):
             return False
         call_id, arguments = _named_call(event), event.payload.get("arguments")

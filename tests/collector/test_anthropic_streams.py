@@ -182,11 +182,13 @@ def test_the_new_inputs_journaled_live_are_the_ones_the_sdks_span_gives(streamin
         with client.messages.stream(model=MODEL, max_tokens=64, system="Be brief.", tools=TOOLS,
                                     messages=answered) as stream:
             assert stream.get_final_text() == "lookup says: sunny"
-    in_process, _ = assert_same_on_both_paths(bundle_root, tmp_path / "in-process", ["system", "user", "assistant"])
+    in_process, _ = assert_same_on_both_paths(bundle_root, tmp_path / "in-process", ["system", "user", "assistant"],
+                                              then=("tool", "assistant"))
     (system, question, call_message, result, reply) = conversation(in_process)
     assert (system, question) == (("system", [{"index": 0, "kind": "text", "text": "Be brief."}]),
                                   ("user", [{"index": 0, "kind": "text", "text": "weather in Oslo"}]))
-    assert [block["kind"] for block in call_message[1]] == ["tool_call"] and result[0] == "user"
+    # The tool result the API sends back in a user message is a tool message (both paths, as for Converse).
+    assert [block["kind"] for block in call_message[1]] == ["tool_call"] and result[0] == "tool"
     assert json.loads(result[1][0]["text"]) == [{"type": "text", "text": "sunny"}]
     assert reply == ("assistant", [{"index": 0, "kind": "text", "text": "lookup says: sunny"}])
 

@@ -100,16 +100,16 @@ def assert_streamed(bundle) -> list[tuple[str, int, str, str]]:
     return deltas
 
 
-def assert_same_on_both_paths(bundle_root, in_process_root, first_roles=("user", "assistant")):
+def assert_same_on_both_paths(bundle_root, in_process_root, first_roles=("user", "assistant"), then=("user", "assistant")):
     """The collector's and the in-process bundle of a run of two streamed calls (the first
-    journaling ``first_roles``, the second a user message and a reply): each reply streamed
+    journaling ``first_roles``, the second ``then``: a user or tool message and a reply): each reply streamed
     (``assert_streamed``), the same deltas and conversation on both; (in-process bundle, deltas)."""
     (collected,) = sealed_bundles(bundle_root)
     (in_process,) = sealed_bundles(in_process_root)
     live, shipped = assert_streamed(in_process), assert_streamed(collected)
     assert live == shipped  # the same deltas, for the same messages, on both paths
     assert conversation(in_process) == conversation(collected)  # in the same order: the question first
-    assert [role for role, _ in conversation(in_process)] == [*first_roles, "user", "assistant"]
+    assert [role for role, _ in conversation(in_process)] == [*first_roles, *then]
     return in_process, live
 
 
