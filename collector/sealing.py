@@ -38,7 +38,7 @@ __all__ = ["COLLECTOR_STOPPED", "ROOT_SPAN_MISSING", "EventRedactor", "OpenRun",
 logger = get_logger(__name__)
 
 # `run_finished` `reason` of a run the collector ends as interrupted (its root span never came):
-ROOT_SPAN_MISSING = "root_span_missing"  # quiet for --seal-rootless-after (or --seal-after once resumed)
+ROOT_SPAN_MISSING = "root_span_missing"  # quiet for --seal-rootless-after
 COLLECTOR_STOPPED = "collector_stopped"  # still open at shutdown
 _RUN_FINISHED = EventType.RUN_FINISHED.value
 _AT_NS = attrgetter("at_ns")
@@ -83,7 +83,7 @@ class OpenRun:
         self.latest_ns = latest_ns
         """The latest event time journaled: a run finished here is never stamped before it."""
         self.resumed = resumed
-        """Left ``recording`` by a previous process: sealed (as interrupted) when quiet, like a rooted run."""
+        """Left ``recording`` by a previous process (its journal is read back, not in event-time order)."""
         self.tool_links = ToolCallLinker()
         self.agents = agents
         """The run's agent as its spans tell it (``genai.RunAgent``); None: not learnt here (a run
@@ -100,8 +100,9 @@ class OpenRun:
         then it is journaled whole again, at least once)."""
 
     def quiet(self, now: float, seal_after_s: float, seal_rootless_after_s: float) -> bool:
-        """Whether the run is due its seal at ``now``."""
-        limit = seal_after_s if self.root_seen or self.resumed else seal_rootless_after_s
+        """Whether the run is due its seal at ``now``: by the same rules whether or not it was resumed
+        after a restart (its quiet time counts from the resume)."""
+        limit = seal_after_s if self.root_seen else seal_rootless_after_s
         return now - self.last_activity >= limit
 
     def journal(self, events: list[JournalEvent], redactor: EventRedactor) -> str | None:

@@ -531,8 +531,9 @@ class BundleSink:
     def resume_orphans(self, runs: Iterable[RunInfo]) -> int:
         """Reopen runs a previous collector left ``recording`` (crashed; their lock is free).
 
-        Each continues when spans of its trace arrive, and is otherwise sealed ``interrupted`` once
-        quiet for ``seal_after_s`` — never left ``recording`` for good. A run another live writer
+        Each continues when spans of its trace arrive, and is sealed by the rules of a run that saw
+        no restart, its quiet time counted from now: ``seal_after_s`` once its root came, else
+        ``seal_rootless_after_s`` (as interrupted) — never left ``recording`` for good. A run another live writer
         holds is left to it. Returns how many runs were resumed.
         """
         resumed = 0
