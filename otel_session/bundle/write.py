@@ -27,6 +27,7 @@ import errno
 import fcntl
 import os
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -39,6 +40,7 @@ import orjson
 
 from otel_session.core import layout
 from otel_session.bundle.capture_pool import CapturePool
+from otel_session.bundle.claims import JournalFiles, WriterClaims, release
 from otel_session.bundle.files import (
     DIR_MODE,
     FILE_MODE,
@@ -156,6 +158,10 @@ class BundleWriter:
         self._root_name = os.fspath(self.root)
         self._captures = CapturePool(self._root_name)
         """Spare ``recording`` capture inodes: seals keep them, opens reuse them (``capture_pool``)."""
+        self._claims = WriterClaims(self._root_name)
+        """This writer's lock and its runs' owner marks: one writer per run (``claims``)."""
+        self._journals = JournalFiles()
+        """The journals the writer thread keeps open, a bounded few: no descriptor per open run."""
         self._known_dirs: set[str] = set()
         """Session directories made or checked already (under ``_open_lock``)."""
         self._stored_ids: dict[str, str] = {}
@@ -186,6 +192,9 @@ class BundleWriter:
         self._urgent = self._busy = self._stopping = False
         self._captures.abandon()  # the parent's: its spares and its lock stay the parent's
         self._captures = CapturePool(self._root_name)
+        self._claims.abandon()  # the parent's lock: its runs stay the parent's
+        self._claims = WriterClaims(self._root_name)
+        self._journals = JournalFiles(self._journals.limit)
         inherited, self._open_runs = list(self._open_runs.values()), {}
         for recorder in inherited:
             recorder._disown_after_fork()
@@ -312,24 +321,20 @@ class BundleWriter:
             self._known_dirs.discard(directory)
             self._ensure_private_dir(directory)
             os.mkdir(building, DIR_MODE)
-        events_fd = -1
         try:
-            events_fd = os.open(f"{building}/{layout.EVENTS_FILE}", os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL,
-                                FILE_MODE)
-            fcntl.flock(events_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _make_empty_file(f"{building}/{layout.EVENTS_FILE}")  # opened by the writer thread when it appends
+            self._claims.mark(building)
             write_new_file(f"{building}/{layout.RUN_FILE}", json_document(manifest))
             capture = f"{building}/{layout.CAPTURE_FILE}"
             if not self._captures.take(capture):
                 write_new_file(capture, _RECORDING_DOCUMENT)
             os.rename(building, path)
         except BaseException as exc:
-            if events_fd >= 0:
-                os.close(events_fd)
             shutil.rmtree(building, ignore_errors=True)
             if isinstance(exc, OSError) and exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
                 return None  # the run exists: continue it, or be refused (lock, seal, symlink)
             raise
-        return RunRecorder(self, path, manifest, events_fd, 1, 0, created=True)
+        return RunRecorder(self, path, manifest, 1, 0, created=True)
 
     def _ensure_private_dir(self, directory: str) -> None:
         """Make ``directory`` (0700) unless it exists; refuse a symlink or a file in its place, or on the way.
@@ -356,7 +361,10 @@ class BundleWriter:
         known.update((parent, directory))
 
     def _continue_run(self, path: Path) -> RunRecorder:
-        """Take over an existing bundle that is still ``recording`` (left by a crashed writer)."""
+        """Take over an existing bundle that is still ``recording`` (left by a crashed writer).
+
+        The journal's ``flock`` is held for the claim only (``claims``): another claimer waits
+        its turn, and a live writer's mark in the bundle refuses this one."""
         require_real_dir(path)
         events_path = path / layout.EVENTS_FILE
         try:
@@ -370,15 +378,15 @@ class BundleWriter:
             except BlockingIOError:
                 raise RunLockedError(f"another writer holds {path} (an flock on {layout.EVENTS_FILE}); one writer per run") from None
             check_recording(path)
+            self._claims.claim(os.fspath(path))
             remove_seal_leftovers(path)
             manifest = orjson.loads((path / layout.RUN_FILE).read_bytes())
             next_seq, torn = recover_journal(events_path)
-        except BaseException:
-            os.close(events_fd)
-            raise
+        finally:
+            os.close(events_fd)  # the claim is made: the mark is the lock from here
         if torn:
             logger.warning("reopened %s: cut a torn final line of %d bytes", path, torn)
-        return RunRecorder(self, path, manifest, events_fd, next_seq, torn, created=False)
+        return RunRecorder(self, path, manifest, next_seq, torn, created=False)
 
     def remove_abandoned_builds(self) -> int:
         """Delete bundles a dead process left half made under the root; how many (``recovery``)."""
@@ -445,6 +453,7 @@ class BundleWriter:
             logger.error("bundle writer did not drain within %d ms", timeout_millis)
         else:
             self._captures.close()  # one still sealing keeps it: removed once this process is gone
+            self._claims.close()  # runs still open keep a dead writer's mark: resumable
         atexit.unregister(self._atexit)
 
     @property
@@ -466,10 +475,22 @@ class BundleWriter:
             self._cond.notify()
 
     def forget(self, recorder: RunRecorder) -> None:
-        """A sealed run leaves :attr:`open_runs`. Without ``_open_lock``: a seal waited for every
-        open's system calls under it (a futex wait and a thread switch a bundle), and one ``pop`` is
-        atomic; the run id cannot name a newer recorder (``open_run`` refuses it while this one is open)."""
-        self._open_runs.pop(recorder.run_id, None)
+        """A sealed run (writer thread): its journal closed, its owner mark gone, out of
+        :attr:`open_runs`. Without ``_open_lock``: a seal waited for every open's system calls
+        under it (a futex wait and a thread switch a bundle), and one ``pop`` is atomic; the run id
+        cannot name a newer recorder (``open_run`` refuses it while this one is open)."""
+        try:
+            self._journals.close(recorder)
+            release(recorder.directory)
+        finally:
+            self._open_runs.pop(recorder.run_id, None)
+
+    def journal_fd(self, recorder: RunRecorder) -> int:
+        """``recorder``'s journal, open for append (writer thread; ``claims.JournalFiles``)."""
+        return self._journals.fd(recorder)
+
+    def close_journal(self, recorder: RunRecorder) -> None:
+        self._journals.close(recorder)
 
     def _write(self, fd: int, data: memoryview) -> int:
         """The one syscall that appends journal bytes (a seam for fault-injection tests)."""
@@ -516,3 +537,10 @@ def _guarded(recorder: RunRecorder, step: Callable[[], bool | None]) -> bool | N
         logger.exception("bundle writer failed on %s", recorder.path)
         return None
 
+
+def _make_empty_file(path: str) -> None:
+    """Create the empty file ``path`` (0600) without keeping a descriptor: one ``mknod``."""
+    try:
+        os.mknod(path, stat.S_IFREG | FILE_MODE)
+    except PermissionError:  # a file system or sandbox that refuses mknod
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))

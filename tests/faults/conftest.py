@@ -99,7 +99,7 @@ class FailingAppends:
 
     def target(self, recorder) -> None:
         """Fail the appends to ``recorder``'s journal."""
-        info = os.fstat(recorder._events_fd)
+        info = os.stat(recorder.journal_path)
         self._target = (info.st_dev, info.st_ino)
 
     def __call__(self, fd: int, data: memoryview) -> int:
