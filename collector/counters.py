@@ -7,7 +7,10 @@ Contract::
     result.error_message                    # -> the ``partial_success`` message
     counters = Counters(); counters.add("bundled", 3); counters.snapshot(); counters.status_line()
 
-``Overloaded`` is raised before anything of a request is taken (the client retries it).
+``Overloaded`` is raised before anything of a request is taken (the client retries it: HTTP 503
+with ``Retry-After``, gRPC UNAVAILABLE); its ``reason`` (a ``RetryReason``) names what the client
+waits for, and the refused spans are counted ``refused_<reason>``. ``partial_success`` is only for
+what no retry can fix (``RejectReason``).
 """
 
 from __future__ import annotations
@@ -17,11 +20,31 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-__all__ = ["Counters", "Overloaded", "RejectReason", "SubmitResult", "TooManyRequests"]
+__all__ = ["Counters", "Overloaded", "RejectReason", "RetryReason", "SubmitResult", "TooManyRequests"]
+
+
+class RetryReason(str, Enum):
+    """Why a request was refused whole, retryably: what the client's retry waits for."""
+
+    WRITER_BEHIND = "writer_behind"
+    """The bundle writer is behind (a run's queue, the runs awaiting their seal, a slow write)."""
+    DESCRIPTORS = "descriptors"
+    """The process or the system is out of file descriptors (EMFILE, ENFILE)."""
+    DISK_FULL = "disk_full"
+    """No space or no inodes left on the bundle root's file system (ENOSPC, EDQUOT)."""
+    QUEUE_BYTES = "queue_bytes"
+    """The runs' queues together hold ``max_queued_bytes``."""
+    CLOSING = "closing"
+    """The collector is shutting down."""
 
 
 class Overloaded(RuntimeError):
-    """The writer is behind; the client should retry later (HTTP 429/503, RESOURCE_EXHAUSTED)."""
+    """Nothing of the request was taken; the client should retry later (HTTP 429/503, gRPC
+    UNAVAILABLE / RESOURCE_EXHAUSTED)."""
+
+    def __init__(self, message: str, reason: RetryReason = RetryReason.WRITER_BEHIND) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class TooManyRequests(Overloaded):
@@ -64,14 +87,18 @@ class Counters:
     refused for the sealing backlog before decoding does not count); ``duplicate_spans`` those a
     run had journaled already (a retry's: accepted, journaled once); ``log_records_*`` count log
     records, ``log_events_*`` the GenAI message events among them (``log_events_duplicate``: a
-    retried request's, equal to a request's taken before: accepted, kept once).
+    retried request's, equal to a request's taken before: accepted, kept once); ``refused_<reason>``
+    the spans of requests refused whole, retryably (``RetryReason``: a retry sends them again);
+    ``held_spans_derived_early`` spans of traces recorded as sessions of their own before their hold
+    ended, because the held spans reached ``max_held_bytes``.
     """
 
     NAMES = (
         "received", "bundled", "forwarded", "forward_failed", "rejected", "no_session", "runs_sealed",
         "log_records_received", "log_records_ignored", "log_events_bundled", "log_events_unmatched",
         "log_records_rejected", "log_records_forwarded", "log_records_forward_failed", "runs_session_derived",
-        "duplicate_spans", "log_events_duplicate",
+        "duplicate_spans", "log_events_duplicate", "held_spans_derived_early",
+        *(f"refused_{reason.value}" for reason in RetryReason),
     )
 
     def __init__(self) -> None:

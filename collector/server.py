@@ -255,6 +255,8 @@ class Collector:
         self.root = Path(root)
         self.redactor = redactor if redactor is not None else default_redactor(self.root)
         self.counters = Counters()
+        if writer_limits is None:
+            writer_limits = WriterLimits(max_queue_bytes=options.max_run_queue_bytes)
         self.writer = BundleWriter(self.root, limits=writer_limits, identifier=getattr(self.redactor, "identifier", None))
         self.sink = BundleSink(self.writer, self.redactor, options, counters=self.counters)
         self.forwarder = (

@@ -34,7 +34,14 @@ from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import Any
 
-from otel_session.collector.counters import Counters, Overloaded, RejectReason, SubmitResult, TooManyRequests
+from otel_session.collector.counters import (
+    Counters,
+    Overloaded,
+    RejectReason,
+    RetryReason,
+    SubmitResult,
+    TooManyRequests,
+)
 from otel_session.collector.logjoin import LOG_SETTLE_S, LateJoin, TakenGroups, WaitingLogs, group_key
 from otel_session.collector.options import CollectorOptions
 from otel_session.collector.ordering import event_order_key
@@ -82,6 +89,11 @@ _Planned = tuple[OpenRun, list[SpanView], dict[int, list[SpanEventData]]]
 """A run and the spans (with the log events that waited for them) to journal into it."""
 _MAX_RUNS_AWAITING_SEAL = 256
 _RUN_FINISHED = EventType.RUN_FINISHED.value
+_RETRYABLE_ERRNOS = {
+    errno.EMFILE: RetryReason.DESCRIPTORS, errno.ENFILE: RetryReason.DESCRIPTORS,
+    errno.ENOSPC: RetryReason.DISK_FULL, errno.EDQUOT: RetryReason.DISK_FULL,
+}
+"""Errors opening a run that waiting can fix: the request is refused whole, retryably."""
 RECORDED_BY = "otel-session collector"  # run.json `recorded_by`: runs this collector may resume
 
 
@@ -125,11 +137,13 @@ class BundleSink:
         self._lock = threading.Lock()
         self._runs: dict[int, OpenRun] = {}
         self._sealed: OrderedDict[int, None] = OrderedDict()
-        self._held = HeldSpans(options.max_held_spans)
+        self._held = HeldSpans(options.max_held_spans, options.max_held_bytes)
+        self.max_queued_bytes = options.max_queued_bytes
         self._waiting_logs = WaitingLogs(options.max_held_log_events)
         self._taken_log_groups = TakenGroups()
         self._sealing: list[RunRecorder] = []
         self._queue_high_water = writer.limits.max_queue_records // 2
+        self._queue_bytes_high_water = writer.limits.max_queue_bytes // 2
 
     # -- intake ----------------------------------------------------------------------------
 
@@ -141,17 +155,20 @@ class BundleSink:
         result = SubmitResult()
         planned: list[_Planned] = []
         with self._lock:
-            self._check_sealing_backlog()
-            for run in (self._runs.get(trace_id) for trace_id in by_trace):
-                if run is not None and run.recorder.queued_records > self._queue_high_water:
-                    raise Overloaded(f"the bundle writer is behind on {run.recorder.run_id}; retry later")
-            now = self._clock()
-            for trace_id, trace_spans in by_trace.items():
-                run = self._run_for(trace_id, trace_spans, result, now)
-                if run is not None:
-                    trace_spans = self._held.take(trace_id) + trace_spans
-                    joined = self._waiting_logs.take(trace_id, trace_spans) if self._waiting_logs else {}
-                    planned.append((run, trace_spans, joined))
+            try:
+                self._check_capacity_locked(by_trace)
+                now = self._clock()
+                # Every trace routed (a run opened may refuse the whole request, retryably) before
+                # any held span or waiting log event is taken.
+                routed = [(trace_id, run, trace_spans) for trace_id, trace_spans in by_trace.items()
+                          if (run := self._run_for(trace_id, trace_spans, result, now)) is not None]
+            except Overloaded as exc:
+                self.counters.add(f"refused_{exc.reason.value}", sum(map(len, by_trace.values())))
+                raise
+            for trace_id, run, trace_spans in routed:
+                trace_spans = self._held.take(trace_id) + trace_spans
+                joined = self._waiting_logs.take(trace_id, trace_spans) if self._waiting_logs else {}
+                planned.append((run, trace_spans, joined))
         for run, trace_spans, log_events in planned:
             self._append(run, trace_spans, log_events, result)
         if self.ack_after_write and result.appended:
@@ -165,6 +182,7 @@ class BundleSink:
         written, not journaled again: ``_append``)."""
         waited = self.writer.wait_written([(recorder, seq) for recorder, seq, _, _ in result.appended], _ACK_TIMEOUT_S)
         if waited.status is WaitStatus.TIMED_OUT:
+            self.counters.add(f"refused_{RetryReason.WRITER_BEHIND.value}", result.accepted)
             raise Overloaded(f"the bundle writer did not write the request within {_ACK_TIMEOUT_S:.0f} s; retry later")
         for recorder in waited.lost:
             bundled = sum(spans for appended, _, spans, _ in result.appended if appended is recorder)
@@ -220,12 +238,27 @@ class BundleSink:
         return result
 
     def check_capacity(self) -> None:
-        """Raise ``Overloaded`` now if a request would be refused for the sealing backlog anyway.
+        """Raise ``Overloaded`` now if a request would be refused for the sealing backlog or the
+        queued bytes anyway.
 
         Receivers call it before decoding a request, so a refused request costs no decode.
         """
         with self._lock:
-            self._check_sealing_backlog()
+            self._check_capacity_locked({})
+
+    def _check_capacity_locked(self, by_trace: dict[int, list[SpanView]]) -> None:
+        """Refuse the request (retryably) while the writer is behind: on its seals, on the run of
+        one of ``by_trace``'s traces (half its queue's records or bytes), or on all runs' queues
+        together (``max_queued_bytes``)."""
+        self._check_sealing_backlog()
+        for run in (self._runs.get(trace_id) for trace_id in by_trace):
+            if run is not None and (run.recorder.queued_records > self._queue_high_water
+                                    or run.recorder.queued_bytes > self._queue_bytes_high_water):
+                raise Overloaded(f"the bundle writer is behind on {run.recorder.run_id}; retry later")
+        queued = self.writer.queued_bytes
+        if queued > self.max_queued_bytes:
+            raise Overloaded(f"the runs' queues hold {queued} bytes (the bound is {self.max_queued_bytes}); retry later",
+                             RetryReason.QUEUE_BYTES)
 
     def _check_sealing_backlog(self) -> None:
         """Refuse (retryably) while too many closed runs wait for the writer to seal them.
@@ -266,7 +299,13 @@ class BundleSink:
         if not self.derive_sessions:  # over the bound
             self.counters.add("no_session", len(spans))
             return None
-        return self._derive(trace_id, spans, result, now)
+        run = self._derive(trace_id, spans, result, now)
+        if run is not None:  # the held spans reached a bound: recorded now, not dropped
+            self.counters.add("held_spans_derived_early", len(spans) + self._held.count_of(trace_id))
+            logger.warning("trace %s recorded as a session of its own before its hold ended: the held spans reached "
+                           "their bound (%d spans, %d bytes)", log_id(run.recorder.run_id), self._held.count,
+                           self._held.bytes)
+        return run
 
     def _derive(self, trace_id: int, spans: list[SpanView], result: SubmitResult, now: float) -> OpenRun | None:
         """Open the run of a trace that named no session as a session of its own (its run id),
@@ -319,8 +358,12 @@ class BundleSink:
             self._reject(result, len(spans), RejectReason.INVALID_ID, message, detail=exc)
             return None
         except WriterClosedError as exc:
-            raise Overloaded(str(exc)) from None
+            raise Overloaded(str(exc), RetryReason.CLOSING) from None
         except OSError as exc:
+            retry = _RETRYABLE_ERRNOS.get(exc.errno)
+            if retry is not None:  # nothing of the request is taken: the client's retry lands it
+                raise Overloaded(f"cannot open the bundle of run {run_id} now ({os.strerror(exc.errno)}); retry later",
+                                 retry) from None
             reason = os.strerror(exc.errno) if exc.errno else type(exc).__name__
             message = f"cannot open the bundle of run {run_id}: {reason}"
             self._reject(result, len(spans), RejectReason.IO_ERROR, message, detail=exc)
@@ -498,10 +541,15 @@ class BundleSink:
         their span are counted unmatched.
         """
         planned: list[_Planned] = []
-        for trace_id, spans in self._held.expire(is_expired):
+        for trace_id, first_seen, spans in self._held.expire(is_expired):
             run = None
             if self.derive_sessions:
-                run = self._derive(trace_id, spans, SubmitResult(), now)
+                try:
+                    run = self._derive(trace_id, spans, SubmitResult(), now)
+                except Overloaded as exc:  # out of disk or descriptors: they wait for the next tick
+                    self._held.restore(trace_id, first_seen, spans)
+                    logger.warning("trace %s still waits (held): %s", log_id(run_id_from_trace_id(trace_id)), exc)
+                    continue
             else:
                 self.counters.add("no_session", len(spans))
             if run is not None:

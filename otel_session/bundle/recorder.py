@@ -393,6 +393,11 @@ class RunRecorder:
         return len(self._pending)
 
     @property
+    def queued_bytes(self) -> int:
+        """Bytes of the records enqueued and not yet handed to the writer thread."""
+        return self._pending_bytes
+
+    @property
     def enqueued_seq(self) -> int:
         """The ``seq`` of the last record accepted (0 before the first)."""
         return self._next_seq - 1

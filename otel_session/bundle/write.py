@@ -457,6 +457,14 @@ class BundleWriter:
         atexit.unregister(self._atexit)
 
     @property
+    def queued_bytes(self) -> int:
+        """Bytes queued in every run's recorder, waiting for the writer thread (those of the pass
+        under way excepted): what the collector bounds by ``max_queued_bytes``."""
+        with self._cond:
+            dirty = list(self._dirty)
+        return sum(recorder.queued_bytes for recorder in dirty)
+
+    @property
     def open_runs(self) -> list[RunRecorder]:
         with self._open_lock:
             return list(self._open_runs.values())
