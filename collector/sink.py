@@ -84,6 +84,7 @@ __all__ = [
 logger = get_logger(__name__)
 
 _SEALED_MEMORY = 65_536
+_WARN_EVERY_S = 60.0
 _ACK_TIMEOUT_S = 30.0
 _Planned = tuple[OpenRun, list[SpanView], dict[int, list[SpanEventData]]]
 """A run and the spans (with the log events that waited for them) to journal into it."""
@@ -138,6 +139,9 @@ class BundleSink:
         self._runs: dict[int, OpenRun] = {}
         self._sealed: OrderedDict[int, None] = OrderedDict()
         self._held = HeldSpans(options.max_held_spans, options.max_held_bytes)
+        self._derived_early = 0
+        self._derived_early_logged_at = float("-inf")
+        """Spans recorded early since the last warning about it, and when that was (one a minute at most)."""
         self.max_queued_bytes = options.max_queued_bytes
         self._waiting_logs = WaitingLogs(options.max_held_log_events)
         self._taken_log_groups = TakenGroups()
@@ -301,10 +305,14 @@ class BundleSink:
             return None
         run = self._derive(trace_id, spans, result, now)
         if run is not None:  # the held spans reached a bound: recorded now, not dropped
-            self.counters.add("held_spans_derived_early", len(spans) + self._held.count_of(trace_id))
-            logger.warning("trace %s recorded as a session of its own before its hold ended: the held spans reached "
-                           "their bound (%d spans, %d bytes)", log_id(run.recorder.run_id), self._held.count,
-                           self._held.bytes)
+            early = len(spans) + self._held.count_of(trace_id)
+            self.counters.add("held_spans_derived_early", early)
+            self._derived_early += early
+            if now - self._derived_early_logged_at >= _WARN_EVERY_S:
+                logger.warning("%d span(s) recorded as sessions of their own before their hold ended: the held spans "
+                               "reached their bound (%d spans, %.1f MiB held; --max-held-bytes)", self._derived_early,
+                               self._held.count, self._held.bytes / 2**20)
+                self._derived_early, self._derived_early_logged_at = 0, now
         return run
 
     def _derive(self, trace_id: int, spans: list[SpanView], result: SubmitResult, now: float) -> OpenRun | None:
