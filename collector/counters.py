@@ -97,7 +97,7 @@ class Counters:
         "received", "bundled", "forwarded", "forward_failed", "rejected", "no_session", "runs_sealed",
         "log_records_received", "log_records_ignored", "log_events_bundled", "log_events_unmatched",
         "log_records_rejected", "log_records_forwarded", "log_records_forward_failed", "runs_session_derived",
-        "duplicate_spans", "log_events_duplicate", "held_spans_derived_early",
+        "duplicate_spans", "log_events_duplicate", "held_spans_derived_early", "runs_reopened",
         *(f"refused_{reason.value}" for reason in RetryReason),
     )
 

@@ -45,6 +45,8 @@ _AT_NS = attrgetter("at_ns")
 _TYPE = attrgetter("type")
 ORDER = {"order": "event_time"}
 """What a sealed collector run's ``capture.json`` says of its journal's order."""
+REOPENABLE = {**ORDER, "reopenable": True}
+"""… and of a run it ended ``interrupted`` at its stop: a span of it after a restart reopens it."""
 
 
 class EventRedactor(Protocol):
@@ -146,7 +148,9 @@ class OpenRun:
         # Appended by one request, root included, in the same key's order (and not resumed from an
         # earlier process): already in event-time order, nothing to read back.
         in_order = self.finished and self.batches == 1 and not self.resumed
-        self.recorder.close(reorder=None if in_order else event_order_key(self.tree.depth_of), capture_extras=ORDER)
+        # Ended here because the collector stops: a later collector may reopen it (``restart``).
+        extras = REOPENABLE if interrupted and reason == COLLECTOR_STOPPED and not self.finished else ORDER
+        self.recorder.close(reorder=None if in_order else event_order_key(self.tree.depth_of), capture_extras=extras)
         return status
 
 

@@ -29,7 +29,7 @@ import os
 import threading
 import time
 import uuid
-from collections import Counter, OrderedDict, defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import Any
@@ -45,19 +45,19 @@ from otel_session.collector.counters import (
 from otel_session.collector.logjoin import LOG_SETTLE_S, LateJoin, TakenGroups, WaitingLogs, group_key
 from otel_session.collector.options import CollectorOptions
 from otel_session.collector.ordering import event_order_key
+from otel_session.collector.restart import continued_run
 from otel_session.collector.routing import HeldSpans, run_identity, session_of
 from otel_session.collector.sealing import (
     COLLECTOR_STOPPED,
     ROOT_SPAN_MISSING,
     EventRedactor,
     OpenRun,
-    latest_at_ns,
 )
 from otel_session.core.journal import CaptureStatus, EventType, format_timestamp, run_id_from_trace_id
 from otel_session.core.layout import UnsafePathError
 from otel_session.core.log import get_logger, log_id
 from otel_session.normalize import DetachedEvent, SpanEventData, SpanView, genai, normalize_span
-from otel_session.bundle.read import RunInfo, find_run, read_bundle
+from otel_session.bundle.read import RunInfo, find_run
 from otel_session.bundle.write import (
     BundleWriter,
     RunLockedError,
@@ -321,6 +321,9 @@ class BundleSink:
         earlier import, bound the trace while its other spans named one): then they are rejected."""
         run_id = spans[0].run_id
         existing = find_run(self.writer.root, run_id, include_evals=True)
+        if (existing is not None and existing.capture_status == CaptureStatus.COMPLETE.value
+                and (run := self._reopen(trace_id, existing.path, now)) is not None):
+            return run  # sealed at a collector's stop: these spans continue it, under its session
         if existing is not None and existing.session_id != run_id:
             if existing.capture_status != CaptureStatus.RECORDING.value:
                 self._remember_sealed(trace_id)
@@ -352,6 +355,8 @@ class BundleSink:
                 session_derived=session_derived,
             )
         except RunSealedError as exc:
+            if exc.path is not None and (run := self._reopen(trace_id, exc.path, now)) is not None:
+                return run
             self._remember_sealed(trace_id)
             message = f"run {run_id} is already sealed; a sealed bundle never changes"
             self._reject(result, len(spans), RejectReason.SEALED, message, detail=exc)
@@ -577,6 +582,23 @@ class BundleSink:
             logger.info("trace %s named no session within the hold: recorded as session %s",
                         log_id(run.recorder.run_id), log_id(run.recorder.session_id))
 
+    def _reopen(self, trace_id: int, path: Any, now: float) -> OpenRun | None:
+        """Reopen the run at ``path`` if a collector on this root sealed it at its stop (``restart``);
+        None when it is sealed for good (``_lock`` held)."""
+        try:
+            run = continued_run(self.writer, path, recorded_by=self.recorded_by, now=now)
+        except RunSealedError:
+            return None
+        except (RunLockedError, UnsafePathError, ValueError, OSError) as exc:
+            logger.warning("could not reopen %s (%s): its spans are rejected", log_id(run_id_from_trace_id(trace_id)),
+                           _kind_of(exc))
+            return None
+        self._runs[trace_id] = run
+        self.counters.add("runs_reopened")
+        logger.warning("reopened run %s, sealed interrupted at a collector's stop: a span of it came after the restart",
+                       log_id(run.recorder.run_id))
+        return run
+
     def _remember_sealed(self, trace_id: int) -> None:
         self._sealed[trace_id] = None
         while len(self._sealed) > _SEALED_MEMORY:
@@ -597,22 +619,15 @@ class BundleSink:
             if info.capture_status != CaptureStatus.RECORDING.value or info.recorded_by != self.recorded_by:
                 continue  # sealed, or another recorder's (an in-process journal keeps its own seq order)
             try:
-                recorder = self.writer.open_run(session_id=info.session_id, run_id=info.run_id, kind=info.kind,
-                                                eval_id=info.eval_id)
+                run = continued_run(self.writer, info.path, recorded_by=self.recorded_by, now=self._clock())
             except (RunLockedError, RunSealedError, UnsafePathError, ValueError, OSError) as exc:
                 logger.info("left %s as it is: %s", info.path, exc)
                 continue
-            records = read_bundle(info.path).events
-            run = OpenRun(recorder, self._clock(), resumed=True, latest_ns=latest_at_ns(records),
-                          agents=None if info.agent else genai.RunAgent())  # named before: kept
-            # Its root came before the restart: the seal adds no second (``interrupted``) ending.
-            run.finished = run.root_seen = any(record.get("type") == _RUN_FINISHED for record in records)
-            run.resumed_records = Counter(span_id for record in records if isinstance(span_id := record.get("span_id"), str))
             with self._lock:
                 self._runs[uuid.UUID(info.run_id.removeprefix("run-")).int] = run
             resumed += 1
             logger.warning("resumed %s, left recording by a previous process (%d bytes of a torn line cut)",
-                           info.path, recorder.recovered_torn_bytes)
+                           info.path, run.recorder.recovered_torn_bytes)
         return resumed
 
     def seal_quiet_runs(self) -> int:

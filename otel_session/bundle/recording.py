@@ -65,7 +65,12 @@ class WriterClosedError(RuntimeError):
 
 
 class RunSealedError(RuntimeError):
-    """The run's capture is already terminal; its bundle never changes again."""
+    """The run's capture is already terminal; its bundle never changes again (``path``: the
+    bundle, when known; only its recorder may reopen it, ``BundleWriter.continue_run``)."""
+
+    def __init__(self, message: str, path: Any = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,8 @@ from otel_session.redact import Redactor
 from otel_session.bundle.seal import SealSync, seal_sync_from_env, seal_together
 from otel_session.bundle.recovery import (
     check_recording,
+    cut_last_record,
+    last_record,
     recover_journal,
     remove_abandoned_builds,
     remove_seal_leftovers,
@@ -250,6 +252,53 @@ class BundleWriter:
             self._open_runs[run_id] = recorder
         return recorder
 
+    def continue_run(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        ending: Callable[[dict[str, Any]], bool],
+        reopenable: Callable[[dict[str, Any], dict[str, Any]], bool],
+    ) -> RunRecorder:
+        """Continue the bundle at ``path`` as its own recorder: one left ``recording`` (a crash), or
+        one sealed that ``reopenable(manifest, capture)`` accepts (the recorder ended it itself, at
+        its stop: its capture goes back to ``recording``, ``"reopened"`` counting how often). A last
+        record ``ending`` accepts (that recorder-written ending) is cut: the run's real ending comes later.
+
+        Raises ``RunSealedError`` for a sealed bundle ``reopenable`` refuses (nothing changed), and
+        what :meth:`open_run` raises for an existing bundle.
+        """
+        path = Path(path)
+        events_path = path / layout.EVENTS_FILE
+        with self._open_lock:
+            if self._closed:
+                raise WriterClosedError("the bundle writer was shut down")
+            require_real_dir(path)
+            manifest = orjson.loads((path / layout.RUN_FILE).read_bytes())
+            if manifest.get("run_id") in self._open_runs:
+                raise RunLockedError(f"run {manifest.get('run_id')} is already open in this writer")
+            capture_path = path / layout.CAPTURE_FILE
+            capture = orjson.loads(capture_path.read_bytes())
+            if capture.get("status") != CaptureStatus.RECORDING.value:
+                last, _ = last_record(events_path)
+                if (capture.get("status") != CaptureStatus.COMPLETE.value or not reopenable(manifest, capture)
+                        or last is None or not ending(last)):
+                    raise RunSealedError(f"capture of {path} is {capture.get('status')}; not reopened", path)
+                events_fd = os.open(events_path, os.O_RDWR | os.O_APPEND)
+                try:
+                    try:
+                        fcntl.flock(events_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        raise RunLockedError(f"another writer holds {path}; one writer per run") from None
+                    self._claims.claim(os.fspath(path))
+                    reopened = {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0,
+                                "reopened": int(capture.get("reopened", 0)) + 1}
+                    write_json_atomic(capture_path, reopened, sync=False)  # the seal makes it durable
+                finally:
+                    os.close(events_fd)
+            recorder = self._continue_run(path, cut=ending)
+            self._open_runs[recorder.run_id] = recorder
+        return recorder
+
     def name_agent(self, recorder: RunRecorder, agent: str) -> bool:
         """Give the open run ``recorder`` records the agent ``agent`` in its ``run.json``, stored as
         ``open_run`` stores one (the collector learns a run's agent from a span that comes after
@@ -360,7 +409,7 @@ class BundleWriter:
             known.clear()
         known.update((parent, directory))
 
-    def _continue_run(self, path: Path) -> RunRecorder:
+    def _continue_run(self, path: Path, *, cut: Callable[[dict[str, Any]], bool] | None = None) -> RunRecorder:
         """Take over an existing bundle that is still ``recording`` (left by a crashed writer).
 
         The journal's ``flock`` is held for the claim only (``claims``): another claimer waits
@@ -382,6 +431,8 @@ class BundleWriter:
             remove_seal_leftovers(path)
             manifest = orjson.loads((path / layout.RUN_FILE).read_bytes())
             next_seq, torn = recover_journal(events_path)
+            if cut is not None and cut_last_record(events_path, cut):
+                next_seq -= 1
         finally:
             os.close(events_fd)  # the claim is made: the mark is the lock from here
         if torn:

@@ -8,7 +8,6 @@ own; once the space is back their retry lands the spans, exactly once. Before, t
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
