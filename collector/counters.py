@@ -6,6 +6,7 @@ Contract::
     result.reject(count, RejectReason.SEALED, "run … is already sealed")
     result.error_message                    # -> the ``partial_success`` message
     counters = Counters(); counters.add("bundled", 3); counters.snapshot(); counters.status_line()
+    report = Reporter(counters); report.reject(result, 3, RejectReason.SEALED, "…"); report.unmatched(2, "why")
 
 ``Overloaded`` is raised before anything of a request is taken (the client retries it: HTTP 503
 with ``Retry-After``, gRPC UNAVAILABLE); its ``reason`` (a ``RetryReason``) names what the client
@@ -15,12 +16,20 @@ what no retry can fix (``RejectReason``).
 
 from __future__ import annotations
 
+import errno
+import logging
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-__all__ = ["Counters", "Overloaded", "RejectReason", "RetryReason", "SubmitResult", "TooManyRequests"]
+from otel_session.core.log import get_logger
+
+__all__ = [
+    "Counters", "Overloaded", "RejectReason", "Reporter", "RetryReason", "SubmitResult", "TooManyRequests", "kind_of",
+]
+
+logger = get_logger(__name__)
 
 
 class RetryReason(str, Enum):
@@ -115,3 +124,41 @@ class Counters:
 
     def status_line(self) -> str:
         return " ".join(f"{name}={value}" for name, value in self.snapshot().items())
+
+
+class Reporter:
+    """Count, then log, what was not bundled (whoever sees a count sees its warning too).
+    ``sealed_level``: the level of a rejection for a sealed run (debug where repeats are expected)."""
+
+    def __init__(self, counters: Counters, sealed_level: int = logging.WARNING) -> None:
+        self.counters = counters
+        self.sealed_level = sealed_level
+
+    def reject(
+        self,
+        result: SubmitResult,
+        count: int,
+        reason: RejectReason,
+        message: str,
+        *,
+        what: str = "span",
+        detail: Exception | None = None,
+    ) -> None:
+        """Count and report a rejection: ``message`` goes to the client, ``detail`` to the log only,
+        as its type and errno name (an exception's text names paths, which hold session ids)."""
+        result.reject(count, reason, message)
+        self.counters.add("rejected" if what == "span" else "log_records_rejected", count)
+        level = self.sealed_level if reason is RejectReason.SEALED else logging.WARNING
+        logger.log(level, "rejected %d %s(s) (%s): %s%s", count, what, reason.value, message,
+                   f" ({kind_of(detail)})" if detail else "")
+
+    def unmatched(self, count: int, why: str) -> None:
+        """GenAI log events that will never be bundled."""
+        logger.warning("%d GenAI log event(s) not bundled: %s", count, why)
+        self.counters.add("log_events_unmatched", count)
+
+
+def kind_of(exc: Exception) -> str:
+    """An exception for a log line: its type and errno name, never its text."""
+    code = getattr(exc, "errno", None)
+    return f"{type(exc).__name__} {errno.errorcode.get(code, code)}" if isinstance(code, int) else type(exc).__name__

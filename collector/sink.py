@@ -31,17 +31,19 @@ import time
 import uuid
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
-from operator import attrgetter
 from typing import Any
 
 from otel_session.collector.counters import (
     Counters,
     Overloaded,
     RejectReason,
+    Reporter,
     RetryReason,
     SubmitResult,
     TooManyRequests,
+    kind_of,
 )
+from otel_session.collector.journaling import SpanJournal
 from otel_session.collector.logjoin import LOG_SETTLE_S, LateJoin, TakenGroups, WaitingLogs, group_key
 from otel_session.collector.options import CollectorOptions
 from otel_session.collector.ordering import event_order_key
@@ -56,7 +58,7 @@ from otel_session.collector.sealing import (
 from otel_session.core.journal import CaptureStatus, EventType, format_timestamp, run_id_from_trace_id
 from otel_session.core.layout import UnsafePathError
 from otel_session.core.log import get_logger, log_id
-from otel_session.normalize import DetachedEvent, SpanEventData, SpanView, genai, normalize_span
+from otel_session.normalize import DetachedEvent, SpanEventData, SpanView, genai
 from otel_session.bundle.read import RunInfo, find_run
 from otel_session.bundle.write import (
     BundleWriter,
@@ -133,8 +135,9 @@ class BundleSink:
         self.recorded_by = recorded_by
         self.ack_after_write = ack_after_write
         self.derive_sessions = derive_sessions
-        self._sealed_level = logging.DEBUG if repeats_expected else logging.WARNING
+        self._report = Reporter(self.counters, logging.DEBUG if repeats_expected else logging.WARNING)
         self._clock = clock
+        self._journal = SpanJournal(writer, redactor, self.counters, self._report, clock)
         self._lock = threading.Lock()
         self._runs: dict[int, OpenRun] = {}
         self._sealed: OrderedDict[int, None] = OrderedDict()
@@ -174,7 +177,7 @@ class BundleSink:
                 joined = self._waiting_logs.take(trace_id, trace_spans) if self._waiting_logs else {}
                 planned.append((run, trace_spans, joined))
         for run, trace_spans, log_events in planned:
-            self._append(run, trace_spans, log_events, result)
+            self._journal.append(run, trace_spans, log_events, result)
         if self.ack_after_write and result.appended:
             self._wait_journaled(result)
         return result
@@ -196,7 +199,7 @@ class BundleSink:
             result.accepted -= bundled + repeats
             self.counters.add("bundled", -bundled)
             self.counters.add("duplicate_spans", -repeats)
-            self._reject(result, bundled + repeats, RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {why}")
+            self._report.reject(result, bundled + repeats, RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {why}")
 
     def submit_log_events(self, detached: Iterable[DetachedEvent]) -> SubmitResult:
         """Join GenAI log events to their spans (one export request); ``accepted`` counts events
@@ -225,7 +228,7 @@ class BundleSink:
                         self.counters.add("log_events_bundled", len(events))
                         self._taken_log_groups.add(key)
                     else:
-                        self._unmatched(len(events), f"they came after their span in run {run.recorder.run_id}, "
+                        self._report.unmatched(len(events), f"they came after their span in run {run.recorder.run_id}, "
                                                      "which is not a model call")
                     result.accepted += len(events)
                 elif self._hold_log_events(result, trace_id, span_id, events, now):
@@ -292,7 +295,7 @@ class BundleSink:
                 )
             return run
         if trace_id in self._sealed:
-            self._reject(result, len(spans), RejectReason.SEALED, f"run {spans[0].run_id} is already sealed")
+            self._report.reject(result, len(spans), RejectReason.SEALED, f"run {spans[0].run_id} is already sealed")
             self._reject_waiting(trace_id)
             return None
         session_id = session_of(spans)
@@ -327,7 +330,7 @@ class BundleSink:
         if existing is not None and existing.session_id != run_id:
             if existing.capture_status != CaptureStatus.RECORDING.value:
                 self._remember_sealed(trace_id)
-            self._reject(result, len(spans), RejectReason.SEALED,
+            self._report.reject(result, len(spans), RejectReason.SEALED,
                          f"run {run_id} is already recorded under the session another span of it named; "
                          "these spans of it named none", detail=RuntimeError(f"in {existing.path}"))
             return None
@@ -359,16 +362,16 @@ class BundleSink:
                 return run
             self._remember_sealed(trace_id)
             message = f"run {run_id} is already sealed; a sealed bundle never changes"
-            self._reject(result, len(spans), RejectReason.SEALED, message, detail=exc)
+            self._report.reject(result, len(spans), RejectReason.SEALED, message, detail=exc)
             self._reject_waiting(trace_id)
             return None
         except RunLockedError as exc:
             message = f"run {run_id} is held by another writer (one writer per run); route each trace to one collector"
-            self._reject(result, len(spans), RejectReason.LOCKED, message, detail=exc)
+            self._report.reject(result, len(spans), RejectReason.LOCKED, message, detail=exc)
             return None
         except UnsafePathError as exc:
             message = f"run {run_id}: its bundle directory is not a plain directory under the bundle root"
-            self._reject(result, len(spans), RejectReason.INVALID_ID, message, detail=exc)
+            self._report.reject(result, len(spans), RejectReason.INVALID_ID, message, detail=exc)
             return None
         except WriterClosedError as exc:
             raise Overloaded(str(exc), RetryReason.CLOSING) from None
@@ -379,135 +382,13 @@ class BundleSink:
                                  retry) from None
             reason = os.strerror(exc.errno) if exc.errno else type(exc).__name__
             message = f"cannot open the bundle of run {run_id}: {reason}"
-            self._reject(result, len(spans), RejectReason.IO_ERROR, message, detail=exc)
+            self._report.reject(result, len(spans), RejectReason.IO_ERROR, message, detail=exc)
             return None
         run = self._runs[trace_id] = OpenRun(recorder, now, agents=agents, agent=identity.agent)
         run.session_derived = session_derived
         return run
 
-    # -- journaling (``run.lock`` held) -----------------------------------------------------
-
-    def _append(
-        self, run: OpenRun, spans: list[SpanView], log_events: dict[int, list[SpanEventData]], result: SubmitResult
-    ) -> None:
-        """Journal ``spans`` (one trace's, of one request), each with the log events that waited for
-        it; a span the run has journaled already (an exporter's retry) is accepted, not journaled again."""
-        # End order, as the app's SDK exported them: OTLP regroups a request's spans by scope, and a
-        # mapping may join a span to the children that ended before it.
-        spans.sort(key=attrgetter("end_time_ns"))
-        with run.lock:
-            journaled = run.journaled_spans
-            on_disk = run.resumed_records
-            fresh: dict[str, SpanView] = {}
-            repeats = 0
-            for span in spans:
-                span_hex = span.span_id_hex
-                if span_hex in journaled or span_hex in fresh:
-                    repeats += 1
-                elif on_disk and span_hex in on_disk and len(normalize_span(span)) <= on_disk[span_hex]:
-                    journaled.add(span_hex)  # whole in the journal a resumed run read back: a retry
-                    repeats += 1
-                else:
-                    fresh[span_hex] = span
-            if repeats and log_events:
-                self._drop_repeats_log_events(run, spans, fresh, log_events)
-            if fresh:
-                failure = self._journal_fresh(run, fresh, log_events)
-                if failure is not None:  # the request's repeats are answered with their first copies
-                    self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {run.recorder.run_id}: {failure}")
-                    if log_events:  # taken with their spans: not bundled either
-                        self._unmatched(sum(map(len, log_events.values())), f"run {run.recorder.run_id}: {failure}")
-                    return
-                journaled.update(fresh)
-            # Answered once the run's records so far are written (a repeat's first copy may be
-            # queued still: the retry of a request whose answer timed out), rejected with them.
-            result.appended.append((run.recorder, run.recorder.enqueued_seq, len(fresh), repeats))
-        result.accepted += len(fresh) + repeats
-        self.counters.add("bundled", len(fresh))
-        if repeats:
-            self.counters.add("duplicate_spans", repeats)
-        if log_events:
-            self.counters.add("log_events_bundled", sum(len(events) for events in log_events.values()))
-
-    def _journal_fresh(
-        self, run: OpenRun, fresh: dict[str, SpanView], log_events: dict[int, list[SpanEventData]]
-    ) -> str | None:
-        """Normalize and journal spans new to ``run`` (``run.lock`` held); why its capture refused
-        them, if it did."""
-        agents = run.agents
-        if agents is not None and not agents.settled:
-            agent = agents.add(fresh.values())
-            if agent is not None and agent != run.agent:
-                self._name_agent(run, agent)
-        parents = run.tree.parents
-        for span_hex, span in fresh.items():
-            parent = span.parent_span_id
-            parents[span_hex] = f"{parent:016x}" if parent is not None else None
-            if parent is None:
-                run.root_seen = True
-                run.root_status = "error" if span.status_code == "error" else "ok"
-        now = self._clock()
-        normalize = run.joins.normalize
-        normalized = [
-            (span_hex, normalize(span, span_hex, log_events.get(span.span_id) if log_events else None, now))
-            for span_hex, span in fresh.items()
-        ]
-        failure = run.journal(run.tree.order(normalized), self.redactor)
-        if failure is None:
-            run.last_activity = now
-        return failure
-
-    def _drop_repeats_log_events(
-        self, run: OpenRun, spans: list[SpanView], fresh: dict[str, SpanView], log_events: dict[int, list[SpanEventData]]
-    ) -> None:
-        """Log events that waited for a span ``run`` journaled before have no record to join any
-        more: counted unmatched, never dropped silently (a span repeated within the request keeps
-        them for its first copy)."""
-        waited = sum(len(log_events.pop(span.span_id, ())) for span in spans if span.span_id_hex not in fresh)
-        if waited:
-            self._unmatched(waited, f"their span was journaled already in run {run.recorder.run_id} (a retried export)")
-
-    def _name_agent(self, run: OpenRun, agent: str) -> None:
-        """Give ``run``'s ``run.json`` the agent a span that came after its open named (``run.lock``
-        held); a failure is logged, and the run records on without it."""
-        run.agent = agent
-        try:
-            self.writer.name_agent(run.recorder, agent)
-        except (OSError, ValueError) as exc:
-            logger.warning("could not name the agent of run %s in its run.json: %s", log_id(run.recorder.run_id), exc)
-
-    def _journal_late_logs(self, run: OpenRun, *, settled_before: float) -> None:
-        """Journal the messages of log events that came after their span and were quiet since
-        ``settled_before`` (``run.lock`` held)."""
-        fresh_by_span, count = run.joins.settled(settled_before)
-        if not count:
-            return
-        events = run.tree.order(fresh_by_span)
-        failure = run.journal(events, self.redactor) if events else None
-        if failure is not None:
-            self._unmatched(count, f"run {run.recorder.run_id}: {failure}")
-        else:
-            self.counters.add("log_events_bundled", count)
-
     # -- rejecting and counting ------------------------------------------------------------
-
-    def _reject(
-        self,
-        result: SubmitResult,
-        count: int,
-        reason: RejectReason,
-        message: str,
-        *,
-        what: str = "span",
-        detail: Exception | None = None,
-    ) -> None:
-        """Count and report a rejection: ``message`` goes to the client, ``detail`` to the log only,
-        as its type and errno name (an exception's text names paths, which hold session ids)."""
-        result.reject(count, reason, message)
-        self.counters.add("rejected" if what == "span" else "log_records_rejected", count)
-        level = self._sealed_level if reason is RejectReason.SEALED else logging.WARNING
-        logger.log(level, "rejected %d %s(s) (%s): %s%s", count, what, reason.value, message,
-                   f" ({_kind_of(detail)})" if detail else "")
 
     def _hold_log_events(
         self, result: SubmitResult, trace_id: int, span_id: int, events: list[SpanEventData], now: float
@@ -516,12 +397,12 @@ class BundleSink:
         count them unmatched over the bound (``_lock`` held)."""
         if trace_id in self._sealed:
             message = f"run {run_id_from_trace_id(trace_id)} is already sealed"
-            self._reject(result, len(events), RejectReason.SEALED, message, what="log record")
+            self._report.reject(result, len(events), RejectReason.SEALED, message, what="log record")
             return False
         result.accepted += len(events)
         if self._waiting_logs.hold(trace_id, span_id, events, now):
             return True
-        self._unmatched(len(events), f"{self._waiting_logs.count} already wait for their spans")
+        self._report.unmatched(len(events), f"{self._waiting_logs.count} already wait for their spans")
         return False
 
     def _reject_waiting(self, trace_id: int) -> None:
@@ -530,18 +411,13 @@ class BundleSink:
         spans = len(self._held.take(trace_id))
         if spans:
             self.counters.add("rejected", spans)
-            logger.log(self._sealed_level, "rejected %d held span(s) (sealed): run %s is already sealed", spans,
+            logger.log(self._report.sealed_level, "rejected %d held span(s) (sealed): run %s is already sealed", spans,
                        log_id(run_id_from_trace_id(trace_id)))
         count = self._waiting_logs.drop(trace_id)
         if count:
             self.counters.add("log_records_rejected", count)
-            logger.log(self._sealed_level, "rejected %d log record(s) (sealed): run %s is already sealed", count,
+            logger.log(self._report.sealed_level, "rejected %d log record(s) (sealed): run %s is already sealed", count,
                        log_id(run_id_from_trace_id(trace_id)))
-
-    def _unmatched(self, count: int, why: str) -> None:
-        """Log, then count (whoever sees the count sees the warning too)."""
-        logger.warning("%d GenAI log event(s) not bundled: %s", count, why)
-        self.counters.add("log_events_unmatched", count)
 
     def _expire_waiting(
         self, is_expired: Callable[[float], bool], logs_expired: Callable[[float], bool], now: float
@@ -570,14 +446,14 @@ class BundleSink:
                 planned.append((run, spans, joined))
         count = self._waiting_logs.expire(logs_expired)
         if count:
-            self._unmatched(count, "they never met their span (not exported, or sent to another collector: "
+            self._report.unmatched(count, "they never met their span (not exported, or sent to another collector: "
                                    "route a trace's logs with its spans)")
         return planned
 
     def _journal_derived(self, planned: list[_Planned]) -> None:
         for run, spans, joined in planned:
             result = SubmitResult()
-            self._append(run, spans, joined, result)
+            self._journal.append(run, spans, joined, result)
             self.counters.add("runs_session_derived")
             logger.info("trace %s named no session within the hold: recorded as session %s",
                         log_id(run.recorder.run_id), log_id(run.recorder.session_id))
@@ -591,7 +467,7 @@ class BundleSink:
             return None
         except (RunLockedError, UnsafePathError, ValueError, OSError) as exc:
             logger.warning("could not reopen %s (%s): its spans are rejected", log_id(run_id_from_trace_id(trace_id)),
-                           _kind_of(exc))
+                           kind_of(exc))
             return None
         self._runs[trace_id] = run
         self.counters.add("runs_reopened")
@@ -653,7 +529,7 @@ class BundleSink:
         for run in joining:
             with run.lock:
                 if not run.closed:
-                    self._journal_late_logs(run, settled_before=settled_before)
+                    self._journal.late_logs(run, settled_before=settled_before)
         for run in runs:
             self._seal(run, reason=ROOT_SPAN_MISSING)
         return len(runs)
@@ -680,7 +556,7 @@ class BundleSink:
         with run.lock:
             run.closed = True
             if run.joins.has_late:
-                self._journal_late_logs(run, settled_before=float("inf"))
+                self._journal.late_logs(run, settled_before=float("inf"))
             status = run.seal(interrupted=not run.root_seen, reason=reason)
         self.counters.add("runs_sealed")
         if logger.isEnabledFor(logging.INFO):  # its arguments cost a bundle more than the check
@@ -691,8 +567,3 @@ class BundleSink:
         with self._lock:
             return len(self._runs)
 
-
-def _kind_of(exc: Exception) -> str:
-    """An exception for a log line: its type and errno name, never its text."""
-    code = getattr(exc, "errno", None)
-    return f"{type(exc).__name__} {errno.errorcode.get(code, code)}" if isinstance(code, int) else type(exc).__name__
