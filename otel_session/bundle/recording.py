@@ -6,6 +6,7 @@ Contract::
     FailureCode.DISK_FULL, ...                    # ``capture.json`` ``failure.code``
     WriterLimits(max_queue_bytes=...)             # batching and bounds (SPEC §5.4)
     Written.WRITTEN | QUEUED | LOST               # where a recorder's records are
+    WaitResult(WaitStatus.WRITTEN | LOST | TIMED_OUT, lost)   # ``BundleWriter.wait_written``
     failure_code_for(os_error) -> FailureCode
     WriterLoop                                    # what a recorder needs of its writer
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import errno
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
@@ -32,6 +33,8 @@ __all__ = [
     "RunSealedError",
     "WriterClosedError",
     "WriterLimits",
+    "WaitResult",
+    "WaitStatus",
     "WriterLoop",
     "Written",
     "failure_code_for",
@@ -105,6 +108,22 @@ class RecordHead:
         self.correlation = correlation
         """``(turn_index, message_id, tool_call_id, trace_id, span_id)``, as ``RunRecorder._whole`` takes them."""
         self.encoded = encoded
+
+
+class WaitStatus(Enum):
+    """How ``BundleWriter.wait_written`` ended."""
+
+    WRITTEN = "written"
+    LOST = "lost"
+    """Some recorders' captures stopped before their records were written (``WaitResult.lost``)."""
+    TIMED_OUT = "timed_out"
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    status: WaitStatus
+    lost: list[Any] = field(default_factory=list)
+    """The ``RunRecorder``s whose records will never be written."""
 
 
 class Written(Enum):

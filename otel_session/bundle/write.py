@@ -27,12 +27,9 @@ import errno
 import fcntl
 import os
 import shutil
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +42,7 @@ from otel_session.bundle.files import (
     DIR_MODE,
     FILE_MODE,
     json_document,
+    make_empty_file,
     make_private_dir,
     make_private_dirs,
     require_real_dir,
@@ -63,6 +61,7 @@ from otel_session.bundle.recorder import (
     WriterLimits,
     Written,
 )
+from otel_session.bundle.recording import WaitResult, WaitStatus
 from otel_session.redact import Redactor
 from otel_session.bundle.seal import SealSync, seal_sync_from_env, seal_together
 from otel_session.bundle.recovery import (
@@ -114,19 +113,6 @@ def _check_text(name: str, value: Any) -> None:
         raise ValueError(f"{name} is not valid Unicode text (it holds a lone surrogate)")
 
 
-class WaitStatus(Enum):
-    """How :meth:`BundleWriter.wait_written` ended."""
-
-    WRITTEN = "written"
-    LOST = "lost"
-    """Some recorders' captures stopped before their records were written (``WaitResult.lost``)."""
-    TIMED_OUT = "timed_out"
-
-
-@dataclass(frozen=True)
-class WaitResult:
-    status: WaitStatus
-    lost: list[RunRecorder] = field(default_factory=list)
 _RECORDING_DOCUMENT = json_document(
     {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0})
 """``capture.json`` of a run being recorded, the same bytes for every run."""
@@ -371,7 +357,7 @@ class BundleWriter:
             self._ensure_private_dir(directory)
             os.mkdir(building, DIR_MODE)
         try:
-            _make_empty_file(f"{building}/{layout.EVENTS_FILE}")  # opened by the writer thread when it appends
+            make_empty_file(f"{building}/{layout.EVENTS_FILE}")  # opened by the writer thread when it appends
             self._claims.mark(building)
             write_new_file(f"{building}/{layout.RUN_FILE}", json_document(manifest))
             capture = f"{building}/{layout.CAPTURE_FILE}"
@@ -596,10 +582,3 @@ def _guarded(recorder: RunRecorder, step: Callable[[], bool | None]) -> bool | N
         logger.exception("bundle writer failed on %s", recorder.path)
         return None
 
-
-def _make_empty_file(path: str) -> None:
-    """Create the empty file ``path`` (0600) without keeping a descriptor: one ``mknod``."""
-    try:
-        os.mknod(path, stat.S_IFREG | FILE_MODE)
-    except PermissionError:  # a file system or sandbox that refuses mknod
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
