@@ -67,3 +67,22 @@ def test_two_thousand_open_traces_under_a_128_descriptor_limit_lose_nothing(tmp_
         bundle = read_bundle(path)
         assert bundle.status is BundleStatus.COMPLETE, bundle.diagnostics
         assert [e["type"] for e in bundle.events][:2] == ["tool_execution_started", "tool_execution_finished"]
+
+
+def test_a_writer_holds_a_bounded_few_journals_open_whatever_the_number_of_open_runs(tmp_path):
+    """In process: 500 runs open and appended to; the writer keeps at most its journal limit open."""
+    from otel_session.bundle.write import BundleWriter
+
+    before = len(os.listdir("/proc/self/fd"))
+    writer = BundleWriter(tmp_path, identifier=str)
+    runs = [writer.open_run(session_id=f"s{number}", run_id=f"run-00000000-0000-0000-0000-{number:012d}")
+            for number in range(500)]
+    for run in runs:
+        run.append("turn_started", {"state": "greet", "required_slots": []})
+    assert writer.force_flush(60_000)
+    held = len(os.listdir("/proc/self/fd")) - before
+    assert held <= writer._journals.limit + 4, held  # its lock, the pool's, a stray descriptor or two
+    for run in runs:
+        run.close(run_status="ok")
+    writer.shutdown()
+    assert len(os.listdir("/proc/self/fd")) <= before
