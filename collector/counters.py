@@ -10,7 +10,7 @@ Contract::
 
 ``Overloaded`` is raised before anything of a request is taken (the client retries it: HTTP 503
 with ``Retry-After``, gRPC UNAVAILABLE); its ``reason`` (a ``RetryReason``) names what the client
-waits for, and the refused spans are counted ``refused_<reason>``. ``partial_success`` is only for
+waits for, and the refused requests are counted ``refused_<reason>``. ``partial_success`` is only for
 what no retry can fix (``RejectReason``).
 """
 
@@ -97,7 +97,7 @@ class Counters:
     run had journaled already (a retry's: accepted, journaled once); ``log_records_*`` count log
     records, ``log_events_*`` the GenAI message events among them (``log_events_duplicate``: a
     retried request's, equal to a request's taken before: accepted, kept once); ``refused_<reason>``
-    the spans of requests refused whole, retryably (``RetryReason``: a retry sends them again);
+    export requests refused whole, retryably (``RetryReason``: the client sends them again);
     ``held_spans_derived_early`` spans of traces recorded as sessions of their own before their hold
     ended, because the held spans reached ``max_held_bytes``.
     """

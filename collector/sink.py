@@ -170,7 +170,7 @@ class BundleSink:
                 routed = [(trace_id, run, trace_spans) for trace_id, trace_spans in by_trace.items()
                           if (run := self._run_for(trace_id, trace_spans, result, now)) is not None]
             except Overloaded as exc:
-                self.counters.add(f"refused_{exc.reason.value}", sum(map(len, by_trace.values())))
+                self.counters.add(f"refused_{exc.reason.value}")
                 raise
             for trace_id, run, trace_spans in routed:
                 trace_spans = self._held.take(trace_id) + trace_spans
@@ -189,7 +189,7 @@ class BundleSink:
         written, not journaled again: ``_append``)."""
         waited = self.writer.wait_written([(recorder, seq) for recorder, seq, _, _ in result.appended], _ACK_TIMEOUT_S)
         if waited.status is WaitStatus.TIMED_OUT:
-            self.counters.add(f"refused_{RetryReason.WRITER_BEHIND.value}", result.accepted)
+            self.counters.add(f"refused_{RetryReason.WRITER_BEHIND.value}")
             raise Overloaded(f"the bundle writer did not write the request within {_ACK_TIMEOUT_S:.0f} s; retry later")
         for recorder in waited.lost:
             bundled = sum(spans for appended, _, spans, _ in result.appended if appended is recorder)
@@ -251,7 +251,11 @@ class BundleSink:
         Receivers call it before decoding a request, so a refused request costs no decode.
         """
         with self._lock:
-            self._check_capacity_locked({})
+            try:
+                self._check_capacity_locked({})
+            except Overloaded as exc:
+                self.counters.add(f"refused_{exc.reason.value}")
+                raise
 
     def _check_capacity_locked(self, by_trace: dict[int, list[SpanView]]) -> None:
         """Refuse the request (retryably) while the writer is behind: on its seals, on the run of

@@ -92,7 +92,7 @@ def test_a_full_disk_refuses_a_new_run_retryably_and_the_exporters_retry_lands_i
         assert outcome == [SpanExportResult.SUCCESS], "the exporter's own retry landed it"
         exporter.shutdown()
         totals = collector.counters.snapshot()
-        assert totals["rejected"] == 0 and totals["bundled"] == 8 and totals["refused_disk_full"] >= 4, totals
+        assert totals["rejected"] == 0 and totals["bundled"] == 8 and totals["refused_disk_full"] >= 1, totals
     during = [b for b in bundles(root) if b.manifest["session_id"] == "during"]
     assert len(during) == 1
     (run,) = during
