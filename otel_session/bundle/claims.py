@@ -26,6 +26,7 @@ own. The journal's descriptor is then only a cache (``JournalFiles``): closing i
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import itertools
 import os
@@ -195,13 +196,23 @@ class JournalFiles:
         if owner._events_fd >= 0:
             self._open.move_to_end(owner)
             return owner._events_fd
-        while len(self._open) >= self.limit:
+        self._close_oldest(keep=self.limit - 1)
+        try:
+            fd = os.open(owner.journal_path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._open:
+                raise
+            self._close_oldest(keep=0)  # the process's other descriptors (sockets) took the room: give ours back
+            fd = os.open(owner.journal_path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
+        owner._events_fd = fd
+        self._open[owner] = None
+        return fd
+
+    def _close_oldest(self, *, keep: int) -> None:
+        while len(self._open) > keep:
             oldest, _ = self._open.popitem(last=False)
             fd, oldest._events_fd = oldest._events_fd, -1
             os.close(fd)
-        owner._events_fd = os.open(owner.journal_path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
-        self._open[owner] = None
-        return owner._events_fd
 
     def close(self, owner: Any) -> None:
         """Close ``owner``'s journal if it is open (its seal, a rewrite that replaced the file)."""
