@@ -15,10 +15,13 @@ yet wait up to ``hold_unrouted_s``, default 30 s, beyond the SDK batch processor
 delay, for a span that names it, then become a run of a session of their own: ``session_id`` =
 ``run_id``, ``"session_derived": true`` in ``run.json``), ``logjoin`` (GenAI log events joined to their spans, up to ``hold_logs_s`` early, a
 moment late), ``ordering`` (event-time order), ``sealing`` (the run being assembled, its seal) and
-``counters``. Every span is normalized once (with the log events that waited for it) → redacted
-(``Redactor.redact_events``: a message's deltas as one stream) → appended in event-time order.
-For a sealed run, spans and log events are rejected (``partial_success``); log events never
-joined are counted as ``log_events_unmatched``.
+``counters``, ``journaling`` (each span once into its run) and ``restart`` (runs resumed after a
+crash, or reopened after a stop sealed them). Every span is normalized once (with the log events
+that waited for it) → redacted (``Redactor.redact_events``: a message's deltas as one stream) →
+appended in event-time order. What a retry can fix raises ``Overloaded`` before anything of the
+request is taken (the writer behind, the queues past their bytes, no descriptor, disk or inode to
+open a run); for a sealed run, spans and log events are rejected (``partial_success``); log events
+never joined are counted as ``log_events_unmatched``.
 """
 
 from __future__ import annotations
