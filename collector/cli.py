@@ -30,6 +30,16 @@ def _option(flag: str, name: str, **kwargs: Any) -> Callable[[Callable[..., Any]
 _SECONDS = {"type": click.FloatRange(min=0), "metavar": "SECONDS"}
 
 
+def _parse_bytes(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    try:
+        return None if value is None else SETTINGS[param.name].parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+_BYTES = {"metavar": "BYTES", "callback": _parse_bytes}
+
+
 @click.command()
 @config.bundle_dir_option
 @_option("--grpc", "grpc_address", metavar="HOST:PORT")
@@ -46,6 +56,9 @@ _SECONDS = {"type": click.FloatRange(min=0), "metavar": "SECONDS"}
 @_option("--http-header-timeout", "http_header_timeout_s", **_SECONDS)
 @_option("--http-connection-limit", "http_connection_limit", type=click.IntRange(min=1), metavar="N")
 @_option("--shutdown-timeout", "shutdown_timeout_s", **_SECONDS)
+@_option("--max-held-bytes", "max_held_bytes", **_BYTES)
+@_option("--max-queued-bytes", "max_queued_bytes", **_BYTES)
+@_option("--max-run-queue-bytes", "max_run_queue_bytes", **_BYTES)
 @_option("--status-interval", "status_interval_s", type=click.FloatRange(min=0.1), metavar="SECONDS")
 def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) -> None:
     """Receive OTLP traces from any service and record them as redacted run bundles.

@@ -8,12 +8,18 @@ Contract::
     counters = Counters(); counters.add("bundled", 3); counters.snapshot(); counters.status_line()
     counters.refuse(Refused.SPAN, "sealed", 3)   # counted by what and why; a rate-limited WARNING
     counters.refused_snapshot()                  # -> {("span", "sealed"): 3, …}
+    report = Reporter(counters); report.reject(result, 3, RejectReason.SEALED, "…"); report.unmatched(2, "why")
 
-``Overloaded`` is raised before anything of a request is taken (the client retries it).
+``Overloaded`` is raised before anything of a request is taken (the client retries it: HTTP 503
+with ``Retry-After``, gRPC UNAVAILABLE); its ``reason`` (a ``RetryReason``) names what the client
+waits for, and the refused requests are counted ``refused_<reason>``. ``partial_success`` is only for
+what no retry can fix (``RejectReason``).
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +29,10 @@ from typing import Any
 
 from otel_session.core.log import get_logger
 
-__all__ = ["Counters", "Overloaded", "RefusalLog", "Refused", "RejectReason", "SubmitResult", "TooManyRequests"]
+__all__ = [
+    "Counters", "Overloaded", "RefusalLog", "Refused", "RejectReason", "Reporter", "RetryReason", "SubmitResult",
+    "TooManyRequests", "kind_of",
+]
 
 logger = get_logger(__name__)
 
@@ -31,8 +40,28 @@ REFUSAL_LOG_INTERVAL_S = 10.0
 """At most one WARNING line per kind of refusal and reason this often (the count since the last one)."""
 
 
+class RetryReason(str, Enum):
+    """Why a request was refused whole, retryably: what the client's retry waits for."""
+
+    WRITER_BEHIND = "writer_behind"
+    """The bundle writer is behind (a run's queue, the runs awaiting their seal, a slow write)."""
+    DESCRIPTORS = "descriptors"
+    """The process or the system is out of file descriptors (EMFILE, ENFILE)."""
+    DISK_FULL = "disk_full"
+    """No space or no inodes left on the bundle root's file system (ENOSPC, EDQUOT)."""
+    QUEUE_BYTES = "queue_bytes"
+    """The runs' queues together hold ``max_queued_bytes``."""
+    CLOSING = "closing"
+    """The collector is shutting down."""
+
+
 class Overloaded(RuntimeError):
-    """The writer is behind; the client should retry later (HTTP 429/503, RESOURCE_EXHAUSTED)."""
+    """Nothing of the request was taken; the client should retry later (HTTP 429/503, gRPC
+    UNAVAILABLE / RESOURCE_EXHAUSTED)."""
+
+    def __init__(self, message: str, reason: RetryReason = RetryReason.WRITER_BEHIND) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class TooManyRequests(Overloaded):
@@ -86,7 +115,10 @@ class Counters:
     refused for the sealing backlog before decoding does not count); ``duplicate_spans`` those a
     run had journaled already (a retry's: accepted, journaled once); ``log_records_*`` count log
     records, ``log_events_*`` the GenAI message events among them (``log_events_duplicate``: a
-    retried request's, equal to a request's taken before: accepted, kept once).
+    retried request's, equal to a request's taken before: accepted, kept once); ``refused_<reason>``
+    export requests refused whole, retryably (``RetryReason``: the client sends them again);
+    ``held_spans_derived_early`` spans of traces recorded as sessions of their own before their hold
+    ended, because the held spans reached ``max_held_bytes``.
     """
 
     NAMES = (
@@ -95,6 +127,8 @@ class Counters:
         "log_records_rejected", "log_records_forwarded", "log_records_forward_failed", "runs_session_derived",
         "duplicate_spans", "log_events_duplicate",
         "forward_dropped", "log_records_forward_dropped", "forward_retried",
+        "duplicate_spans", "log_events_duplicate", "held_spans_derived_early", "runs_reopened",
+        *(f"refused_{reason.value}" for reason in RetryReason),
     )
     """``forward_dropped`` / ``log_records_forward_dropped``: items whose forward copy was dropped at
     the forward queue's byte bound or left queued when the forwarder stopped (their bundles are not
@@ -179,3 +213,39 @@ class RefusalLog:
                            "with their count)", count, what.value, reason, round(self.interval_s))
         else:
             logger.warning("refused %d %s(s) in the last %d s: %s", count, what.value, round(since_s), reason)
+class Reporter:
+    """Count, then log, what was not bundled (whoever sees a count sees its warning too).
+    ``sealed_level``: the level of a rejection for a sealed run (debug where repeats are expected)."""
+
+    def __init__(self, counters: Counters, sealed_level: int = logging.WARNING) -> None:
+        self.counters = counters
+        self.sealed_level = sealed_level
+
+    def reject(
+        self,
+        result: SubmitResult,
+        count: int,
+        reason: RejectReason,
+        message: str,
+        *,
+        what: str = "span",
+        detail: Exception | None = None,
+    ) -> None:
+        """Count and report a rejection: ``message`` goes to the client, ``detail`` to the log only,
+        as its type and errno name (an exception's text names paths, which hold session ids)."""
+        result.reject(count, reason, message)
+        self.counters.add("rejected" if what == "span" else "log_records_rejected", count)
+        level = self.sealed_level if reason is RejectReason.SEALED else logging.WARNING
+        logger.log(level, "rejected %d %s(s) (%s): %s%s", count, what, reason.value, message,
+                   f" ({kind_of(detail)})" if detail else "")
+
+    def unmatched(self, count: int, why: str) -> None:
+        """GenAI log events that will never be bundled."""
+        logger.warning("%d GenAI log event(s) not bundled: %s", count, why)
+        self.counters.add("log_events_unmatched", count)
+
+
+def kind_of(exc: Exception) -> str:
+    """An exception for a log line: its type and errno name, never its text."""
+    code = getattr(exc, "errno", None)
+    return f"{type(exc).__name__} {errno.errorcode.get(code, code)}" if isinstance(code, int) else type(exc).__name__

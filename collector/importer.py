@@ -26,6 +26,7 @@ import orjson
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from otel_session.collector.otlp import OtlpDecodeError, log_events_of, parse_json, spans_of
+from otel_session.collector.counters import RetryReason
 from otel_session.collector.sink import BundleSink, EventRedactor, Overloaded, RejectReason
 from otel_session.bundle.write import BundleWriter
 from otel_session.catalog import writer_hooks
@@ -33,6 +34,7 @@ from otel_session.catalog import writer_hooks
 __all__ = ["ImportReport", "import_files"]
 
 _RETRY_WAIT_S = 0.05
+_WAIT_FOR_WRITER = (RetryReason.WRITER_BEHIND, RetryReason.QUEUE_BYTES)
 
 
 @dataclass
@@ -103,8 +105,11 @@ def _import_line(sink: BundleSink, writer: BundleWriter, line: bytes, where: str
             try:
                 result = sink.submit(spans)
                 break
-            except Overloaded:  # the writer is behind: let it catch up, then retry the same line
-                writer.force_flush()
+            except Overloaded as exc:
+                if exc.reason not in _WAIT_FOR_WRITER:  # out of disk or descriptors: no use waiting here
+                    report.rejected.append(f"{where}: {exc}")
+                    return
+                writer.force_flush()  # the writer is behind: let it catch up, then retry the same line
                 time.sleep(_RETRY_WAIT_S)
         sealed = result.rejected_by.pop(RejectReason.SEALED, 0)
         if sealed:

@@ -45,6 +45,15 @@ def _count(value: str) -> int:
     return count
 
 
+def _bytes(value: str) -> int:
+    """A size: bytes, or with a binary suffix (``64MiB``, ``512KiB``, ``1GiB``)."""
+    text = value.strip()
+    for suffix, factor in (("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)):
+        if text.endswith(suffix):
+            return _count(text[: -len(suffix)].strip()) * factor
+    return _count(text)
+
+
 def _protocol(value: str) -> str:
     if value not in ("http/protobuf", "grpc"):
         raise ValueError("must be http/protobuf or grpc")
@@ -107,6 +116,15 @@ SETTINGS: dict[str, Setting] = {
                            "How long GenAI log events wait for their span before they are counted unmatched."),
     "max_held_spans": Setting("OTEL_SESSION_MAX_HELD_SPANS", 10_000, _count,
                               "Spans waiting for their trace's session, at most (more are counted no_session)."),
+    "max_held_bytes": Setting("OTEL_SESSION_MAX_HELD_BYTES", 32 << 20, _bytes,
+                              "Bytes of spans waiting for their trace's session, at most (more: the trace is "
+                              "recorded as a session of its own at once, counted held_spans_derived_early)."),
+    "max_queued_bytes": Setting("OTEL_SESSION_MAX_QUEUED_BYTES", 64 << 20, _bytes,
+                                "Bytes queued for the bundle writer over all runs, at most (more: requests are "
+                                "refused retryably, 503 / UNAVAILABLE, counted refused_queue_bytes)."),
+    "max_run_queue_bytes": Setting("OTEL_SESSION_MAX_RUN_QUEUE_BYTES", 16 << 20, _bytes,
+                                   "Bytes queued for one run, at most; requests for a run whose queue is half full "
+                                   "are refused retryably, so the bound itself (capture failed) is not reached."),
     "max_held_log_events": Setting("OTEL_SESSION_MAX_HELD_LOG_EVENTS", 10_000, _count,
                                    "Log events waiting for their spans, at most (more are counted unmatched)."),
     "status_interval_s": Setting("OTEL_SESSION_STATUS_INTERVAL", 10.0, _seconds,
@@ -136,6 +154,9 @@ class CollectorOptions:
     hold_unrouted_s: float = field(default_factory=_from_env("hold_unrouted_s"))
     hold_logs_s: float = field(default_factory=_from_env("hold_logs_s"))
     max_held_spans: int = field(default_factory=_from_env("max_held_spans"))
+    max_held_bytes: int = field(default_factory=_from_env("max_held_bytes"))
+    max_queued_bytes: int = field(default_factory=_from_env("max_queued_bytes"))
+    max_run_queue_bytes: int = field(default_factory=_from_env("max_run_queue_bytes"))
     max_held_log_events: int = field(default_factory=_from_env("max_held_log_events"))
     status_interval_s: float = field(default_factory=_from_env("status_interval_s"))
 

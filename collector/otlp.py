@@ -186,6 +186,10 @@ class OtlpSpan(LazySpan):
     def _load_kind(self) -> int:
         return max(self._span.kind - 1, 0)  # OTLP SPAN_KIND_INTERNAL=1 is SpanKind.INTERNAL=0
 
+    def encoded_size(self) -> int:
+        """The span's size encoded (protobuf bytes): what holding it costs, at least."""
+        return self._span.ByteSize()
+
 
 def spans_of(request: ExportTraceServiceRequest) -> Iterator[OtlpSpan]:
     """Every span of the request as a view (``OtlpSpan``), with its resource and scope."""

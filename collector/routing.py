@@ -4,9 +4,11 @@ Contract::
 
     session_of(spans) -> str | None             # the session a trace's spans name, if any
     identity = run_identity(session_id, spans)  # -> RunIdentity: what ``BundleWriter.open_run`` takes
-    held = HeldSpans(max_spans)                 # spans of traces that named no session yet
-    held.hold(trace_id, spans, now) -> bool     # False: over the bound
-    held.take(trace_id) -> spans; held.expire(is_expired) -> [(trace_id, spans)]
+    held = HeldSpans(max_spans, max_bytes)      # spans of traces that named no session yet
+    held.hold(trace_id, spans, now) -> bool     # False: over a bound (nothing kept)
+    held.take(trace_id) -> spans; held.expire(is_expired) -> [(trace_id, first_seen, spans)]
+    held.restore(trace_id, first_seen, spans)   # expired spans that could not be recorded yet
+    span_bytes(span) -> int                     # what a held span is counted as
 
 One run is one trace (``run_id`` from the trace id). The session comes from ``session.id``, else
 ``gen_ai.conversation.id``, else the OpenInference / OpenLLMetry equivalents, on the span or its
@@ -73,30 +75,65 @@ def run_identity(session_id: str, spans: list[SpanView], agents: genai.RunAgent 
 _START_TIME = attrgetter("start_time_ns")
 
 
-class HeldSpans:
-    """Spans of traces that named no session yet: trace id → (first seen, spans); bounded."""
+def span_bytes(span: SpanView) -> int:
+    """A span's size as held: its encoded size when it came as OTLP protobuf (``encoded_size``),
+    else the text of its attributes and events (what dominates a large span)."""
+    encoded = getattr(span, "encoded_size", None)
+    if encoded is not None:
+        return encoded()
+    size = 64 + len(span.name)
+    for attributes in (span.attributes, *(event.attributes for event in span.events)):
+        size += sum(len(key) + len(value) if isinstance(value, str) else len(key) + 16
+                    for key, value in attributes.items())
+    return size
 
-    def __init__(self, max_spans: int) -> None:
+
+class HeldSpans:
+    """Spans of traces that named no session yet: trace id → (first seen, spans, bytes); bounded
+    by count and by bytes (``span_bytes``)."""
+
+    def __init__(self, max_spans: int, max_bytes: int) -> None:
         self.max_spans = max_spans
+        self.max_bytes = max_bytes
         self.count = 0
-        self._by_trace: dict[int, tuple[float, list[SpanView]]] = {}
+        self.bytes = 0
+        self._by_trace: dict[int, tuple[float, list[SpanView], list[int]]] = {}
 
     def hold(self, trace_id: int, spans: list[SpanView], now: float) -> bool:
-        """Keep ``spans`` until their trace names a session; False (nothing kept) over the bound."""
+        """Keep ``spans`` until their trace names a session; False (nothing kept) over a bound."""
         if self.count + len(spans) > self.max_spans:
             return False
-        self._by_trace.setdefault(trace_id, (now, []))[1].extend(spans)
+        size = sum(map(span_bytes, spans))
+        if self.bytes + size > self.max_bytes:
+            return False
+        entry = self._by_trace.setdefault(trace_id, (now, [], [0]))
+        entry[1].extend(spans)
+        entry[2][0] += size
         self.count += len(spans)
+        self.bytes += size
         return True
+
+    def count_of(self, trace_id: int) -> int:
+        entry = self._by_trace.get(trace_id)
+        return len(entry[1]) if entry is not None else 0
 
     def take(self, trace_id: int) -> list[SpanView]:
         entry = self._by_trace.pop(trace_id, None)
         if entry is None:
             return []
         self.count -= len(entry[1])
+        self.bytes -= entry[2][0]
         return entry[1]
 
-    def expire(self, is_expired: Callable[[float], bool]) -> list[tuple[int, list[SpanView]]]:
+    def restore(self, trace_id: int, first_seen: float, spans: list[SpanView]) -> None:
+        """Hold again spans ``expire`` gave that could not be recorded yet (bounds not checked:
+        they were within them)."""
+        size = sum(map(span_bytes, spans))
+        self._by_trace[trace_id] = (first_seen, spans, [size])
+        self.count += len(spans)
+        self.bytes += size
+
+    def expire(self, is_expired: Callable[[float], bool]) -> list[tuple[int, float, list[SpanView]]]:
         """Take the traces first held at a time ``is_expired``."""
-        gone = [trace_id for trace_id, (first_seen, _) in self._by_trace.items() if is_expired(first_seen)]
-        return [(trace_id, self.take(trace_id)) for trace_id in gone]
+        gone = [(trace_id, first_seen) for trace_id, (first_seen, _, _) in self._by_trace.items() if is_expired(first_seen)]
+        return [(trace_id, first_seen, self.take(trace_id)) for trace_id, first_seen in gone]

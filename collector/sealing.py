@@ -38,13 +38,15 @@ __all__ = ["COLLECTOR_STOPPED", "ROOT_SPAN_MISSING", "EventRedactor", "OpenRun",
 logger = get_logger(__name__)
 
 # `run_finished` `reason` of a run the collector ends as interrupted (its root span never came):
-ROOT_SPAN_MISSING = "root_span_missing"  # quiet for --seal-rootless-after (or --seal-after once resumed)
+ROOT_SPAN_MISSING = "root_span_missing"  # quiet for --seal-rootless-after
 COLLECTOR_STOPPED = "collector_stopped"  # still open at shutdown
 _RUN_FINISHED = EventType.RUN_FINISHED.value
 _AT_NS = attrgetter("at_ns")
 _TYPE = attrgetter("type")
 ORDER = {"order": "event_time"}
 """What a sealed collector run's ``capture.json`` says of its journal's order."""
+REOPENABLE = {**ORDER, "reopenable": True}
+"""… and of a run it ended ``interrupted`` at its stop: a span of it after a restart reopens it."""
 
 
 class EventRedactor(Protocol):
@@ -83,7 +85,7 @@ class OpenRun:
         self.latest_ns = latest_ns
         """The latest event time journaled: a run finished here is never stamped before it."""
         self.resumed = resumed
-        """Left ``recording`` by a previous process: sealed (as interrupted) when quiet, like a rooted run."""
+        """Left ``recording`` by a previous process (its journal is read back, not in event-time order)."""
         self.tool_links = ToolCallLinker()
         self.agents = agents
         """The run's agent as its spans tell it (``genai.RunAgent``); None: not learnt here (a run
@@ -100,8 +102,9 @@ class OpenRun:
         then it is journaled whole again, at least once)."""
 
     def quiet(self, now: float, seal_after_s: float, seal_rootless_after_s: float) -> bool:
-        """Whether the run is due its seal at ``now``."""
-        limit = seal_after_s if self.root_seen or self.resumed else seal_rootless_after_s
+        """Whether the run is due its seal at ``now``: by the same rules whether or not it was resumed
+        after a restart (its quiet time counts from the resume)."""
+        limit = seal_after_s if self.root_seen else seal_rootless_after_s
         return now - self.last_activity >= limit
 
     def journal(self, events: list[JournalEvent], redactor: EventRedactor) -> str | None:
@@ -145,7 +148,9 @@ class OpenRun:
         # Appended by one request, root included, in the same key's order (and not resumed from an
         # earlier process): already in event-time order, nothing to read back.
         in_order = self.finished and self.batches == 1 and not self.resumed
-        self.recorder.close(reorder=None if in_order else event_order_key(self.tree.depth_of), capture_extras=ORDER)
+        # Ended here because the collector stops: a later collector may reopen it (``restart``).
+        extras = REOPENABLE if interrupted and reason == COLLECTOR_STOPPED and not self.finished else ORDER
+        self.recorder.close(reorder=None if in_order else event_order_key(self.tree.depth_of), capture_extras=extras)
         return status
 
 

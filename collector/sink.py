@@ -15,10 +15,13 @@ yet wait up to ``hold_unrouted_s``, default 30 s, beyond the SDK batch processor
 delay, for a span that names it, then become a run of a session of their own: ``session_id`` =
 ``run_id``, ``"session_derived": true`` in ``run.json``), ``logjoin`` (GenAI log events joined to their spans, up to ``hold_logs_s`` early, a
 moment late), ``ordering`` (event-time order), ``sealing`` (the run being assembled, its seal) and
-``counters``. Every span is normalized once (with the log events that waited for it) → redacted
-(``Redactor.redact_events``: a message's deltas as one stream) → appended in event-time order.
-For a sealed run, spans and log events are rejected (``partial_success``); log events never
-joined are counted as ``log_events_unmatched``.
+``counters``, ``journaling`` (each span once into its run) and ``restart`` (runs resumed after a
+crash, or reopened after a stop sealed them). Every span is normalized once (with the log events
+that waited for it) → redacted (``Redactor.redact_events``: a message's deltas as one stream) →
+appended in event-time order. What a retry can fix raises ``Overloaded`` before anything of the
+request is taken (the writer behind, the queues past their bytes, no descriptor, disk or inode to
+open a run); for a sealed run, spans and log events are rejected (``partial_success``); log events
+never joined are counted as ``log_events_unmatched``.
 """
 
 from __future__ import annotations
@@ -29,28 +32,37 @@ import os
 import threading
 import time
 import uuid
-from collections import Counter, OrderedDict, defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
-from operator import attrgetter
 from typing import Any
 
-from otel_session.collector.counters import Counters, Overloaded, RejectReason, SubmitResult, TooManyRequests
+from otel_session.collector.counters import (
+    Counters,
+    Overloaded,
+    RejectReason,
+    Reporter,
+    RetryReason,
+    SubmitResult,
+    TooManyRequests,
+    kind_of,
+)
+from otel_session.collector.journaling import SpanJournal
 from otel_session.collector.logjoin import LOG_SETTLE_S, LateJoin, TakenGroups, WaitingLogs, group_key
 from otel_session.collector.options import CollectorOptions
 from otel_session.collector.ordering import event_order_key
+from otel_session.collector.restart import continued_run
 from otel_session.collector.routing import HeldSpans, run_identity, session_of
 from otel_session.collector.sealing import (
     COLLECTOR_STOPPED,
     ROOT_SPAN_MISSING,
     EventRedactor,
     OpenRun,
-    latest_at_ns,
 )
 from otel_session.core.journal import CaptureStatus, EventType, format_timestamp, run_id_from_trace_id
 from otel_session.core.layout import UnsafePathError
 from otel_session.core.log import get_logger, log_id
-from otel_session.normalize import DetachedEvent, SpanEventData, SpanView, genai, normalize_span
-from otel_session.bundle.read import RunInfo, find_run, read_bundle
+from otel_session.normalize import DetachedEvent, SpanEventData, SpanView, genai
+from otel_session.bundle.read import RunInfo, find_run
 from otel_session.bundle.write import (
     BundleWriter,
     RunLockedError,
@@ -77,11 +89,17 @@ __all__ = [
 logger = get_logger(__name__)
 
 _SEALED_MEMORY = 65_536
+_WARN_EVERY_S = 60.0
 _ACK_TIMEOUT_S = 30.0
 _Planned = tuple[OpenRun, list[SpanView], dict[int, list[SpanEventData]]]
 """A run and the spans (with the log events that waited for them) to journal into it."""
 _MAX_RUNS_AWAITING_SEAL = 256
 _RUN_FINISHED = EventType.RUN_FINISHED.value
+_RETRYABLE_ERRNOS = {
+    errno.EMFILE: RetryReason.DESCRIPTORS, errno.ENFILE: RetryReason.DESCRIPTORS,
+    errno.ENOSPC: RetryReason.DISK_FULL, errno.EDQUOT: RetryReason.DISK_FULL,
+}
+"""Errors opening a run that waiting can fix: the request is refused whole, retryably."""
 RECORDED_BY = "otel-session collector"  # run.json `recorded_by`: runs this collector may resume
 
 
@@ -120,16 +138,22 @@ class BundleSink:
         self.recorded_by = recorded_by
         self.ack_after_write = ack_after_write
         self.derive_sessions = derive_sessions
-        self._sealed_level = logging.DEBUG if repeats_expected else logging.WARNING
+        self._report = Reporter(self.counters, logging.DEBUG if repeats_expected else logging.WARNING)
         self._clock = clock
+        self._journal = SpanJournal(writer, redactor, self.counters, self._report, clock)
         self._lock = threading.Lock()
         self._runs: dict[int, OpenRun] = {}
         self._sealed: OrderedDict[int, None] = OrderedDict()
-        self._held = HeldSpans(options.max_held_spans)
+        self._held = HeldSpans(options.max_held_spans, options.max_held_bytes)
+        self._derived_early = 0
+        self._derived_early_logged_at = float("-inf")
+        """Spans recorded early since the last warning about it, and when that was (one a minute at most)."""
+        self.max_queued_bytes = options.max_queued_bytes
         self._waiting_logs = WaitingLogs(options.max_held_log_events)
         self._taken_log_groups = TakenGroups()
         self._sealing: list[RunRecorder] = []
         self._queue_high_water = writer.limits.max_queue_records // 2
+        self._queue_bytes_high_water = writer.limits.max_queue_bytes // 2
 
     # -- intake ----------------------------------------------------------------------------
 
@@ -141,19 +165,22 @@ class BundleSink:
         result = SubmitResult()
         planned: list[_Planned] = []
         with self._lock:
-            self._check_sealing_backlog()
-            for run in (self._runs.get(trace_id) for trace_id in by_trace):
-                if run is not None and run.recorder.queued_records > self._queue_high_water:
-                    raise Overloaded(f"the bundle writer is behind on {run.recorder.run_id}; retry later")
-            now = self._clock()
-            for trace_id, trace_spans in by_trace.items():
-                run = self._run_for(trace_id, trace_spans, result, now)
-                if run is not None:
-                    trace_spans = self._held.take(trace_id) + trace_spans
-                    joined = self._waiting_logs.take(trace_id, trace_spans) if self._waiting_logs else {}
-                    planned.append((run, trace_spans, joined))
+            try:
+                self._check_capacity_locked(by_trace)
+                now = self._clock()
+                # Every trace routed (a run opened may refuse the whole request, retryably) before
+                # any held span or waiting log event is taken.
+                routed = [(trace_id, run, trace_spans) for trace_id, trace_spans in by_trace.items()
+                          if (run := self._run_for(trace_id, trace_spans, result, now)) is not None]
+            except Overloaded as exc:
+                self.counters.add(f"refused_{exc.reason.value}")
+                raise
+            for trace_id, run, trace_spans in routed:
+                trace_spans = self._held.take(trace_id) + trace_spans
+                joined = self._waiting_logs.take(trace_id, trace_spans) if self._waiting_logs else {}
+                planned.append((run, trace_spans, joined))
         for run, trace_spans, log_events in planned:
-            self._append(run, trace_spans, log_events, result)
+            self._journal.append(run, trace_spans, log_events, result)
         if self.ack_after_write and result.appended:
             self._wait_journaled(result)
         return result
@@ -165,6 +192,7 @@ class BundleSink:
         written, not journaled again: ``_append``)."""
         waited = self.writer.wait_written([(recorder, seq) for recorder, seq, _, _ in result.appended], _ACK_TIMEOUT_S)
         if waited.status is WaitStatus.TIMED_OUT:
+            self.counters.add(f"refused_{RetryReason.WRITER_BEHIND.value}")
             raise Overloaded(f"the bundle writer did not write the request within {_ACK_TIMEOUT_S:.0f} s; retry later")
         for recorder in waited.lost:
             bundled = sum(spans for appended, _, spans, _ in result.appended if appended is recorder)
@@ -174,7 +202,7 @@ class BundleSink:
             result.accepted -= bundled + repeats
             self.counters.add("bundled", -bundled)
             self.counters.add("duplicate_spans", -repeats)
-            self._reject(result, bundled + repeats, RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {why}")
+            self._report.reject(result, bundled + repeats, RejectReason.CAPTURE_STOPPED, f"run {recorder.run_id}: {why}")
 
     def submit_log_events(self, detached: Iterable[DetachedEvent]) -> SubmitResult:
         """Join GenAI log events to their spans (one export request); ``accepted`` counts events
@@ -203,7 +231,7 @@ class BundleSink:
                         self.counters.add("log_events_bundled", len(events))
                         self._taken_log_groups.add(key)
                     else:
-                        self._unmatched(len(events), f"they came after their span in run {run.recorder.run_id}, "
+                        self._report.unmatched(len(events), f"they came after their span in run {run.recorder.run_id}, "
                                                      "which is not a model call")
                     result.accepted += len(events)
                 elif self._hold_log_events(result, trace_id, span_id, events, now):
@@ -220,12 +248,31 @@ class BundleSink:
         return result
 
     def check_capacity(self) -> None:
-        """Raise ``Overloaded`` now if a request would be refused for the sealing backlog anyway.
+        """Raise ``Overloaded`` now if a request would be refused for the sealing backlog or the
+        queued bytes anyway.
 
         Receivers call it before decoding a request, so a refused request costs no decode.
         """
         with self._lock:
-            self._check_sealing_backlog()
+            try:
+                self._check_capacity_locked({})
+            except Overloaded as exc:
+                self.counters.add(f"refused_{exc.reason.value}")
+                raise
+
+    def _check_capacity_locked(self, by_trace: dict[int, list[SpanView]]) -> None:
+        """Refuse the request (retryably) while the writer is behind: on its seals, on the run of
+        one of ``by_trace``'s traces (half its queue's records or bytes), or on all runs' queues
+        together (``max_queued_bytes``)."""
+        self._check_sealing_backlog()
+        for run in (self._runs.get(trace_id) for trace_id in by_trace):
+            if run is not None and (run.recorder.queued_records > self._queue_high_water
+                                    or run.recorder.queued_bytes > self._queue_bytes_high_water):
+                raise Overloaded(f"the bundle writer is behind on {run.recorder.run_id}; retry later")
+        queued = self.writer.queued_bytes
+        if queued > self.max_queued_bytes:
+            raise Overloaded(f"the runs' queues hold {queued} bytes (the bound is {self.max_queued_bytes}); retry later",
+                             RetryReason.QUEUE_BYTES)
 
     def _check_sealing_backlog(self) -> None:
         """Refuse (retryably) while too many closed runs wait for the writer to seal them.
@@ -255,7 +302,7 @@ class BundleSink:
                 )
             return run
         if trace_id in self._sealed:
-            self._reject(result, len(spans), RejectReason.SEALED, f"run {spans[0].run_id} is already sealed")
+            self._report.reject(result, len(spans), RejectReason.SEALED, f"run {spans[0].run_id} is already sealed")
             self._reject_waiting(trace_id)
             return None
         session_id = session_of(spans)
@@ -266,7 +313,17 @@ class BundleSink:
         if not self.derive_sessions:  # over the bound
             self.counters.add("no_session", len(spans))
             return None
-        return self._derive(trace_id, spans, result, now)
+        run = self._derive(trace_id, spans, result, now)
+        if run is not None:  # the held spans reached a bound: recorded now, not dropped
+            early = len(spans) + self._held.count_of(trace_id)
+            self.counters.add("held_spans_derived_early", early)
+            self._derived_early += early
+            if now - self._derived_early_logged_at >= _WARN_EVERY_S:
+                logger.warning("%d span(s) recorded as sessions of their own before their hold ended: the held spans "
+                               "reached their bound (%d spans, %.1f MiB held; --max-held-bytes)", self._derived_early,
+                               self._held.count, self._held.bytes / 2**20)
+                self._derived_early, self._derived_early_logged_at = 0, now
+        return run
 
     def _derive(self, trace_id: int, spans: list[SpanView], result: SubmitResult, now: float) -> OpenRun | None:
         """Open the run of a trace that named no session as a session of its own (its run id),
@@ -274,10 +331,13 @@ class BundleSink:
         earlier import, bound the trace while its other spans named one): then they are rejected."""
         run_id = spans[0].run_id
         existing = find_run(self.writer.root, run_id, include_evals=True)
+        if (existing is not None and existing.capture_status == CaptureStatus.COMPLETE.value
+                and (run := self._reopen(trace_id, existing.path, now)) is not None):
+            return run  # sealed at a collector's stop: these spans continue it, under its session
         if existing is not None and existing.session_id != run_id:
             if existing.capture_status != CaptureStatus.RECORDING.value:
                 self._remember_sealed(trace_id)
-            self._reject(result, len(spans), RejectReason.SEALED,
+            self._report.reject(result, len(spans), RejectReason.SEALED,
                          f"run {run_id} is already recorded under the session another span of it named; "
                          "these spans of it named none", detail=RuntimeError(f"in {existing.path}"))
             return None
@@ -305,153 +365,37 @@ class BundleSink:
                 session_derived=session_derived,
             )
         except RunSealedError as exc:
+            if exc.path is not None and (run := self._reopen(trace_id, exc.path, now)) is not None:
+                return run
             self._remember_sealed(trace_id)
             message = f"run {run_id} is already sealed; a sealed bundle never changes"
-            self._reject(result, len(spans), RejectReason.SEALED, message, detail=exc)
+            self._report.reject(result, len(spans), RejectReason.SEALED, message, detail=exc)
             self._reject_waiting(trace_id)
             return None
         except RunLockedError as exc:
             message = f"run {run_id} is held by another writer (one writer per run); route each trace to one collector"
-            self._reject(result, len(spans), RejectReason.LOCKED, message, detail=exc)
+            self._report.reject(result, len(spans), RejectReason.LOCKED, message, detail=exc)
             return None
         except UnsafePathError as exc:
             message = f"run {run_id}: its bundle directory is not a plain directory under the bundle root"
-            self._reject(result, len(spans), RejectReason.INVALID_ID, message, detail=exc)
+            self._report.reject(result, len(spans), RejectReason.INVALID_ID, message, detail=exc)
             return None
         except WriterClosedError as exc:
-            raise Overloaded(str(exc)) from None
+            raise Overloaded(str(exc), RetryReason.CLOSING) from None
         except OSError as exc:
+            retry = _RETRYABLE_ERRNOS.get(exc.errno)
+            if retry is not None:  # nothing of the request is taken: the client's retry lands it
+                raise Overloaded(f"cannot open the bundle of run {run_id} now ({os.strerror(exc.errno)}); retry later",
+                                 retry) from None
             reason = os.strerror(exc.errno) if exc.errno else type(exc).__name__
             message = f"cannot open the bundle of run {run_id}: {reason}"
-            self._reject(result, len(spans), RejectReason.IO_ERROR, message, detail=exc)
+            self._report.reject(result, len(spans), RejectReason.IO_ERROR, message, detail=exc)
             return None
         run = self._runs[trace_id] = OpenRun(recorder, now, agents=agents, agent=identity.agent)
         run.session_derived = session_derived
         return run
 
-    # -- journaling (``run.lock`` held) -----------------------------------------------------
-
-    def _append(
-        self, run: OpenRun, spans: list[SpanView], log_events: dict[int, list[SpanEventData]], result: SubmitResult
-    ) -> None:
-        """Journal ``spans`` (one trace's, of one request), each with the log events that waited for
-        it; a span the run has journaled already (an exporter's retry) is accepted, not journaled again."""
-        # End order, as the app's SDK exported them: OTLP regroups a request's spans by scope, and a
-        # mapping may join a span to the children that ended before it.
-        spans.sort(key=attrgetter("end_time_ns"))
-        with run.lock:
-            journaled = run.journaled_spans
-            on_disk = run.resumed_records
-            fresh: dict[str, SpanView] = {}
-            repeats = 0
-            for span in spans:
-                span_hex = span.span_id_hex
-                if span_hex in journaled or span_hex in fresh:
-                    repeats += 1
-                elif on_disk and span_hex in on_disk and len(normalize_span(span)) <= on_disk[span_hex]:
-                    journaled.add(span_hex)  # whole in the journal a resumed run read back: a retry
-                    repeats += 1
-                else:
-                    fresh[span_hex] = span
-            if repeats and log_events:
-                self._drop_repeats_log_events(run, spans, fresh, log_events)
-            if fresh:
-                failure = self._journal_fresh(run, fresh, log_events)
-                if failure is not None:  # the request's repeats are answered with their first copies
-                    self._reject(result, len(spans), RejectReason.CAPTURE_STOPPED, f"run {run.recorder.run_id}: {failure}")
-                    if log_events:  # taken with their spans: not bundled either
-                        self._unmatched(sum(map(len, log_events.values())), f"run {run.recorder.run_id}: {failure}")
-                    return
-                journaled.update(fresh)
-            # Answered once the run's records so far are written (a repeat's first copy may be
-            # queued still: the retry of a request whose answer timed out), rejected with them.
-            result.appended.append((run.recorder, run.recorder.enqueued_seq, len(fresh), repeats))
-        result.accepted += len(fresh) + repeats
-        self.counters.add("bundled", len(fresh))
-        if repeats:
-            self.counters.add("duplicate_spans", repeats)
-        if log_events:
-            self.counters.add("log_events_bundled", sum(len(events) for events in log_events.values()))
-
-    def _journal_fresh(
-        self, run: OpenRun, fresh: dict[str, SpanView], log_events: dict[int, list[SpanEventData]]
-    ) -> str | None:
-        """Normalize and journal spans new to ``run`` (``run.lock`` held); why its capture refused
-        them, if it did."""
-        agents = run.agents
-        if agents is not None and not agents.settled:
-            agent = agents.add(fresh.values())
-            if agent is not None and agent != run.agent:
-                self._name_agent(run, agent)
-        parents = run.tree.parents
-        for span_hex, span in fresh.items():
-            parent = span.parent_span_id
-            parents[span_hex] = f"{parent:016x}" if parent is not None else None
-            if parent is None:
-                run.root_seen = True
-                run.root_status = "error" if span.status_code == "error" else "ok"
-        now = self._clock()
-        normalize = run.joins.normalize
-        normalized = [
-            (span_hex, normalize(span, span_hex, log_events.get(span.span_id) if log_events else None, now))
-            for span_hex, span in fresh.items()
-        ]
-        failure = run.journal(run.tree.order(normalized), self.redactor)
-        if failure is None:
-            run.last_activity = now
-        return failure
-
-    def _drop_repeats_log_events(
-        self, run: OpenRun, spans: list[SpanView], fresh: dict[str, SpanView], log_events: dict[int, list[SpanEventData]]
-    ) -> None:
-        """Log events that waited for a span ``run`` journaled before have no record to join any
-        more: counted unmatched, never dropped silently (a span repeated within the request keeps
-        them for its first copy)."""
-        waited = sum(len(log_events.pop(span.span_id, ())) for span in spans if span.span_id_hex not in fresh)
-        if waited:
-            self._unmatched(waited, f"their span was journaled already in run {run.recorder.run_id} (a retried export)")
-
-    def _name_agent(self, run: OpenRun, agent: str) -> None:
-        """Give ``run``'s ``run.json`` the agent a span that came after its open named (``run.lock``
-        held); a failure is logged, and the run records on without it."""
-        run.agent = agent
-        try:
-            self.writer.name_agent(run.recorder, agent)
-        except (OSError, ValueError) as exc:
-            logger.warning("could not name the agent of run %s in its run.json: %s", log_id(run.recorder.run_id), exc)
-
-    def _journal_late_logs(self, run: OpenRun, *, settled_before: float) -> None:
-        """Journal the messages of log events that came after their span and were quiet since
-        ``settled_before`` (``run.lock`` held)."""
-        fresh_by_span, count = run.joins.settled(settled_before)
-        if not count:
-            return
-        events = run.tree.order(fresh_by_span)
-        failure = run.journal(events, self.redactor) if events else None
-        if failure is not None:
-            self._unmatched(count, f"run {run.recorder.run_id}: {failure}")
-        else:
-            self.counters.add("log_events_bundled", count)
-
     # -- rejecting and counting ------------------------------------------------------------
-
-    def _reject(
-        self,
-        result: SubmitResult,
-        count: int,
-        reason: RejectReason,
-        message: str,
-        *,
-        what: str = "span",
-        detail: Exception | None = None,
-    ) -> None:
-        """Count and report a rejection: ``message`` goes to the client, ``detail`` to the log only,
-        as its type and errno name (an exception's text names paths, which hold session ids)."""
-        result.reject(count, reason, message)
-        self.counters.add("rejected" if what == "span" else "log_records_rejected", count)
-        level = self._sealed_level if reason is RejectReason.SEALED else logging.WARNING
-        logger.log(level, "rejected %d %s(s) (%s): %s%s", count, what, reason.value, message,
-                   f" ({_kind_of(detail)})" if detail else "")
 
     def _hold_log_events(
         self, result: SubmitResult, trace_id: int, span_id: int, events: list[SpanEventData], now: float
@@ -460,12 +404,12 @@ class BundleSink:
         count them unmatched over the bound (``_lock`` held)."""
         if trace_id in self._sealed:
             message = f"run {run_id_from_trace_id(trace_id)} is already sealed"
-            self._reject(result, len(events), RejectReason.SEALED, message, what="log record")
+            self._report.reject(result, len(events), RejectReason.SEALED, message, what="log record")
             return False
         result.accepted += len(events)
         if self._waiting_logs.hold(trace_id, span_id, events, now):
             return True
-        self._unmatched(len(events), f"{self._waiting_logs.count} already wait for their spans")
+        self._report.unmatched(len(events), f"{self._waiting_logs.count} already wait for their spans")
         return False
 
     def _reject_waiting(self, trace_id: int) -> None:
@@ -474,18 +418,13 @@ class BundleSink:
         spans = len(self._held.take(trace_id))
         if spans:
             self.counters.add("rejected", spans)
-            logger.log(self._sealed_level, "rejected %d held span(s) (sealed): run %s is already sealed", spans,
+            logger.log(self._report.sealed_level, "rejected %d held span(s) (sealed): run %s is already sealed", spans,
                        log_id(run_id_from_trace_id(trace_id)))
         count = self._waiting_logs.drop(trace_id)
         if count:
             self.counters.add("log_records_rejected", count)
-            logger.log(self._sealed_level, "rejected %d log record(s) (sealed): run %s is already sealed", count,
+            logger.log(self._report.sealed_level, "rejected %d log record(s) (sealed): run %s is already sealed", count,
                        log_id(run_id_from_trace_id(trace_id)))
-
-    def _unmatched(self, count: int, why: str) -> None:
-        """Log, then count (whoever sees the count sees the warning too)."""
-        logger.warning("%d GenAI log event(s) not bundled: %s", count, why)
-        self.counters.add("log_events_unmatched", count)
 
     def _expire_waiting(
         self, is_expired: Callable[[float], bool], logs_expired: Callable[[float], bool], now: float
@@ -498,10 +437,15 @@ class BundleSink:
         their span are counted unmatched.
         """
         planned: list[_Planned] = []
-        for trace_id, spans in self._held.expire(is_expired):
+        for trace_id, first_seen, spans in self._held.expire(is_expired):
             run = None
             if self.derive_sessions:
-                run = self._derive(trace_id, spans, SubmitResult(), now)
+                try:
+                    run = self._derive(trace_id, spans, SubmitResult(), now)
+                except Overloaded as exc:  # out of disk or descriptors: they wait for the next tick
+                    self._held.restore(trace_id, first_seen, spans)
+                    logger.warning("trace %s still waits (held): %s", log_id(run_id_from_trace_id(trace_id)), exc)
+                    continue
             else:
                 self.counters.add("no_session", len(spans))
             if run is not None:
@@ -509,17 +453,34 @@ class BundleSink:
                 planned.append((run, spans, joined))
         count = self._waiting_logs.expire(logs_expired)
         if count:
-            self._unmatched(count, "they never met their span (not exported, or sent to another collector: "
+            self._report.unmatched(count, "they never met their span (not exported, or sent to another collector: "
                                    "route a trace's logs with its spans)")
         return planned
 
     def _journal_derived(self, planned: list[_Planned]) -> None:
         for run, spans, joined in planned:
             result = SubmitResult()
-            self._append(run, spans, joined, result)
+            self._journal.append(run, spans, joined, result)
             self.counters.add("runs_session_derived")
             logger.info("trace %s named no session within the hold: recorded as session %s",
                         log_id(run.recorder.run_id), log_id(run.recorder.session_id))
+
+    def _reopen(self, trace_id: int, path: Any, now: float) -> OpenRun | None:
+        """Reopen the run at ``path`` if a collector on this root sealed it at its stop (``restart``);
+        None when it is sealed for good (``_lock`` held)."""
+        try:
+            run = continued_run(self.writer, path, recorded_by=self.recorded_by, now=now)
+        except RunSealedError:
+            return None
+        except (RunLockedError, UnsafePathError, ValueError, OSError) as exc:
+            logger.warning("could not reopen %s (%s): its spans are rejected", log_id(run_id_from_trace_id(trace_id)),
+                           kind_of(exc))
+            return None
+        self._runs[trace_id] = run
+        self.counters.add("runs_reopened")
+        logger.warning("reopened run %s, sealed interrupted at a collector's stop: a span of it came after the restart",
+                       log_id(run.recorder.run_id))
+        return run
 
     def _remember_sealed(self, trace_id: int) -> None:
         self._sealed[trace_id] = None
@@ -531,8 +492,9 @@ class BundleSink:
     def resume_orphans(self, runs: Iterable[RunInfo]) -> int:
         """Reopen runs a previous collector left ``recording`` (crashed; their lock is free).
 
-        Each continues when spans of its trace arrive, and is otherwise sealed ``interrupted`` once
-        quiet for ``seal_after_s`` — never left ``recording`` for good. A run another live writer
+        Each continues when spans of its trace arrive, and is sealed by the rules of a run that saw
+        no restart, its quiet time counted from now: ``seal_after_s`` once its root came, else
+        ``seal_rootless_after_s`` (as interrupted) — never left ``recording`` for good. A run another live writer
         holds is left to it. Returns how many runs were resumed.
         """
         resumed = 0
@@ -540,22 +502,15 @@ class BundleSink:
             if info.capture_status != CaptureStatus.RECORDING.value or info.recorded_by != self.recorded_by:
                 continue  # sealed, or another recorder's (an in-process journal keeps its own seq order)
             try:
-                recorder = self.writer.open_run(session_id=info.session_id, run_id=info.run_id, kind=info.kind,
-                                                eval_id=info.eval_id)
+                run = continued_run(self.writer, info.path, recorded_by=self.recorded_by, now=self._clock())
             except (RunLockedError, RunSealedError, UnsafePathError, ValueError, OSError) as exc:
                 logger.info("left %s as it is: %s", info.path, exc)
                 continue
-            records = read_bundle(info.path).events
-            run = OpenRun(recorder, self._clock(), resumed=True, latest_ns=latest_at_ns(records),
-                          agents=None if info.agent else genai.RunAgent())  # named before: kept
-            # Its root came before the restart: the seal adds no second (``interrupted``) ending.
-            run.finished = run.root_seen = any(record.get("type") == _RUN_FINISHED for record in records)
-            run.resumed_records = Counter(span_id for record in records if isinstance(span_id := record.get("span_id"), str))
             with self._lock:
                 self._runs[uuid.UUID(info.run_id.removeprefix("run-")).int] = run
             resumed += 1
             logger.warning("resumed %s, left recording by a previous process (%d bytes of a torn line cut)",
-                           info.path, recorder.recovered_torn_bytes)
+                           info.path, run.recorder.recovered_torn_bytes)
         return resumed
 
     def seal_quiet_runs(self) -> int:
@@ -581,7 +536,7 @@ class BundleSink:
         for run in joining:
             with run.lock:
                 if not run.closed:
-                    self._journal_late_logs(run, settled_before=settled_before)
+                    self._journal.late_logs(run, settled_before=settled_before)
         for run in runs:
             self._seal(run, reason=ROOT_SPAN_MISSING)
         return len(runs)
@@ -608,7 +563,7 @@ class BundleSink:
         with run.lock:
             run.closed = True
             if run.joins.has_late:
-                self._journal_late_logs(run, settled_before=float("inf"))
+                self._journal.late_logs(run, settled_before=float("inf"))
             status = run.seal(interrupted=not run.root_seen, reason=reason)
         self.counters.add("runs_sealed")
         if logger.isEnabledFor(logging.INFO):  # its arguments cost a bundle more than the check
@@ -619,8 +574,3 @@ class BundleSink:
         with self._lock:
             return len(self._runs)
 
-
-def _kind_of(exc: Exception) -> str:
-    """An exception for a log line: its type and errno name, never its text."""
-    code = getattr(exc, "errno", None)
-    return f"{type(exc).__name__} {errno.errorcode.get(code, code)}" if isinstance(code, int) else type(exc).__name__

@@ -204,6 +204,14 @@ def write_new_file(path: str | Path, data: bytes) -> None:
         os.close(fd)
 
 
+def make_empty_file(path: str) -> None:
+    """Create the empty file ``path`` (0600) without keeping a descriptor: one ``mknod``."""
+    try:
+        os.mknod(path, stat.S_IFREG | FILE_MODE)
+    except PermissionError:  # a file system or sandbox that refuses mknod
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+
+
 def count_complete_lines(fd: int) -> int:
     count = 0
     offset = 0

@@ -26,26 +26,15 @@ record, ``capture.json`` says ``"resequenced": true`` so a live follower knows i
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import functools
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from otel_session.core import layout
-from otel_session.bundle.files import (
-    FILE_MODE,
-    count_complete_lines,
-    unlink_quietly,
-    write_fully,
-    write_json_atomic,
-)
+from otel_session.bundle.files import count_complete_lines, write_json_atomic, write_temporary
 from otel_session.core.journal import (
     CAPTURE_SCHEMA,
     CaptureStatus,
@@ -59,6 +48,20 @@ from otel_session.core.journal import (
     stamp_lines,
 )
 from otel_session.core.log import get_logger
+from otel_session.bundle.recording import (
+    AppendResult,
+    CaptureFailure,
+    FailureCode,
+    RecordHead,
+    RunLockedError,
+    RunSealedError,
+    WriterClosedError,
+    WriterLimits,
+    WriterLoop,
+    Written,
+    failure_code_for,
+    now_ns,
+)
 
 if TYPE_CHECKING:
     from otel_session.normalize import JournalEvent
@@ -79,111 +82,6 @@ __all__ = [
 logger = get_logger(__name__)
 
 
-class AppendResult(Enum):
-    """What became of one record handed to :meth:`RunRecorder.append`."""
-
-    ACCEPTED = "accepted"
-    """Queued; the writer thread will append it."""
-    CAPTURE_STOPPED = "capture_stopped"
-    """Refused: the run's capture is closed or failed (see ``RunRecorder.failure``)."""
-
-
-class FailureCode(str, Enum):
-    """``capture.json`` failure codes; each names the bound or error that stopped a capture."""
-
-    QUEUE_RECORDS_EXCEEDED = "queue_records_exceeded"
-    QUEUE_BYTES_EXCEEDED = "queue_bytes_exceeded"
-    EVENT_TOO_LARGE = "event_too_large"
-    DISK_FULL = "disk_full"
-    PERMISSION_DENIED = "permission_denied"
-    IO_ERROR = "io_error"
-    WRITER_SHUTDOWN = "writer_shutdown"
-
-
-class WriterClosedError(RuntimeError):
-    """The writer was shut down; no run can be opened."""
-
-
-class RunLockedError(RuntimeError):
-    """Another writer (this or another process) holds the run directory."""
-
-
-class RunSealedError(RuntimeError):
-    """The run's capture is already terminal; its bundle never changes again."""
-
-
-@dataclass(frozen=True)
-class WriterLimits:
-    """Batching and bounds. The defaults are the ones SPEC §5.4 gives."""
-
-    flush_interval_s: float = 0.025
-    batch_records: int = 256
-    batch_bytes: int = 256 * 1024
-    max_queue_records: int = 8192
-    max_queue_bytes: int = 16 * 1024 * 1024
-    max_event_bytes: int = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class CaptureFailure:
-    failed_at: str
-    code: FailureCode
-    message: str
-
-    def as_json(self) -> dict[str, str]:
-        return {"failed_at": self.failed_at, "code": self.code.value, "message": self.message}
-
-
-
-
-class RecordHead:
-    """A record's fields that stay the same across many records (type, ids, turn), encoded once."""
-
-    __slots__ = ("type", "correlation", "encoded")
-
-    def __init__(self, event_type: str, correlation: tuple[Any, ...], encoded: bytes) -> None:
-        self.type = event_type
-        self.correlation = correlation
-        """``(turn_index, message_id, tool_call_id, trace_id, span_id)``, as ``RunRecorder._whole`` takes them."""
-        self.encoded = encoded
-
-
-class Written(Enum):
-    """Where records handed to a recorder are (:meth:`RunRecorder.written`)."""
-
-    WRITTEN = "written"
-    """In the journal file: written to the OS, so a kill -9 of this process keeps them."""
-    QUEUED = "queued"
-    """Still in memory, waiting for the writer thread."""
-    LOST = "lost"
-    """The capture stopped (I/O error, bound) before they were written: they never will be."""
-
-
-class WriterLoop(Protocol):
-    """What a recorder needs from its ``BundleWriter``."""
-
-    limits: WriterLimits
-
-    def schedule(self, recorder: RunRecorder, *, urgent: bool) -> None: ...
-
-    def forget(self, recorder: RunRecorder) -> None: ...
-
-    def _write(self, fd: int, data: memoryview) -> int: ...
-
-
-def failure_code_for(error: OSError) -> FailureCode:
-    if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return FailureCode.DISK_FULL
-    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return FailureCode.PERMISSION_DENIED
-    return FailureCode.IO_ERROR
-
-
-def now_ns() -> int:
-    return time.time_ns()
-
-
-
 class RunRecorder:
     """The recording of one run. ``append`` is safe from any thread and never waits for disk."""
 
@@ -192,7 +90,6 @@ class RunRecorder:
         writer: WriterLoop,
         path: str | Path,
         manifest: dict[str, Any],
-        events_fd: int,
         next_seq: int,
         recovered_torn_bytes: int,
         *,
@@ -207,9 +104,11 @@ class RunRecorder:
         """Bytes of a torn final line cut when this run was reopened after a crash (0 if none)."""
         self._writer = writer
         self._limits = writer.limits
-        self._events_fd = events_fd
+        self.journal_path = f"{self.directory}/{layout.EVENTS_FILE}"
+        self._events_fd = -1
+        """The journal while the writer keeps it open (``claims.JournalFiles``), else -1: no
+        descriptor per open run; the one-writer lock is the writer's (``claims``)."""
         self._heads = HeadEncoder(self.session_id, self.run_id)
-        """The journal, appended to; its ``flock`` is the run's one-writer lock."""
         self._lines_on_disk: int | None = 0 if created else None
         """Lines the journal holds when this process made it (None: count them at seal)."""
         self.created = created
@@ -475,10 +374,9 @@ class RunRecorder:
         self._pending_bytes = 0
         self._sealed = True  # nothing to wait for here
         self._sealed_event = None
-        try:
-            os.close(self._events_fd)  # the child's copy; the parent keeps its descriptor and its flock
-        except OSError:
-            pass  # already closed in this process
+        fd, self._events_fd = self._events_fd, -1
+        if fd >= 0:
+            os.close(fd)  # the child's copy; the parent keeps its own
 
     @property
     def failure(self) -> CaptureFailure | None:
@@ -493,6 +391,11 @@ class RunRecorder:
     def queued_records(self) -> int:
         """Records enqueued and not yet handed to the writer thread (for back-pressure)."""
         return len(self._pending)
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of the records enqueued and not yet handed to the writer thread."""
+        return self._pending_bytes
 
     @property
     def enqueued_seq(self) -> int:
@@ -581,14 +484,15 @@ class RunRecorder:
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
+        fd = self._writer.journal_fd(self)
         while view:
-            written = self._writer._write(self._events_fd, view)
+            written = self._writer._write(fd, view)
             view = view[written:]
 
-    def _rewrite_aside(self, tmp_path: str) -> tuple[int, int] | None:
+    def _rewrite_aside(self, tmp_path: str) -> int | None:
         """Write the journal's records sorted by the ``reorder`` key, ``seq`` renumbered, to ``tmp_path``
-        (unsynced: the group seal syncs and renames it, ``otel_session.bundle.seal``); its descriptor (locked,
-        the run's lock once it is the journal) and line count, or None when there is nothing to rewrite.
+        (unsynced: the group seal syncs and renames it, ``otel_session.bundle.seal``); its line
+        count, or None when there is nothing to rewrite.
 
         Not asked, a capture that failed, or a journal already in that order (numbered 1…N): None.
         Lines that do not decode (a torn tail cut at reopen never gets here) keep their relative
@@ -615,31 +519,24 @@ class RunRecorder:
                 record["seq"] = seq
                 chunks.append(encode_record(record))
             chunks.extend(undecodable)
-            new_fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-            try:
-                fcntl.flock(new_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                os.fchmod(new_fd, FILE_MODE)
-                write_fully(new_fd, b"".join(chunks))
-            except BaseException:
-                os.close(new_fd)
-                unlink_quietly(tmp_path)
-                raise
+            os.close(write_temporary(tmp_path, b"".join(chunks)))
         except Exception:  # noqa: BLE001 - a bad key or I/O error keeps the appended journal
             logger.exception("could not rewrite %s in order; it stays in append order", events_path)
             return None
-        return new_fd, len(chunks)
+        return len(chunks)
 
-    def _adopt_journal(self, fd: int, lines: int) -> None:
-        """The rewritten journal replaced the appended one: append no more to the old file."""
-        os.close(self._events_fd)
-        self._events_fd = fd
+    def _adopt_journal(self, lines: int) -> None:
+        """The rewritten journal replaced the appended one: the old file's descriptor goes."""
+        self._writer.close_journal(self)
         self._lines_on_disk = lines
 
     def _terminal_capture(self, lines: int | None, *, resequenced: bool) -> dict[str, Any]:
         """The terminal ``capture.json``: status from the failure (if any), ``lines`` counted (None:
         the journal as appended), the caller's extras, ``resequenced`` when the rewrite moved records."""
         if lines is None:
-            lines = self._lines_on_disk if self._lines_on_disk is not None else count_complete_lines(self._events_fd)
+            lines = self._lines_on_disk
+            if lines is None:
+                lines = count_complete_lines(self._writer.journal_fd(self))
         capture: dict[str, Any] = {
             "schema": CAPTURE_SCHEMA,
             "status": CaptureStatus.FAILED.value if self._failure else CaptureStatus.COMPLETE.value,
@@ -659,11 +556,10 @@ class RunRecorder:
     def _end_seal(self) -> None:
         """The terminal capture is durable (or could not be written, logged): release the run."""
         try:
-            os.close(self._events_fd)  # releases the run's lock
+            self._writer.forget(self)  # its journal closed, its owner mark gone
         finally:
             with self._lock:
                 self._sealed = True
                 event = self._sealed_event
             if event is not None:
                 event.set()
-            self._writer.forget(self)

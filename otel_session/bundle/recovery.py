@@ -3,6 +3,7 @@
 Contract::
 
     check_recording(path)                   # raises RunSealedError unless the capture is ``recording``
+    cut_last_record(events_path, matches) -> bool   # a recorder's own ending, cut to continue the run
     next_seq, torn = recover_journal(events_path)   # cut a torn final line of a journal being continued
     remove_seal_leftovers(path) -> int      # temporaries of a seal (or a run.json) a crash interrupted (lock held)
     remove_abandoned_builds(root) -> int    # half-made bundles of dead processes
@@ -16,8 +17,9 @@ import atexit
 import os
 import shutil
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 
@@ -28,7 +30,7 @@ from otel_session.bundle.files import process_alive
 from otel_session.bundle.recorder import RunSealedError
 
 __all__ = [
-    "check_recording", "recover_journal", "remove_abandoned_builds", "remove_seal_leftovers", "restart_in_forked_children",
+    "check_recording", "cut_last_record", "last_record", "recover_journal", "remove_abandoned_builds", "remove_seal_leftovers", "restart_in_forked_children",
     "weak_atexit",
 ]
 
@@ -64,7 +66,7 @@ def check_recording(path: Path) -> None:
     except (OSError, orjson.JSONDecodeError, AttributeError):
         status = None
     if status != CaptureStatus.RECORDING.value:
-        raise RunSealedError(f"capture of {path} is {status or 'missing'}; a sealed bundle never changes")
+        raise RunSealedError(f"capture of {path} is {status or 'missing'}; a sealed bundle never changes", path)
 
 
 def remove_seal_leftovers(path: Path) -> int:
@@ -81,6 +83,35 @@ def remove_seal_leftovers(path: Path) -> int:
             continue
         removed += 1
     return removed
+
+
+def last_record(events_path: Path) -> tuple[dict[str, Any] | None, int]:
+    """The journal's last complete record (None if none, or it does not decode) and its line's offset."""
+    with open(events_path, "rb") as journal:
+        size = journal.seek(0, os.SEEK_END)
+        start = max(0, size - (1 << 20))
+        journal.seek(start)
+        tail = journal.read()
+    end = tail.rfind(b"\n") + 1
+    if end == 0:
+        return None, 0
+    begin = tail.rfind(b"\n", 0, end - 1) + 1
+    if begin == 0 and start > 0:
+        return None, 0  # a last line over 1 MiB: not an ending a recorder wrote
+    try:
+        return decode_line(tail[begin:end]), start + begin
+    except ValueError:
+        return None, 0
+
+
+def cut_last_record(events_path: Path, matches: Callable[[dict[str, Any]], bool]) -> bool:
+    """Cut the journal's last record if ``matches`` accepts it (its recorder's own ending, written
+    again when the run really ends); whether it did. Call it holding the run's claim."""
+    record, offset = last_record(events_path)
+    if record is None or not matches(record):
+        return False
+    os.truncate(events_path, offset)
+    return True
 
 
 def recover_journal(events_path: Path) -> tuple[int, int]:

@@ -61,11 +61,11 @@ class SealPlan:
     capture_tmp: str = ""
     device: int = -1
     """The file system the bundle is on (``st_dev``; -1 until a sync asks)."""
-    journal_fd: int = -1
-    """The journal rewritten in order (``Reorder.RESEQUENCED``), at ``journal_tmp``; -1 if none."""
+    journal_rewritten: bool = False
+    """The journal rewritten in order is at ``journal_tmp``."""
     journal_lines: int = 0
-    capture_fd: int = -1
-    """The terminal capture at ``capture_tmp``; -1 when it could not be written aside (finish alone)."""
+    capture_written: bool = False
+    """The terminal capture is at ``capture_tmp`` (False: it could not be written aside; finish alone)."""
     capture: dict[str, Any] = field(default_factory=dict)
     resequenced: bool = False
     """The rewritten journal replaced the appended one."""
@@ -91,12 +91,13 @@ class SealPlan:
             directory = directory.parent
         return found
 
-    def synced_fds(self) -> list[int]:
-        """The descriptors whose bytes this member's seal makes durable."""
-        fds = [self.journal_fd if self.journal_fd >= 0 else self.recorder._events_fd]
-        if self.capture_fd >= 0:
-            fds.append(self.capture_fd)
-        return fds
+    def synced_paths(self) -> list[str]:
+        """The files whose bytes this member's seal makes durable (by path: a sealing group holds
+        no descriptor per member)."""
+        paths = [self.journal_tmp if self.journal_rewritten else self.recorder.journal_path]
+        if self.capture_written:
+            paths.append(self.capture_tmp)
+        return paths
 
 
 class SealSync(Protocol):
@@ -153,12 +154,15 @@ class SyncFs:
     def files(self, plans: Sequence[SealPlan]) -> None:
         devices: set[int] = set()
         for plan in plans:
-            fd = plan.recorder._events_fd
             if plan.device < 0:
-                plan.device = os.fstat(fd).st_dev
+                plan.device = os.stat(plan.directory).st_dev
             if plan.device not in devices:
                 devices.add(plan.device)
-                self._syncfs(fd)
+                fd = os.open(plan.directory, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    self._syncfs(fd)
+                finally:
+                    os.close(fd)
 
     renames = files
 
@@ -179,7 +183,7 @@ class FsyncEach:
     def files(self, plans: Sequence[SealPlan]) -> None:
         jobs: list[Callable[[], None]] = []
         for plan in plans:
-            jobs += [functools.partial(self._fsync, fd) for fd in plan.synced_fds()]
+            jobs += [functools.partial(self._fsync_path, path) for path in plan.synced_paths()]
             jobs.append(functools.partial(self._fsync_path, f"{plan.directory}/{layout.RUN_FILE}"))
         self._all(jobs)
         self._all([functools.partial(self._fsync_path, directory)
@@ -267,7 +271,7 @@ def _seal_group(plans: list[SealPlan], sync: SealSync, pool: CapturePool) -> Non
         return
     renamed = []
     for plan in plans:
-        if plan.capture_fd < 0:
+        if not plan.capture_written:
             _finish_alone(plan)
         elif _rename(plan, pool):
             renamed.append(plan)
@@ -292,10 +296,11 @@ def _plan(recorder: RunRecorder, root: Path, suffix: str) -> SealPlan:
     plan = SealPlan(recorder, root, directory, f"{directory}/.{layout.CAPTURE_FILE}{suffix}")
     rewritten = recorder._rewrite_aside(plan.journal_tmp)
     if rewritten is not None:
-        plan.journal_fd, plan.journal_lines = rewritten
-    plan.capture = recorder._terminal_capture(plan.journal_lines if rewritten else None, resequenced=bool(rewritten))
+        plan.journal_rewritten, plan.journal_lines = True, rewritten
+    plan.capture = recorder._terminal_capture(rewritten, resequenced=rewritten is not None)
     try:
-        plan.capture_fd = write_temporary(plan.capture_tmp, json_document(plan.capture))
+        os.close(write_temporary(plan.capture_tmp, json_document(plan.capture)))
+        plan.capture_written = True
     except OSError as exc:
         logger.warning("could not write the terminal capture of %s aside (%s); it is rewritten in place",
                        plan.path, exc)
@@ -307,7 +312,7 @@ def _plan(recorder: RunRecorder, root: Path, suffix: str) -> SealPlan:
 def _rename(plan: SealPlan, pool: CapturePool) -> bool:
     """Put the member's rewritten journal and terminal capture in place; False if it finished alone."""
     recorder = plan.recorder
-    if plan.journal_fd >= 0:
+    if plan.journal_rewritten:
         try:
             os.replace(plan.journal_tmp, f"{plan.directory}/{layout.EVENTS_FILE}")
         except OSError as exc:
@@ -318,11 +323,10 @@ def _rename(plan: SealPlan, pool: CapturePool) -> bool:
             plan.capture = recorder._terminal_capture(None, resequenced=False)
             _finish_alone(plan)
             return False
-        recorder._adopt_journal(plan.journal_fd, plan.journal_lines)
-        plan.journal_fd = -1
+        recorder._adopt_journal(plan.journal_lines)
+        plan.journal_rewritten = False
         plan.resequenced = True
-    os.close(plan.capture_fd)
-    plan.capture_fd = -1
+    plan.capture_written = False  # renamed below, or removed on failure
     capture = f"{plan.directory}/{layout.CAPTURE_FILE}"
     kept = pool.keep(capture) if recorder.created else None  # the rename then frees no inode
     try:
@@ -358,14 +362,12 @@ def _fail_all(plans: Sequence[SealPlan], error: OSError, message: str) -> None:
 
 
 def _drop_journal_tmp(plan: SealPlan) -> None:
-    if plan.journal_fd >= 0:
-        os.close(plan.journal_fd)
-        plan.journal_fd = -1
+    if plan.journal_rewritten:
+        plan.journal_rewritten = False
         unlink_quietly(plan.journal_tmp)
 
 
 def _drop_capture_tmp(plan: SealPlan) -> None:
-    if plan.capture_fd >= 0:
-        os.close(plan.capture_fd)
-        plan.capture_fd = -1
+    if plan.capture_written:
+        plan.capture_written = False
         unlink_quietly(plan.capture_tmp)

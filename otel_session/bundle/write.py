@@ -32,8 +32,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,10 +39,12 @@ import orjson
 
 from otel_session.core import layout
 from otel_session.bundle.capture_pool import CapturePool
+from otel_session.bundle.claims import JournalFiles, WriterClaims, release
 from otel_session.bundle.files import (
     DIR_MODE,
     FILE_MODE,
     json_document,
+    make_empty_file,
     make_private_dir,
     make_private_dirs,
     require_real_dir,
@@ -63,10 +63,13 @@ from otel_session.bundle.recorder import (
     WriterLimits,
     Written,
 )
+from otel_session.bundle.recording import WaitResult, WaitStatus
 from otel_session.redact import Redactor
 from otel_session.bundle.seal import SealSync, seal_sync_from_env, seal_together
 from otel_session.bundle.recovery import (
     check_recording,
+    cut_last_record,
+    last_record,
     recover_journal,
     remove_abandoned_builds,
     remove_seal_leftovers,
@@ -111,21 +114,6 @@ def _check_text(name: str, value: Any) -> None:
     message names the field, never its value (an id may be personal data, and a caller may log it)."""
     if isinstance(value, str) and value.encode("utf-8", "replace").decode("utf-8") != value:
         raise ValueError(f"{name} is not valid Unicode text (it holds a lone surrogate)")
-
-
-class WaitStatus(Enum):
-    """How :meth:`BundleWriter.wait_written` ended."""
-
-    WRITTEN = "written"
-    LOST = "lost"
-    """Some recorders' captures stopped before their records were written (``WaitResult.lost``)."""
-    TIMED_OUT = "timed_out"
-
-
-@dataclass(frozen=True)
-class WaitResult:
-    status: WaitStatus
-    lost: list[RunRecorder] = field(default_factory=list)
 
 
 class RunHooks(Protocol):
@@ -175,6 +163,10 @@ class BundleWriter:
         self._root_name = os.fspath(self.root)
         self._captures = CapturePool(self._root_name)
         """Spare ``recording`` capture inodes: seals keep them, opens reuse them (``capture_pool``)."""
+        self._claims = WriterClaims(self._root_name)
+        """This writer's lock and its runs' owner marks: one writer per run (``claims``)."""
+        self._journals = JournalFiles()
+        """The journals the writer thread keeps open, a bounded few: no descriptor per open run."""
         self._known_dirs: set[str] = set()
         """Session directories made or checked already (under ``_open_lock``)."""
         self._stored_ids: dict[str, str] = {}
@@ -205,6 +197,9 @@ class BundleWriter:
         self._urgent = self._busy = self._stopping = False
         self._captures.abandon()  # the parent's: its spares and its lock stay the parent's
         self._captures = CapturePool(self._root_name)
+        self._claims.abandon()  # the parent's lock: its runs stay the parent's
+        self._claims = WriterClaims(self._root_name)
+        self._journals = JournalFiles(self._journals.limit)
         inherited, self._open_runs = list(self._open_runs.values()), {}
         for recorder in inherited:
             recorder._disown_after_fork()
@@ -260,6 +255,53 @@ class BundleWriter:
             self._open_runs[run_id] = recorder
         if self._hooks is not None:
             self._opened.append((recorder.directory, recorder.manifest))
+        return recorder
+
+    def continue_run(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        ending: Callable[[dict[str, Any]], bool],
+        reopenable: Callable[[dict[str, Any], dict[str, Any]], bool],
+    ) -> RunRecorder:
+        """Continue the bundle at ``path`` as its own recorder: one left ``recording`` (a crash), or
+        one sealed that ``reopenable(manifest, capture)`` accepts (the recorder ended it itself, at
+        its stop: its capture goes back to ``recording``, ``"reopened"`` counting how often). A last
+        record ``ending`` accepts (that recorder-written ending) is cut: the run's real ending comes later.
+
+        Raises ``RunSealedError`` for a sealed bundle ``reopenable`` refuses (nothing changed), and
+        what :meth:`open_run` raises for an existing bundle.
+        """
+        path = Path(path)
+        events_path = path / layout.EVENTS_FILE
+        with self._open_lock:
+            if self._closed:
+                raise WriterClosedError("the bundle writer was shut down")
+            require_real_dir(path)
+            manifest = orjson.loads((path / layout.RUN_FILE).read_bytes())
+            if manifest.get("run_id") in self._open_runs:
+                raise RunLockedError(f"run {manifest.get('run_id')} is already open in this writer")
+            capture_path = path / layout.CAPTURE_FILE
+            capture = orjson.loads(capture_path.read_bytes())
+            if capture.get("status") != CaptureStatus.RECORDING.value:
+                last, _ = last_record(events_path)
+                if (capture.get("status") != CaptureStatus.COMPLETE.value or not reopenable(manifest, capture)
+                        or last is None or not ending(last)):
+                    raise RunSealedError(f"capture of {path} is {capture.get('status')}; not reopened", path)
+                events_fd = os.open(events_path, os.O_RDWR | os.O_APPEND)
+                try:
+                    try:
+                        fcntl.flock(events_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        raise RunLockedError(f"another writer holds {path}; one writer per run") from None
+                    self._claims.claim(os.fspath(path))
+                    reopened = {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0,
+                                "reopened": int(capture.get("reopened", 0)) + 1}
+                    write_json_atomic(capture_path, reopened, sync=False)  # the seal makes it durable
+                finally:
+                    os.close(events_fd)
+            recorder = self._continue_run(path, cut=ending)
+            self._open_runs[recorder.run_id] = recorder
         return recorder
 
     def name_agent(self, recorder: RunRecorder, agent: str) -> bool:
@@ -333,24 +375,20 @@ class BundleWriter:
             self._known_dirs.discard(directory)
             self._ensure_private_dir(directory)
             os.mkdir(building, DIR_MODE)
-        events_fd = -1
         try:
-            events_fd = os.open(f"{building}/{layout.EVENTS_FILE}", os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL,
-                                FILE_MODE)
-            fcntl.flock(events_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            make_empty_file(f"{building}/{layout.EVENTS_FILE}")  # opened by the writer thread when it appends
+            self._claims.mark(building)
             write_new_file(f"{building}/{layout.RUN_FILE}", json_document(manifest))
             capture = f"{building}/{layout.CAPTURE_FILE}"
             if not self._captures.take(capture):
                 write_new_file(capture, _RECORDING_DOCUMENT)
             os.rename(building, path)
         except BaseException as exc:
-            if events_fd >= 0:
-                os.close(events_fd)
             shutil.rmtree(building, ignore_errors=True)
             if isinstance(exc, OSError) and exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
                 return None  # the run exists: continue it, or be refused (lock, seal, symlink)
             raise
-        return RunRecorder(self, path, manifest, events_fd, 1, 0, created=True)
+        return RunRecorder(self, path, manifest, 1, 0, created=True)
 
     def _ensure_private_dir(self, directory: str) -> None:
         """Make ``directory`` (0700) unless it exists; refuse a symlink or a file in its place, or on the way.
@@ -376,8 +414,11 @@ class BundleWriter:
             known.clear()
         known.update((parent, directory))
 
-    def _continue_run(self, path: Path) -> RunRecorder:
-        """Take over an existing bundle that is still ``recording`` (left by a crashed writer)."""
+    def _continue_run(self, path: Path, *, cut: Callable[[dict[str, Any]], bool] | None = None) -> RunRecorder:
+        """Take over an existing bundle that is still ``recording`` (left by a crashed writer).
+
+        The journal's ``flock`` is held for the claim only (``claims``): another claimer waits
+        its turn, and a live writer's mark in the bundle refuses this one."""
         require_real_dir(path)
         events_path = path / layout.EVENTS_FILE
         try:
@@ -391,15 +432,17 @@ class BundleWriter:
             except BlockingIOError:
                 raise RunLockedError(f"another writer holds {path} (an flock on {layout.EVENTS_FILE}); one writer per run") from None
             check_recording(path)
+            self._claims.claim(os.fspath(path))
             remove_seal_leftovers(path)
             manifest = orjson.loads((path / layout.RUN_FILE).read_bytes())
             next_seq, torn = recover_journal(events_path)
-        except BaseException:
-            os.close(events_fd)
-            raise
+            if cut is not None and cut_last_record(events_path, cut):
+                next_seq -= 1
+        finally:
+            os.close(events_fd)  # the claim is made: the mark is the lock from here
         if torn:
             logger.warning("reopened %s: cut a torn final line of %d bytes", path, torn)
-        return RunRecorder(self, path, manifest, events_fd, next_seq, torn, created=False)
+        return RunRecorder(self, path, manifest, next_seq, torn, created=False)
 
     def remove_abandoned_builds(self) -> int:
         """Delete bundles a dead process left half made under the root; how many (``recovery``)."""
@@ -468,7 +511,16 @@ class BundleWriter:
             self._captures.close()  # one still sealing keeps it: removed once this process is gone
             if self._hooks is not None:
                 self._hooks.close()
+            self._claims.close()  # runs still open keep a dead writer's mark: resumable
         atexit.unregister(self._atexit)
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes queued in every run's recorder, waiting for the writer thread (those of the pass
+        under way excepted): what the collector bounds by ``max_queued_bytes``."""
+        with self._cond:
+            dirty = list(self._dirty)
+        return sum(recorder.queued_bytes for recorder in dirty)
 
     @property
     def open_runs(self) -> list[RunRecorder]:
@@ -489,10 +541,22 @@ class BundleWriter:
             self._cond.notify()
 
     def forget(self, recorder: RunRecorder) -> None:
-        """A sealed run leaves :attr:`open_runs`. Without ``_open_lock``: a seal waited for every
-        open's system calls under it (a futex wait and a thread switch a bundle), and one ``pop`` is
-        atomic; the run id cannot name a newer recorder (``open_run`` refuses it while this one is open)."""
-        self._open_runs.pop(recorder.run_id, None)
+        """A sealed run (writer thread): its journal closed, its owner mark gone, out of
+        :attr:`open_runs`. Without ``_open_lock``: a seal waited for every open's system calls
+        under it (a futex wait and a thread switch a bundle), and one ``pop`` is atomic; the run id
+        cannot name a newer recorder (``open_run`` refuses it while this one is open)."""
+        try:
+            self._journals.close(recorder)
+            release(recorder.directory)
+        finally:
+            self._open_runs.pop(recorder.run_id, None)
+
+    def journal_fd(self, recorder: RunRecorder) -> int:
+        """``recorder``'s journal, open for append (writer thread; ``claims.JournalFiles``)."""
+        return self._journals.fd(recorder)
+
+    def close_journal(self, recorder: RunRecorder) -> None:
+        self._journals.close(recorder)
 
     def _write(self, fd: int, data: memoryview) -> int:
         """The one syscall that appends journal bytes (a seam for fault-injection tests)."""

@@ -75,12 +75,9 @@ def test_reorder_after_reopen_continues_the_same_journal(tmp_path):
     run = first.open_run(session_id="s", run_id=run_id)
     run.append("turn_started", {"state": "late"}, at_ns=5_000_000)
     first.force_flush()
-    # A crash: the lock goes with the process; the bundle stays "recording" with a torn tail.
+    # A crash: the writer lets go of the run (its journal, its mark); the bundle stays "recording" with a torn tail.
     events = run.path / "events.ndjson"
     run._writer.forget(run)
-    import os
-
-    os.close(run._events_fd)
     with open(events, "ab") as handle:
         handle.write(b'{"seq": 2, "at": "torn')
     second = BundleWriter(tmp_path)

@@ -99,7 +99,7 @@ class FailingAppends:
 
     def target(self, recorder) -> None:
         """Fail the appends to ``recorder``'s journal."""
-        info = os.fstat(recorder._events_fd)
+        info = os.stat(recorder.journal_path)
         self._target = (info.st_dev, info.st_ino)
 
     def __call__(self, fd: int, data: memoryview) -> int:
@@ -114,14 +114,15 @@ class FailingAppends:
 
 @pytest.fixture
 def tiny_fs(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
-    """Mount a real tmpfs of a given size (KiB): ENOSPC without any injection. Needs root."""
+    """Mount a real tmpfs of a given size (KiB), and inodes if given: ENOSPC without any injection. Needs root."""
     mounted: list[Path] = []
 
-    def mount(size_kib: int) -> Path:
+    def mount(size_kib: int, nr_inodes: int | None = None) -> Path:
         point = tmp_path / f"fs-{uuid.uuid4().hex[:8]}"
         point.mkdir()
+        inodes = f",nr_inodes={nr_inodes}" if nr_inodes else ""
         completed = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k,mode=0700", "tmpfs", str(point)],
+            ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k,mode=0700{inodes}", "tmpfs", str(point)],
             capture_output=True, text=True,
         )
         if completed.returncode != 0:

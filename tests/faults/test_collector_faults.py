@@ -46,11 +46,12 @@ class HttpClient:
 class CollectorProcess:
     """``otel-session collect`` on a free loopback port, OTLP/HTTP only."""
 
-    def __init__(self, root: Path, seal_after: float = 30, *, program: tuple[str, ...] = ("-m", "otel_session.cli"),
-                 options: tuple[str, ...] = (), **env: str) -> None:
+    def __init__(self, root: Path, seal_after: float = 30, seal_rootless_after: float = 3600, *,
+                 program: tuple[str, ...] = ("-m", "otel_session.cli"), options: tuple[str, ...] = (), **env: str) -> None:
         self.process = subprocess.Popen(
             [sys.executable, *program, "collect", "--dir", str(root), "--grpc", "off",
-             "--http", "127.0.0.1:0", "--seal-after", str(seal_after), "--status-interval", "3600", *options],
+             "--http", "127.0.0.1:0", "--seal-after", str(seal_after), "--seal-rootless-after",
+             str(seal_rootless_after), "--status-interval", "3600", *options],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "OTEL_SESSION_REDACTION_KEY": "fault-tests", **env},
         )
@@ -241,7 +242,7 @@ def test_a_restarted_collector_finishes_a_run_it_left_open_even_if_no_span_comes
     collector.process.send_signal(signal.SIGKILL)
     collector.process.wait(10)
 
-    restarted = start_collector(root, seal_after=0.3)  # nothing of the trace arrives again
+    restarted = start_collector(root, seal_after=0.3, seal_rootless_after=0.3)  # nothing of the trace arrives again
     sealed = wait_for(lambda: [b for b in bundles(root) if b.status is not BundleStatus.RECORDING])
     (final,) = sealed
     assert final.status is BundleStatus.COMPLETE and final.diagnostics == []
@@ -264,7 +265,7 @@ def test_a_restarted_collector_leaves_an_in_process_run_it_did_not_record_alone(
     assert subprocess.run([sys.executable, "-c", script], timeout=300).returncode == 9
     (crashed,) = bundles(root)
     assert crashed.status is BundleStatus.RECORDING
-    collector = start_collector(root, seal_after=0.2)
+    collector = start_collector(root, seal_after=0.2, seal_rootless_after=0.2)
     time.sleep(1.0)  # several seal periods: a resumed run would have been sealed by now
     _, err = collector.terminate()
     (after,) = bundles(root)
