@@ -30,10 +30,9 @@ import os
 import shutil
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
@@ -64,6 +63,7 @@ from otel_session.bundle.recorder import (
     Written,
 )
 from otel_session.bundle.recording import WaitResult, WaitStatus
+from otel_session.bundle.hooks import HookTeller, RunHooks
 from otel_session.redact import Redactor
 from otel_session.bundle.seal import SealSync, seal_sync_from_env, seal_together
 from otel_session.bundle.recovery import (
@@ -116,16 +116,6 @@ def _check_text(name: str, value: Any) -> None:
         raise ValueError(f"{name} is not valid Unicode text (it holds a lone surrogate)")
 
 
-class RunHooks(Protocol):
-    """Told by the writer thread, after each pass, of the runs opened since the last pass (their
-    directory and manifest) and of the runs the pass sealed (their directories). Never raises; it
-    runs off the producers' path (``otel_session.catalog.CatalogHook`` keeps the run catalog)."""
-
-    def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[str]) -> None: ...
-
-    def close(self) -> None: ...
-
-
 _RECORDING_DOCUMENT = json_document(
     {"schema": CAPTURE_SCHEMA, "status": CaptureStatus.RECORDING.value, "event_count": 0})
 """``capture.json`` of a run being recorded, the same bytes for every run."""
@@ -144,9 +134,8 @@ class BundleWriter:
         self.limits = limits or WriterLimits()
         self._seal_sync = seal_sync or seal_sync_from_env()
         """How the runs closing in one writer pass are made durable together (``otel_session.bundle.seal``)."""
-        self._hooks = hooks
-        self._opened: deque[tuple[str, dict[str, Any]]] = deque()
-        """Runs opened since the writer's last pass, for ``hooks`` (appended by producers, taken by the writer)."""
+        self._hooks = HookTeller(hooks) if hooks is not None else None
+        """Tells ``hooks`` (the catalog) of runs opened and sealed, from a thread of its own."""
         self._identifier = identifier
         """Maps an id holding PII to the one stored (``Redactor.identifier``); made on first use."""
         self._cond = threading.Condition()
@@ -254,7 +243,7 @@ class BundleWriter:
             recorder = self._create_run(directory, run_id, new_manifest) or self._continue_run(Path(directory, run_id))
             self._open_runs[run_id] = recorder
         if self._hooks is not None:
-            self._opened.append((recorder.directory, recorder.manifest))
+            self._hooks.opened(recorder.directory, recorder.manifest)
         return recorder
 
     def continue_run(
@@ -451,7 +440,8 @@ class BundleWriter:
     # -- exporter contract -----------------------------------------------------------------
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Write everything enqueued so far (and seal runs already closed). True when done in time."""
+        """Write everything enqueued so far (and seal runs already closed), and tell the hooks of it.
+        True when done in time."""
         deadline = time.monotonic() + timeout_millis / 1000
         with self._cond:
             self._urgent = True
@@ -461,7 +451,7 @@ class BundleWriter:
                 if remaining <= 0 or not self._thread.is_alive():
                     return False
                 self._cond.wait(remaining)
-        return True
+        return self._hooks is None or self._hooks.flush(max(0.0, deadline - time.monotonic()))
 
     def wait_written(self, targets: Iterable[tuple[RunRecorder, int]], timeout_s: float) -> WaitResult:
         """Wait until each ``(recorder, seq)``'s records up to ``seq`` are in its journal file (not
@@ -510,7 +500,7 @@ class BundleWriter:
         else:
             self._captures.close()  # one still sealing keeps it: removed once this process is gone
             if self._hooks is not None:
-                self._hooks.close()
+                self._hooks.close(timeout_millis / 1000)
             self._claims.close()  # runs still open keep a dead writer's mark: resumable
         atexit.unregister(self._atexit)
 
@@ -587,23 +577,13 @@ class BundleWriter:
                 self._written_cond.notify_all()
             if closing:
                 seal_together(closing, self._seal_sync, self.root, self._captures)
-            if self._hooks is not None:
-                self._tell_hooks(closing)
+            if self._hooks is not None and closing:
+                self._hooks.passed([recorder.directory for recorder in closing])
             with cond:
                 self._busy = False
                 cond.notify_all()
             with self._written_cond:
                 self._written_cond.notify_all()
-
-
-    def _tell_hooks(self, sealed: list[RunRecorder]) -> None:
-        opened = []
-        while self._opened:
-            opened.append(self._opened.popleft())
-        try:
-            self._hooks.runs_passed(opened, [recorder.directory for recorder in sealed])  # type: ignore[union-attr]
-        except Exception:  # noqa: BLE001 - a hook never stops the writer
-            logger.exception("bundle writer: a run hook failed")
 
 
 def _guarded(recorder: RunRecorder, step: Callable[[], bool | None]) -> bool | None:

@@ -45,7 +45,7 @@ def catalog_disabled(explicit: str | None = None) -> bool:
 
 
 class CatalogHook:
-    """Writes catalog rows for one bundle writer (``bundle.write.RunHooks``)."""
+    """Writes catalog rows for one bundle writer (``bundle.hooks.RunHooks``, told from its own thread)."""
 
     def __init__(self, root: str | os.PathLike[str], url: str | None = None) -> None:
         self.root = Path(root)

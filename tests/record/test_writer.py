@@ -573,3 +573,37 @@ def test_the_collector_rejects_spans_for_a_symlinked_sessions_directory(tmp_path
     writer.shutdown()
     assert result.rejected_by == {RejectReason.INVALID_ID: 1} and "not a plain directory" in result.error_message
     assert list(outside.iterdir()) == []
+
+
+def test_a_slow_run_hook_never_holds_up_the_writer(tmp_path):
+    """A catalog locked by a viewer, a database across the network: the writer's queues are bounded,
+    so a hook that waits must not make a burst of records overflow them (it runs on its own thread)."""
+    import threading
+
+    from otel_session.bundle.write import BundleWriter
+
+    released = threading.Event()
+    told: list[tuple[int, int]] = []
+
+    class SlowHooks:
+        def runs_passed(self, opened, sealed):
+            released.wait(60)
+            told.append((len(opened), len(sealed)))
+
+        def close(self):
+            pass
+
+    writer = BundleWriter(tmp_path, hooks=SlowHooks())
+    try:
+        run = writer.open_run(session_id="burst", run_id="run-00000000-0000-4000-8000-000000000001")
+        for number in range(20_000):  # more than the 8,192-record queue, faster than a hook that waits
+            run.append("assistant_delta", {"index": 0, "kind": "text", "delta": f"{number} "}, at_ns=10**18 + number)
+        run.close()
+        assert writer.force_flush(timeout_millis=200) is False  # written, but the hooks not told yet
+        released.set()
+        assert writer.force_flush()
+    finally:
+        released.set()
+        writer.shutdown()
+    capture = (run.path / "capture.json").read_text()
+    assert '"status":"complete"' in capture.replace(" ", "") and told and sum(sealed for _, sealed in told) == 1

@@ -1,0 +1,121 @@
+"""What the bundle writer tells others of its runs (the run catalog), on a thread of their own.
+
+Contract::
+
+    class RunHooks(Protocol): runs_passed(opened, sealed); close()   # e.g. catalog.CatalogHook
+    teller = HookTeller(hooks)       # the writer's: one daemon thread
+    teller.opened(directory, manifest)   # a producer opened a run (cheap: a deque append)
+    teller.passed(sealed_directories)    # the writer thread ended a pass (never waits on the hooks)
+    teller.flush(timeout_s)              # -> True once everything handed over so far was told
+    teller.close(timeout_s)              # tell what is left, then close the hooks
+
+A hook may wait (a catalog locked by a viewer, a database across the network): it never holds up
+the writer thread, whose queues are bounded, nor the producers. What piles up while a hook is slow
+is merged into one call (opened runs in order, sealed ones as a set); past ``MAX_PENDING`` runs the
+oldest are left to the hook's own catch-up (the catalog's keeper, ``otel-session reindex``) and a
+warning says so: the bundles are the truth, a hook only indexes them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from otel_session.core.log import get_logger
+
+__all__ = ["MAX_PENDING", "HookTeller", "RunHooks"]
+
+logger = get_logger(__name__)
+
+MAX_PENDING = 100_000
+"""Runs waiting to be told; past it the oldest are dropped (the hook's catch-up finds them)."""
+
+
+class RunHooks(Protocol):
+    """Told of the runs opened since the last call (their directory and manifest) and of the runs
+    sealed (their directories). Never raises (``otel_session.catalog.CatalogHook`` keeps the catalog)."""
+
+    def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[str]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class HookTeller:
+    """Tells ``hooks`` of runs opened and sealed, from a thread of its own (see the module docstring)."""
+
+    def __init__(self, hooks: RunHooks) -> None:
+        self._hooks = hooks
+        self._cond = threading.Condition()
+        self._opened: deque[tuple[str, dict[str, Any]]] = deque()
+        self._sealed: dict[str, None] = {}
+        self._stopping = False
+        self._dropped = 0
+        self._handed = 0  # calls of opened()/passed() so far
+        self._told = 0  # of those, how many the hooks were told of
+        self._thread = threading.Thread(target=self._run, name="otel-session-run-hooks", daemon=True)
+        self._thread.start()
+
+    def opened(self, directory: str, manifest: dict[str, Any]) -> None:
+        with self._cond:
+            self._opened.append((directory, manifest))
+            self._handed += 1
+            self._bound()
+            self._cond.notify_all()
+
+    def passed(self, sealed: Sequence[str]) -> None:
+        with self._cond:
+            self._sealed.update(dict.fromkeys(sealed))
+            self._handed += 1
+            self._bound()
+            self._cond.notify_all()
+
+    def _bound(self) -> None:
+        """Drop the oldest opened runs past ``MAX_PENDING`` (``_cond`` held); a sealed one is kept."""
+        while len(self._opened) + len(self._sealed) > MAX_PENDING and self._opened:
+            self._opened.popleft()
+            self._dropped += 1
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not (self._opened or self._sealed or self._stopping):
+                    self._cond.wait()
+                if not (self._opened or self._sealed):
+                    return
+                opened, self._opened = list(self._opened), deque()
+                sealed, self._sealed = list(self._sealed), {}
+                dropped, self._dropped = self._dropped, 0
+                handed = self._handed
+            if dropped:
+                logger.warning("run hooks fell behind: %d opened run(s) not told (the catalog's next pass adds them)",
+                               dropped)
+            try:
+                self._hooks.runs_passed(opened, sealed)
+            except Exception:  # noqa: BLE001 - a hook never stops the writer
+                logger.exception("bundle writer: a run hook failed")
+            with self._cond:
+                self._told = handed
+                self._cond.notify_all()
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until the hooks were told of everything handed over before this call."""
+        with self._cond:
+            target = self._handed
+            return self._cond.wait_for(lambda: self._told >= target or not self._thread.is_alive(), timeout_s) \
+                and self._told >= target
+
+    def close(self, timeout_s: float) -> None:
+        """Tell what is left (within ``timeout_s``), then close the hooks. Idempotent."""
+        with self._cond:
+            if self._stopping:
+                return
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            logger.warning("run hooks did not finish within %.0f s; the catalog's next pass adds what they missed",
+                           timeout_s)
+            return
+        self._hooks.close()
