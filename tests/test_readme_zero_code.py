@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -81,14 +82,15 @@ def installed_as_printed() -> Path:
     assert line.startswith("pip install ") and CHECKOUT in line.split(), line
     venv = Path(os.environ.get("OTEL_SESSION_ZERO_CODE_VENV") or ROOT / ".venv-zero-code")
     python, stamp = venv / "bin" / "python", venv / ".installed"
-    wanted, tree = line + "\n", _tree_digest()
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    wanted, tree = "\n".join([line, *dependencies]) + "\n", _tree_digest()
     pip = [str(python), "-m", "pip", "--disable-pip-version-check", "--quiet"]
     if not (stamp.is_file() and stamp.read_text().startswith(wanted) and python.exists()):
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, timeout=300)
         arguments = line.replace(CHECKOUT, str(ROOT)).split()[2:]
         done = subprocess.run([*pip, "install", *arguments], capture_output=True, text=True, timeout=1200)
         assert done.returncode == 0, done.stderr[-3000:]
-    elif stamp.read_text() != wanted + tree:
+    elif stamp.read_text() != wanted + tree:  # the code changed (its dependencies did not: they are in ``wanted``)
         done = subprocess.run([*pip, "install", "--no-deps", "--force-reinstall", str(ROOT)],
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]

@@ -109,7 +109,8 @@ def _trace_request(session: str) -> bytes:
 def _start_collector(root: Path) -> tuple[subprocess.Popen, int]:
     process = subprocess.Popen(
         [sys.executable, "-m", "otel_session.cli", "collect", "--dir", str(root), "--grpc", "off",
-         "--http", "127.0.0.1:0", "--seal-after", "0.05"],
+         # A run the kill cut before its root span waits --seal-rootless-after once resumed, as any run would.
+         "--http", "127.0.0.1:0", "--seal-after", "0.05", "--seal-rootless-after", "0.5"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "OTEL_SESSION_REDACTION_KEY": "catalog-kill-test"},
     )
