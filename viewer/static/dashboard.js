@@ -12,7 +12,15 @@ const SHARES = [
 const charts = [];
 let shown = null; // the last answer, drawn again when the theme changes
 
-const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+// A theme colour as the canvas needs it: the variables hold light-dark() pairs, resolved by the
+// browser only where a colour is used, so a hidden probe element uses it.
+const probe = document.createElement("span");
+probe.hidden = true;
+document.body.append(probe);
+function css(name) {
+  probe.style.color = `var(${name})`;
+  return getComputedStyle(probe).color;
+}
 const pad = (value) => String(value).padStart(2, "0");
 
 /** A datetime-local value (the viewer's zone) as the UTC prefix the API takes, and back. */
