@@ -11,25 +11,22 @@ only when they end and only what the SDK kept of them (128 events per span by de
 are recorded as an ``upstream_drop``). Use the instrumentor (``opentelemetry-instrument``) or
 ``otel_session.configure()`` for the lossless, live journal; use this exporter when only exporter
 configuration is available. Spans with no session id are not bundled (counted in
-``spans_without_session`` at shutdown, or once held ``hold_unrouted_s``), nor are spans of runs
-that this process already records with ``configure()`` / the instrumentor (counted in
-``spans_recorded_in_process``), so enabling both never writes a run twice. At shutdown, runs whose
+``spans_without_session`` at shutdown, or once held ``hold_unrouted_s``), nor are spans that this
+process already records with ``configure()`` / the instrumentor, which records every trace (counted
+in ``spans_recorded_in_process``), so enabling both never writes a run twice. At shutdown, runs whose
 root span never came are sealed as interrupted.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_session.core import config
-from otel_session.collector.sink import BundleSink, Overloaded
+from otel_session.collector.sink import BundleSink
 from otel_session.instrument._runtime import current_recorder
+from otel_session.instrument.unopened import SinkExporter
 from otel_session.core.log import get_logger
-from otel_session.normalize import SdkSpan
 from otel_session.redact import RedactionPolicy, Redactor, load_or_create_key
 from otel_session.bundle.write import BundleWriter, WriterLimits
 from otel_session.catalog import writer_hooks
@@ -43,12 +40,14 @@ RECORDED_BY = "otel-session span exporter"
 
 
 def _recorded_in_process(trace_id: int) -> bool:
-    """True when this process's recorder (configure()/the instrumentor) journals that run already."""
+    """True when this process's recorder (configure()/the instrumentor) records that trace already:
+    a run it opened, or (with its recording of traces no run opened, ``unopened``) any trace."""
     recorder = current_recorder()
-    return recorder is not None and (trace_id in recorder.runs or trace_id in recorder.finished_traces)
+    return recorder is not None and (recorder.unopened is not None or trace_id in recorder.runs
+                                     or trace_id in recorder.finished_traces)
 
 
-class SessionBundleExporter(SpanExporter):
+class SessionBundleExporter(SinkExporter):
     """Writes one bundle per trace (run) whose spans carry a session id."""
 
     def __init__(
@@ -62,10 +61,12 @@ class SessionBundleExporter(SpanExporter):
         policy = redaction if redaction is not None else RedactionPolicy.from_env()
         redactor = Redactor(policy, key=load_or_create_key(root))
         self._writer = BundleWriter(root, limits=writer_limits, identifier=redactor.identifier, hooks=writer_hooks(root))
-        # seal_after_s=0: a run seals at the end of the batch that brought its root span.
-        self._sink = BundleSink(self._writer, redactor, seal_after_s=0.0,
-                                recorded_by=RECORDED_BY, derive_sessions=False)
-        self.spans_recorded_in_process = 0
+        super().__init__(BundleSink(self._writer, redactor, seal_after_s=0.0, recorded_by=RECORDED_BY,
+                                    derive_sessions=False), _recorded_in_process)
+
+    @property
+    def spans_recorded_in_process(self) -> int:
+        return self.spans_skipped
 
     @property
     def spans_without_session(self) -> int:
@@ -75,26 +76,7 @@ class SessionBundleExporter(SpanExporter):
     def runs_written(self) -> int:
         return self._sink.counters.snapshot()["runs_sealed"]
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        try:
-            taken = [SdkSpan(span) for span in spans
-                     if not _recorded_in_process(span.context.trace_id)]
-            self.spans_recorded_in_process += len(spans) - len(taken)
-            if taken:
-                self._sink.submit(taken)
-            self._sink.seal_quiet_runs()
-        except Overloaded as exc:
-            logger.warning("otel_session exporter: %s", exc)
-            return SpanExportResult.FAILURE
-        except Exception:  # noqa: BLE001 - the export path logs, never raises into the app
-            logger.exception("otel_session exporter failed on a batch")
-            return SpanExportResult.FAILURE
-        return SpanExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self._writer.force_flush(timeout_millis)
-
     def shutdown(self) -> None:
         """Seal every open run (as interrupted when its root span never came), then stop the writer."""
-        self._sink.seal_all()
+        super().shutdown()
         self._writer.shutdown()

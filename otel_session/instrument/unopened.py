@@ -18,7 +18,7 @@ In process and through the collector, the same spans make the same bundle.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -28,7 +28,7 @@ from otel_session.core.log import get_logger
 from otel_session.instrument.processor import ProcessedRecorder
 from otel_session.normalize import SdkSpan
 
-__all__ = ["RECORDED_IN_PROCESS", "UnopenedTraceExporter", "unopened_traces"]
+__all__ = ["RECORDED_IN_PROCESS", "SinkExporter", "unopened_traces"]
 
 logger = get_logger(__name__)
 
@@ -36,41 +36,47 @@ RECORDED_IN_PROCESS = "otel-session in process (spans no run opened)"
 """run.json ``recorded_by``: a collector never resumes these runs."""
 
 
-class UnopenedTraceExporter(SpanExporter):
-    """Writes the spans of traces the recorder does not record itself into bundles of their own."""
+class SinkExporter(SpanExporter):
+    """A ``SpanExporter`` over the collector's assembly: every span whose trace ``skip`` does not
+    claim goes through ``sink`` (routed, normalized, redacted, appended) as an OTLP request would;
+    a run seals at the end of the batch that brought its root span (``sink``'s ``seal_after_s=0``)."""
 
-    def __init__(self, recorder: ProcessedRecorder) -> None:
-        self._recorder = recorder
-        self._sink = BundleSink(recorder.writer, recorder.redactor, seal_after_s=0.0, recorded_by=RECORDED_IN_PROCESS)
+    def __init__(self, sink: BundleSink, skip: Callable[[int], bool]) -> None:
+        self._sink = sink
+        self._skip = skip
         self._stopped = False
-
-    def _opened_here(self, trace_id: int) -> bool:
-        return self._recorder.open_run(trace_id) is not None or self._recorder.finished_recently(trace_id)
+        self.spans_skipped = 0
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
-            taken = [SdkSpan(span) for span in spans if not self._opened_here(span.context.trace_id)]
+            taken = [SdkSpan(span) for span in spans if not self._skip(span.context.trace_id)]
+            self.spans_skipped += len(spans) - len(taken)
             if taken:
                 self._sink.submit(taken)
             self._sink.seal_quiet_runs()
         except Overloaded as exc:
-            logger.warning("otel_session: spans of traces no run opened not recorded: %s", exc)
+            logger.warning("otel_session: spans not bundled, to be exported again: %s", exc)
             return SpanExportResult.FAILURE
         except Exception:  # noqa: BLE001 - the export path logs, never raises into the app
-            logger.exception("otel_session: recording spans of traces no run opened failed")
+            logger.exception("otel_session: bundling a batch of spans failed")
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
-        """Seal every run it holds (as interrupted when its root span never came); the writer is the recorder's."""
+        """Seal every run it holds (as interrupted when its root span never came). Idempotent."""
         if not self._stopped:
             self._stopped = True
             self._sink.seal_all()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True  # what it exported is in the recorder's writer, which the recorder flushes
+        return self._sink.writer.force_flush(timeout_millis)
 
 
 def unopened_traces(recorder: ProcessedRecorder) -> BatchSpanProcessor:
     """The processor ``configure()`` adds to the tracer provider (see the module docstring)."""
-    return BatchSpanProcessor(UnopenedTraceExporter(recorder))
+    sink = BundleSink(recorder.writer, recorder.redactor, seal_after_s=0.0, recorded_by=RECORDED_IN_PROCESS)
+
+    def opened_here(trace_id: int) -> bool:
+        return recorder.open_run(trace_id) is not None or recorder.finished_recently(trace_id)
+
+    return BatchSpanProcessor(SinkExporter(sink, opened_here))
