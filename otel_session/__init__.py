@@ -1,27 +1,48 @@
-"""otel-session: OpenTelemetry-native session/run instrumentation, bundles and replay for agents."""
+"""otel-session: OpenTelemetry-native session/run instrumentation, bundles and replay for agents.
 
-from otel_session._version import __version__  # noqa: E402
+The names below are imported when first used (PEP 562), so that a command or a tool that imports
+one module of the package (the CLI, ``opentelemetry-instrument``'s entry points) does not pay for
+the instrumentation API, the writer and the OpenTelemetry SDK.
+"""
 
-from otel_session.core.journal import EventType, RunKind, run_id_from_trace_id  # noqa: E402
-from otel_session.bundle.read import BundleStatus, read_bundle  # noqa: E402
-from otel_session.redact import FieldMode, RedactionPolicy, Redactor  # noqa: E402
-from otel_session.bundle.write import AppendResult, BundleWriter, WriterLimits  # noqa: E402
-from otel_session.instrument import (  # noqa: E402
-    Recorder,
-    configure,
-    current_recorder,
-    current_run,
-    current_session_id,
-    guard,
-    message,
-    run,
-    session,
-    slot_write,
-    tool,
-    tool_execution,
-    transition,
-    turn,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from otel_session._version import __version__
+
+if TYPE_CHECKING:
+    from otel_session.bundle.read import BundleStatus, read_bundle
+    from otel_session.bundle.write import AppendResult, BundleWriter, WriterLimits
+    from otel_session.core.journal import EventType, RunKind, run_id_from_trace_id
+    from otel_session.instrument import (
+        Recorder,
+        configure,
+        current_recorder,
+        current_run,
+        current_session_id,
+        guard,
+        message,
+        run,
+        session,
+        slot_write,
+        tool,
+        tool_execution,
+        transition,
+        turn,
+    )
+    from otel_session.redact import FieldMode, RedactionPolicy, Redactor
+
+_HOMES = {
+    **dict.fromkeys(("EventType", "RunKind", "run_id_from_trace_id"), "otel_session.core.journal"),
+    **dict.fromkeys(("BundleStatus", "read_bundle"), "otel_session.bundle.read"),
+    **dict.fromkeys(("FieldMode", "RedactionPolicy", "Redactor"), "otel_session.redact"),
+    **dict.fromkeys(("AppendResult", "BundleWriter", "WriterLimits"), "otel_session.bundle.write"),
+    **dict.fromkeys(("Recorder", "configure", "current_recorder", "current_run", "current_session_id", "guard",
+                     "message", "run", "session", "slot_write", "tool", "tool_execution", "transition", "turn"),
+                    "otel_session.instrument"),
+}
 
 __all__ = [
     "AppendResult",
@@ -34,6 +55,7 @@ __all__ = [
     "Redactor",
     "RunKind",
     "WriterLimits",
+    "__version__",
     "configure",
     "current_recorder",
     "current_run",
@@ -50,3 +72,16 @@ __all__ = [
     "transition",
     "turn",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'otel_session' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

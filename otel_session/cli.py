@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -10,9 +11,6 @@ import orjson
 
 from otel_session.core import config
 from otel_session.bundle.archive import is_bundle_archive, read_bundle_archive
-from otel_session.cli_replay import export_html, facts, replay
-from otel_session.collector.cli import collect, import_command
-from otel_session.demo.commands import demo
 from otel_session.bundle.read import BundleRead, BundleStatus, find_bundles, read_bundle
 from otel_session.catalog import (
     ENV_CATALOG, BadQuery, CatalogError, RunQuery, Scope, StatusFilter, open_catalog, time_prefix,
@@ -20,14 +18,37 @@ from otel_session.catalog import (
 from otel_session.catalog import reindex as catalog_reindex
 from otel_session.catalog.sync import run_paths
 from otel_session.replay.listing import list_sessions
-from otel_session.viewer.serve import view
 
 
 def _echo_json(value: object) -> None:
     click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """Subcommands imported when run (or listed by ``--help``): a command pays only for its own
+    imports (the collector's gRPC, the viewer's Flask, the demo are not loaded by ``sessions``)."""
+
+    LAZY = {
+        "collect": "otel_session.collector.cli:collect",
+        "import": "otel_session.collector.cli:import_command",
+        "facts": "otel_session.cli_replay:facts",
+        "replay": "otel_session.cli_replay:replay",
+        "export-html": "otel_session.cli_replay:export_html",
+        "view": "otel_session.viewer.serve:view",
+        "demo": "otel_session.demo.commands:demo",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.LAZY and cmd_name not in self.commands:
+            module, _, name = self.LAZY[cmd_name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), name), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="otel-session")
 def main() -> None:
     """Record, verify, inspect and replay conversational agent runs."""
@@ -147,9 +168,6 @@ def reindex(bundle_root: Path | None, catalog_url: str | None) -> None:
     rate = result.runs / result.seconds if result.seconds else 0.0
     click.echo(f"indexed {result.runs} run(s) in {result.seconds:.1f} s ({rate:,.0f} runs/s) into {catalog.url}")
 
-
-for command in (collect, import_command, facts, replay, export_html, view, demo):
-    main.add_command(command)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
