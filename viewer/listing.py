@@ -186,6 +186,8 @@ class Listing:
         """``ask(catalog)`` on the catalog, else on a catalog made by a scan, with the warning."""
         self._ready()
         failure = self.keeper.failure if self.keeper is not None else None
+        if failure is None and self.catalog is not None:
+            failure = self.catalog.no_room()
         if self.catalog is not None and self.problem is None and failure is None:
             try:
                 return ask(self.catalog), None

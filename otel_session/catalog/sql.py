@@ -219,18 +219,24 @@ class SqlCatalog:
                 return None
             return connection.execute(select(meta_table.c.value).where(meta_table.c.key == "schema")).scalar()
 
-    def _check_room(self) -> None:
-        """:class:`CatalogUnavailable` when an SQLite catalog's file system is nearly full."""
+    def no_room(self) -> str | None:
+        """Why an SQLite catalog writes nothing now (its file system is nearly full), else None."""
         database = self.url.removeprefix("sqlite:///")
         if not self.url.startswith("sqlite:///") or not database or database == ":memory:":
-            return
+            return None
         try:
             stat = os.statvfs(os.path.dirname(database) or ".")
         except OSError:
-            return
+            return None
         if stat.f_bavail * stat.f_frsize < DISK_RESERVE_BYTES:
-            raise CatalogUnavailable(f"the disk holding the catalog {self._shown()} has less than "
-                                     f"{DISK_RESERVE_BYTES >> 20} MiB free: the bundles have it first")
+            return (f"the disk holding the catalog {self._shown()} has less than {DISK_RESERVE_BYTES >> 20} MiB "
+                    "free: the bundles have it first")
+        return None
+
+    def _check_room(self) -> None:
+        problem = self.no_room()
+        if problem is not None:
+            raise CatalogUnavailable(problem)
 
     def _remove_sqlite_files(self) -> None:
         database = self.url.removeprefix("sqlite:///")
