@@ -7,8 +7,8 @@ Contract::
     hook.runs_passed(opened=[(path, manifest)], sealed=[path])   # never raises
     hook.close()
 
-Runs opened since the last pass get a row from their ``run.json`` (no bundle read); runs sealed
-in the pass get their full row (``rows.sealed_row``: the just-written journal, from the page cache,
+Runs opened since the last pass get a row from their ``run.json`` (no bundle read; their session
+counted); runs sealed in the pass get their full row (``rows.sealed_row``: the just-written journal, from the page cache,
 only the records a row counts parsed).
 Both go in one transaction. A catalog that cannot be opened or written is logged (once a minute
 at most) and skipped: recording never depends on it, and a later pass of a keeper, or
@@ -54,6 +54,8 @@ class CatalogHook:
         self._catalog: SqlCatalog | None = None
         self._lock = threading.Lock()
         self._warned_at = float("-inf")
+        self._opened: set[str] = set()
+        """Runs this hook saw open and not yet sealed: their sessions count them already."""
 
     def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[str]) -> None:
         if not opened and not sealed:
@@ -61,10 +63,11 @@ class CatalogHook:
         try:
             with self._lock:
                 catalog = self._catalog or self._open()
-                sealed_set = set(sealed)
-                opened_rows = [opened_row(self.root, Path(path), manifest) for path, manifest in opened
-                               if path not in sealed_set]
-                catalog.write(opened=opened_rows, sealed=[sealed_row(self.root, Path(path)) for path in sorted(sealed_set)])
+                now_open = {path for path, _ in opened}
+                recount = not (self._opened | now_open).issuperset(sealed)  # a run it never saw open: count it
+                catalog.write(opened=[opened_row(self.root, Path(path), manifest) for path, manifest in opened],
+                              sealed=[sealed_row(self.root, Path(path)) for path in sealed], recount_sealed=recount)
+                self._opened = (self._opened | now_open).difference(sealed)
         except CatalogError as exc:
             now = time.monotonic()
             if now - self._warned_at >= _WARN_EVERY_S:

@@ -169,6 +169,8 @@ class SqlCatalog:
     def __init__(self, url: str) -> None:
         self.url = url
         self._lock = threading.Lock()
+        self._known_facets: set[tuple[str, str]] = set()
+        """Facet values this object wrote (or found written): not written again."""
         self.rebuilt = False
         """The database was made new here (none yet, another schema version, or not a database)."""
         try:
@@ -271,8 +273,11 @@ class SqlCatalog:
     def upsert_sealed(self, rows: Iterable[RunRow]) -> None:
         self.write(sealed=list(rows))
 
-    def write(self, *, opened: list[RunRow] = (), sealed: list[RunRow] = ()) -> None:  # type: ignore[assignment]
-        """Both kinds of upsert in one transaction (the writer hook's one per writer pass)."""
+    def write(self, *, opened: list[RunRow] = (), sealed: list[RunRow] = (),  # type: ignore[assignment]
+              recount_sealed: bool = True) -> None:
+        """Both kinds of upsert in one transaction (the writer hook's one per writer pass).
+        ``recount_sealed=False``: the sealed rows' runs were added as opened rows before (the
+        hook's own), so their sessions' counts and newest runs stand."""
         if not opened and not sealed:
             return
         self._check_room()
@@ -281,12 +286,14 @@ class SqlCatalog:
                 for start in range(0, len(rows), _BATCH):
                     batch = [_values(row) for row in rows[start : start + _BATCH]]
                     connection.execute(statement, batch)
-                    facet_values = [{"name": name, "value": value} for name, value in
-                                    {(name, values[name]) for values in batch for name in _FACETS if isinstance(values[name], str)}]
+                    facet_values = {(name, values[name]) for values in batch for name in _FACETS
+                                    if isinstance(values[name], str)} - self._known_facets
                     if facet_values:
-                        connection.execute(_ADD_FACET, facet_values)
-            directories = {row.directory for row in opened} | {row.directory for row in sealed}
-            connection.execute(_COUNT_SESSION, [{"directory": directory} for directory in sorted(directories)])
+                        connection.execute(_ADD_FACET, [{"name": name, "value": value} for name, value in facet_values])
+                        self._known_facets |= facet_values
+            directories = {row.directory for row in opened} | ({row.directory for row in sealed} if recount_sealed else set())
+            if directories:
+                connection.execute(_COUNT_SESSION, [{"directory": directory} for directory in sorted(directories)])
 
     def remove(self, paths: Iterable[str]) -> int:
         paths = sorted(set(paths))
@@ -304,6 +311,7 @@ class SqlCatalog:
                 connection.execute(_COUNT_SESSION, parameters)
                 connection.execute(_DROP_EMPTY_SESSION, parameters)
             connection.execute(delete(facets))
+            self._known_facets.clear()
             for name in _FACETS:
                 connection.execute(facets.insert().from_select(
                     ["name", "value"], select(literal(name), runs.c[name]).where(runs.c[name].is_not(None)).distinct()))
@@ -320,6 +328,7 @@ class SqlCatalog:
         with self._transaction() as connection:
             for table in (runs, sessions, facets):
                 connection.execute(delete(table))
+            self._known_facets.clear()
 
     def rebuild(self, root: Path) -> int:
         from .sync import reindex  # sync builds rows from bundles and writes them through this class
