@@ -241,6 +241,10 @@ class Catalog(Protocol):
     def upsert_sealed(self, rows: Iterable[RunRow]) -> None:
         """Write runs' rows as their bundles read now (sealed, or found by a pass), replacing any."""
 
+    def write(self, *, opened: list[RunRow] = (), sealed: list[RunRow] = (),  # type: ignore[assignment]
+              recount_sealed: bool = True) -> None:
+        """Both upserts in one transaction (the writer hook's, once a writer pass)."""
+
     def remove(self, paths: Iterable[str]) -> int:
         """Drop the rows of these run paths (bundles deleted); how many were there."""
 

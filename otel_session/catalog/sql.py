@@ -401,7 +401,7 @@ class SqlCatalog:
                                             and_(source.c.newest_created_at == newest, source.c.directory < directory)))
         statement = statement.order_by(source.c.newest_created_at.desc(), source.c.directory.desc()).limit(query.limit + 1)
         with self._reading() as connection:
-            groups = connection.execute(statement).all()[: query.limit + 1]
+            groups = connection.execute(statement).all()
             more = len(groups) > query.limit
             groups = groups[: query.limit]
             by_directory: dict[str, list[RunRow]] = {directory: [] for directory, *_ in groups}

@@ -109,3 +109,29 @@ def test_the_fast_row_falls_back_to_the_reader_on_a_bundle_that_is_not_as_sealed
         journal.write(b"{not json}\n")
     row = sealed_row(root, run.path)
     assert row.integrity == "invalid" and "count_mismatch" in row.diagnostics
+
+
+def test_in_process_recording_writes_the_row_at_open_and_at_seal(tmp_path: Path):
+    import otel_session
+    from otel_session.testing import capture_bundle
+
+    root = tmp_path / "inproc"
+    with capture_bundle(root) as captured:
+        with otel_session.session("call-in-process"), otel_session.run(agent="booking"):
+            with otel_session.turn(0, state="greet"):
+                pass
+            from otel_session.testing import wait_for
+
+            catalog = SqlCatalog(f"sqlite:///{root.resolve() / '.catalog.sqlite3'}")
+            try:  # the run is open: its row is there, recording
+                opened = wait_for(lambda: catalog.page(RunQuery()).rows, timeout=30)
+                assert opened[0].capture_status == "recording" and opened[0].session_id == "call-in-process"
+            finally:
+                catalog.close()
+    catalog = SqlCatalog(f"sqlite:///{root.resolve() / '.catalog.sqlite3'}")
+    try:
+        (row,) = catalog.page(RunQuery()).rows
+        assert (row.capture_status, row.integrity, row.turns, row.agent) == ("complete", "complete", 1, "booking")
+        assert row.run_id == captured.bundle.run_id
+    finally:
+        catalog.close()
