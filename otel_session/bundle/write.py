@@ -78,8 +78,8 @@ from otel_session.bundle.recovery import (
 __all__ = [
     "AppendResult",
     "BundleWriter",
-    "RunHooks",
     "FailureCode",
+    "RunHooks",
     "RunLockedError",
     "RunRecorder",
     "RunSealedError",
@@ -530,7 +530,6 @@ class BundleWriter:
                 cond.notify_all()
             with self._written_cond:
                 self._written_cond.notify_all()
-
 
     def _tell_hooks(self, sealed: list[RunRecorder]) -> None:
         opened = []
