@@ -78,13 +78,17 @@ def test_an_unreadable_bundle_is_a_row_with_its_problem_and_hides_no_other(root:
     assert any(problem["kind"] == "invalid_bundle" for problem in bad.problems)
 
 
-@pytest.mark.parametrize("voice", [False, True])
-def test_the_writers_fast_row_is_the_tolerant_readers_row(root: Path, writer, voice):
+@pytest.mark.parametrize(("voice", "user_texts"), [
+    (False, ("table for 2", "sometime soon", "Friday")),
+    (True, ("table for 2", "sometime soon", "Friday")),
+    (True, ("a" * 2500, "b" * 2500, "c" * 2500)),  # the search text is full before the last turn's model call
+])
+def test_the_writers_fast_row_is_the_tolerant_readers_row(root: Path, writer, voice, user_texts):
     from otel_session.catalog.rows import row_of, sealed_row
 
     run = writer.open_run(session_id="call-3", run_id=new_run_id(), agent="booking", created_at_ns=BASE_NS)
     script = Script(run, BASE_NS)
-    record_booking(script, voice=voice)
+    record_booking(script, voice=voice, user_texts=user_texts)
     script("upstream_drop", {"dropped_events": 3, "dropped_attributes": 0})
     deep: list = [1]
     for _ in range(MAX_DEPTH + 5):
