@@ -19,7 +19,6 @@ bound parameter. Any database error is raised as :class:`CatalogUnavailable`.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,8 +29,8 @@ from sqlalchemy import (
     Column, Connection, Float, Index, Integer, MetaData, String, Table, Text, and_, case, create_engine, delete,
     event, func, literal, or_, select, text, true, update,
 )
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DatabaseError, SQLAlchemyError
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, DatabaseError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from otel_session.core.log import get_logger
@@ -168,18 +167,25 @@ class SqlCatalog:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._lock = threading.Lock()
         self._known_facets: set[tuple[str, str]] = set()
         """Facet values this object wrote (or found written): not written again."""
         self.rebuilt = False
         """The database was made new here (none yet, another schema version, or not a database)."""
         try:
             self._engine = self._open()
-        except (SQLAlchemyError, OSError) as exc:
+        except (SQLAlchemyError, OSError, ImportError) as exc:  # ImportError: the URL's database driver
             raise CatalogUnavailable(f"cannot open the catalog {self._shown()}: {_reason(exc)}") from None
 
     def _shown(self) -> str:
-        return self.url.removeprefix("sqlite:///")
+        """The URL as logs and messages show it: a password never."""
+        return self.shown_url.removeprefix("sqlite:///")
+
+    @property
+    def shown_url(self) -> str:
+        try:
+            return make_url(self.url).render_as_string(hide_password=True)
+        except ArgumentError:
+            return "(an invalid catalog URL)"
 
     def _make_engine(self) -> Engine:
         if self.url.startswith("sqlite"):
@@ -239,6 +245,20 @@ class SqlCatalog:
         problem = self.no_room()
         if problem is not None:
             raise CatalogUnavailable(problem)
+
+    def make_new(self) -> None:
+        """Forget the database (a malformed one ``reindex`` cannot clear) and make it new, empty."""
+        self._engine.dispose()
+        if self.url.startswith("sqlite:///"):
+            self._remove_sqlite_files()
+        else:
+            with self._make_engine().begin() as connection:
+                metadata.drop_all(connection)
+        self._known_facets.clear()
+        try:
+            self._engine = self._open()
+        except (SQLAlchemyError, OSError) as exc:
+            raise CatalogUnavailable(f"cannot make the catalog {self._shown()} new: {_reason(exc)}") from None
 
     def _remove_sqlite_files(self) -> None:
         database = self.url.removeprefix("sqlite:///")
