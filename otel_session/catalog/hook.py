@@ -8,8 +8,10 @@ Contract::
     hook.close()
 
 Runs opened since the last pass get a row from their ``run.json`` (no bundle read; their session
-counted); runs sealed in the pass get their full row (``rows.sealed_row``: the just-written journal, from the page cache,
-only the records a row counts parsed).
+counted); runs sealed in the pass get their capture status and record count (``rows.light_row``:
+``run.json`` and ``capture.json``, no record read). Their figures (turns, tokens, latency, problems,
+…) are counted by the first reader that lists them (``sync.complete_rows``) or by a catch-up pass:
+counting them here, on the collector's writer thread, cost a fifth of the collector's CPU.
 Both go in one transaction. A catalog that cannot be opened or written is logged (once a minute
 at most) and skipped: recording never depends on it, and a later pass of a keeper, or
 ``otel-session reindex``, brings the rows back. ``OTEL_SESSION_CATALOG=off`` turns it off.
@@ -27,7 +29,9 @@ from typing import Any
 from otel_session.core.log import get_logger
 
 from .model import CatalogError
-from .rows import opened_row, sealed_row
+from otel_session.bundle.read import read_manifest
+
+from .rows import light_row, opened_row
 from .sql import SqlCatalog, catalog_url
 
 __all__ = ["CatalogHook", "catalog_disabled", "writer_hooks"]
@@ -66,7 +70,8 @@ class CatalogHook:
                 now_open = {path for path, _ in opened}
                 recount = not (self._opened | now_open).issuperset(sealed)  # a run it never saw open: count it
                 catalog.write(opened=[opened_row(self.root, Path(path), manifest) for path, manifest in opened],
-                              sealed=[sealed_row(self.root, Path(path)) for path in sealed], recount_sealed=recount)
+                              sealed=[light_row(self.root, Path(path), read_manifest(Path(path)) or {}) for path in sealed],
+                              recount_sealed=recount)
                 self._opened = (self._opened | now_open).difference(sealed)
         except CatalogError as exc:
             now = time.monotonic()

@@ -143,6 +143,11 @@ class RunRow:
     stamp changed (a bundle edited or replaced by hand)."""
 
     @property
+    def figures_pending(self) -> bool:
+        """Written by the writer's hook (as the run opened, or sealed): its counts are not read yet."""
+        return self.stamp == ""
+
+    @property
     def tokens(self) -> int | None:
         counts = (self.input_tokens, self.output_tokens)
         return None if counts == (None, None) else sum(count or 0 for count in counts)
@@ -256,6 +261,9 @@ class Catalog(Protocol):
 
     def known(self) -> dict[str, Known]:
         """Every row's path with its stamp and capture status."""
+
+    def pending(self, limit: int) -> list[str]:
+        """Paths of rows whose figures the writer's hook left to count (at most ``limit``)."""
 
     def rows(self, paths: list[str]) -> dict[str, RunRow]:
         """The rows of these run paths (those it holds)."""

@@ -4,6 +4,8 @@ Contract::
 
     row = row_of(root, run_path)          # reads run.json, capture.json, the journal, feedback; never raises
     row = sealed_row(root, run_path)      # the same, for a run its writer has just sealed: faster
+    row = light_row(root, run_path, manifest)   # what the writer's hook writes at seal: no record read
+    row.figures_pending                   # light and opened rows: their figures are a reader's to count
     row = opened_row(root, run_path, manifest)   # the row of a run just opened: ids and times only
     stamp = bundle_stamp(run_path)        # sizes and times of the bundle's files (a changed bundle)
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +37,7 @@ from otel_session.core.journal import TRUNCATED_FIELD, CaptureStatus, parse_time
 
 from .model import RunRow, Scope
 
-__all__ = ["MAX_SEARCH_TEXT", "bundle_stamp", "feedback_score", "opened_row", "row_of", "sealed_row"]
+__all__ = ["MAX_SEARCH_TEXT", "bundle_stamp", "feedback_score", "light_row", "opened_row", "row_of", "sealed_row"]
 
 MAX_SEARCH_TEXT = 4000
 """Characters of message text kept per run for the text filter."""
@@ -249,6 +252,22 @@ def opened_row(root: Path, run_path: Path, manifest: dict[str, Any]) -> RunRow:
         created_at=str(manifest.get("created_at", "")), eval_id=manifest.get("eval_id"), agent=manifest.get("agent"),
         service=manifest.get("service"), capture_status="recording", integrity="recording",
     )
+
+
+def light_row(root: Path, run_path: Path, manifest: dict[str, Any]) -> RunRow:
+    """The row of a run its writer has just sealed, from ``run.json`` and ``capture.json`` alone:
+    its capture status (as integrity too) and record count; its figures pending (an empty stamp),
+    counted by the first reader that lists it or by a catch-up pass (``sync.complete_rows``).
+    Counting them here cost the collector a fifth of its CPU (docs/performance.md)."""
+    try:
+        capture = orjson.loads((run_path / layout.CAPTURE_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        capture = None
+    status = capture.get("status") if isinstance(capture, dict) and isinstance(capture.get("status"), str) else None
+    count = capture.get("event_count") if isinstance(capture, dict) else None
+    return replace(opened_row(root, run_path, manifest), capture_status=status, integrity=status or "invalid",
+                   status="ok" if status == CaptureStatus.COMPLETE.value else "running",
+                   event_count=count if type(count) is int and count >= 0 else 0)
 
 
 def row_of(root: Path, run_path: Path) -> RunRow:

@@ -46,7 +46,7 @@ logger = get_logger(__name__)
 
 ENV_CATALOG = "OTEL_SESSION_CATALOG"
 CATALOG_FILE = ".catalog.sqlite3"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 _BUSY_TIMEOUT_S = 30.0
 DISK_RESERVE_BYTES = 64 * 1024 * 1024
 """An SQLite catalog writes nothing while its file system has less free: the bundles need the
@@ -99,6 +99,8 @@ runs = Table(
     Index("runs_by_directory", "directory", "created_at"),
     Index("runs_by_session", "session_id"),
 )
+Index("runs_pending", runs.c.path, sqlite_where=runs.c.stamp == "", postgresql_where=runs.c.stamp == "")
+"""The rows whose figures the writer's hook left to count (``RunRow.figures_pending``), found without a scan."""
 sessions = Table(
     "sessions", metadata,
     Column("directory", String(1024), primary_key=True),
@@ -372,6 +374,11 @@ class SqlCatalog:
                 for mapping in connection.execute(select(runs).where(runs.c.path.in_(chunk))).mappings():
                     found[mapping["path"]] = _row(mapping)
         return found
+
+    def pending(self, limit: int) -> list[str]:
+        """Paths of rows whose figures are pending (at most ``limit``)."""
+        with self._reading() as connection:
+            return list(connection.execute(select(runs.c.path).where(runs.c.stamp == "").limit(limit)).scalars())
 
     def facets(self) -> dict[str, list[str]]:
         with self._reading() as connection:

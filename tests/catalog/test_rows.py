@@ -8,6 +8,7 @@ import pytest
 
 from otel_session.bundle.read import read_bundle
 from otel_session.catalog import RunQuery, SqlCatalog
+from otel_session.catalog.sync import complete_rows
 from otel_session.core.journal import MAX_DEPTH
 from otel_session.replay.facts import build_session_facts
 
@@ -16,6 +17,12 @@ from .conftest import BASE_NS, Script, new_run_id, record_booking
 
 def _only_row(catalog: SqlCatalog):
     (row,) = catalog.page(RunQuery()).rows
+    return row
+
+
+def _counted(catalog: SqlCatalog, root: Path):
+    """The only row as a list shows it: its figures counted now if the writer left them pending."""
+    (row,) = complete_rows(catalog, root, catalog.page(RunQuery()).rows)
     return row
 
 
@@ -32,9 +39,12 @@ def test_a_row_exists_from_the_first_record_and_is_completed_at_seal(root: Path,
     script("run_finished", {"status": "ok"})
     run.close()
     assert run.wait_sealed(10) and writer.force_flush(10_000)
-    sealed = _only_row(catalog)
-    assert (sealed.capture_status, sealed.integrity, sealed.status) == ("complete", "complete", "error")  # a tool failed
+    sealed = _only_row(catalog)  # as the writer's hook left it: no record read on the writer thread
+    assert (sealed.capture_status, sealed.integrity, sealed.figures_pending) == ("complete", "complete", True)
     assert sealed.event_count == len(read_bundle(run.path).events)
+    counted = _counted(catalog, root)  # the first list counts its figures, and keeps them
+    assert (counted.status, counted.turns, counted.figures_pending) == ("error", 3, False)  # a tool failed
+    assert _only_row(catalog) == counted
 
 
 @pytest.mark.parametrize("voice", [False, True])
@@ -45,7 +55,7 @@ def test_row_figures_agree_with_the_facts_of_the_same_bundle(root: Path, writer,
     script("run_finished", {"status": "ok"})
     run.close()
     assert run.wait_sealed(10) and writer.force_flush(10_000)
-    row = _only_row(catalog)
+    row = _counted(catalog, root)
     facts = build_session_facts(read_bundle(run.path))
     turns = facts["turns"]
     assert row.turns == len(turns)
@@ -134,7 +144,8 @@ def test_in_process_recording_writes_the_row_at_open_and_at_seal(tmp_path: Path)
                 catalog.close()
     catalog = SqlCatalog(f"sqlite:///{root.resolve() / '.catalog.sqlite3'}")
     try:
-        (row,) = catalog.page(RunQuery()).rows
+        assert _only_row(catalog).capture_status == "complete"
+        row = _counted(catalog, root)
         assert (row.capture_status, row.integrity, row.turns, row.agent) == ("complete", "complete", 1, "booking")
         assert row.run_id == captured.bundle.run_id
     finally:
