@@ -91,7 +91,10 @@ def make_root(cache: Path, size: int) -> Path:
 
         shutil.rmtree(root)
     started = time.perf_counter()
-    writer = BundleWriter(root, hooks=CatalogHook(root))
+    root.mkdir(mode=0o700, parents=True)
+    hook = CatalogHook(root)
+    hook.wait_ready(60)
+    writer = BundleWriter(root, hooks=hook)
     try:
         for first in range(0, size, _PASS):
             runs = [_write_run(writer, number) for number in range(first, min(size, first + _PASS))]

@@ -36,29 +36,19 @@ from sqlalchemy.pool import StaticPool
 from otel_session.core.log import get_logger
 
 from .cursor import decode_cursor, row_cursor, session_cursor
+from .settings import no_room
 from .model import (
     CatalogUnavailable, Known, Order, Page, RunQuery, RunRow, Scope, SessionGroup, SessionsPage, SortKey, StatusFilter,
 )
 
-__all__ = ["CATALOG_FILE", "ENV_CATALOG", "SCHEMA_VERSION", "SqlCatalog", "catalog_url"]
+__all__ = ["SCHEMA_VERSION", "SqlCatalog"]
 
 logger = get_logger(__name__)
 
-ENV_CATALOG = "OTEL_SESSION_CATALOG"
-CATALOG_FILE = ".catalog.sqlite3"
 SCHEMA_VERSION = "2"
 _BUSY_TIMEOUT_S = 30.0
-DISK_RESERVE_BYTES = 64 * 1024 * 1024
-"""An SQLite catalog writes nothing while its file system has less free: the bundles need the
-space first (a catalog's write-ahead log grows by pages per transaction), and a pass adds the rows
-it lacks once there is room again."""
 _BATCH = 500
 _FACETS = ("agent", "service", "eval_id")
-
-
-def catalog_url(root: str | os.PathLike[str], explicit: str | None = None) -> str:
-    """The catalog's URL: ``explicit``, else ``$OTEL_SESSION_CATALOG``, else SQLite in the root."""
-    return explicit or os.environ.get(ENV_CATALOG) or f"sqlite:///{Path(root).resolve() / CATALOG_FILE}"
 
 
 metadata = MetaData()
@@ -136,6 +126,8 @@ _COUNT_SESSION = text(
     "SELECT directory, max(scope), max(session_id), max(created_at), count(*) FROM runs WHERE directory = :directory "
     "GROUP BY directory ON CONFLICT (directory) DO UPDATE SET scope = excluded.scope, session_id = excluded.session_id, "
     "newest_created_at = excluded.newest_created_at, run_count = excluded.run_count")
+_SET_SCHEMA = text("INSERT INTO catalog_meta (key, value) VALUES ('schema', :value) "
+                   "ON CONFLICT (key) DO UPDATE SET value = excluded.value")
 _DROP_EMPTY_SESSION = text(
     "DELETE FROM sessions WHERE directory = :directory AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.directory = :directory)")
 
@@ -202,7 +194,9 @@ class SqlCatalog:
         engine = self._make_engine()
         try:
             version = self._schema_version(engine)
-        except DatabaseError as exc:  # not a database (a torn or overwritten file)
+        except DatabaseError as exc:
+            if not _is_corrupt(exc):  # a directory it cannot open, a lock: not the file's fault
+                raise
             engine.dispose()
             logger.warning("the catalog %s cannot be read (%s): made new; the bundles fill it again",
                            self._shown(), _reason(exc))
@@ -213,10 +207,15 @@ class SqlCatalog:
             if version is not None:
                 logger.warning("the catalog %s has schema %s, this version uses %s: made new; the bundles fill it again",
                                self._shown(), version, SCHEMA_VERSION)
-            with engine.begin() as connection:
-                metadata.drop_all(connection)
-                metadata.create_all(connection)
-                connection.execute(meta_table.insert().values(key="schema", value=SCHEMA_VERSION))
+            try:
+                with engine.begin() as connection:
+                    if version is not None:
+                        metadata.drop_all(connection)
+                    metadata.create_all(connection)
+                    connection.execute(_SET_SCHEMA, {"value": SCHEMA_VERSION})
+            except SQLAlchemyError:  # another process (or thread) made it at the same moment
+                if self._schema_version(engine) != SCHEMA_VERSION:
+                    raise
             self.rebuilt = True
         return engine
 
@@ -230,18 +229,8 @@ class SqlCatalog:
             return connection.execute(select(meta_table.c.value).where(meta_table.c.key == "schema")).scalar()
 
     def no_room(self) -> str | None:
-        """Why an SQLite catalog writes nothing now (its file system is nearly full), else None."""
-        database = self.url.removeprefix("sqlite:///")
-        if not self.url.startswith("sqlite:///") or not database or database == ":memory:":
-            return None
-        try:
-            stat = os.statvfs(os.path.dirname(database) or ".")
-        except OSError:
-            return None
-        if stat.f_bavail * stat.f_frsize < DISK_RESERVE_BYTES:
-            return (f"the disk holding the catalog {self._shown()} has less than {DISK_RESERVE_BYTES >> 20} MiB "
-                    "free: the bundles have it first")
-        return None
+        """Why this catalog writes nothing now (an SQLite file on a nearly full disk), else None."""
+        return no_room(self.url)
 
     def _check_room(self) -> None:
         problem = self.no_room()
@@ -490,6 +479,12 @@ def _filters(query: RunQuery) -> list[Any]:
         conditions.append(or_(*(runs.c[name].icontains(query.search, autoescape=True)
                                 for name in ("session_id", "run_id", "eval_id", "agent", "search_text"))))
     return conditions
+
+
+def _is_corrupt(exc: DatabaseError) -> bool:
+    """The file is not a database, or a damaged one (never: it cannot be opened, or is locked)."""
+    text = str(getattr(exc, "orig", exc)).lower()
+    return any(sign in text for sign in ("not a database", "malformed", "corrupt"))
 
 
 def _chunks(values: list[str], size: int) -> Iterator[list[str]]:
