@@ -159,6 +159,11 @@ def reindex(bundle_root: Path | None, catalog_url: str | None) -> None:
         raise click.ClickException("the catalog is turned off (--catalog off or $OTEL_SESSION_CATALOG=off)")
     try:
         total = sum(1 for _ in run_paths(root))
+        try:
+            catalog.clear()
+        except CatalogError as exc:  # a malformed database: the bundles are the truth, make it new
+            click.echo(f"warning: {exc}; making the catalog new", err=True)
+            catalog.make_new()
         with click.progressbar(length=total, label="indexing runs", file=sys.stderr) as bar:
             result = catalog_reindex(catalog, root, progress=bar.update)
     except CatalogError as exc:
@@ -166,7 +171,7 @@ def reindex(bundle_root: Path | None, catalog_url: str | None) -> None:
     finally:
         catalog.close()
     rate = result.runs / result.seconds if result.seconds else 0.0
-    click.echo(f"indexed {result.runs} run(s) in {result.seconds:.1f} s ({rate:,.0f} runs/s) into {catalog.url}")
+    click.echo(f"indexed {result.runs} run(s) in {result.seconds:.1f} s ({rate:,.0f} runs/s) into {catalog.shown_url}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -27,15 +27,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from otel_session.catalog import (
-    BadQuery, CatalogError, CatalogKeeper, Order, Problem, RunQuery, RunRow, Scope, SortKey, SqlCatalog, StatusFilter,
-    open_catalog, row_cursor, scan_catalog, session_cursor, time_prefix,
+    BadQuery, CatalogError, CatalogKeeper, Order, Problem, RunQuery, RunRow, Scope, SessionsPage, SortKey, SqlCatalog,
+    StatusFilter, open_catalog, row_cursor, scan_catalog, session_cursor, time_prefix,
 )
+from otel_session.catalog.sync import complete_pending, complete_rows
 from otel_session.catalog.rows import bundle_stamp, row_of
 from otel_session.core.log import get_logger
 
@@ -130,6 +132,16 @@ def _entry(row: RunRow) -> dict[str, Any]:
     return entry
 
 
+def _completed(catalog: SqlCatalog, root: Path, page: SessionsPage) -> SessionsPage:
+    """The sessions page with every run's pending figures counted (``catalog.complete_rows``)."""
+    rows = complete_rows(catalog, root, [row for group in page.sessions for row in group.runs])
+    groups, start = [], 0
+    for group in page.sessions:
+        groups.append(replace(group, runs=rows[start : start + len(group.runs)]))
+        start += len(group.runs)
+    return replace(page, sessions=groups)
+
+
 def _within_budget(items: list[Any], entry: Any) -> tuple[list[dict[str, Any]], bool]:
     """The entries of ``items`` (``entry(item)``) that fit the answer's byte budget; whether all did."""
     entries: list[dict[str, Any]] = []
@@ -187,8 +199,11 @@ class Listing:
         """``ask(catalog)`` on the catalog, else on a catalog made by a scan, with the warning."""
         self._ready()
         failure = self.keeper.failure if self.keeper is not None else None
+        if failure is None and self.catalog is not None:
+            failure = self.catalog.no_room()
         if self.catalog is not None and self.problem is None and failure is None:
             try:
+                complete_pending(self.catalog, self.root)  # runs sealed since the last pass: filters and sorts see them
                 return ask(self.catalog), None
             except BadQuery as exc:
                 raise _bad(str(exc)) from None
@@ -205,15 +220,17 @@ class Listing:
             scanned.close()
 
     def runs(self, query: RunQuery) -> dict[str, Any]:
-        (page, facets), warning = self._answer(lambda catalog: (catalog.page(query), catalog.facets()))
-        entries, whole = _within_budget(page.rows, _entry)
+        (page, rows, facets), warning = self._answer(lambda catalog: (
+            page := catalog.page(query), complete_rows(catalog, self.root, page.rows), catalog.facets()))
+        entries, whole = _within_budget(rows, _entry)
         next_cursor = page.next_cursor if whole else row_cursor(query.sort, query.order, page.rows[len(entries) - 1])
         answer = {"runs": entries, "next_cursor": next_cursor, "total": page.total,
                   "offset": query.offset if query.cursor is None else None, "limit": query.limit, "facets": facets}
         return {**answer, "warning": warning} if warning else answer
 
     def sessions(self, query: RunQuery) -> dict[str, Any]:
-        page, warning = self._answer(lambda catalog: catalog.sessions_page(query, runs_per_session=_RUNS_PER_SESSION))
+        page, warning = self._answer(lambda catalog: _completed(catalog, self.root, catalog.sessions_page(
+            query, runs_per_session=_RUNS_PER_SESSION)))
         listed, whole = _within_budget(page.sessions, lambda group: {
             "session_id": group.session_id, "directory": group.directory, "run_count": group.run_count,
             "newest_created_at": group.newest_created_at, "runs": [_entry(row) for row in group.runs]})

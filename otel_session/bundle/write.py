@@ -81,8 +81,8 @@ from otel_session.bundle.recovery import (
 __all__ = [
     "AppendResult",
     "BundleWriter",
-    "RunHooks",
     "FailureCode",
+    "RunHooks",
     "RunLockedError",
     "RunRecorder",
     "RunSealedError",

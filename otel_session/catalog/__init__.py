@@ -20,17 +20,31 @@ Settings: ``$OTEL_SESSION_CATALOG`` (a SQLAlchemy URL; ``off`` for none), defaul
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
+from typing import Any
 
 from .cursor import row_cursor, session_cursor
-from .hook import CatalogHook, catalog_disabled, writer_hooks
+from .hook import CatalogHook, writer_hooks
 from .model import (
     BadQuery, Catalog, CatalogError, CatalogUnavailable, Known, Order, Page, Problem, RunQuery, RunRow, Scope, SessionGroup,
     SessionsPage, SortKey, StatusFilter, time_prefix,
 )
-from .sql import CATALOG_FILE, ENV_CATALOG, SCHEMA_VERSION, SqlCatalog, catalog_url
+from .settings import CATALOG_FILE, ENV_CATALOG, catalog_disabled, catalog_url
 from .sync import CatalogKeeper, CaughtUp, Reindexed, catch_up, reindex
+
+_LAZY = {"SqlCatalog": "sql", "SCHEMA_VERSION": "sql"}
+"""Names whose modules import the SQL library: loaded when first asked for, so that an app that
+records (``writer_hooks``) does not pay for SQLAlchemy at start."""
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "CATALOG_FILE", "ENV_CATALOG", "SCHEMA_VERSION", "BadQuery", "Catalog", "CatalogError", "CatalogHook",
@@ -40,17 +54,21 @@ __all__ = [
 ]
 
 
-def open_catalog(root: str | os.PathLike[str], url: str | None = None) -> SqlCatalog | None:
+def open_catalog(root: str | os.PathLike[str], url: str | None = None) -> Any:
     """The catalog of ``root`` (``url``, else ``$OTEL_SESSION_CATALOG``, else SQLite in the root), or
     None when turned off. Raises :class:`CatalogUnavailable` when it cannot be opened."""
     if catalog_disabled(url):
         return None
+    from .sql import SqlCatalog
+
     return SqlCatalog(catalog_url(root, url))
 
 
-def scan_catalog(root: str | os.PathLike[str]) -> SqlCatalog:
+def scan_catalog(root: str | os.PathLike[str]) -> Any:
     """A catalog in memory, filled by reading every bundle under ``root``: what lists answer from
     when the root's catalog is off or unusable (the same queries, at the cost of a full scan)."""
+    from .sql import SqlCatalog
+
     catalog = SqlCatalog("sqlite://")
     reindex(catalog, Path(root))
     return catalog

@@ -2,14 +2,17 @@
 
 Contract::
 
-    hook = CatalogHook(root)                    # opens the catalog on first use (catalog_url(root))
+    hook = CatalogHook(root)                    # opens the catalog (catalog_url(root)) on a thread of its own
+    hook.wait_ready(timeout_s)                  # tests: the catalog is open
     writer = BundleWriter(root, hooks=hook)     # the writer calls runs_passed after each pass
     hook.runs_passed(opened=[(path, manifest)], sealed=[path])   # never raises
     hook.close()
 
-Runs opened since the last pass get a row from their ``run.json`` (no bundle read); runs sealed
-in the pass get their full row (``rows.sealed_row``: the just-written journal, from the page cache,
-only the records a row counts parsed).
+Runs opened since the last pass get a row from their ``run.json`` (no bundle read; their session
+counted); runs sealed in the pass get their capture status and record count (``rows.light_row``:
+``run.json`` and ``capture.json``, no record read). Their figures (turns, tokens, latency, problems,
+…) are counted by the first reader that lists them (``sync.complete_rows``) or by a catch-up pass:
+counting them here, on the collector's writer thread, cost a fifth of the collector's CPU.
 Both go in one transaction. A catalog that cannot be opened or written is logged (once a minute
 at most) and skipped: recording never depends on it, and a later pass of a keeper, or
 ``otel-session reindex``, brings the rows back. ``OTEL_SESSION_CATALOG=off`` turns it off.
@@ -24,24 +27,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from otel_session.bundle.read import read_manifest
 from otel_session.core.log import get_logger
 
-from .model import CatalogError
-from .rows import opened_row, sealed_row
-from .sql import SqlCatalog, catalog_url
+from .model import CatalogError, RunRow
+from .rows import light_row, opened_row
+from .settings import catalog_disabled, catalog_url, no_room
 
-__all__ = ["CatalogHook", "catalog_disabled", "writer_hooks"]
+__all__ = ["CatalogHook", "writer_hooks"]
 
 logger = get_logger(__name__)
 
 _WARN_EVERY_S = 60.0
-
-
-def catalog_disabled(explicit: str | None = None) -> bool:
-    """``--catalog off`` or ``$OTEL_SESSION_CATALOG=off``: no catalog (lists scan the bundles)."""
-    from .sql import ENV_CATALOG
-
-    return (explicit or os.environ.get(ENV_CATALOG, "")).strip().lower() in ("off", "none")
+_MAX_WAITING = 100_000
+"""Rows kept while the catalog opens (beyond: left to the next catch-up pass)."""
 
 
 class CatalogHook:
@@ -51,33 +50,98 @@ class CatalogHook:
         self.root = Path(root)
         """As the writer names it: its run paths start with it."""
         self.url = catalog_url(self.root, url)
-        self._catalog: SqlCatalog | None = None
+        self._catalog: Any = None
         self._lock = threading.Lock()
+        self._ready = threading.Event()
         self._warned_at = float("-inf")
+        self._opened: set[str] = set()
+        """Runs this hook saw open and not yet sealed: their sessions count them already."""
+        self._waiting: tuple[list[RunRow], list[RunRow]] = ([], [])
+        """Rows of passes that ended before the catalog was open: written once it is."""
+        self._opener = self._new_opener()
+        self._open_again_at = float("inf")
+        """When a catalog that could not be opened (a nearly full disk) is tried again."""
+        if self.root.is_dir():  # else at the first pass, once the writer has made the root
+            self._opener.start()
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Wait until the catalog is open (or could not be); True when it was in time."""
+        return self._ready.wait(timeout_s)
+
+    def _new_opener(self) -> threading.Thread:
+        return threading.Thread(target=self._open, name="otel-session-catalog-open", daemon=True)
+
+    def _open(self) -> None:
+        """Open the catalog on a thread of its own: the SQL library's import and a new catalog's
+        tables cost a fraction of a second, which neither the app's start nor a writer pass waits for.
+        On a nearly full disk it is not even made (tried again a minute later)."""
+        catalog = None
+        problem = no_room(self.url)
+        if problem is None:
+            try:
+                from .sql import SqlCatalog
+
+                catalog = SqlCatalog(self.url)
+            except CatalogError as exc:
+                problem = str(exc)
+        if problem is not None:
+            self._warn(problem)
+            self._open_again_at = time.monotonic() + _WARN_EVERY_S
+        with self._lock:
+            self._catalog = catalog
+            self._write_locked()
+            self._ready.set()
 
     def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[str]) -> None:
         if not opened and not sealed:
             return
         try:
-            with self._lock:
-                catalog = self._catalog or self._open()
-                sealed_set = set(sealed)
-                opened_rows = [opened_row(self.root, Path(path), manifest) for path, manifest in opened
-                               if path not in sealed_set]
-                catalog.write(opened=opened_rows, sealed=[sealed_row(self.root, Path(path)) for path in sorted(sealed_set)])
-        except CatalogError as exc:
-            now = time.monotonic()
-            if now - self._warned_at >= _WARN_EVERY_S:
-                self._warned_at = now
-                logger.warning("catalog: rows not written (%s); recording goes on, `otel-session reindex` "
-                               "or the next catalog pass adds them", exc)
+            rows = ([opened_row(self.root, Path(path), manifest) for path, manifest in opened],
+                    [light_row(self.root, Path(path), read_manifest(Path(path)) or {}) for path in sealed])
+        except (OSError, ValueError) as exc:
+            self._warn(exc)
+            return
+        if self._opener.ident is None:
+            self._opener.start()  # the writer's first pass: the root exists now
+        elif self._catalog is None and self._ready.is_set() and time.monotonic() >= self._open_again_at:
+            self._open_again_at = float("inf")
+            self._ready.clear()
+            self._opener = self._new_opener()
+            self._opener.start()
+        with self._lock:
+            if len(self._waiting[0]) + len(self._waiting[1]) < _MAX_WAITING:
+                self._waiting[0].extend(rows[0])
+                self._waiting[1].extend(rows[1])
+            if self._ready.is_set():
+                self._write_locked()
 
-    def _open(self) -> SqlCatalog:
-        self._catalog = SqlCatalog(self.url)
-        return self._catalog
+    def _write_locked(self) -> None:
+        opened, sealed = self._waiting
+        self._waiting = ([], [])
+        if self._catalog is None or not (opened or sealed):
+            return
+        now_open = {row.path for row in opened}
+        sealed_paths = {row.path for row in sealed}
+        recount = not (self._opened | now_open).issuperset(sealed_paths)  # a run it never saw open: count it
+        try:
+            self._catalog.write(opened=opened, sealed=sealed, recount_sealed=recount)
+        except CatalogError as exc:
+            self._warn(exc)
+            return
+        self._opened = (self._opened | now_open) - sealed_paths
+
+    def _warn(self, exc: Exception | str) -> None:
+        now = time.monotonic()
+        if now - self._warned_at >= _WARN_EVERY_S:
+            self._warned_at = now
+            logger.warning("catalog: rows not written (%s); recording goes on, `otel-session reindex` "
+                           "or the next catalog pass adds them", exc)
 
     def close(self) -> None:
+        if self._opener.ident is not None:
+            self._opener.join(30.0)
         with self._lock:
+            self._write_locked()
             if self._catalog is not None:
                 self._catalog.close()
                 self._catalog = None

@@ -158,6 +158,11 @@ class RunRow:
     stamp changed (a bundle edited or replaced by hand)."""
 
     @property
+    def figures_pending(self) -> bool:
+        """Written by the writer's hook (as the run opened, or sealed): its counts are not read yet."""
+        return self.stamp == ""
+
+    @property
     def tokens(self) -> int | None:
         counts = (self.input_tokens, self.output_tokens)
         return None if counts == (None, None) else sum(count or 0 for count in counts)
@@ -259,6 +264,10 @@ class Catalog(Protocol):
     def upsert_sealed(self, rows: Iterable[RunRow]) -> None:
         """Write runs' rows as their bundles read now (sealed, or found by a pass), replacing any."""
 
+    def write(self, *, opened: list[RunRow] = (), sealed: list[RunRow] = (),  # type: ignore[assignment]
+              recount_sealed: bool = True) -> None:
+        """Both upserts in one transaction (the writer hook's, once a writer pass)."""
+
     def remove(self, paths: Iterable[str]) -> int:
         """Drop the rows of these run paths (bundles deleted); how many were there."""
 
@@ -270,6 +279,9 @@ class Catalog(Protocol):
 
     def known(self) -> dict[str, Known]:
         """Every row's path with its stamp and capture status."""
+
+    def pending(self, limit: int) -> list[str]:
+        """Paths of rows whose figures the writer's hook left to count (at most ``limit``)."""
 
     def rows(self, paths: list[str]) -> dict[str, RunRow]:
         """The rows of these run paths (those it holds)."""

@@ -4,6 +4,8 @@ Contract::
 
     row = row_of(root, run_path)          # reads run.json, capture.json, the journal, feedback; never raises
     row = sealed_row(root, run_path)      # the same, for a run its writer has just sealed: faster
+    row = light_row(root, run_path, manifest)   # what the writer's hook writes at seal: no record read
+    row.figures_pending                   # light and opened rows: their figures are a reader's to count
     row = opened_row(root, run_path, manifest)   # the row of a run just opened: ids and times only
     stamp = bundle_stamp(run_path)        # sizes and times of the bundle's files (a changed bundle)
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +37,7 @@ from otel_session.core.journal import TRUNCATED_FIELD, CaptureStatus, parse_time
 
 from .model import RunRow, Scope
 
-__all__ = ["MAX_SEARCH_TEXT", "bundle_stamp", "feedback_score", "opened_row", "row_of", "sealed_row"]
+__all__ = ["MAX_SEARCH_TEXT", "bundle_stamp", "feedback_score", "light_row", "opened_row", "row_of", "sealed_row"]
 
 MAX_SEARCH_TEXT = 4000
 """Characters of message text kept per run for the text filter."""
@@ -67,6 +70,18 @@ def _count(value: Any) -> int | None:
 
 def _str_list(value: Any) -> list[str] | None:
     return [item for item in value if isinstance(item, str)] if isinstance(value, list) else None
+
+
+_MESSAGE_ID_KEY = b'"message_id":"'
+
+
+def _message_id(line: bytes) -> str | None:
+    """The ``message_id`` of an encoded record, read without parsing it (None if it has none)."""
+    start = line.find(_MESSAGE_ID_KEY)
+    if start < 0:
+        return None
+    start += len(_MESSAGE_ID_KEY)
+    return line[start : line.find(b'"', start)].decode("utf-8", "replace")
 
 
 def _nearest_rank(ordered: list[float], quantile: float) -> float:
@@ -108,6 +123,7 @@ class _Tally:
         self.turn_required: list[str] = []
         """The current turn's ``required_slots`` as it started (its finish may name them instead)."""
         self.previous_missing: list[str] | None = None
+        self.upstream_drop = False
         """The previous finished turn's ``missing_required_slots``."""
 
     def problem(self, kind: str, message: str, seq: int | None = None) -> None:
@@ -274,6 +290,22 @@ def opened_row(root: Path, run_path: Path, manifest: dict[str, Any]) -> RunRow:
     )
 
 
+def light_row(root: Path, run_path: Path, manifest: dict[str, Any]) -> RunRow:
+    """The row of a run its writer has just sealed, from ``run.json`` and ``capture.json`` alone:
+    its capture status (as integrity too) and record count; its figures pending (an empty stamp),
+    counted by the first reader that lists it or by a catch-up pass (``sync.complete_rows``).
+    Counting them here cost the collector a fifth of its CPU (docs/performance.md)."""
+    try:
+        capture = orjson.loads((run_path / layout.CAPTURE_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        capture = None
+    status = capture.get("status") if isinstance(capture, dict) and isinstance(capture.get("status"), str) else None
+    count = capture.get("event_count") if isinstance(capture, dict) else None
+    return replace(opened_row(root, run_path, manifest), capture_status=status, integrity=status or "invalid",
+                   status="ok" if status == CaptureStatus.COMPLETE.value else "running",
+                   event_count=count if type(count) is int and count >= 0 else 0)
+
+
 def row_of(root: Path, run_path: Path) -> RunRow:
     """The row of the run at ``run_path`` as its bundle reads now (the tolerant reader: a bundle it
     cannot read is a row with its problem, never an error)."""
@@ -300,33 +332,41 @@ def sealed_row(root: Path, run_path: Path) -> RunRow:
     if (manifest is None or not isinstance(capture, dict) or capture.get("status") not in _SEALED
             or lines.pop() != b"" or capture.get("event_count") != len(lines)):
         return row_of(root, run_path)
-    events: list[dict[str, Any]] = []
+    tally = _Tally()
     try:
         for line in lines:
             start = line.find(_TYPE_KEY) + len(_TYPE_KEY)
-            if line[start : line.find(b'"', start)] in _TALLIED:
-                events.append(orjson.loads(line))
+            kind = line[start : line.find(b'"', start)]
+            if kind not in _TALLIED or (kind == b"message_finished" and tally.text_chars >= MAX_SEARCH_TEXT
+                                        and tally.roles.get(_message_id(line)) not in (None, "assistant")):
+                continue  # a message that is not a model call, once the search text is full: it counts no more
+            event = orjson.loads(line)
+            tally.feed(event)
+            if event["type"] == "upstream_drop":
+                tally.upstream_drop = True
         edges = [orjson.loads(lines[0]), orjson.loads(lines[-1])] if lines else []
     except orjson.JSONDecodeError:
         return row_of(root, run_path)
     diagnostics = []
-    if any(event["type"] == "upstream_drop" for event in events):
+    if tally.upstream_drop:
         diagnostics.append(DiagnosticCode.UPSTREAM_DROP)
     if _TRUNCATED_MARK in data:
         diagnostics.append(DiagnosticCode.VALUE_TRUNCATED)
-    bundle = BundleRead(run_path, BundleStatus(capture["status"]), manifest, capture, events, [])
-    return _row(root, bundle, stamp, event_count=len(lines), edges=edges,
+    bundle = BundleRead(run_path, BundleStatus(capture["status"]), manifest, capture, [], [])
+    return _row(root, bundle, stamp, tally=tally, event_count=len(lines), edges=edges,
                 diagnostics=tuple(code.value for code in diagnostics))
 
 
-def _row(root: Path, bundle: BundleRead, stamp: str, *, event_count: int | None = None,
+def _row(root: Path, bundle: BundleRead, stamp: str, *, tally: _Tally | None = None, event_count: int | None = None,
          edges: list[dict[str, Any]] | None = None, diagnostics: tuple[str, ...] | None = None) -> RunRow:
+    """The row of ``bundle``: its records tallied here unless ``tally`` has them already."""
     path, directory, scope = _place(root, bundle.path)
     manifest = bundle.manifest or {}
     capture = bundle.capture or {}
-    tally = _Tally()
-    for event in bundle.events:
-        tally.feed(event)
+    if tally is None:
+        tally = _Tally()
+        for event in bundle.events:
+            tally.feed(event)
     if capture.get("status") == "failed":
         failure = capture.get("failure") if isinstance(capture.get("failure"), dict) else {}
         tally.problem("capture_failed", f"capture failed: {failure.get('code', '?')} {failure.get('message', '')}".strip())

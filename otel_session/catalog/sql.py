@@ -19,7 +19,6 @@ bound parameter. Any database error is raised as :class:`CatalogUnavailable`.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,37 +29,27 @@ from sqlalchemy import (
     Column, Connection, Float, Index, Integer, MetaData, String, Table, Text, and_, case, create_engine, delete,
     event, func, literal, or_, select, text, true, update,
 )
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DatabaseError, SQLAlchemyError
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, DatabaseError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from otel_session.core.log import get_logger
 
 from .cursor import decode_cursor, row_cursor, session_cursor
+from .settings import no_room
 from .model import (
     CatalogUnavailable, Known, Order, Page, Problem, RunQuery, RunRow, Scope, SessionGroup, SessionsPage, SortKey,
     StatusFilter,
 )
 
-__all__ = ["CATALOG_FILE", "ENV_CATALOG", "FLEET_COLUMNS", "SCHEMA_VERSION", "SqlCatalog", "catalog_url"]
+__all__ = ["FLEET_COLUMNS", "SCHEMA_VERSION", "SqlCatalog"]
 
 logger = get_logger(__name__)
 
-ENV_CATALOG = "OTEL_SESSION_CATALOG"
-CATALOG_FILE = ".catalog.sqlite3"
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 _BUSY_TIMEOUT_S = 30.0
-DISK_RESERVE_BYTES = 64 * 1024 * 1024
-"""An SQLite catalog writes nothing while its file system has less free: the bundles need the
-space first (a catalog's write-ahead log grows by pages per transaction), and a pass adds the rows
-it lacks once there is room again."""
 _BATCH = 500
 _FACETS = ("agent", "service", "eval_id")
-
-
-def catalog_url(root: str | os.PathLike[str], explicit: str | None = None) -> str:
-    """The catalog's URL: ``explicit``, else ``$OTEL_SESSION_CATALOG``, else SQLite in the root."""
-    return explicit or os.environ.get(ENV_CATALOG) or f"sqlite:///{Path(root).resolve() / CATALOG_FILE}"
 
 
 metadata = MetaData()
@@ -104,6 +93,8 @@ runs = Table(
     Index("runs_by_directory", "directory", "created_at"),
     Index("runs_by_session", "session_id"),
 )
+Index("runs_pending", runs.c.path, sqlite_where=runs.c.stamp == "", postgresql_where=runs.c.stamp == "")
+"""The rows whose figures the writer's hook left to count (``RunRow.figures_pending``), found without a scan."""
 sessions = Table(
     "sessions", metadata,
     Column("directory", String(1024), primary_key=True),
@@ -139,6 +130,8 @@ _COUNT_SESSION = text(
     "SELECT directory, max(scope), max(session_id), max(created_at), count(*) FROM runs WHERE directory = :directory "
     "GROUP BY directory ON CONFLICT (directory) DO UPDATE SET scope = excluded.scope, session_id = excluded.session_id, "
     "newest_created_at = excluded.newest_created_at, run_count = excluded.run_count")
+_SET_SCHEMA = text("INSERT INTO catalog_meta (key, value) VALUES ('schema', :value) "
+                   "ON CONFLICT (key) DO UPDATE SET value = excluded.value")
 _DROP_EMPTY_SESSION = text(
     "DELETE FROM sessions WHERE directory = :directory AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.directory = :directory)")
 
@@ -172,16 +165,25 @@ class SqlCatalog:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._lock = threading.Lock()
+        self._known_facets: set[tuple[str, str]] = set()
+        """Facet values this object wrote (or found written): not written again."""
         self.rebuilt = False
         """The database was made new here (none yet, another schema version, or not a database)."""
         try:
             self._engine = self._open()
-        except (SQLAlchemyError, OSError) as exc:
+        except (SQLAlchemyError, OSError, ImportError) as exc:  # ImportError: the URL's database driver
             raise CatalogUnavailable(f"cannot open the catalog {self._shown()}: {_reason(exc)}") from None
 
     def _shown(self) -> str:
-        return self.url.removeprefix("sqlite:///")
+        """The URL as logs and messages show it: a password never."""
+        return self.shown_url.removeprefix("sqlite:///")
+
+    @property
+    def shown_url(self) -> str:
+        try:
+            return make_url(self.url).render_as_string(hide_password=True)
+        except ArgumentError:
+            return "(an invalid catalog URL)"
 
     def _make_engine(self) -> Engine:
         if self.url.startswith("sqlite"):
@@ -196,7 +198,9 @@ class SqlCatalog:
         engine = self._make_engine()
         try:
             version = self._schema_version(engine)
-        except DatabaseError as exc:  # not a database (a torn or overwritten file)
+        except DatabaseError as exc:
+            if not _is_corrupt(exc):  # a directory it cannot open, a lock: not the file's fault
+                raise
             engine.dispose()
             logger.warning("the catalog %s cannot be read (%s): made new; the bundles fill it again",
                            self._shown(), _reason(exc))
@@ -207,10 +211,15 @@ class SqlCatalog:
             if version is not None:
                 logger.warning("the catalog %s has schema %s, this version uses %s: made new; the bundles fill it again",
                                self._shown(), version, SCHEMA_VERSION)
-            with engine.begin() as connection:
-                metadata.drop_all(connection)
-                metadata.create_all(connection)
-                connection.execute(meta_table.insert().values(key="schema", value=SCHEMA_VERSION))
+            try:
+                with engine.begin() as connection:
+                    if version is not None:
+                        metadata.drop_all(connection)
+                    metadata.create_all(connection)
+                    connection.execute(_SET_SCHEMA, {"value": SCHEMA_VERSION})
+            except SQLAlchemyError:  # another process (or thread) made it at the same moment
+                if self._schema_version(engine) != SCHEMA_VERSION:
+                    raise
             self.rebuilt = True
         return engine
 
@@ -223,18 +232,28 @@ class SqlCatalog:
                 return None
             return connection.execute(select(meta_table.c.value).where(meta_table.c.key == "schema")).scalar()
 
+    def no_room(self) -> str | None:
+        """Why this catalog writes nothing now (an SQLite file on a nearly full disk), else None."""
+        return no_room(self.url)
+
     def _check_room(self) -> None:
-        """:class:`CatalogUnavailable` when an SQLite catalog's file system is nearly full."""
-        database = self.url.removeprefix("sqlite:///")
-        if not self.url.startswith("sqlite:///") or not database or database == ":memory:":
-            return
+        problem = self.no_room()
+        if problem is not None:
+            raise CatalogUnavailable(problem)
+
+    def make_new(self) -> None:
+        """Forget the database (a malformed one ``reindex`` cannot clear) and make it new, empty."""
+        self._engine.dispose()
+        if self.url.startswith("sqlite:///"):
+            self._remove_sqlite_files()
+        else:
+            with self._make_engine().begin() as connection:
+                metadata.drop_all(connection)
+        self._known_facets.clear()
         try:
-            stat = os.statvfs(os.path.dirname(database) or ".")
-        except OSError:
-            return
-        if stat.f_bavail * stat.f_frsize < DISK_RESERVE_BYTES:
-            raise CatalogUnavailable(f"the disk holding the catalog {self._shown()} has less than "
-                                     f"{DISK_RESERVE_BYTES >> 20} MiB free: the bundles have it first")
+            self._engine = self._open()
+        except (SQLAlchemyError, OSError) as exc:
+            raise CatalogUnavailable(f"cannot make the catalog {self._shown()} new: {_reason(exc)}") from None
 
     def _remove_sqlite_files(self) -> None:
         database = self.url.removeprefix("sqlite:///")
@@ -269,8 +288,11 @@ class SqlCatalog:
     def upsert_sealed(self, rows: Iterable[RunRow]) -> None:
         self.write(sealed=list(rows))
 
-    def write(self, *, opened: list[RunRow] = (), sealed: list[RunRow] = ()) -> None:  # type: ignore[assignment]
-        """Both kinds of upsert in one transaction (the writer hook's one per writer pass)."""
+    def write(self, *, opened: list[RunRow] = (), sealed: list[RunRow] = (),  # type: ignore[assignment]
+              recount_sealed: bool = True) -> None:
+        """Both kinds of upsert in one transaction (the writer hook's one per writer pass).
+        ``recount_sealed=False``: the sealed rows' runs were added as opened rows before (the
+        hook's own), so their sessions' counts and newest runs stand."""
         if not opened and not sealed:
             return
         self._check_room()
@@ -279,12 +301,14 @@ class SqlCatalog:
                 for start in range(0, len(rows), _BATCH):
                     batch = [_values(row) for row in rows[start : start + _BATCH]]
                     connection.execute(statement, batch)
-                    facet_values = [{"name": name, "value": value} for name, value in
-                                    {(name, values[name]) for values in batch for name in _FACETS if isinstance(values[name], str)}]
+                    facet_values = {(name, values[name]) for values in batch for name in _FACETS
+                                    if isinstance(values[name], str)} - self._known_facets
                     if facet_values:
-                        connection.execute(_ADD_FACET, facet_values)
-            directories = {row.directory for row in opened} | {row.directory for row in sealed}
-            connection.execute(_COUNT_SESSION, [{"directory": directory} for directory in sorted(directories)])
+                        connection.execute(_ADD_FACET, [{"name": name, "value": value} for name, value in facet_values])
+                        self._known_facets |= facet_values
+            directories = {row.directory for row in opened} | ({row.directory for row in sealed} if recount_sealed else set())
+            if directories:
+                connection.execute(_COUNT_SESSION, [{"directory": directory} for directory in sorted(directories)])
 
     def remove(self, paths: Iterable[str]) -> int:
         paths = sorted(set(paths))
@@ -302,6 +326,7 @@ class SqlCatalog:
                 connection.execute(_COUNT_SESSION, parameters)
                 connection.execute(_DROP_EMPTY_SESSION, parameters)
             connection.execute(delete(facets))
+            self._known_facets.clear()
             for name in _FACETS:
                 connection.execute(facets.insert().from_select(
                     ["name", "value"], select(literal(name), runs.c[name]).where(runs.c[name].is_not(None)).distinct()))
@@ -318,6 +343,7 @@ class SqlCatalog:
         with self._transaction() as connection:
             for table in (runs, sessions, facets):
                 connection.execute(delete(table))
+            self._known_facets.clear()
 
     def rebuild(self, root: Path) -> int:
         from .sync import reindex  # sync builds rows from bundles and writes them through this class
@@ -341,6 +367,11 @@ class SqlCatalog:
                 for mapping in connection.execute(select(runs).where(runs.c.path.in_(chunk))).mappings():
                     found[mapping["path"]] = _row(mapping)
         return found
+
+    def pending(self, limit: int) -> list[str]:
+        """Paths of rows whose figures are pending (at most ``limit``)."""
+        with self._reading() as connection:
+            return list(connection.execute(select(runs.c.path).where(runs.c.stamp == "").limit(limit)).scalars())
 
     def facets(self) -> dict[str, list[str]]:
         with self._reading() as connection:
@@ -401,7 +432,7 @@ class SqlCatalog:
                                             and_(source.c.newest_created_at == newest, source.c.directory < directory)))
         statement = statement.order_by(source.c.newest_created_at.desc(), source.c.directory.desc()).limit(query.limit + 1)
         with self._reading() as connection:
-            groups = connection.execute(statement).all()[: query.limit + 1]
+            groups = connection.execute(statement).all()
             more = len(groups) > query.limit
             groups = groups[: query.limit]
             by_directory: dict[str, list[RunRow]] = {directory: [] for directory, *_ in groups}
@@ -476,6 +507,12 @@ def _filters(query: RunQuery) -> list[Any]:
         conditions.append(or_(*(runs.c[name].icontains(query.search, autoescape=True)
                                 for name in ("session_id", "run_id", "eval_id", "agent", "search_text"))))
     return conditions
+
+
+def _is_corrupt(exc: DatabaseError) -> bool:
+    """The file is not a database, or a damaged one (never: it cannot be opened, or is locked)."""
+    text = str(getattr(exc, "orig", exc)).lower()
+    return any(sign in text for sign in ("not a database", "malformed", "corrupt"))
 
 
 def _chunks(values: list[str], size: int) -> Iterator[list[str]]:

@@ -4,6 +4,8 @@ Contract::
 
     result = reindex(catalog, root, progress=None)   # forget every row, index every bundle: Reindexed(runs, seconds)
     result = catch_up(catalog, root)                 # add bundles it lacks, re-read changed ones, drop deleted: CaughtUp
+    rows = complete_rows(catalog, root, rows)        # rows about to be shown, their pending figures counted (and kept)
+    count = complete_pending(catalog, root)          # every row whose figures are pending, counted: before a filter or sort
     keeper = CatalogKeeper(catalog, root, interval_s=30.0).start()   # catch_up now and then, in the background
     keeper.first_pass.wait(timeout); keeper.stop()
 
@@ -34,7 +36,8 @@ from otel_session.core.log import get_logger
 from .model import Catalog, CatalogError, RunRow
 from .rows import bundle_stamp, sealed_row
 
-__all__ = ["CatalogKeeper", "CaughtUp", "Reindexed", "catch_up", "reindex", "run_paths"]
+__all__ = ["CatalogKeeper", "CaughtUp", "Reindexed", "catch_up", "complete_pending", "complete_rows", "reindex",
+           "run_paths"]
 
 logger = get_logger(__name__)
 
@@ -89,6 +92,31 @@ def _write_rows(catalog: Catalog, root: Path, paths: list[Path], progress: Calla
         catalog.upsert_sealed(_rows(root, batch))
         if progress is not None:
             progress(len(batch))
+
+
+def complete_rows(catalog: Catalog, root: Path, rows: list[RunRow]) -> list[RunRow]:
+    """``rows`` with the figures of those still pending (``RunRow.figures_pending``) counted from
+    their bundles now, and written back (when the catalog takes them: a list is answered either way)."""
+    pending = [index for index, row in enumerate(rows)
+               if row.figures_pending and ".." not in row.path.split("/") and not row.path.startswith("/")]
+    if not pending:
+        return rows
+    completed = list(rows)
+    for index in pending:
+        completed[index] = sealed_row(root, root / rows[index].path)
+    try:
+        catalog.upsert_sealed([completed[index] for index in pending])
+    except CatalogError as exc:
+        logger.warning("catalog: %d row(s) counted but not kept: %s", len(pending), exc)
+    return completed
+
+
+def complete_pending(catalog: Catalog, root: Path, *, limit: int = 100_000) -> int:
+    """Count the figures of every row the writer's hook left pending (runs sealed since the last
+    pass, by a collector or an app), so that a filter or a sort by them sees every run; how many."""
+    paths = [root / path for path in catalog.pending(limit) if ".." not in path.split("/") and not path.startswith("/")]
+    _write_rows(catalog, root, paths, None)
+    return len(paths)
 
 
 def reindex(catalog: Catalog, root: Path, *, progress: Callable[[int], None] | None = None) -> Reindexed:

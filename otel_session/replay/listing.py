@@ -16,13 +16,14 @@ bundles first; one that cannot be used at all is replaced by a scan, with a warn
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from otel_session.catalog import (
     CatalogError, RunQuery, RunRow, SessionsPage, SqlCatalog, catch_up, open_catalog, scan_catalog,
 )
+from otel_session.catalog.sync import complete_pending, complete_rows
 
 __all__ = ["ListedSessions", "list_sessions", "run_entry"]
 
@@ -66,8 +67,11 @@ class ListedSessions:
         return lines
 
 
-def _page(catalog: SqlCatalog, query: RunQuery, runs_per_session: int) -> SessionsPage:
-    return catalog.sessions_page(query, runs_per_session=runs_per_session)
+def _page(catalog: SqlCatalog, root: Path, query: RunQuery, runs_per_session: int) -> SessionsPage:
+    """The page, each run shown with its figures counted (``complete_rows``: pending ones read now)."""
+    page = catalog.sessions_page(query, runs_per_session=runs_per_session)
+    rows = iter(complete_rows(catalog, root, [row for group in page.sessions for row in group.runs]))
+    return replace(page, sessions=[replace(group, runs=[next(rows) for _ in group.runs]) for group in page.sessions])
 
 
 def list_sessions(root: Path, query: RunQuery, *, url: str | None = None, runs_per_session: int = 20,
@@ -79,7 +83,8 @@ def list_sessions(root: Path, query: RunQuery, *, url: str | None = None, runs_p
             try:
                 if catalog.rebuilt:
                     catch_up(catalog, root)
-                return ListedSessions(root, _page(catalog, query, runs_per_session), limited)
+                complete_pending(catalog, root)  # runs sealed since the last pass: filters see their figures
+                return ListedSessions(root, _page(catalog, root, query, runs_per_session), limited)
             finally:
                 catalog.close()
         warning = "the catalog is turned off ($OTEL_SESSION_CATALOG=off): every bundle was read"
@@ -89,6 +94,6 @@ def list_sessions(root: Path, query: RunQuery, *, url: str | None = None, runs_p
         warning = f"the catalog is unusable ({exc}): every bundle was read"
     scanned = scan_catalog(root)
     try:
-        return ListedSessions(root, _page(scanned, query, runs_per_session), limited, warning)
+        return ListedSessions(root, _page(scanned, root, query, runs_per_session), limited, warning)
     finally:
         scanned.close()

@@ -22,7 +22,10 @@ def root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def writer(root: Path) -> Iterator[BundleWriter]:
-    writer = BundleWriter(root, hooks=CatalogHook(root))
+    root.mkdir(parents=True, exist_ok=True)
+    hook = CatalogHook(root)
+    assert hook.wait_ready(60)
+    writer = BundleWriter(root, hooks=hook)
     yield writer
     writer.shutdown()
 

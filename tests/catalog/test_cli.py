@@ -98,3 +98,22 @@ def test_without_a_catalog_sessions_reads_every_bundle_and_says_so(many: Path):
     assert result.exit_code == 0
     assert "warning: the catalog is turned off" in result.stderr
     assert len(json.loads(result.stdout)) == 50
+
+
+def test_reindex_makes_a_malformed_catalog_new(root: Path, writer):
+    write_runs(writer, 30)
+    writer.shutdown()
+    database = root / ".catalog.sqlite3"
+    data = bytearray(database.read_bytes())
+    data[4096:] = b"\xff" * (len(data) - 4096)  # every page but the first (the header) is garbage
+    database.write_bytes(bytes(data))
+    result = invoke("reindex", "--dir", str(root))
+    assert result.exit_code == 0, result.output
+    assert "indexed 30 run(s)" in result.output
+    assert len(_sessions(root)) == 3
+
+
+def test_a_catalog_url_with_a_password_is_never_shown(root: Path, writer):
+    write_runs(writer, 1)
+    result = invoke("reindex", "--dir", str(root), "--catalog", "postgresql://reader:s3cret@127.0.0.1:1/none")
+    assert result.exit_code == 1 and "s3cret" not in result.output and "cannot open the catalog" in result.output

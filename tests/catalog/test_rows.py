@@ -8,6 +8,7 @@ import pytest
 
 from otel_session.bundle.read import read_bundle
 from otel_session.catalog import RunQuery, SqlCatalog
+from otel_session.catalog.sync import complete_rows
 from otel_session.core.journal import MAX_DEPTH
 from otel_session.replay.facts import build_session_facts
 
@@ -16,6 +17,12 @@ from .conftest import BASE_NS, Script, new_run_id, record_booking
 
 def _only_row(catalog: SqlCatalog):
     (row,) = catalog.page(RunQuery()).rows
+    return row
+
+
+def _counted(catalog: SqlCatalog, root: Path):
+    """The only row as a list shows it: its figures counted now if the writer left them pending."""
+    (row,) = complete_rows(catalog, root, catalog.page(RunQuery()).rows)
     return row
 
 
@@ -32,9 +39,12 @@ def test_a_row_exists_from_the_first_record_and_is_completed_at_seal(root: Path,
     script("run_finished", {"status": "ok"})
     run.close()
     assert run.wait_sealed(10) and writer.force_flush(10_000)
-    sealed = _only_row(catalog)
-    assert (sealed.capture_status, sealed.integrity, sealed.status) == ("complete", "complete", "error")  # a tool failed
+    sealed = _only_row(catalog)  # as the writer's hook left it: no record read on the writer thread
+    assert (sealed.capture_status, sealed.integrity, sealed.figures_pending) == ("complete", "complete", True)
     assert sealed.event_count == len(read_bundle(run.path).events)
+    counted = _counted(catalog, root)  # the first list counts its figures, and keeps them
+    assert (counted.status, counted.turns, counted.figures_pending) == ("error", 3, False)  # a tool failed
+    assert _only_row(catalog) == counted
 
 
 @pytest.mark.parametrize("voice", [False, True])
@@ -45,7 +55,7 @@ def test_row_figures_agree_with_the_facts_of_the_same_bundle(root: Path, writer,
     script("run_finished", {"status": "ok"})
     run.close()
     assert run.wait_sealed(10) and writer.force_flush(10_000)
-    row = _only_row(catalog)
+    row = _counted(catalog, root)
     facts = build_session_facts(read_bundle(run.path))
     turns = facts["turns"]
     assert row.turns == len(turns)
@@ -78,13 +88,17 @@ def test_an_unreadable_bundle_is_a_row_with_its_problem_and_hides_no_other(root:
     assert any(problem["kind"] == "invalid_bundle" for problem in bad.problems)
 
 
-@pytest.mark.parametrize("voice", [False, True])
-def test_the_writers_fast_row_is_the_tolerant_readers_row(root: Path, writer, voice):
+@pytest.mark.parametrize(("voice", "user_texts"), [
+    (False, ("table for 2", "sometime soon", "Friday")),
+    (True, ("table for 2", "sometime soon", "Friday")),
+    (True, ("a" * 2500, "b" * 2500, "c" * 2500)),  # the search text is full before the last turn's model call
+])
+def test_the_writers_fast_row_is_the_tolerant_readers_row(root: Path, writer, voice, user_texts):
     from otel_session.catalog.rows import row_of, sealed_row
 
     run = writer.open_run(session_id="call-3", run_id=new_run_id(), agent="booking", created_at_ns=BASE_NS)
     script = Script(run, BASE_NS)
-    record_booking(script, voice=voice)
+    record_booking(script, voice=voice, user_texts=user_texts)
     script("upstream_drop", {"dropped_events": 3, "dropped_attributes": 0})
     deep: list = [1]
     for _ in range(MAX_DEPTH + 5):
@@ -109,3 +123,30 @@ def test_the_fast_row_falls_back_to_the_reader_on_a_bundle_that_is_not_as_sealed
         journal.write(b"{not json}\n")
     row = sealed_row(root, run.path)
     assert row.integrity == "invalid" and "count_mismatch" in row.diagnostics
+
+
+def test_in_process_recording_writes_the_row_at_open_and_at_seal(tmp_path: Path):
+    import otel_session
+    from otel_session.testing import capture_bundle
+
+    root = tmp_path / "inproc"
+    with capture_bundle(root) as captured:
+        with otel_session.session("call-in-process"), otel_session.run(agent="booking"):
+            with otel_session.turn(0, state="greet"):
+                pass
+            from otel_session.testing import wait_for
+
+            catalog = SqlCatalog(f"sqlite:///{root.resolve() / '.catalog.sqlite3'}")
+            try:  # the run is open: its row is there, recording
+                opened = wait_for(lambda: catalog.page(RunQuery()).rows, timeout=30)
+                assert opened[0].capture_status == "recording" and opened[0].session_id == "call-in-process"
+            finally:
+                catalog.close()
+    catalog = SqlCatalog(f"sqlite:///{root.resolve() / '.catalog.sqlite3'}")
+    try:
+        assert _only_row(catalog).capture_status == "complete"
+        row = _counted(catalog, root)
+        assert (row.capture_status, row.integrity, row.turns, row.agent) == ("complete", "complete", 1, "booking")
+        assert row.run_id == captured.bundle.run_id
+    finally:
+        catalog.close()

@@ -55,6 +55,7 @@ def test_reindex_rebuilds_every_row_from_the_bundles(root: Path, tmp_path: Path)
 
 def test_a_pass_adds_bundles_it_lacks_drops_deleted_ones_and_rereads_changed_ones(root: Path, writer, catalog):
     write_runs(writer, 6)
+    assert catch_up(catalog, root).refreshed == 6  # the writer left their figures to count
     copied_from = next((root / "sessions").glob("s0/run-*"))
     foreign = root / "sessions" / "copied-in" / copied_from.name
     shutil.copytree(copied_from, foreign)  # a bundle restored or copied in by hand

@@ -46,7 +46,7 @@ def _assert_found_by_original_id(root: Path, count: int = 1) -> None:
     assert len(runs) == count and {run.session_id for run in runs} == {stored}
     run = runs[0]
     assert resolve.resolve_run(root, CALLER).session_id == stored
-    assert [run.session_id for run in BundleStore(root).runs(CALLER)] == [stored] * count
+    assert [info.session_id for info in BundleStore(root).runs(CALLER)] == [stored] * count
     assert BundleStore(root).resolve(CALLER).run_id == run.run_id
     answer = orjson.dumps(BundleStore(root).session_facts(CALLER)).decode()
     assert stored in answer and not any(canary in answer for canary in (*PHONE_DIGITS, EMAIL))

@@ -1,0 +1,48 @@
+"""Where the catalog is: its URL from the environment (no SQL library imported here).
+
+Contract::
+
+    url = catalog_url(root, explicit=None)   # explicit, else $OTEL_SESSION_CATALOG, else sqlite:///<root>/.catalog.sqlite3
+    catalog_disabled(explicit=None)          # --catalog off / $OTEL_SESSION_CATALOG=off: no catalog
+    no_room(url)                             # why an SQLite catalog must write nothing now (a nearly full disk), or None
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["CATALOG_FILE", "DISK_RESERVE_BYTES", "ENV_CATALOG", "catalog_disabled", "catalog_url", "no_room"]
+
+ENV_CATALOG = "OTEL_SESSION_CATALOG"
+CATALOG_FILE = ".catalog.sqlite3"
+
+
+def catalog_url(root: str | os.PathLike[str], explicit: str | None = None) -> str:
+    """The catalog's URL: ``explicit``, else ``$OTEL_SESSION_CATALOG``, else SQLite in the root."""
+    return explicit or os.environ.get(ENV_CATALOG) or f"sqlite:///{Path(root).resolve() / CATALOG_FILE}"
+
+
+def catalog_disabled(explicit: str | None = None) -> bool:
+    """``--catalog off`` or ``$OTEL_SESSION_CATALOG=off``: no catalog (lists scan the bundles)."""
+    return (explicit or os.environ.get(ENV_CATALOG, "")).strip().lower() in ("off", "none")
+
+
+DISK_RESERVE_BYTES = 64 * 1024 * 1024
+"""An SQLite catalog writes nothing while its file system has less free: the bundles need the
+space first (a catalog's write-ahead log grows by pages per transaction), and a pass adds the rows
+it lacks once there is room again."""
+
+
+def no_room(url: str) -> str | None:
+    """Why an SQLite catalog at ``url`` must write nothing now (its file system is nearly full), else None."""
+    database = url.removeprefix("sqlite:///")
+    if not url.startswith("sqlite:///") or not database or database == ":memory:":
+        return None
+    try:
+        stat = os.statvfs(os.path.dirname(database) or ".")
+    except OSError:
+        return None
+    if stat.f_bavail * stat.f_frsize < DISK_RESERVE_BYTES:
+        return f"the disk holding the catalog {database} has less than {DISK_RESERVE_BYTES >> 20} MiB free: the bundles have it first"
+    return None
