@@ -146,6 +146,7 @@ def _values(row: RunRow) -> dict[str, Any]:
 def _row(mapping: Any) -> RunRow:
     values = dict(mapping)
     values.update({name: tuple(orjson.loads(values[name])) for name in _JSON_FIELDS})
+    values["usage_by_model"] = tuple(tuple(usage) for usage in values["usage_by_model"])  # rows of a fixed shape
     values["scope"] = Scope(values["scope"])
     values.pop("tokens")
     return RunRow(**values)
