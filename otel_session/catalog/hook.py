@@ -28,7 +28,7 @@ from otel_session.core.log import get_logger
 
 from .model import CatalogError
 from .rows import opened_row, sealed_row
-from .sql import SqlCatalog, catalog_url
+from .sql import SqlCatalog, catalog_origin, catalog_url
 
 __all__ = ["CatalogHook", "catalog_disabled", "writer_hooks"]
 
@@ -51,6 +51,7 @@ class CatalogHook:
         self.root = Path(root)
         """As the writer names it: its run paths start with it."""
         self.url = catalog_url(self.root, url)
+        self.origin = catalog_origin(self.root, url)
         self._catalog: SqlCatalog | None = None
         self._lock = threading.Lock()
         self._warned_at = float("-inf")
@@ -73,7 +74,7 @@ class CatalogHook:
                                "or the next catalog pass adds them", exc)
 
     def _open(self) -> SqlCatalog:
-        self._catalog = SqlCatalog(self.url)
+        self._catalog = SqlCatalog(self.url, self.origin)
         return self._catalog
 
     def close(self) -> None:

@@ -7,7 +7,8 @@ Contract::
     query = RunQuery(agent="booking", sort=SortKey.TURNS, limit=50)     # filters AND-ed, keyset-paged
     page = catalog.page(query)                                         # -> Page(rows, next_cursor, total)
 
-A row's ``path`` (the run directory relative to the root, POSIX) is its key: the same run id under
+A row's ``origin`` (which root) and ``path`` (the run directory relative to that root, POSIX) are
+its key: the same run id under
 two session directories (a copied bundle) is two rows, and a directory deleted by hand names the
 row to drop. Values are what the bundle says (ids as stored: redacted where they held PII).
 """
@@ -156,6 +157,9 @@ class RunRow:
     stamp: str = ""
     """The bundle files' sizes and times when the row was made: a pass re-reads a bundle whose
     stamp changed (a bundle edited or replaced by hand)."""
+    origin: str = ""
+    """Which bundle root holds the run (``catalog.sql.catalog_origin``): ``""`` for the root the
+    catalog lives in, ``<host>:<root>`` (or ``$OTEL_SESSION_ORIGIN``) in a shared catalog."""
 
     @property
     def tokens(self) -> int | None:

@@ -8,28 +8,37 @@ Contract::
     catalog.sessions_page(RunQuery(scope=Scope.LIVE))
     catalog.close()
 
+PostgreSQL (``postgresql://…``, through psycopg 3; ``pip install otel-session[postgres]``) holds
+one catalog for several collectors and viewers: each writes the rows of its own bundle root
+(``origin``, see :func:`catalog_origin`) and lists everyone's. Its text keys compare bytewise
+(``COLLATE "C"``, as SQLite does), so sorts and cursors agree on both engines.
+
 SQLite is opened in WAL mode with a busy timeout, so a collector, a viewer and CLI commands share
 one root at once; ``synchronous=NORMAL``: a crash may lose the last transactions, never corrupt
 the file, and a pass brings back what was lost (the bundles are the truth). The schema has a
 version (``catalog_meta``); a catalog of another version, or a file that is not a database, is
-rebuilt empty (logged) and a pass fills it again: no migrations. Every value reaches SQL as a
+rebuilt empty (logged) and a pass fills it again: no migrations. Only the catalog's own tables are
+ever dropped (a PostgreSQL database may hold others); a PostgreSQL database that has a ``runs``
+table the catalog did not make is refused, never dropped. Every value reaches SQL as a
 bound parameter. Any database error is raised as :class:`CatalogUnavailable`.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import threading
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import orjson
 from sqlalchemy import (
-    Column, Connection, Float, Index, Integer, MetaData, String, Table, Text, and_, case, create_engine, delete,
-    event, func, literal, or_, select, text, true, update,
+    BigInteger, Column, Connection, Float, Index, Integer, MetaData, String, Table, Text, and_, case, create_engine,
+    delete, event, func, literal, or_, select, text, true, update,
 )
+from sqlalchemy.engine import make_url
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DatabaseError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
@@ -42,53 +51,82 @@ from .model import (
     StatusFilter,
 )
 
-__all__ = ["CATALOG_FILE", "ENV_CATALOG", "FLEET_COLUMNS", "SCHEMA_VERSION", "SqlCatalog", "catalog_url"]
+__all__ = [
+    "CATALOG_FILE", "ENV_CATALOG", "ENV_ORIGIN", "FLEET_COLUMNS", "SCHEMA_VERSION", "SqlCatalog", "catalog_origin",
+    "catalog_url",
+]
 
 logger = get_logger(__name__)
 
 ENV_CATALOG = "OTEL_SESSION_CATALOG"
+ENV_ORIGIN = "OTEL_SESSION_ORIGIN"
 CATALOG_FILE = ".catalog.sqlite3"
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 _BUSY_TIMEOUT_S = 30.0
 DISK_RESERVE_BYTES = 64 * 1024 * 1024
 """An SQLite catalog writes nothing while its file system has less free: the bundles need the
 space first (a catalog's write-ahead log grows by pages per transaction), and a pass adds the rows
 it lacks once there is room again."""
 _BATCH = 500
+_SCHEMA_LOCK = 0x6F74656C  # PostgreSQL advisory lock held while the catalog's tables are made
 _FACETS = ("agent", "service", "eval_id")
 
 
 def catalog_url(root: str | os.PathLike[str], explicit: str | None = None) -> str:
-    """The catalog's URL: ``explicit``, else ``$OTEL_SESSION_CATALOG``, else SQLite in the root."""
-    return explicit or os.environ.get(ENV_CATALOG) or f"sqlite:///{Path(root).resolve() / CATALOG_FILE}"
+    """The catalog's URL: ``explicit``, else ``$OTEL_SESSION_CATALOG``, else SQLite in the root.
+    PostgreSQL URLs (``postgres://``, ``postgresql://``, ``postgresql+psycopg://``) name psycopg 3."""
+    url = explicit or os.environ.get(ENV_CATALOG) or _default_url(root)
+    scheme, separator, rest = url.partition("://")
+    if separator and scheme in ("postgres", "postgresql"):
+        return f"postgresql+psycopg://{rest}"
+    return url
 
 
+def _default_url(root: str | os.PathLike[str]) -> str:
+    return f"sqlite:///{Path(root).resolve() / CATALOG_FILE}"
+
+
+def catalog_origin(root: str | os.PathLike[str], url: str | None = None) -> str:
+    """Whose rows a catalog writes: ``$OTEL_SESSION_ORIGIN``; else ``""`` for the default SQLite
+    file inside the root (the catalog travels with its root); else ``<host>:<root>``, so collectors
+    and viewers on several hosts or roots share one catalog without taking each other's rows."""
+    explicit = os.environ.get(ENV_ORIGIN, "").strip()
+    if explicit:
+        return explicit
+    if catalog_url(root, url) == _default_url(root):
+        return ""
+    return f"{socket.gethostname()}:{Path(root).resolve()}"
+
+
+_KEY = Text().with_variant(Text(collation="C"), "postgresql")
+"""Text that sorts and compares bytewise in both engines (SQLite's default; PostgreSQL's ``"C"``)."""
 metadata = MetaData()
 meta_table = Table("catalog_meta", metadata, Column("key", String(64), primary_key=True), Column("value", Text))
 runs = Table(
     "runs", metadata,
-    Column("path", String(1024), primary_key=True),
-    Column("directory", String(1024), nullable=False),
+    Column("origin", _KEY, primary_key=True),
+    Column("path", _KEY, primary_key=True),
+    Column("directory", _KEY, nullable=False),
     Column("scope", String(8), nullable=False),
-    Column("session_id", String(1024)),
-    Column("run_id", String(128), nullable=False),
-    Column("kind", String(16), nullable=False),
-    Column("created_at", String(40), nullable=False),
-    Column("eval_id", String(1024)),
-    Column("agent", String(1024)),
-    Column("service", String(1024)),
-    Column("capture_status", String(16)),
-    Column("integrity", String(16), nullable=False),
-    Column("status", String(16), nullable=False),
-    Column("started_at", String(40)),
-    Column("finished_at", String(40)),
+    Column("session_id", _KEY),
+    Column("run_id", _KEY, nullable=False),
+    Column("kind", _KEY, nullable=False),
+    Column("created_at", _KEY, nullable=False),
+    Column("eval_id", _KEY),
+    Column("agent", _KEY),
+    Column("service", _KEY),
+    Column("capture_status", _KEY),
+    Column("integrity", _KEY, nullable=False),
+    Column("status", _KEY, nullable=False),
+    Column("started_at", _KEY),
+    Column("finished_at", _KEY),
     Column("duration_ms", Float),
     *(Column(name, Integer, nullable=False) for name in (
         "event_count", "turns", "messages", "model_calls", "tool_calls", "tool_errors", "guards_blocked",
         "repeated_asks", "feedback_count")),
-    Column("input_tokens", Integer),
-    Column("output_tokens", Integer),
-    Column("tokens", Integer),
+    Column("input_tokens", BigInteger),
+    Column("output_tokens", BigInteger),
+    Column("tokens", BigInteger),
     Column("models", Text, nullable=False),
     Column("latency_p50_ms", Float),
     Column("latency_p95_ms", Float),
@@ -99,21 +137,21 @@ runs = Table(
     Column("diagnostics", Text, nullable=False),
     Column("feedback_mean", Float),
     Column("search_text", Text, nullable=False),
-    Column("stamp", String(256), nullable=False),
+    Column("stamp", Text, nullable=False),
     Index("runs_by_created", "created_at", "path"),
     Index("runs_by_directory", "directory", "created_at"),
     Index("runs_by_session", "session_id"),
 )
 sessions = Table(
     "sessions", metadata,
-    Column("directory", String(1024), primary_key=True),
+    Column("directory", _KEY, primary_key=True),
     Column("scope", String(8), nullable=False),
-    Column("session_id", String(1024)),
-    Column("newest_created_at", String(40), nullable=False),
+    Column("session_id", _KEY),
+    Column("newest_created_at", _KEY, nullable=False),
     Column("run_count", Integer, nullable=False),
     Index("sessions_by_newest", "scope", "newest_created_at", "directory"),
 )
-facets = Table("facets", metadata, Column("name", String(16), primary_key=True), Column("value", String(1024), primary_key=True))
+facets = Table("facets", metadata, Column("name", String(16), primary_key=True), Column("value", _KEY, primary_key=True))
 
 _SORT_COLUMNS = {key: runs.c[key.value] for key in SortKey if key.value in runs.c}
 _SORT_COLUMNS[SortKey.FEEDBACK] = runs.c.feedback_mean
@@ -122,13 +160,13 @@ _JSON_FIELDS = ("models", "problems", "diagnostics", "usage_by_model")
 
 
 def _upsert_text(replace: bool) -> Any:
-    """``INSERT … ON CONFLICT (path) DO UPDATE/NOTHING``: the same SQL in SQLite and PostgreSQL,
+    """``INSERT … ON CONFLICT (origin, path) DO UPDATE/NOTHING``: the same SQL in SQLite and PostgreSQL,
     made once (a statement built for each pass cost more than the rows it wrote)."""
     names = [column.name for column in runs.columns]
-    conflict = ("DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name in names if name != "path")
+    conflict = ("DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name in names if name not in ("origin", "path"))
                 if replace else "DO NOTHING")
     return text(f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join(':' + name for name in names)}) "
-                f"ON CONFLICT (path) {conflict}")
+                f"ON CONFLICT (origin, path) {conflict}")
 
 
 _ADD_RUN = _upsert_text(replace=False)
@@ -143,10 +181,10 @@ _DROP_EMPTY_SESSION = text(
     "DELETE FROM sessions WHERE directory = :directory AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.directory = :directory)")
 
 
-def _values(row: RunRow) -> dict[str, Any]:
+def _values(row: RunRow, origin: str) -> dict[str, Any]:
     values = {name: getattr(row, name) for name in _ROW_FIELDS if name not in ("scope", "tokens", *_JSON_FIELDS)}
     values.update({name: orjson.dumps(list(getattr(row, name))).decode() for name in _JSON_FIELDS})
-    values.update(scope=row.scope.value, tokens=row.tokens)
+    values.update(scope=row.scope.value, tokens=row.tokens, origin=origin)
     return values
 
 
@@ -170,8 +208,11 @@ def _on_sqlite_connect(connection: Any, _record: Any) -> None:
 class SqlCatalog:
     """:class:`~otel_session.catalog.model.Catalog` over one SQL database."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, origin: str = "") -> None:
         self.url = url
+        self.origin = origin
+        """The rows this catalog writes, drops and compares with its bundles (``catalog_origin``);
+        lists read every origin's."""
         self._lock = threading.Lock()
         self.rebuilt = False
         """The database was made new here (none yet, another schema version, or not a database)."""
@@ -181,10 +222,16 @@ class SqlCatalog:
             raise CatalogUnavailable(f"cannot open the catalog {self._shown()}: {_reason(exc)}") from None
 
     def _shown(self) -> str:
-        return self.url.removeprefix("sqlite:///")
+        if self._is_sqlite:
+            return self.url.removeprefix("sqlite:///")
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    @property
+    def _is_sqlite(self) -> bool:
+        return self.url.startswith("sqlite")
 
     def _make_engine(self) -> Engine:
-        if self.url.startswith("sqlite"):
+        if self._is_sqlite:
             in_memory = self.url in ("sqlite://", "sqlite:///:memory:")  # one connection, or one database a thread
             engine = create_engine(self.url, connect_args={"timeout": _BUSY_TIMEOUT_S, "check_same_thread": False},
                                    **({"poolclass": StaticPool} if in_memory else {}))
@@ -198,6 +245,8 @@ class SqlCatalog:
             version = self._schema_version(engine)
         except DatabaseError as exc:  # not a database (a torn or overwritten file)
             engine.dispose()
+            if not self._is_sqlite:
+                raise
             logger.warning("the catalog %s cannot be read (%s): made new; the bundles fill it again",
                            self._shown(), _reason(exc))
             self._remove_sqlite_files()
@@ -208,17 +257,24 @@ class SqlCatalog:
                 logger.warning("the catalog %s has schema %s, this version uses %s: made new; the bundles fill it again",
                                self._shown(), version, SCHEMA_VERSION)
             with engine.begin() as connection:
+                if not self._is_sqlite:  # one opener at a time makes the tables; the others find them made
+                    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
+                    if self._schema_version(connection) == SCHEMA_VERSION:
+                        return engine
                 metadata.drop_all(connection)
                 metadata.create_all(connection)
                 connection.execute(meta_table.insert().values(key="schema", value=SCHEMA_VERSION))
             self.rebuilt = True
         return engine
 
-    @staticmethod
-    def _schema_version(engine: Engine) -> str | None:
-        with engine.connect() as connection:
-            if not engine.dialect.has_table(connection, "catalog_meta"):
-                if engine.dialect.has_table(connection, "runs"):
+    def _schema_version(self, bind: Engine | Connection) -> str | None:
+        with bind.connect() if isinstance(bind, Engine) else nullcontext(bind) as connection:
+            if not connection.dialect.has_table(connection, "catalog_meta"):
+                if connection.dialect.has_table(connection, "runs"):
+                    if not self._is_sqlite:  # a shared database's own table: never dropped
+                        raise CatalogUnavailable(
+                            f"the database {self._shown()} has a table 'runs' the catalog did not make: give the "
+                            "catalog a database (or a schema: ?options=-csearch_path%3Dotel_session) of its own")
                     return "unknown"
                 return None
             return connection.execute(select(meta_table.c.value).where(meta_table.c.key == "schema")).scalar()
@@ -277,10 +333,11 @@ class SqlCatalog:
         with self._transaction() as connection:
             for rows, statement in ((opened, _ADD_RUN), (sealed, _PUT_RUN)):
                 for start in range(0, len(rows), _BATCH):
-                    batch = [_values(row) for row in rows[start : start + _BATCH]]
+                    batch = [_values(row, self.origin) for row in rows[start : start + _BATCH]]
                     connection.execute(statement, batch)
-                    facet_values = [{"name": name, "value": value} for name, value in
-                                    {(name, values[name]) for values in batch for name in _FACETS if isinstance(values[name], str)}]
+                    facet_values = [{"name": name, "value": value} for name, value in  # sorted: one lock order
+                                    sorted({(name, values[name]) for values in batch for name in _FACETS
+                                            if isinstance(values[name], str)})]
                     if facet_values:
                         connection.execute(_ADD_FACET, facet_values)
             directories = {row.directory for row in opened} | {row.directory for row in sealed}
@@ -295,8 +352,8 @@ class SqlCatalog:
             directories = set()
             for chunk in _chunks(paths, _BATCH):
                 directories.update(connection.execute(
-                    select(runs.c.directory).where(runs.c.path.in_(chunk)).distinct()).scalars())
-                removed += connection.execute(delete(runs).where(runs.c.path.in_(chunk))).rowcount or 0
+                    select(runs.c.directory).where(self._own, runs.c.path.in_(chunk)).distinct()).scalars())
+                removed += connection.execute(delete(runs).where(self._own, runs.c.path.in_(chunk))).rowcount or 0
             if directories:
                 parameters = [{"directory": directory} for directory in sorted(directories)]
                 connection.execute(_COUNT_SESSION, parameters)
@@ -312,12 +369,15 @@ class SqlCatalog:
 
     def set_feedback(self, path: str, count: int, mean: float | None) -> None:
         with self._transaction() as connection:
-            connection.execute(update(runs).where(runs.c.path == path).values(feedback_count=count, feedback_mean=mean))
+            connection.execute(update(runs).where(self._own, runs.c.path == path).values(feedback_count=count, feedback_mean=mean))
 
     def clear(self) -> None:
-        with self._transaction() as connection:
-            for table in (runs, sessions, facets):
-                connection.execute(delete(table))
+        """Forget this origin's rows (every row of a catalog no other origin shares)."""
+        self.remove(self.known())
+
+    @property
+    def _own(self) -> Any:
+        return runs.c.origin == self.origin
 
     def rebuild(self, root: Path) -> int:
         from .sync import reindex  # sync builds rows from bundles and writes them through this class
@@ -332,13 +392,13 @@ class SqlCatalog:
     def known(self) -> dict[str, Known]:
         with self._reading() as connection:
             return {path: Known(stamp, capture) for path, stamp, capture in
-                    connection.execute(select(runs.c.path, runs.c.stamp, runs.c.capture_status))}
+                    connection.execute(select(runs.c.path, runs.c.stamp, runs.c.capture_status).where(self._own))}
 
     def rows(self, paths: list[str]) -> dict[str, RunRow]:
         found: dict[str, RunRow] = {}
         with self._reading() as connection:
             for chunk in _chunks(paths, _BATCH):
-                for mapping in connection.execute(select(runs).where(runs.c.path.in_(chunk))).mappings():
+                for mapping in connection.execute(select(runs).where(self._own, runs.c.path.in_(chunk))).mappings():
                     found[mapping["path"]] = _row(mapping)
         return found
 

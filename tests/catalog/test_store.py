@@ -9,7 +9,7 @@ import pytest
 
 from otel_session.bundle.write import BundleWriter
 from otel_session.catalog import (
-    BadQuery, CatalogUnavailable, Order, RunQuery, Scope, SortKey, SqlCatalog, catalog_url, catch_up,
+    BadQuery, CatalogUnavailable, Order, RunQuery, Scope, SortKey, SqlCatalog, catch_up, open_catalog,
 )
 
 from .conftest import BASE_NS, write_runs
@@ -95,6 +95,7 @@ def test_sessions_page_newest_first_with_their_newest_runs(writer, catalog):
     assert {row.agent for group in filtered.sessions for row in group.runs} == {"agent1"}
 
 
+@pytest.mark.sqlite_only
 def test_a_file_that_is_not_a_database_is_made_new_and_filled_again(root: Path, writer):
     write_runs(writer, 4)
     writer.shutdown()
@@ -102,7 +103,7 @@ def test_a_file_that_is_not_a_database_is_made_new_and_filled_again(root: Path, 
     for suffix in ("-wal", "-shm"):
         Path(f"{database}{suffix}").unlink(missing_ok=True)
     database.write_bytes(b"this is not a database at all" * 200)
-    catalog = SqlCatalog(catalog_url(root))
+    catalog = open_catalog(root)
     try:
         assert catalog.rebuilt and catalog.count() == 0
         assert catch_up(catalog, root).added == 4 and catalog.count() == 4
@@ -110,18 +111,20 @@ def test_a_file_that_is_not_a_database_is_made_new_and_filled_again(root: Path, 
         catalog.close()
 
 
+@pytest.mark.sqlite_only
 def test_a_catalog_of_another_schema_version_is_made_new(root: Path, writer):
     write_runs(writer, 2)
     writer.shutdown()
     with sqlite3.connect(root / ".catalog.sqlite3") as connection:
         connection.execute("UPDATE catalog_meta SET value = '0' WHERE key = 'schema'")
-    catalog = SqlCatalog(catalog_url(root))
+    catalog = open_catalog(root)
     try:
         assert catalog.rebuilt and catalog.count() == 0
     finally:
         catalog.close()
 
 
+@pytest.mark.sqlite_only
 def test_recording_goes_on_when_the_catalog_cannot_be_written(root: Path, caplog):
     from otel_session.catalog import CatalogHook
 
@@ -135,4 +138,4 @@ def test_recording_goes_on_when_the_catalog_cannot_be_written(root: Path, caplog
     assert sorted(path.name for path in root.glob("sessions/*/run-*")) == sorted(ids)
     assert "catalog: rows not written" in caplog.text
     with pytest.raises(CatalogUnavailable):
-        SqlCatalog(catalog_url(root))
+        open_catalog(root)
