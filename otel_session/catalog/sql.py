@@ -138,7 +138,7 @@ runs = Table(
     Column("feedback_mean", Float),
     Column("search_text", Text, nullable=False),
     Column("stamp", Text, nullable=False),
-    Index("runs_by_created", "created_at", "path"),
+    Index("runs_by_created", "created_at", "path", "origin"),
     Index("runs_by_directory", "directory", "created_at"),
     Index("runs_by_session", "session_id"),
 )
@@ -456,7 +456,7 @@ class SqlCatalog:
                       .where(sessions.c.scope == query.scope.value if query.scope else true()).subquery())
         statement = select(source)
         if query.cursor is not None:
-            _, newest, directory = decode_cursor(query.cursor, SortKey.CREATED_AT, Order.DESC)
+            _, newest, directory, _ = decode_cursor(query.cursor, SortKey.CREATED_AT, Order.DESC)
             statement = statement.where(or_(source.c.newest_created_at < newest,
                                             and_(source.c.newest_created_at == newest, source.c.directory < directory)))
         statement = statement.order_by(source.c.newest_created_at.desc(), source.c.directory.desc()).limit(query.limit + 1)
@@ -480,22 +480,23 @@ class SqlCatalog:
 
 def _sort_keys(sort: SortKey, column: Any) -> list[tuple[Any, bool]]:
     """The ORDER BY terms, each with whether it follows the requested order: runs without a
-    value last (in either order), then the value, then ``created_at`` and ``path`` as ties."""
+    value last (in either order), then the value, then ``created_at``, ``path`` and ``origin`` as ties."""
+    ties = [(runs.c.created_at, True), (runs.c.path, True), (runs.c.origin, True)]
     if sort is SortKey.CREATED_AT:
-        return [(runs.c.created_at, True), (runs.c.path, True)]
-    return [(case((column.is_(None), 1), else_=0), False), (column, True), (runs.c.created_at, True), (runs.c.path, True)]
+        return ties
+    return [(case((column.is_(None), 1), else_=0), False), (column, True), *ties]
 
 
-def _after(keys: list[tuple[Any, bool]], position: tuple[Any, str, str], descending: bool) -> Any:
+def _after(keys: list[tuple[Any, bool]], position: tuple[Any, str, str, str], descending: bool) -> Any:
     """Rows strictly after ``position`` in the order of ``keys`` (lexicographic, keyset)."""
-    value, created_at, path = position
-    if len(keys) == 2:
-        terms = [(runs.c.created_at, created_at, True), (runs.c.path, path, True)]
+    value, created_at, path, origin = position
+    ties = [(runs.c.created_at, created_at, True), (runs.c.path, path, True), (runs.c.origin, origin, True)]
+    if len(keys) == len(ties):
+        terms = ties
     elif value is None:  # among the rows without a value: only the ties decide
-        terms = [(keys[0][0], 1, False), (runs.c.created_at, created_at, True), (runs.c.path, path, True)]
+        terms = [(keys[0][0], 1, False), *ties]
     else:
-        terms = [(keys[0][0], 0, False), (keys[1][0], value, True), (runs.c.created_at, created_at, True),
-                 (runs.c.path, path, True)]
+        terms = [(keys[0][0], 0, False), (keys[1][0], value, True), *ties]
     alternatives = []
     for index, (expression, bound, ordered) in enumerate(terms):
         beyond = expression < bound if descending and ordered else expression > bound

@@ -9,7 +9,7 @@ import pytest
 
 from otel_session.bundle.write import BundleWriter
 from otel_session.catalog import (
-    BadQuery, CatalogUnavailable, Order, RunQuery, Scope, SortKey, SqlCatalog, catch_up, open_catalog,
+    BadQuery, CatalogUnavailable, Order, RunQuery, Scope, SortKey, SqlCatalog, catalog_url, catch_up, open_catalog,
 )
 
 from .conftest import BASE_NS, write_runs
@@ -64,7 +64,7 @@ def test_pages_by_a_column_with_missing_values_put_them_last_in_either_order(roo
 @pytest.mark.parametrize("cursor", [
     "not base64 !", "e30", "W10", "WyJjcmVhdGVkX2F0IiwiZGVzYyIsMSwyLDNd", "x" * 5000,
     "WyJ0dXJucyIsImRlc2MiLG51bGwsIiIsIiJd",  # made for another sort
-    "WyJjcmVhdGVkX2F0IiwiZGVzYyIsbnVsbCwiJyBPUiAxPTE7IC0tIiwiIl0",  # SQL in a field: only ever a bound value
+    "WyJjcmVhdGVkX2F0IiwiZGVzYyIsbnVsbCwiJyBPUiAxPTE7IC0tIiwiIiwiIl0",  # SQL in a field: only ever a bound value
 ])
 def test_a_forged_cursor_is_a_bad_query(writer, catalog, cursor):
     write_runs(writer, 2)
@@ -139,3 +139,29 @@ def test_recording_goes_on_when_the_catalog_cannot_be_written(root: Path, caplog
     assert "catalog: rows not written" in caplog.text
     with pytest.raises(CatalogUnavailable):
         open_catalog(root)
+
+
+@pytest.mark.parametrize("sort", [SortKey.CREATED_AT, SortKey.TURNS])
+def test_the_same_run_in_two_roots_of_one_catalog_is_two_rows_every_page_walk_sees(root: Path, writer, sort):
+    """A bundle copied to a second root (same path, same times) is a row of each origin; a page
+    boundary between the two skips neither."""
+    write_runs(writer, 3)
+    writer.shutdown()
+    catalogs = [SqlCatalog(catalog_url(root), origin) for origin in ("host-a:/bundles", "host-b:/bundles")]
+    try:
+        for catalog in catalogs:
+            catch_up(catalog, root)
+        rows = []
+        cursor = None
+        while True:
+            page = catalogs[0].page(RunQuery(sort=sort, limit=1, cursor=cursor))
+            rows += page.rows
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        walked = [(row.origin, row.path) for row in rows]
+        assert len(walked) == 9 and len(set(walked)) == 9, "3 runs, each a row of the writer's, a's and b's origin"
+        assert walked == [(row.origin, row.path) for row in catalogs[0].page(RunQuery(sort=sort, limit=500)).rows]
+    finally:
+        for catalog in catalogs:
+            catalog.close()
