@@ -47,6 +47,9 @@ _SECONDS = {"type": click.FloatRange(min=0), "metavar": "SECONDS"}
 @_option("--http-connection-limit", "http_connection_limit", type=click.IntRange(min=1), metavar="N")
 @_option("--shutdown-timeout", "shutdown_timeout_s", **_SECONDS)
 @_option("--status-interval", "status_interval_s", type=click.FloatRange(min=0.1), metavar="SECONDS")
+@_option("--store", "store", metavar="s3://BUCKET[/PREFIX]")
+@click.option("--keep-local", "keep_local", is_flag=True, default=None,
+              help=f"{SETTINGS['keep_local'].help} [${SETTINGS['keep_local'].env}]")
 def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) -> None:
     """Receive OTLP traces from any service and record them as redacted run bundles.
 

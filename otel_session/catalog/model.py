@@ -157,6 +157,9 @@ class RunRow:
     stamp: str = ""
     """The bundle files' sizes and times when the row was made: a pass re-reads a bundle whose
     stamp changed (a bundle edited or replaced by hand)."""
+    location: str | None = None
+    """Where the sealed bundle is stored (``s3://bucket/key``) once uploaded; None while it lives
+    only in its root. A pass never drops a stored run's row because its local copy is gone."""
     origin: str = ""
     """Which bundle root holds the run (``catalog.sql.catalog_origin``): ``""`` for the root the
     catalog lives in, ``<host>:<root>`` (or ``$OTEL_SESSION_ORIGIN``) in a shared catalog."""
@@ -251,6 +254,7 @@ class Known:
 
     stamp: str
     capture_status: str | None
+    location: str | None = None
 
 
 class Catalog(Protocol):
@@ -280,6 +284,9 @@ class Catalog(Protocol):
 
     def set_feedback(self, path: str, count: int, mean: float | None) -> None:
         """A run's feedback changed (the viewer appended a record)."""
+
+    def set_location(self, path: str, location: str) -> None:
+        """A sealed run was stored (``bundle.upload``): where it is now."""
 
     def page(self, query: RunQuery) -> Page:
         """One page of runs: filtered, sorted, after ``query.cursor``."""

@@ -138,6 +138,7 @@ runs = Table(
     Column("feedback_mean", Float),
     Column("search_text", Text, nullable=False),
     Column("stamp", Text, nullable=False),
+    Column("location", Text),
     Index("runs_by_created", "created_at", "path", "origin"),
     Index("runs_by_directory", "directory", "created_at"),
     Index("runs_by_session", "session_id"),
@@ -163,7 +164,8 @@ def _upsert_text(replace: bool) -> Any:
     """``INSERT … ON CONFLICT (origin, path) DO UPDATE/NOTHING``: the same SQL in SQLite and PostgreSQL,
     made once (a statement built for each pass cost more than the rows it wrote)."""
     names = [column.name for column in runs.columns]
-    conflict = ("DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name in names if name not in ("origin", "path"))
+    conflict = ("DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name in names
+                            if name not in ("origin", "path", "location"))  # a re-read bundle is still stored
                 if replace else "DO NOTHING")
     return text(f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join(':' + name for name in names)}) "
                 f"ON CONFLICT (origin, path) {conflict}")
@@ -256,14 +258,19 @@ class SqlCatalog:
             if version is not None:
                 logger.warning("the catalog %s has schema %s, this version uses %s: made new; the bundles fill it again",
                                self._shown(), version, SCHEMA_VERSION)
-            with engine.begin() as connection:
-                if not self._is_sqlite:  # one opener at a time makes the tables; the others find them made
-                    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
-                    if self._schema_version(connection) == SCHEMA_VERSION:
-                        return engine
-                metadata.drop_all(connection)
-                metadata.create_all(connection)
-                connection.execute(meta_table.insert().values(key="schema", value=SCHEMA_VERSION))
+            try:
+                with engine.begin() as connection:
+                    if not self._is_sqlite:  # one opener at a time makes the tables; the others find them made
+                        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
+                        if self._schema_version(connection) == SCHEMA_VERSION:
+                            return engine
+                    metadata.drop_all(connection)
+                    metadata.create_all(connection)
+                    connection.execute(meta_table.insert().values(key="schema", value=SCHEMA_VERSION))
+            except SQLAlchemyError:
+                if self._schema_version(engine) != SCHEMA_VERSION:  # not another opener that made them first
+                    raise
+                return engine
             self.rebuilt = True
         return engine
 
@@ -365,15 +372,20 @@ class SqlCatalog:
         return removed
 
     def remove_missing(self, present: Iterable[str]) -> int:
-        return self.remove(set(self.known()) - set(present))
+        present = set(present)
+        return self.remove(path for path, row in self.known().items() if path not in present and row.location is None)
+
+    def set_location(self, path: str, location: str) -> None:
+        with self._transaction() as connection:
+            connection.execute(update(runs).where(self._own, runs.c.path == path).values(location=location))
 
     def set_feedback(self, path: str, count: int, mean: float | None) -> None:
         with self._transaction() as connection:
             connection.execute(update(runs).where(self._own, runs.c.path == path).values(feedback_count=count, feedback_mean=mean))
 
     def clear(self) -> None:
-        """Forget this origin's rows (every row of a catalog no other origin shares)."""
-        self.remove(self.known())
+        """Forget this origin's rows but those of runs stored away (no local bundle makes them again)."""
+        self.remove(path for path, row in self.known().items() if row.location is None)
 
     @property
     def _own(self) -> Any:
@@ -391,8 +403,8 @@ class SqlCatalog:
 
     def known(self) -> dict[str, Known]:
         with self._reading() as connection:
-            return {path: Known(stamp, capture) for path, stamp, capture in
-                    connection.execute(select(runs.c.path, runs.c.stamp, runs.c.capture_status).where(self._own))}
+            return {path: Known(stamp, capture, location) for path, stamp, capture, location in connection.execute(
+                select(runs.c.path, runs.c.stamp, runs.c.capture_status, runs.c.location).where(self._own))}
 
     def rows(self, paths: list[str]) -> dict[str, RunRow]:
         found: dict[str, RunRow] = {}

@@ -1,0 +1,67 @@
+"""``otel-session collect --store s3://…``: a run sealed by a real collector process is uploaded,
+its catalog row says where, and its local copy goes (a real SeaweedFS server, SQLite catalog)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from otel_session.catalog import RunQuery, open_catalog
+from otel_session.testing import wait_for
+from tests.catalog.test_sync import _post, _trace_request
+
+
+def _collector(root: Path, *store_args: str) -> tuple[subprocess.Popen, int]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "otel_session.cli", "collect", "--dir", str(root), "--grpc", "off",
+         "--http", "127.0.0.1:0", "--seal-after", "0.05", *store_args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "OTEL_SESSION_REDACTION_KEY": "store-test"})
+    banner = process.stdout.readline()
+    assert "otel-session collector:" in banner, process.stderr.read()
+    return process, int(banner.split("http=")[1].split()[0].rsplit(":", 1)[1])
+
+
+def catalog_rows(root: Path) -> list:
+    catalog = open_catalog(root)
+    try:
+        return catalog.page(RunQuery(search="stored-call")).rows
+    finally:
+        catalog.close()
+
+
+def _stop(process: subprocess.Popen) -> str:
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    return err
+
+
+def test_a_sealed_run_is_stored_its_row_says_where_and_its_local_copy_goes(tmp_path: Path, store, monkeypatch):
+    monkeypatch.delenv("OTEL_SESSION_CATALOG", raising=False)
+    root = tmp_path / "collector"
+    process, port = _collector(root, "--store", f"s3://{store.bucket}/{store.prefix}")
+    try:
+        _post(port, _trace_request("stored-call"))
+        wait_for(lambda: root.exists() and (root / ".catalog.sqlite3").exists() and catalog_rows(root)
+                 and catalog_rows(root)[0].location is not None, timeout=60)
+    finally:
+        _stop(process)
+    [row] = catalog_rows(root)
+    assert row.location == f"s3://{store.bucket}/{store.prefix}/{row.path}.tar"
+    assert store.has_run(row.path) and not (root / row.path).exists()
+    fetched = store.fetch_run(row.path, tmp_path / "cache")
+    assert (fetched / "events.ndjson").read_bytes().count(b"\n") == row.event_count
+
+    process, _ = _collector(root, "--store", f"s3://{store.bucket}/{store.prefix}")  # its keeper passes at start
+    _stop(process)
+    assert [kept.location for kept in catalog_rows(root)] == [row.location], "a stored run's row outlives its local copy"
+
+
+def test_a_store_url_no_store_accepts_is_one_line(tmp_path: Path):
+    done = subprocess.run([sys.executable, "-m", "otel_session.cli", "collect", "--dir", str(tmp_path), "--grpc", "off",
+                           "--http", "127.0.0.1:0", "--store", "ftp://somewhere"], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "s3://BUCKET" in done.stderr and "Traceback" not in done.stderr
