@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from otel_session.catalog import RunQuery, open_catalog
+from otel_session.catalog import RunQuery, catch_up, open_catalog
 from otel_session.testing import wait_for
 from tests.catalog.test_sync import _post, _trace_request
 
@@ -65,3 +65,43 @@ def test_a_store_url_no_store_accepts_is_one_line(tmp_path: Path):
     done = subprocess.run([sys.executable, "-m", "otel_session.cli", "collect", "--dir", str(tmp_path), "--grpc", "off",
                            "--http", "127.0.0.1:0", "--store", "ftp://somewhere"], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "s3://BUCKET" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_viewer_on_a_host_without_the_bundles_lists_replays_and_shows_facts_from_the_store(
+        tmp_path: Path, store, monkeypatch):
+    from otel_session.viewer import create_app
+
+    shared = f"sqlite:///{tmp_path / 'shared-catalog.sqlite3'}"  # one catalog for both hosts
+    monkeypatch.setenv("OTEL_SESSION_CATALOG", shared)
+    collector_root, viewer_root = tmp_path / "collector-host", tmp_path / "viewer-host"
+    process, port = _collector(collector_root, "--store", f"s3://{store.bucket}/{store.prefix}")
+    try:
+        _post(port, _trace_request("stored-call"))
+        wait_for(lambda: collector_root.exists() and [row.location for row in catalog_rows(collector_root)] != [None]
+                 and catalog_rows(collector_root), timeout=60)
+    finally:
+        _stop(process)
+    [row] = catalog_rows(collector_root)
+    assert not (collector_root / row.path).exists(), "the collector host kept no copy"
+
+    viewer_root.mkdir()
+    app = create_app({"BUNDLE_DIR": str(viewer_root), "TESTING": True, "STORE": f"s3://{store.bucket}/{store.prefix}"})
+    try:
+        client = app.test_client()
+        listed = client.get("/api/runs").get_json()
+        assert [(run["run_id"], run["location"]) for run in listed["runs"]] == [(row.run_id, row.location)]
+        runs = client.get("/api/sessions/stored-call/runs")
+        assert runs.status_code == 200, runs.get_data(as_text=True)
+        events = client.get(f"/api/sessions/stored-call/runs/{row.run_id}/events")
+        assert events.status_code == 200 and events.get_json()["events"], events.get_data(as_text=True)
+        facts = client.get("/api/sessions/stored-call/facts")
+        assert facts.status_code == 200, facts.get_data(as_text=True)
+        assert client.get("/api/sessions/never-recorded/runs").status_code == 404
+        catalog = open_catalog(viewer_root)
+        try:  # a pass over the viewer's root: the fetched copy is not a run of its own
+            assert catch_up(catalog, viewer_root).added == 0
+        finally:
+            catalog.close()
+        assert [run["run_id"] for run in client.get("/api/runs").get_json()["runs"]] == [row.run_id]
+    finally:
+        app.extensions["otel_session_listing"].close()
