@@ -5,6 +5,7 @@ Contract::
 
     server = PostgresServer.start()     # PostgresUnavailable (the reason) when it cannot run here
     url = server.create_database("t1")  # postgresql+psycopg://otel@127.0.0.1:PORT/t1
+    server.halt(); server.restart()     # the server goes away (pg_ctl stop), then comes back on its port
     server.stop()                       # idempotent; removes the cluster
 
 The binaries are found under ``/usr/lib/postgresql/*/bin`` (newest version); when none are there
@@ -85,9 +86,7 @@ class PostgresServer:
         server = cls(binaries, home, _free_port(), owner)
         try:
             server._run("initdb", "-D", str(home / "data"), "-U", _USER, "--auth=trust", "-E", "UTF8", "--no-sync")
-            server._run("pg_ctl", "-D", str(home / "data"), "-l", str(home / "server.log"), "-w",
-                        "-t", str(_START_TIMEOUT_S), "-o",
-                        f"-p {server.port} -k {home} -c listen_addresses=127.0.0.1 -F", "start")
+            server.restart()
         except PostgresUnavailable:
             server.running = False
             server._remove()
@@ -103,6 +102,14 @@ class PostgresServer:
             log = self.home / "server.log"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             raise PostgresUnavailable(f"{program} failed ({done.returncode}): {(done.stderr or done.stdout)[-2000:]}{tail}")
+
+    def restart(self) -> None:
+        self._run("pg_ctl", "-D", str(self.home / "data"), "-l", str(self.home / "server.log"), "-w",
+                  "-t", str(_START_TIMEOUT_S), "-o", f"-p {self.port} -k {self.home} -c listen_addresses=127.0.0.1 -F",
+                  "start")
+
+    def halt(self) -> None:
+        self._run("pg_ctl", "-D", str(self.home / "data"), "-m", "fast", "-w", "stop")
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://{_USER}@127.0.0.1:{self.port}/{database}"

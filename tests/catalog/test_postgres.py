@@ -108,3 +108,63 @@ def test_two_roots_share_one_catalog_and_each_viewer_lists_every_run(tmp_path: P
     finally:
         for app in apps:
             app.extensions["otel_session_listing"].close()
+
+
+@pytest.mark.slow
+def test_while_postgresql_is_down_recording_goes_on_and_the_catalog_catches_up_when_it_returns(
+        tmp_path: Path, monkeypatch):
+    """A collector on a PostgreSQL catalog whose server goes away: runs are recorded all the same;
+    once it is back the collector's next rows go in again, and a pass (a viewer's keeper on the
+    root; the collector's own runs every 5 minutes) adds the rows it missed."""
+    import signal
+
+    from otel_session.catalog import ENV_CATALOG, RunQuery, open_catalog
+    from otel_session.testing import wait_for
+    from tests.catalog.test_sync import _post, _start_collector, _trace_request
+    from tests.pg_server import PostgresServer, PostgresUnavailable
+
+    try:
+        server = PostgresServer.start()  # its own: this test stops it
+    except PostgresUnavailable as exc:
+        pytest.skip(f"no PostgreSQL server here: {exc}")
+    try:
+        monkeypatch.setenv(ENV_CATALOG, server.create_database("outage"))
+        root = tmp_path / "bundles"
+        process, port = _start_collector(root)
+
+        def sealed() -> int:
+            return len([run for run in root.glob("sessions/*/run-*")
+                        if b'"recording"' not in (run / "capture.json").read_bytes()])
+
+        def listed(search: str) -> int:
+            catalog = open_catalog(root)
+            try:
+                return catalog.page(RunQuery(search=search)).total
+            finally:
+                catalog.close()
+
+        try:
+            server.halt()
+            for number in range(3):
+                _post(port, _trace_request(f"during-outage-{number}"))
+            wait_for(lambda: sealed() == 3, timeout=60)
+            server.restart()
+            _post(port, _trace_request("after-outage"))
+            wait_for(lambda: listed("after-outage") == 1, timeout=60)
+            assert listed("during-outage") == 0, "the rows missed in the outage wait for a pass"
+            from otel_session.viewer import create_app
+
+            app = create_app({"BUNDLE_DIR": str(root), "TESTING": True})
+            try:
+                wait_for(lambda: listed("during-outage") == 3, timeout=60)
+                answer = app.test_client().get("/api/runs?search=outage").get_json()
+                assert answer["total"] == 4 and "warning" not in answer
+            finally:
+                app.extensions["otel_session_listing"].close()
+        finally:
+            process.send_signal(signal.SIGTERM)
+            _, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+        assert "catalog: rows not written" in err
+    finally:
+        server.stop()

@@ -105,3 +105,31 @@ def test_a_viewer_on_a_host_without_the_bundles_lists_replays_and_shows_facts_fr
         assert [run["run_id"] for run in client.get("/api/runs").get_json()["runs"]] == [row.run_id]
     finally:
         app.extensions["otel_session_listing"].close()
+
+
+def test_kill_9_of_a_collector_mid_upload_then_restart_stores_the_run_exactly_once(tmp_path: Path, s3, store,
+                                                                                      monkeypatch):
+    monkeypatch.delenv("OTEL_SESSION_CATALOG", raising=False)
+    root = tmp_path / "collector"
+    flags = ("--store", f"s3://{store.bucket}/{store.prefix}")
+    process, port = _collector(root, *flags)
+    s3.pause()  # the upload that starts at seal hangs in the middle
+    try:
+        _post(port, _trace_request("stored-call"))
+        wait_for(lambda: root.exists() and any(
+            (run / "capture.json").exists() and b'"recording"' not in (run / "capture.json").read_bytes()
+            for run in root.glob("sessions/*/run-*")), timeout=60)
+        os.kill(process.pid, signal.SIGKILL)
+        process.communicate(timeout=30)
+    finally:
+        s3.resume()
+    [local] = list(root.glob("sessions/*/run-*"))  # the sealed run waits on disk
+    process, _ = _collector(root, *flags)
+    try:
+        wait_for(lambda: not local.exists(), timeout=120)  # uploaded at start, then removed
+    finally:
+        _stop(process)
+    relative = local.relative_to(root).as_posix()
+    listed = store.client.list_objects_v2(Bucket=store.bucket, Prefix=store.prefix + "/")
+    assert [entry["Key"] for entry in listed["Contents"]] == [f"{store.prefix}/{relative}.tar"]
+    assert [row.location for row in catalog_rows(root)] == [f"s3://{store.bucket}/{store.prefix}/{relative}.tar"]
