@@ -61,10 +61,13 @@ def test_a_sealed_run_is_stored_its_row_says_where_and_its_local_copy_goes(tmp_p
     assert [kept.location for kept in catalog_rows(root)] == [row.location], "a stored run's row outlives its local copy"
 
 
-def test_a_store_url_no_store_accepts_is_one_line(tmp_path: Path):
+def test_a_store_url_no_store_accepts_is_one_line_on_collect_and_view(tmp_path: Path):
     done = subprocess.run([sys.executable, "-m", "otel_session.cli", "collect", "--dir", str(tmp_path), "--grpc", "off",
                            "--http", "127.0.0.1:0", "--store", "ftp://somewhere"], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "s3://BUCKET" in done.stderr and "Traceback" not in done.stderr
+    viewed = subprocess.run([sys.executable, "-m", "otel_session.cli", "view", "--dir", str(tmp_path), "--port", "0",
+                             "--store", "ftp://somewhere"], capture_output=True, text=True, timeout=60)
+    assert viewed.returncode == 2 and "s3://BUCKET" in viewed.stderr and "Traceback" not in viewed.stderr
 
 
 def test_a_viewer_on_a_host_without_the_bundles_lists_replays_and_shows_facts_from_the_store(
