@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -38,8 +39,7 @@ from sqlalchemy import (
     BigInteger, Column, Connection, Float, Index, Integer, MetaData, String, Table, Text, and_, case, create_engine,
     delete, event, func, literal, or_, select, text, true, update,
 )
-from sqlalchemy.engine import make_url
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DatabaseError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
@@ -239,7 +239,10 @@ class SqlCatalog:
                                    **({"poolclass": StaticPool} if in_memory else {}))
             event.listen(engine, "connect", _on_sqlite_connect)
             return engine
-        return create_engine(self.url, pool_pre_ping=True)
+        engine = create_engine(self.url, pool_pre_ping=True)
+        with engine.connect(), engine.connect():  # two warm connections kept: a keeper pass and a list at once
+            pass
+        return engine
 
     def _open(self) -> Engine:
         engine = self._make_engine()
@@ -267,12 +270,22 @@ class SqlCatalog:
                     metadata.drop_all(connection)
                     metadata.create_all(connection)
                     connection.execute(meta_table.insert().values(key="schema", value=SCHEMA_VERSION))
-            except SQLAlchemyError:
-                if self._schema_version(engine) != SCHEMA_VERSION:  # not another opener that made them first
+            except SQLAlchemyError as exc:
+                if "already exists" not in str(exc) or not self._made_by_another(engine):
                     raise
                 return engine
             self.rebuilt = True
         return engine
+
+    def _made_by_another(self, engine: Engine) -> bool:
+        """Whether another opener made the tables while this one tried: its version row appears
+        within the busy timeout (SQLite commits each CREATE TABLE by itself, the row after them)."""
+        deadline = time.monotonic() + _BUSY_TIMEOUT_S
+        while self._schema_version(engine) != SCHEMA_VERSION:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def _schema_version(self, bind: Engine | Connection) -> str | None:
         with bind.connect() if isinstance(bind, Engine) else nullcontext(bind) as connection:
