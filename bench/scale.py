@@ -1,6 +1,6 @@
 """Reading at scale (issue 30): the run catalog's lists at 1k, 10k and 100k runs.
 
-    python -m bench.scale [--sizes 1000,10000,100000] [--rounds 3] [--cache DIR]
+    python -m bench.scale [--sizes 1000,10000,100000] [--rounds 3] [--cache DIR] [--catalog postgresql]
 
 Roots are written through the real ``BundleWriter`` with the catalog hook (every run a small
 booking-like run of 11 records, about 3 KB: a user and an assistant message with a model call and
@@ -17,6 +17,12 @@ is the median of ``--rounds``, each round a fresh process:
 (d) ``otel-session reindex``: runs indexed per second (wall), in a fresh process;
 (e) the viewer's peak memory (max RSS) once the first list is answered and its catalog keeper has
     ended its first pass, and when that pass ended (it stats every bundle's files, in the background).
+
+With ``--catalog postgresql`` (issue 32) a private PostgreSQL server is started (``tests/pg_server``),
+each root is indexed into a database of its own (``otel-session reindex --catalog``), and (a) is
+measured again from it beside the SQLite figure of the same run: the request's wall time (the
+query runs in the server, outside the request thread's CPU) and its thread CPU.
+Target: the PostgreSQL list ≤ 2× SQLite's wall time at the largest size.
 
 Targets (issue 30): (a) ≤ 1.5× the 1k CPU and ≤ 50 ms at 100k, start to first page ≤ 1 s;
 (b) ≤ 300 ms CPU and ≤ 1.5× the 1k figure at 100k; (c) ≤ 256 KiB; (d) ≥ 5,000 runs/s at 100k.
@@ -114,22 +120,25 @@ from otel_session.viewer import create_app
 app = create_app({"BUNDLE_DIR": sys.argv[1], "TESTING": True})
 client = app.test_client()
 thread_cpu = time.thread_time()
+request_started = time.perf_counter()
 answer = client.get(sys.argv[2])
+request_wall = time.perf_counter() - request_started
 thread_cpu = time.thread_time() - thread_cpu
 wall = time.perf_counter() - started
 assert answer.status_code == 200, answer.data[:300]
 keeper = app.extensions["otel_session_listing"].keeper
 keeper.first_pass.wait(600)
 import resource
-print(json.dumps({"cpu_s": thread_cpu, "start_to_answer_s": wall, "bytes": len(answer.data),
+print(json.dumps({"cpu_s": thread_cpu, "request_wall_s": request_wall, "start_to_answer_s": wall, "bytes": len(answer.data),
                   "runs": len(answer.get_json().get("runs") or answer.get_json().get("sessions")),
                   "first_pass_s": time.perf_counter() - started, "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 app.extensions["otel_session_listing"].close()
 """
 
 
-def _viewer(root: Path, url: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", _VIEWER_PROBE, str(root), url], capture_output=True, text=True, check=True)
+def _viewer(root: Path, url: str, env: dict[str, str] | None = None) -> dict:
+    out = subprocess.run([sys.executable, "-c", _VIEWER_PROBE, str(root), url], capture_output=True, text=True, check=True,
+                         env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -163,20 +172,63 @@ def measure(root: Path, size: int, rounds: int) -> dict:
     }
 
 
+def on_postgres(server, root: Path, size: int, rounds: int) -> dict:
+    """(a) from a PostgreSQL catalog holding ``root``'s runs, beside SQLite's in the same run."""
+    url = server.create_database(f"scale_{size}")
+    env = {**os.environ, "OTEL_SESSION_CATALOG": url}
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "otel_session.cli", "reindex", "--dir", str(root)], env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    reindex_wall = time.perf_counter() - started
+    engines = {"sqlite": [_viewer(root, "/api/runs?limit=50") for _ in range(rounds)],
+               "postgresql": [_viewer(root, "/api/runs?limit=50", env) for _ in range(rounds)]}
+    found = {f"{engine}_{name}": statistics.median(probe[name] for probe in probes)
+             for engine, probes in engines.items() for name in ("request_wall_s", "cpu_s")}
+    return {**found, "postgresql_reindex_runs_per_s": size / reindex_wall}
+
+
+def _postgres_figures(results: dict[int, dict], largest: int) -> list[Figure]:
+    figures = []
+    for size, figure in results.items():
+        figures += [
+            Figure(f"scale.{size}.postgresql_first_list_wall_ms", figure["postgresql_request_wall_s"] * 1000, "ms",
+                   baseline=figure["sqlite_request_wall_s"] * 1000, note="baseline: the SQLite catalog, same run",
+                   **({"target": "<= 2x", "ok": figure["postgresql_request_wall_s"] <= 2 * figure["sqlite_request_wall_s"]}
+                      if size == largest else {})),
+            Figure(f"scale.{size}.postgresql_first_list_cpu_ms", figure["postgresql_cpu_s"] * 1000, "ms",
+                   baseline=figure["sqlite_cpu_s"] * 1000, note="the request thread's CPU (the query runs in the server)"),
+            Figure(f"scale.{size}.postgresql_reindex_runs_per_s", figure["postgresql_reindex_runs_per_s"], "runs/s"),
+        ]
+    return figures
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000", help="run counts, comma-separated")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "otel-session-scale"))
+    parser.add_argument("--catalog", choices=["postgresql"], help="also list from a private PostgreSQL server")
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",")]
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    results = {}
-    for size in sizes:
-        root = make_root(cache, size)
-        results[size] = measure(root, size, args.rounds)
-        print(f"{size:>7} runs: {json.dumps(results[size])}", file=sys.stderr)
+    results, on_pg = {}, {}
+    server = None
+    if args.catalog == "postgresql":
+        from tests.pg_server import PostgresServer
+
+        server = PostgresServer.start()
+    try:
+        for size in sizes:
+            root = make_root(cache, size)
+            results[size] = measure(root, size, args.rounds)
+            print(f"{size:>7} runs: {json.dumps(results[size])}", file=sys.stderr)
+            if server is not None:
+                on_pg[size] = on_postgres(server, root, size, args.rounds)
+                print(f"{size:>7} runs, PostgreSQL: {json.dumps(on_pg[size])}", file=sys.stderr)
+    finally:
+        if server is not None:
+            server.stop()
     smallest, largest = min(sizes), max(sizes)
     small, large = results[smallest], results[largest]
     figures = []
@@ -208,7 +260,8 @@ def main(argv: list[str] | None = None) -> dict:
         Figure(f"scale.reindex_runs_per_s_at_{largest}", large["reindex_runs_per_s"], "runs/s", target=">= 5,000",
                ok=large["reindex_runs_per_s"] >= 5000),
     ]
-    return write_results("scale", figures, {"sizes": results, "today": _TODAY})
+    figures += _postgres_figures(on_pg, largest)
+    return write_results("scale", figures, {"sizes": results, "postgresql": on_pg, "today": _TODAY})
 
 
 if __name__ == "__main__":

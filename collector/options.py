@@ -60,8 +60,12 @@ def _protocol(value: str) -> str:
     return value
 
 
+def _flag(value: str) -> bool:
+    return value.strip().lower() in {"true", "1", "yes", "on"}
+
+
 def _not_flag(value: str) -> bool:
-    return value.strip().lower() not in {"true", "1", "yes", "on"}
+    return not _flag(value)
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,11 @@ SETTINGS: dict[str, Setting] = {
                                    "are refused retryably, so the bound itself (capture failed) is not reached."),
     "max_held_log_events": Setting("OTEL_SESSION_MAX_HELD_LOG_EVENTS", 10_000, _count,
                                    "Log events waiting for their spans, at most (more are counted unmatched)."),
+    "store": Setting("OTEL_SESSION_STORE", None, str,
+                     "Upload each run as it seals to this bundle store (s3://BUCKET[/PREFIX]; AWS_* variables "
+                     "for endpoint and credentials), then remove the local copy unless --keep-local."),
+    "keep_local": Setting("OTEL_SESSION_KEEP_LOCAL", False, _flag,
+                          "Keep a sealed run's local copy after it was stored."),
     "status_interval_s": Setting("OTEL_SESSION_STATUS_INTERVAL", 10.0, _seconds,
                                  "How often the counters status line is logged (when it changed)."),
 }
@@ -159,6 +168,8 @@ class CollectorOptions:
     max_run_queue_bytes: int = field(default_factory=_from_env("max_run_queue_bytes"))
     max_held_log_events: int = field(default_factory=_from_env("max_held_log_events"))
     status_interval_s: float = field(default_factory=_from_env("status_interval_s"))
+    store: str | None = field(default_factory=_from_env("store"))
+    keep_local: bool = field(default_factory=_from_env("keep_local"))
 
     def with_values(self, **values: Any) -> CollectorOptions:
         """A copy with ``values`` set (names of ``SETTINGS``)."""

@@ -76,7 +76,9 @@ from otel_session.collector.sink import BundleSink, Counters, EventRedactor, Ove
 from otel_session.core.log import get_logger
 from otel_session.bundle.read import iter_runs
 from otel_session.bundle.write import BundleWriter, WriterLimits
+from otel_session.bundle.upload import chain_hooks
 from otel_session.catalog import CatalogError, CatalogKeeper, open_catalog, writer_hooks
+from otel_session.collector.storing import close_locations, store_uploader
 
 __all__ = [
     "SERVING_GC_THRESHOLD",
@@ -337,8 +339,10 @@ class Collector:
         self.counters = Counters()
         if writer_limits is None:
             writer_limits = WriterLimits(max_queue_bytes=options.max_run_queue_bytes)
+        self.uploader = store_uploader(self.root, options) if bundle else None
+        """Sealed runs to ``--store`` (None without one); the writer's hooks close it at shutdown."""
         self.writer = BundleWriter(self.root, limits=writer_limits, identifier=getattr(self.redactor, "identifier", None),
-                                   hooks=writer_hooks(self.root) if bundle else None)
+                                   hooks=chain_hooks(writer_hooks(self.root), self.uploader) if bundle else None)
         self._catalog_keeper: CatalogKeeper | None = None
         self.sink = BundleSink(self.writer, self.redactor, options, counters=self.counters)
         self.forwarder = (
@@ -382,6 +386,8 @@ class Collector:
             self.writer.remove_abandoned_builds()
             self.sink.resume_orphans(iter_runs(self.root, include_evals=True))
             self._catalog_keeper = _start_catalog_keeper(self.root)
+            if self.uploader is not None:  # runs sealed before a crash and not yet stored go first
+                self.uploader.start()
         if self._grpc_address:
             self._grpc_server = grpc.server(
                 futures.ThreadPoolExecutor(max_workers=_GRPC_WORKERS, thread_name_prefix="otlp-grpc"),
@@ -471,6 +477,7 @@ class Collector:
         # Sealing rewrites each open run's journal; give the writer the time that takes (the
         # shutdown's own bound still applies).
         self.writer.shutdown(timeout_millis=_DRAIN_TIMEOUT_MS)
+        close_locations(self.uploader)
         self.counters.refusal_log.flush(force=True)
         if self._catalog_keeper is not None:
             self._catalog_keeper.stop()

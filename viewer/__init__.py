@@ -10,7 +10,9 @@ Configuration keys: ``BUNDLE_DIR`` (bundle root; default ``$OTEL_SESSION_DIR``, 
 ``$OTEL_SESSION_VIEWER_TOKEN``), ``STREAM_POLL_SECONDS`` (0.05), ``STREAM_HEARTBEAT_SECONDS`` (15),
 ``RUN_CACHE_BYTES`` (256 MiB: what the per-run reads keep in memory, least recently used out first),
 ``CATALOG`` (the run catalog's URL; default ``$OTEL_SESSION_CATALOG``, else SQLite in the bundle
-root; ``off`` for none) and ``CATALOG_PASS_SECONDS`` (30: how often it catches up with the bundles).
+root; ``off`` for none), ``CATALOG_PASS_SECONDS`` (30: how often it catches up with the bundles) and
+``STORE`` (a bundle store, ``s3://BUCKET[/PREFIX]``; default ``$OTEL_SESSION_STORE``: sessions this
+root lacks are fetched from it when the catalog says where their runs are).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .feedback import FeedbackIndex
 from .run_reader import DEFAULT_CACHE_BYTES
 from .listing import Listing
 from .store import BundleStore
+from otel_session.bundle.store import open_store
 
 __all__ = ["ENV_VIEWER_TOKEN", "create_app"]
 
@@ -45,16 +48,20 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         MAX_CONTENT_LENGTH=64 * 1024,
         RUN_CACHE_BYTES=DEFAULT_CACHE_BYTES,
         CATALOG=None,
+        STORE=None,
         CATALOG_PASS_SECONDS=30.0,
     )
     if test_config is not None:
         app.config.from_mapping(test_config)
     app.json.sort_keys = False
     app.url_map.merge_slashes = False  # "//etc" is a hostile id, never redirected to "/etc"
-    app.extensions["otel_session_store"] = BundleStore(app.config["BUNDLE_DIR"], cache_bytes=app.config["RUN_CACHE_BYTES"])
+    remote = open_store(app.config["STORE"])  # a bad --store stops here, before any thread starts
+    listing = Listing(app.config["BUNDLE_DIR"], app.config["CATALOG"], keeper_interval_s=app.config["CATALOG_PASS_SECONDS"])
+    app.extensions["otel_session_listing"] = listing
+    app.extensions["otel_session_store"] = BundleStore(app.config["BUNDLE_DIR"], cache_bytes=app.config["RUN_CACHE_BYTES"],
+                                                       remote=remote,
+                                                       stored_runs=listing.stored_runs)
     app.extensions["otel_session_feedback"] = FeedbackIndex()
-    app.extensions["otel_session_listing"] = Listing(app.config["BUNDLE_DIR"], app.config["CATALOG"],
-                                                     keeper_interval_s=app.config["CATALOG_PASS_SECONDS"])
 
     errors.init_app(app)
     security.init_app(app)

@@ -42,6 +42,7 @@ from otel_session.catalog.rows import bundle_stamp, row_of
 from otel_session.core.log import get_logger
 
 from .errors import ApiError
+from .store import FETCHED_DIR
 
 __all__ = ["SORT_KEYS", "STATUSES", "Listing", "run_query"]
 
@@ -246,14 +247,15 @@ class Listing:
     def rows(self, run_paths: list[Path]) -> dict[Path, RunRow]:
         """The rows of a few runs (one session's): from the catalog where their bundles are unchanged,
         else read now (and written back)."""
-        relative = {path: path.relative_to(self.root).as_posix() for path in run_paths}
+        fetched = self.root / FETCHED_DIR  # copies of other roots' stored runs: read, never written as ours
+        found: dict[Path, RunRow] = {path: row_of(fetched, path) for path in run_paths if path.is_relative_to(fetched)}
+        relative = {path: path.relative_to(self.root).as_posix() for path in run_paths if path not in found}
         known = {}
         if self.catalog is not None and self.problem is None:
             try:
                 known = self.catalog.rows(list(relative.values()))
             except CatalogError as exc:
                 self._unusable(exc)
-        found: dict[Path, RunRow] = {}
         fresh: list[RunRow] = []
         for path, key in relative.items():
             row = known.get(key)
@@ -267,6 +269,16 @@ class Listing:
             except CatalogError as exc:  # rows not kept (a full disk): they are answered all the same
                 logger.warning("catalog: %d row(s) not written: %s", len(fresh), exc)
         return found
+
+    def stored_runs(self, session_id: str) -> list[RunRow]:
+        """The catalog rows of a session's runs, every origin's (``[]`` without a usable catalog)."""
+        if self.catalog is None or self.problem is not None:
+            return []
+        try:
+            return self.catalog.page(RunQuery(session_id=session_id, limit=500, with_total=False)).rows
+        except CatalogError as exc:
+            logger.warning("catalog: cannot look up stored runs of a session: %s", exc)
+            return []
 
     def feedback_changed(self, run_path: Path, count: int, mean: float | None) -> None:
         self._ready()  # a first pass still reading the bundle would write the row back without it

@@ -20,6 +20,8 @@ from werkzeug.serving import make_server
 from otel_session.core import config
 from otel_session.core.log import get_logger
 
+from otel_session.bundle.store import BadStoreUrl
+
 from . import ENV_VIEWER_TOKEN, create_app
 from .security import is_loopback_host
 
@@ -32,7 +34,9 @@ __all__ = ["view"]
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port (0 picks a free one).")
 @click.option("--token", default=None, help=f"Require this token on every request (default: ${ENV_VIEWER_TOKEN}).")
 @click.option("--access-log", is_flag=True, help="Log a line for every request (redacted like every log line).")
-def view(bundle_root: Path | None, host: str, port: int, token: str | None, access_log: bool) -> None:
+@click.option("--store", default=None, metavar="s3://BUCKET[/PREFIX]",
+              help="Fetch sessions this root lacks from this bundle store (default: $OTEL_SESSION_STORE).")
+def view(bundle_root: Path | None, host: str, port: int, token: str | None, access_log: bool, store: str | None) -> None:
     """Browse sessions, per-turn facts and replays of the bundles under --dir."""
     token = token or os.environ.get(ENV_VIEWER_TOKEN) or None
     if not is_loopback_host(host) and not token:
@@ -41,7 +45,10 @@ def view(bundle_root: Path | None, host: str, port: int, token: str | None, acce
     problem = config.missing_bundle_dir(bundle_root)
     if problem:  # served anyway: a recorder started later fills it, and the viewer follows live
         click.echo(f"Warning: {problem}; sessions appear once something records there", err=True)
-    app = create_app({"BUNDLE_DIR": str(root), "TOKEN": token})
+    try:
+        app = create_app({"BUNDLE_DIR": str(root), "TOKEN": token, "STORE": store})
+    except BadStoreUrl as exc:
+        raise click.UsageError(str(exc)) from None
     # Its request lines name the sessions asked for: redacted like ours, and only when asked for.
     get_logger("werkzeug").setLevel(logging.INFO if access_log else logging.WARNING)
     listener = _listen(host, port)

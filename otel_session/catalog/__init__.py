@@ -14,8 +14,9 @@ Contract (``model.Catalog``; SQL through SQLAlchemy Core in ``sql``)::
 
 Stage: between ``bundle`` (it reads bundles, the writer calls its hook) and ``replay``. The row's
 figures are counted from the journal records (``rows``), not from ``replay``'s facts.
-Settings: ``$OTEL_SESSION_CATALOG`` (a SQLAlchemy URL; ``off`` for none), default
-``sqlite:///<root>/.catalog.sqlite3``.
+Settings: ``$OTEL_SESSION_CATALOG`` (a SQLAlchemy URL, ``postgresql://…`` included; ``off`` for
+none), default ``sqlite:///<root>/.catalog.sqlite3``; ``$OTEL_SESSION_ORIGIN`` (whose rows a shared
+catalog writes; default ``<host>:<root>``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from .model import (
     BadQuery, Catalog, CatalogError, CatalogUnavailable, Known, Order, Page, Problem, RunQuery, RunRow, Scope, SessionGroup,
     SessionsPage, SortKey, StatusFilter, time_prefix,
 )
-from .settings import CATALOG_FILE, ENV_CATALOG, catalog_disabled, catalog_url
+from .settings import CATALOG_FILE, ENV_CATALOG, ENV_ORIGIN, catalog_disabled, catalog_origin, catalog_url
 from .sync import CatalogKeeper, CaughtUp, Reindexed, catch_up, reindex
 
 _LAZY = {"SqlCatalog": "sql", "SCHEMA_VERSION": "sql"}
@@ -47,9 +48,9 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "CATALOG_FILE", "ENV_CATALOG", "SCHEMA_VERSION", "BadQuery", "Catalog", "CatalogError", "CatalogHook",
+    "CATALOG_FILE", "ENV_CATALOG", "ENV_ORIGIN", "SCHEMA_VERSION", "BadQuery", "Catalog", "CatalogError", "CatalogHook",
     "CatalogKeeper", "CatalogUnavailable", "CaughtUp", "Known", "Order", "Page", "Problem", "Reindexed", "RunQuery", "RunRow",
-    "Scope", "SessionGroup", "SessionsPage", "SortKey", "SqlCatalog", "StatusFilter", "catalog_disabled", "catalog_url",
+    "Scope", "SessionGroup", "SessionsPage", "SortKey", "SqlCatalog", "StatusFilter", "catalog_disabled", "catalog_origin", "catalog_url",
     "catch_up", "open_catalog", "reindex", "row_cursor", "scan_catalog", "session_cursor", "time_prefix", "writer_hooks",
 ]
 
@@ -61,7 +62,7 @@ def open_catalog(root: str | os.PathLike[str], url: str | None = None) -> Any:
         return None
     from .sql import SqlCatalog
 
-    return SqlCatalog(catalog_url(root, url))
+    return SqlCatalog(catalog_url(root, url), catalog_origin(root, url))
 
 
 def scan_catalog(root: str | os.PathLike[str]) -> Any:

@@ -32,7 +32,7 @@ from otel_session.core.log import get_logger
 
 from .model import CatalogError, RunRow
 from .rows import light_row, opened_row
-from .settings import catalog_disabled, catalog_url, no_room
+from .settings import catalog_disabled, catalog_origin, catalog_url, no_room
 
 __all__ = ["CatalogHook", "writer_hooks"]
 
@@ -50,6 +50,7 @@ class CatalogHook:
         self.root = Path(root)
         """As the writer names it: its run paths start with it."""
         self.url = catalog_url(self.root, url)
+        self.origin = catalog_origin(self.root, url)
         self._catalog: Any = None
         self._lock = threading.Lock()
         self._ready = threading.Event()
@@ -81,7 +82,7 @@ class CatalogHook:
             try:
                 from .sql import SqlCatalog
 
-                catalog = SqlCatalog(self.url)
+                catalog = SqlCatalog(self.url, self.origin)
             except CatalogError as exc:
                 problem = str(exc)
         if problem is not None:

@@ -7,7 +7,8 @@ Contract::
     query = RunQuery(agent="booking", sort=SortKey.TURNS, limit=50)     # filters AND-ed, keyset-paged
     page = catalog.page(query)                                         # -> Page(rows, next_cursor, total)
 
-A row's ``path`` (the run directory relative to the root, POSIX) is its key: the same run id under
+A row's ``origin`` (which root) and ``path`` (the run directory relative to that root, POSIX) are
+its key: the same run id under
 two session directories (a copied bundle) is two rows, and a directory deleted by hand names the
 row to drop. Values are what the bundle says (ids as stored: redacted where they held PII).
 """
@@ -156,6 +157,12 @@ class RunRow:
     stamp: str = ""
     """The bundle files' sizes and times when the row was made: a pass re-reads a bundle whose
     stamp changed (a bundle edited or replaced by hand)."""
+    location: str | None = None
+    """Where the sealed bundle is stored (``s3://bucket/key``) once uploaded; None while it lives
+    only in its root. A pass never drops a stored run's row because its local copy is gone."""
+    origin: str = ""
+    """Which bundle root holds the run (``catalog.sql.catalog_origin``): ``""`` for the root the
+    catalog lives in, ``<host>:<root>`` (or ``$OTEL_SESSION_ORIGIN``) in a shared catalog."""
 
     @property
     def figures_pending(self) -> bool:
@@ -252,6 +259,7 @@ class Known:
 
     stamp: str
     capture_status: str | None
+    location: str | None = None
 
 
 class Catalog(Protocol):
@@ -288,6 +296,9 @@ class Catalog(Protocol):
 
     def set_feedback(self, path: str, count: int, mean: float | None) -> None:
         """A run's feedback changed (the viewer appended a record)."""
+
+    def set_location(self, path: str, location: str) -> None:
+        """A sealed run was stored (``bundle.upload``): where it is now."""
 
     def page(self, query: RunQuery) -> Page:
         """One page of runs: filtered, sorted, after ``query.cursor``."""

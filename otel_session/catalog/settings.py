@@ -3,6 +3,7 @@
 Contract::
 
     url = catalog_url(root, explicit=None)   # explicit, else $OTEL_SESSION_CATALOG, else sqlite:///<root>/.catalog.sqlite3
+    origin = catalog_origin(root, url)       # whose rows a process writes in a shared catalog ($OTEL_SESSION_ORIGIN)
     catalog_disabled(explicit=None)          # --catalog off / $OTEL_SESSION_CATALOG=off: no catalog
     no_room(url)                             # why an SQLite catalog must write nothing now (a nearly full disk), or None
 """
@@ -10,17 +11,43 @@ Contract::
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
-__all__ = ["CATALOG_FILE", "DISK_RESERVE_BYTES", "ENV_CATALOG", "catalog_disabled", "catalog_url", "no_room"]
+__all__ = [
+    "CATALOG_FILE", "DISK_RESERVE_BYTES", "ENV_CATALOG", "ENV_ORIGIN", "catalog_disabled", "catalog_origin",
+    "catalog_url", "no_room",
+]
 
 ENV_CATALOG = "OTEL_SESSION_CATALOG"
+ENV_ORIGIN = "OTEL_SESSION_ORIGIN"
 CATALOG_FILE = ".catalog.sqlite3"
 
 
 def catalog_url(root: str | os.PathLike[str], explicit: str | None = None) -> str:
-    """The catalog's URL: ``explicit``, else ``$OTEL_SESSION_CATALOG``, else SQLite in the root."""
-    return explicit or os.environ.get(ENV_CATALOG) or f"sqlite:///{Path(root).resolve() / CATALOG_FILE}"
+    """The catalog's URL: ``explicit``, else ``$OTEL_SESSION_CATALOG``, else SQLite in the root.
+    PostgreSQL URLs (``postgres://``, ``postgresql://``, ``postgresql+psycopg://``) name psycopg 3."""
+    url = explicit or os.environ.get(ENV_CATALOG) or _default_url(root)
+    scheme, separator, rest = url.partition("://")
+    if separator and scheme in ("postgres", "postgresql"):
+        return f"postgresql+psycopg://{rest}"
+    return url
+
+
+def _default_url(root: str | os.PathLike[str]) -> str:
+    return f"sqlite:///{Path(root).resolve() / CATALOG_FILE}"
+
+
+def catalog_origin(root: str | os.PathLike[str], url: str | None = None) -> str:
+    """Whose rows a catalog writes: ``$OTEL_SESSION_ORIGIN``; else ``""`` for the default SQLite
+    file inside the root (the catalog travels with its root); else ``<host>:<root>``, so collectors
+    and viewers on several hosts or roots share one catalog without taking each other's rows."""
+    explicit = os.environ.get(ENV_ORIGIN, "").strip()
+    if explicit:
+        return explicit
+    if catalog_url(root, url) == _default_url(root):
+        return ""
+    return f"{socket.gethostname()}:{Path(root).resolve()}"
 
 
 def catalog_disabled(explicit: str | None = None) -> bool:

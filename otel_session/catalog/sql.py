@@ -8,26 +8,35 @@ Contract::
     catalog.sessions_page(RunQuery(scope=Scope.LIVE))
     catalog.close()
 
+PostgreSQL (``postgresql://…``, through psycopg 3; ``pip install otel-session[postgres]``) holds
+one catalog for several collectors and viewers: each writes the rows of its own bundle root
+(``origin``, see :func:`catalog_origin`) and lists everyone's. Its text keys compare bytewise
+(``COLLATE "C"``, as SQLite does), so sorts and cursors agree on both engines.
+
 SQLite is opened in WAL mode with a busy timeout, so a collector, a viewer and CLI commands share
 one root at once; ``synchronous=NORMAL``: a crash may lose the last transactions, never corrupt
 the file, and a pass brings back what was lost (the bundles are the truth). The schema has a
 version (``catalog_meta``); a catalog of another version, or a file that is not a database, is
-rebuilt empty (logged) and a pass fills it again: no migrations. Every value reaches SQL as a
+rebuilt empty (logged) and a pass fills it again: no migrations. Only the catalog's own tables are
+ever dropped (a PostgreSQL database may hold others); a PostgreSQL database that has a ``runs``
+table the catalog did not make is refused, never dropped. Every value reaches SQL as a
 bound parameter. Any database error is raised as :class:`CatalogUnavailable`.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import orjson
 from sqlalchemy import (
-    Column, Connection, Float, Index, Integer, MetaData, String, Table, Text, and_, case, create_engine, delete,
-    event, func, literal, or_, select, text, true, update,
+    BigInteger, Column, Connection, Float, Index, Integer, MetaData, String, Table, Text, and_, case, create_engine,
+    delete, event, func, literal, or_, select, text, true, update,
 )
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, SQLAlchemyError
@@ -49,35 +58,39 @@ logger = get_logger(__name__)
 SCHEMA_VERSION = "3"
 _BUSY_TIMEOUT_S = 30.0
 _BATCH = 500
+_SCHEMA_LOCK = 0x6F74656C  # PostgreSQL advisory lock held while the catalog's tables are made
 _FACETS = ("agent", "service", "eval_id")
 
 
+_KEY = Text().with_variant(Text(collation="C"), "postgresql")
+"""Text that sorts and compares bytewise in both engines (SQLite's default; PostgreSQL's ``"C"``)."""
 metadata = MetaData()
 meta_table = Table("catalog_meta", metadata, Column("key", String(64), primary_key=True), Column("value", Text))
 runs = Table(
     "runs", metadata,
-    Column("path", String(1024), primary_key=True),
-    Column("directory", String(1024), nullable=False),
+    Column("origin", _KEY, primary_key=True),
+    Column("path", _KEY, primary_key=True),
+    Column("directory", _KEY, nullable=False),
     Column("scope", String(8), nullable=False),
-    Column("session_id", String(1024)),
-    Column("run_id", String(128), nullable=False),
-    Column("kind", String(16), nullable=False),
-    Column("created_at", String(40), nullable=False),
-    Column("eval_id", String(1024)),
-    Column("agent", String(1024)),
-    Column("service", String(1024)),
-    Column("capture_status", String(16)),
-    Column("integrity", String(16), nullable=False),
-    Column("status", String(16), nullable=False),
-    Column("started_at", String(40)),
-    Column("finished_at", String(40)),
+    Column("session_id", _KEY),
+    Column("run_id", _KEY, nullable=False),
+    Column("kind", _KEY, nullable=False),
+    Column("created_at", _KEY, nullable=False),
+    Column("eval_id", _KEY),
+    Column("agent", _KEY),
+    Column("service", _KEY),
+    Column("capture_status", _KEY),
+    Column("integrity", _KEY, nullable=False),
+    Column("status", _KEY, nullable=False),
+    Column("started_at", _KEY),
+    Column("finished_at", _KEY),
     Column("duration_ms", Float),
     *(Column(name, Integer, nullable=False) for name in (
         "event_count", "turns", "messages", "model_calls", "tool_calls", "tool_errors", "guards_blocked",
         "repeated_asks", "feedback_count")),
-    Column("input_tokens", Integer),
-    Column("output_tokens", Integer),
-    Column("tokens", Integer),
+    Column("input_tokens", BigInteger),
+    Column("output_tokens", BigInteger),
+    Column("tokens", BigInteger),
     Column("models", Text, nullable=False),
     Column("latency_p50_ms", Float),
     Column("latency_p95_ms", Float),
@@ -88,8 +101,9 @@ runs = Table(
     Column("diagnostics", Text, nullable=False),
     Column("feedback_mean", Float),
     Column("search_text", Text, nullable=False),
-    Column("stamp", String(256), nullable=False),
-    Index("runs_by_created", "created_at", "path"),
+    Column("stamp", Text, nullable=False),
+    Column("location", Text),
+    Index("runs_by_created", "created_at", "path", "origin"),
     Index("runs_by_directory", "directory", "created_at"),
     Index("runs_by_session", "session_id"),
 )
@@ -97,14 +111,14 @@ Index("runs_pending", runs.c.path, sqlite_where=runs.c.stamp == "", postgresql_w
 """The rows whose figures the writer's hook left to count (``RunRow.figures_pending``), found without a scan."""
 sessions = Table(
     "sessions", metadata,
-    Column("directory", String(1024), primary_key=True),
+    Column("directory", _KEY, primary_key=True),
     Column("scope", String(8), nullable=False),
-    Column("session_id", String(1024)),
-    Column("newest_created_at", String(40), nullable=False),
+    Column("session_id", _KEY),
+    Column("newest_created_at", _KEY, nullable=False),
     Column("run_count", Integer, nullable=False),
     Index("sessions_by_newest", "scope", "newest_created_at", "directory"),
 )
-facets = Table("facets", metadata, Column("name", String(16), primary_key=True), Column("value", String(1024), primary_key=True))
+facets = Table("facets", metadata, Column("name", String(16), primary_key=True), Column("value", _KEY, primary_key=True))
 
 _SORT_COLUMNS = {key: runs.c[key.value] for key in SortKey if key.value in runs.c}
 _SORT_COLUMNS[SortKey.FEEDBACK] = runs.c.feedback_mean
@@ -113,13 +127,14 @@ _JSON_FIELDS = ("models", "problems", "diagnostics", "usage_by_model")
 
 
 def _upsert_text(replace: bool) -> Any:
-    """``INSERT … ON CONFLICT (path) DO UPDATE/NOTHING``: the same SQL in SQLite and PostgreSQL,
+    """``INSERT … ON CONFLICT (origin, path) DO UPDATE/NOTHING``: the same SQL in SQLite and PostgreSQL,
     made once (a statement built for each pass cost more than the rows it wrote)."""
     names = [column.name for column in runs.columns]
-    conflict = ("DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name in names if name != "path")
+    conflict = ("DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name in names
+                            if name not in ("origin", "path", "location"))  # a re-read bundle is still stored
                 if replace else "DO NOTHING")
     return text(f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join(':' + name for name in names)}) "
-                f"ON CONFLICT (path) {conflict}")
+                f"ON CONFLICT (origin, path) {conflict}")
 
 
 _ADD_RUN = _upsert_text(replace=False)
@@ -130,16 +145,14 @@ _COUNT_SESSION = text(
     "SELECT directory, max(scope), max(session_id), max(created_at), count(*) FROM runs WHERE directory = :directory "
     "GROUP BY directory ON CONFLICT (directory) DO UPDATE SET scope = excluded.scope, session_id = excluded.session_id, "
     "newest_created_at = excluded.newest_created_at, run_count = excluded.run_count")
-_SET_SCHEMA = text("INSERT INTO catalog_meta (key, value) VALUES ('schema', :value) "
-                   "ON CONFLICT (key) DO UPDATE SET value = excluded.value")
 _DROP_EMPTY_SESSION = text(
     "DELETE FROM sessions WHERE directory = :directory AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.directory = :directory)")
 
 
-def _values(row: RunRow) -> dict[str, Any]:
+def _values(row: RunRow, origin: str) -> dict[str, Any]:
     values = {name: getattr(row, name) for name in _ROW_FIELDS if name not in ("scope", "tokens", *_JSON_FIELDS)}
     values.update({name: orjson.dumps(list(getattr(row, name))).decode() for name in _JSON_FIELDS})
-    values.update(scope=row.scope.value, tokens=row.tokens)
+    values.update(scope=row.scope.value, tokens=row.tokens, origin=origin)
     return values
 
 
@@ -164,10 +177,14 @@ def _on_sqlite_connect(connection: Any, _record: Any) -> None:
 class SqlCatalog:
     """:class:`~otel_session.catalog.model.Catalog` over one SQL database."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, origin: str = "") -> None:
         self.url = url
         self._known_facets: set[tuple[str, str]] = set()
         """Facet values this object wrote (or found written): not written again."""
+        self.origin = origin
+        """The rows this catalog writes, drops and compares with its bundles (``catalog_origin``);
+        lists read every origin's."""
+        self._lock = threading.Lock()
         self.rebuilt = False
         """The database was made new here (none yet, another schema version, or not a database)."""
         try:
@@ -186,14 +203,21 @@ class SqlCatalog:
         except ArgumentError:
             return "(an invalid catalog URL)"
 
+    @property
+    def _is_sqlite(self) -> bool:
+        return self.url.startswith("sqlite")
+
     def _make_engine(self) -> Engine:
-        if self.url.startswith("sqlite"):
+        if self._is_sqlite:
             in_memory = self.url in ("sqlite://", "sqlite:///:memory:")  # one connection, or one database a thread
             engine = create_engine(self.url, connect_args={"timeout": _BUSY_TIMEOUT_S, "check_same_thread": False},
                                    **({"poolclass": StaticPool} if in_memory else {}))
             event.listen(engine, "connect", _on_sqlite_connect)
             return engine
-        return create_engine(self.url, pool_pre_ping=True)
+        engine = create_engine(self.url, pool_pre_ping=True)
+        with engine.connect(), engine.connect():  # two warm connections kept: a keeper pass and a list at once
+            pass
+        return engine
 
     def _open(self) -> Engine:
         engine = self._make_engine()
@@ -203,6 +227,8 @@ class SqlCatalog:
             if not _is_corrupt(exc):  # a directory it cannot open, a lock: not the file's fault
                 raise
             engine.dispose()
+            if not self._is_sqlite:
+                raise
             logger.warning("the catalog %s cannot be read (%s): made new; the bundles fill it again",
                            self._shown(), _reason(exc))
             self._remove_sqlite_files()
@@ -214,21 +240,38 @@ class SqlCatalog:
                                self._shown(), version, SCHEMA_VERSION)
             try:
                 with engine.begin() as connection:
-                    if version is not None:
-                        metadata.drop_all(connection)
+                    if not self._is_sqlite:  # one opener at a time makes the tables; the others find them made
+                        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
+                        if self._schema_version(connection) == SCHEMA_VERSION:
+                            return engine
+                    metadata.drop_all(connection)
                     metadata.create_all(connection)
-                    connection.execute(_SET_SCHEMA, {"value": SCHEMA_VERSION})
-            except SQLAlchemyError:  # another process (or thread) made it at the same moment
-                if self._schema_version(engine) != SCHEMA_VERSION:
+                    connection.execute(meta_table.insert().values(key="schema", value=SCHEMA_VERSION))
+            except SQLAlchemyError as exc:
+                if "already exists" not in str(exc) or not self._made_by_another(engine):
                     raise
+                return engine
             self.rebuilt = True
         return engine
 
-    @staticmethod
-    def _schema_version(engine: Engine) -> str | None:
-        with engine.connect() as connection:
-            if not engine.dialect.has_table(connection, "catalog_meta"):
-                if engine.dialect.has_table(connection, "runs"):
+    def _made_by_another(self, engine: Engine) -> bool:
+        """Whether another opener made the tables while this one tried: its version row appears
+        within the busy timeout (SQLite commits each CREATE TABLE by itself, the row after them)."""
+        deadline = time.monotonic() + _BUSY_TIMEOUT_S
+        while self._schema_version(engine) != SCHEMA_VERSION:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def _schema_version(self, bind: Engine | Connection) -> str | None:
+        with bind.connect() if isinstance(bind, Engine) else nullcontext(bind) as connection:
+            if not connection.dialect.has_table(connection, "catalog_meta"):
+                if connection.dialect.has_table(connection, "runs"):
+                    if not self._is_sqlite:  # a shared database's own table: never dropped
+                        raise CatalogUnavailable(
+                            f"the database {self._shown()} has a table 'runs' the catalog did not make: give the "
+                            "catalog a database (or a schema: ?options=-csearch_path%3Dotel_session) of its own")
                     return "unknown"
                 return None
             return connection.execute(select(meta_table.c.value).where(meta_table.c.key == "schema")).scalar()
@@ -300,13 +343,13 @@ class SqlCatalog:
         with self._transaction() as connection:
             for rows, statement in ((opened, _ADD_RUN), (sealed, _PUT_RUN)):
                 for start in range(0, len(rows), _BATCH):
-                    batch = [_values(row) for row in rows[start : start + _BATCH]]
+                    batch = [_values(row, self.origin) for row in rows[start : start + _BATCH]]
                     connection.execute(statement, batch)
-                    facet_values = {(name, values[name]) for values in batch for name in _FACETS
-                                    if isinstance(values[name], str)} - self._known_facets
+                    facet_values = sorted({(name, values[name]) for values in batch for name in _FACETS  # one lock order
+                                           if isinstance(values[name], str)} - self._known_facets)
                     if facet_values:
                         connection.execute(_ADD_FACET, [{"name": name, "value": value} for name, value in facet_values])
-                        self._known_facets |= facet_values
+                        self._known_facets |= set(facet_values)
             directories = {row.directory for row in opened} | ({row.directory for row in sealed} if recount_sealed else set())
             if directories:
                 connection.execute(_COUNT_SESSION, [{"directory": directory} for directory in sorted(directories)])
@@ -320,8 +363,8 @@ class SqlCatalog:
             directories = set()
             for chunk in _chunks(paths, _BATCH):
                 directories.update(connection.execute(
-                    select(runs.c.directory).where(runs.c.path.in_(chunk)).distinct()).scalars())
-                removed += connection.execute(delete(runs).where(runs.c.path.in_(chunk))).rowcount or 0
+                    select(runs.c.directory).where(self._own, runs.c.path.in_(chunk)).distinct()).scalars())
+                removed += connection.execute(delete(runs).where(self._own, runs.c.path.in_(chunk))).rowcount or 0
             if directories:
                 parameters = [{"directory": directory} for directory in sorted(directories)]
                 connection.execute(_COUNT_SESSION, parameters)
@@ -334,17 +377,25 @@ class SqlCatalog:
         return removed
 
     def remove_missing(self, present: Iterable[str]) -> int:
-        return self.remove(set(self.known()) - set(present))
+        present = set(present)
+        return self.remove(path for path, row in self.known().items() if path not in present and row.location is None)
+
+    def set_location(self, path: str, location: str) -> None:
+        with self._transaction() as connection:
+            connection.execute(update(runs).where(self._own, runs.c.path == path).values(location=location))
 
     def set_feedback(self, path: str, count: int, mean: float | None) -> None:
         with self._transaction() as connection:
-            connection.execute(update(runs).where(runs.c.path == path).values(feedback_count=count, feedback_mean=mean))
+            connection.execute(update(runs).where(self._own, runs.c.path == path).values(feedback_count=count, feedback_mean=mean))
 
     def clear(self) -> None:
-        with self._transaction() as connection:
-            for table in (runs, sessions, facets):
-                connection.execute(delete(table))
-            self._known_facets.clear()
+        """Forget this origin's rows but those of runs stored away (no local bundle makes them again)."""
+        self.remove(path for path, row in self.known().items() if row.location is None)
+        self._known_facets.clear()
+
+    @property
+    def _own(self) -> Any:
+        return runs.c.origin == self.origin
 
     def rebuild(self, root: Path) -> int:
         from .sync import reindex  # sync builds rows from bundles and writes them through this class
@@ -358,14 +409,14 @@ class SqlCatalog:
 
     def known(self) -> dict[str, Known]:
         with self._reading() as connection:
-            return {path: Known(stamp, capture) for path, stamp, capture in
-                    connection.execute(select(runs.c.path, runs.c.stamp, runs.c.capture_status))}
+            return {path: Known(stamp, capture, location) for path, stamp, capture, location in connection.execute(
+                select(runs.c.path, runs.c.stamp, runs.c.capture_status, runs.c.location).where(self._own))}
 
     def rows(self, paths: list[str]) -> dict[str, RunRow]:
         found: dict[str, RunRow] = {}
         with self._reading() as connection:
             for chunk in _chunks(paths, _BATCH):
-                for mapping in connection.execute(select(runs).where(runs.c.path.in_(chunk))).mappings():
+                for mapping in connection.execute(select(runs).where(self._own, runs.c.path.in_(chunk))).mappings():
                     found[mapping["path"]] = _row(mapping)
         return found
 
@@ -428,7 +479,7 @@ class SqlCatalog:
                       .where(sessions.c.scope == query.scope.value if query.scope else true()).subquery())
         statement = select(source)
         if query.cursor is not None:
-            _, newest, directory = decode_cursor(query.cursor, SortKey.CREATED_AT, Order.DESC)
+            _, newest, directory, _ = decode_cursor(query.cursor, SortKey.CREATED_AT, Order.DESC)
             statement = statement.where(or_(source.c.newest_created_at < newest,
                                             and_(source.c.newest_created_at == newest, source.c.directory < directory)))
         statement = statement.order_by(source.c.newest_created_at.desc(), source.c.directory.desc()).limit(query.limit + 1)
@@ -452,22 +503,23 @@ class SqlCatalog:
 
 def _sort_keys(sort: SortKey, column: Any) -> list[tuple[Any, bool]]:
     """The ORDER BY terms, each with whether it follows the requested order: runs without a
-    value last (in either order), then the value, then ``created_at`` and ``path`` as ties."""
+    value last (in either order), then the value, then ``created_at``, ``path`` and ``origin`` as ties."""
+    ties = [(runs.c.created_at, True), (runs.c.path, True), (runs.c.origin, True)]
     if sort is SortKey.CREATED_AT:
-        return [(runs.c.created_at, True), (runs.c.path, True)]
-    return [(case((column.is_(None), 1), else_=0), False), (column, True), (runs.c.created_at, True), (runs.c.path, True)]
+        return ties
+    return [(case((column.is_(None), 1), else_=0), False), (column, True), *ties]
 
 
-def _after(keys: list[tuple[Any, bool]], position: tuple[Any, str, str], descending: bool) -> Any:
+def _after(keys: list[tuple[Any, bool]], position: tuple[Any, str, str, str], descending: bool) -> Any:
     """Rows strictly after ``position`` in the order of ``keys`` (lexicographic, keyset)."""
-    value, created_at, path = position
-    if len(keys) == 2:
-        terms = [(runs.c.created_at, created_at, True), (runs.c.path, path, True)]
+    value, created_at, path, origin = position
+    ties = [(runs.c.created_at, created_at, True), (runs.c.path, path, True), (runs.c.origin, origin, True)]
+    if len(keys) == len(ties):
+        terms = ties
     elif value is None:  # among the rows without a value: only the ties decide
-        terms = [(keys[0][0], 1, False), (runs.c.created_at, created_at, True), (runs.c.path, path, True)]
+        terms = [(keys[0][0], 1, False), *ties]
     else:
-        terms = [(keys[0][0], 0, False), (keys[1][0], value, True), (runs.c.created_at, created_at, True),
-                 (runs.c.path, path, True)]
+        terms = [(keys[0][0], 0, False), (keys[1][0], value, True), *ties]
     alternatives = []
     for index, (expression, bound, ordered) in enumerate(terms):
         beyond = expression < bound if descending and ordered else expression > bound

@@ -144,7 +144,7 @@ def catch_up(catalog: Catalog, root: Path) -> CaughtUp:
     if missing:
         logger.warning("catalog: adding %d bundle(s) it lacks under %s", len(missing), root)
     _write_rows(catalog, root, missing + changed, None)
-    removed = catalog.remove([path for path in known if path not in present])
+    removed = catalog.remove([path for path, row in known.items() if path not in present and row.location is None])
     if removed:
         logger.info("catalog: dropped %d run(s) whose bundles are gone from %s", removed, root)
     return CaughtUp(len(missing), len(changed), removed)

@@ -90,6 +90,7 @@ def test_sql_in_a_search_is_only_text(client, writer):
     assert answer["runs"] == [] and answer["total"] == 0
 
 
+@pytest.mark.sqlite_only
 def test_an_unusable_catalog_lists_from_a_scan_and_says_so(root: Path, tmp_path: Path):
     from otel_session.bundle.write import BundleWriter
 
@@ -109,6 +110,7 @@ def test_an_unusable_catalog_lists_from_a_scan_and_says_so(root: Path, tmp_path:
         app.extensions["otel_session_listing"].close()
 
 
+@pytest.mark.sqlite_only
 def test_a_catalog_on_a_nearly_full_disk_writes_nothing_and_lists_scan_with_a_warning(tmp_path: Path):
     import subprocess
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from otel_session.bundle.write import BundleWriter
-from otel_session.catalog import SqlCatalog, catalog_url
+from otel_session.catalog import open_catalog
 from otel_session.cli import main
 from otel_session.core.journal import format_timestamp
 
@@ -86,7 +86,7 @@ def test_reindex_rebuilds_the_catalog_of_bundles_written_without_it(root: Path):
     result = invoke("reindex", "--dir", str(root))
     assert result.exit_code == 0, result.output
     assert "indexed 7 run(s)" in result.output
-    catalog = SqlCatalog(catalog_url(root))
+    catalog = open_catalog(root)
     try:
         assert catalog.count() == 7
     finally:

@@ -9,7 +9,7 @@ import pytest
 
 from otel_session.bundle.write import BundleWriter
 from otel_session.catalog import (
-    BadQuery, CatalogUnavailable, Order, RunQuery, Scope, SortKey, SqlCatalog, catalog_url, catch_up,
+    BadQuery, CatalogUnavailable, Order, RunQuery, Scope, SortKey, SqlCatalog, catalog_url, catch_up, open_catalog,
 )
 
 from .conftest import BASE_NS, write_runs
@@ -65,7 +65,7 @@ def test_pages_by_a_column_with_missing_values_put_them_last_in_either_order(roo
 @pytest.mark.parametrize("cursor", [
     "not base64 !", "e30", "W10", "WyJjcmVhdGVkX2F0IiwiZGVzYyIsMSwyLDNd", "x" * 5000,
     "WyJ0dXJucyIsImRlc2MiLG51bGwsIiIsIiJd",  # made for another sort
-    "WyJjcmVhdGVkX2F0IiwiZGVzYyIsbnVsbCwiJyBPUiAxPTE7IC0tIiwiIl0",  # SQL in a field: only ever a bound value
+    "WyJjcmVhdGVkX2F0IiwiZGVzYyIsbnVsbCwiJyBPUiAxPTE7IC0tIiwiIiwiIl0",  # SQL in a field: only ever a bound value
 ])
 def test_a_forged_cursor_is_a_bad_query(writer, catalog, cursor):
     write_runs(writer, 2)
@@ -96,6 +96,7 @@ def test_sessions_page_newest_first_with_their_newest_runs(writer, catalog):
     assert {row.agent for group in filtered.sessions for row in group.runs} == {"agent1"}
 
 
+@pytest.mark.sqlite_only
 def test_a_file_that_is_not_a_database_is_made_new_and_filled_again(root: Path, writer):
     write_runs(writer, 4)
     writer.shutdown()
@@ -103,7 +104,7 @@ def test_a_file_that_is_not_a_database_is_made_new_and_filled_again(root: Path, 
     for suffix in ("-wal", "-shm"):
         Path(f"{database}{suffix}").unlink(missing_ok=True)
     database.write_bytes(b"this is not a database at all" * 200)
-    catalog = SqlCatalog(catalog_url(root))
+    catalog = open_catalog(root)
     try:
         assert catalog.rebuilt and catalog.count() == 0
         assert catch_up(catalog, root).added == 4 and catalog.count() == 4
@@ -111,18 +112,20 @@ def test_a_file_that_is_not_a_database_is_made_new_and_filled_again(root: Path, 
         catalog.close()
 
 
+@pytest.mark.sqlite_only
 def test_a_catalog_of_another_schema_version_is_made_new(root: Path, writer):
     write_runs(writer, 2)
     writer.shutdown()
     with sqlite3.connect(root / ".catalog.sqlite3") as connection:
         connection.execute("UPDATE catalog_meta SET value = '0' WHERE key = 'schema'")
-    catalog = SqlCatalog(catalog_url(root))
+    catalog = open_catalog(root)
     try:
         assert catalog.rebuilt and catalog.count() == 0
     finally:
         catalog.close()
 
 
+@pytest.mark.sqlite_only
 def test_recording_goes_on_when_the_catalog_cannot_be_written(root: Path, caplog):
     from otel_session.catalog import CatalogHook
 
@@ -136,4 +139,30 @@ def test_recording_goes_on_when_the_catalog_cannot_be_written(root: Path, caplog
     assert sorted(path.name for path in root.glob("sessions/*/run-*")) == sorted(ids)
     assert "catalog: rows not written" in caplog.text
     with pytest.raises(CatalogUnavailable):
-        SqlCatalog(catalog_url(root))
+        open_catalog(root)
+
+
+@pytest.mark.parametrize("sort", [SortKey.CREATED_AT, SortKey.TURNS])
+def test_the_same_run_in_two_roots_of_one_catalog_is_two_rows_every_page_walk_sees(root: Path, writer, sort):
+    """A bundle copied to a second root (same path, same times) is a row of each origin; a page
+    boundary between the two skips neither."""
+    write_runs(writer, 3)
+    writer.shutdown()
+    catalogs = [SqlCatalog(catalog_url(root), origin) for origin in ("host-a:/bundles", "host-b:/bundles")]
+    try:
+        for catalog in catalogs:
+            catch_up(catalog, root)
+        rows = []
+        cursor = None
+        while True:
+            page = catalogs[0].page(RunQuery(sort=sort, limit=1, cursor=cursor))
+            rows += page.rows
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        walked = [(row.origin, row.path) for row in rows]
+        assert len(walked) == 9 and len(set(walked)) == 9, "3 runs, each a row of the writer's, a's and b's origin"
+        assert walked == [(row.origin, row.path) for row in catalogs[0].page(RunQuery(sort=sort, limit=500)).rows]
+    finally:
+        for catalog in catalogs:
+            catalog.close()

@@ -1,0 +1,214 @@
+"""Where sealed bundles live: the local root (today's), or S3-compatible object storage.
+
+Contract::
+
+    store = open_store("s3://BUCKET/PREFIX")      # or $OTEL_SESSION_STORE; None when unset (local root only)
+    stored = store.put_run(root, "sessions/s/run-…")   # Stored(location, size, md5): checked, else StoreUnavailable
+    path = store.fetch_run("sessions/s/run-…", cache)  # the bundle unpacked under cache/<relative>
+    store.has_run("sessions/s/run-…") -> bool
+
+A run is one object, ``<PREFIX>/<relative run path>.tar``: the viewer's download archive
+(``archive.bundle_archive``: ``<run_id>/run.json``, ``events.ndjson``, ...). An upload is checked
+before it counts: the object's size must be the archive's and its ETag the archive's MD5 (one
+``PutObject``, never multipart, so the ETag is the MD5). Uploading the same run again writes the
+same key: a retried upload never makes a second copy. Fetching unpacks only the bundle's own file
+names, as regular files, into a private directory (``archive``'s rules).
+
+Endpoint and credentials come from the standard AWS variables (``AWS_ENDPOINT_URL``,
+``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``) through boto3
+(``pip install 'otel-session[s3]'``). Every failure to reach or use the store is
+:class:`StoreUnavailable` (one line); a run the store lacks is :class:`RunNotStored`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
+
+from otel_session.core import layout
+
+from .archive import BUNDLE_FILES, bundle_archive
+from .files import make_private_dir, make_private_dirs
+
+__all__ = [
+    "ENV_STORE", "BadStoreUrl", "BundleStore", "LocalStore", "RunNotStored", "S3Store", "StoreUnavailable", "Stored",
+    "open_store",
+]
+
+ENV_STORE = "OTEL_SESSION_STORE"
+_TIMEOUT_S = 30
+
+
+class StoreUnavailable(Exception):
+    """The store cannot be reached or refused the request (retry later)."""
+
+
+class RunNotStored(LookupError):
+    """The store holds no such run."""
+
+
+class BadStoreUrl(ValueError):
+    """A ``--store`` value no store accepts (one line)."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    location: str
+    """Where the run is: ``s3://bucket/key`` (or the run directory for the local root)."""
+    size: int
+    md5: str
+
+
+class BundleStore(Protocol):
+    def put_run(self, root: Path, relative: str) -> Stored:
+        """Upload the sealed run ``root/relative`` and check it; :class:`StoreUnavailable` else."""
+
+    def fetch_run(self, relative: str, cache: Path) -> Path:
+        """The run as a local directory (``cache/relative`` for a remote store)."""
+
+    def has_run(self, relative: str) -> bool:
+        """Whether the store holds the run."""
+
+
+@dataclass(frozen=True)
+class LocalStore:
+    """Today's store: the bundle root itself (nothing to upload, nothing to fetch)."""
+
+    root: Path
+
+    def put_run(self, root: Path, relative: str) -> Stored:
+        path = root / relative
+        size = sum(file.stat().st_size for file in path.iterdir() if file.is_file())
+        return Stored(str(path), size, "")
+
+    def fetch_run(self, relative: str, cache: Path) -> Path:
+        path = self.root / relative
+        if not path.is_dir():
+            raise RunNotStored(relative)
+        return path
+
+    def has_run(self, relative: str) -> bool:
+        return (self.root / relative).is_dir()
+
+
+class S3Store:
+    """Sealed runs as objects in an S3-compatible bucket (boto3)."""
+
+    def __init__(self, bucket: str, prefix: str = "", client: Any = None, *, timeout_s: float = _TIMEOUT_S) -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        if client is None:
+            try:
+                import boto3
+                from botocore.config import Config
+            except ImportError:
+                raise BadStoreUrl("an s3:// store needs boto3: pip install 'otel-session[s3]'") from None
+            client = boto3.client("s3", config=Config(connect_timeout=timeout_s, read_timeout=timeout_s,
+                                                      retries={"max_attempts": 1}))
+        self.client = client
+
+    def key(self, relative: str) -> str:
+        name = f"{_checked(relative)}.tar"
+        return f"{self.prefix}/{name}" if self.prefix else name
+
+    def put_run(self, root: Path, relative: str) -> Stored:
+        path = root / _checked(relative)
+        data = bundle_archive(path, path.name)
+        md5 = hashlib.md5(data).hexdigest()  # noqa: S324 - S3's ETag of a single PutObject, not a secret
+        key = self.key(relative)
+        with _failing(f"upload of {relative}"):
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType="application/x-tar")
+            head = self.client.head_object(Bucket=self.bucket, Key=key)
+        size, etag = head.get("ContentLength"), str(head.get("ETag", "")).strip('"')
+        if size != len(data) or etag != md5:
+            raise StoreUnavailable(f"upload of {relative} did not check: {size} bytes, ETag {etag!r}; "
+                                   f"expected {len(data)} bytes, MD5 {md5}")
+        return Stored(f"s3://{self.bucket}/{key}", len(data), md5)
+
+    def fetch_run(self, relative: str, cache: Path) -> Path:
+        key = self.key(relative)
+        try:
+            with _failing(f"download of {relative}"):
+                data = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except _NoSuchKey:
+            raise RunNotStored(relative) from None
+        target = cache / relative
+        make_private_dirs(cache, target.parent)
+        _unpack(data, target)
+        return target
+
+    def has_run(self, relative: str) -> bool:
+        try:
+            with _failing(f"lookup of {relative}"):
+                self.client.head_object(Bucket=self.bucket, Key=self.key(relative))
+        except _NoSuchKey:
+            return False
+        return True
+
+
+class _NoSuchKey(Exception):
+    pass
+
+
+@contextmanager
+def _failing(what: str) -> Iterator[None]:
+    """botocore's errors as :class:`StoreUnavailable` (a missing key: :class:`_NoSuchKey`)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", ""))
+        if code in ("404", "NoSuchKey", "NotFound"):
+            raise _NoSuchKey() from None
+        raise StoreUnavailable(f"{what} failed: {code} {error.get('Message', '')}".strip()) from None
+    except (BotoCoreError, OSError) as exc:
+        raise StoreUnavailable(f"{what} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+
+
+def _checked(relative: str) -> str:
+    """A relative run path (``sessions/<name>/run-…``), never one leaving the root."""
+    parts = PurePosixPath(relative).parts
+    if not parts or relative.startswith("/") or any(part in ("", ".", "..") for part in parts) \
+            or not layout.is_valid_run_id(parts[-1]):
+        raise BadStoreUrl(f"not a run path: {relative!r}")
+    return relative
+
+
+def _unpack(data: bytes, target: Path) -> None:
+    """The bundle's own files of one archive into ``target`` (made private; nothing else written)."""
+    if not target.is_dir():
+        make_private_dir(target)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+        for member in archive.getmembers():
+            name = PurePosixPath(member.name)
+            if not member.isreg() or len(name.parts) != 2 or name.parts[1] not in BUNDLE_FILES:
+                continue
+            source = archive.extractfile(member)
+            if source is None:
+                continue
+            destination = target / name.parts[1]
+            fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(source.read())
+
+
+def open_store(url: str | None = None) -> S3Store | None:
+    """The store ``url`` (else ``$OTEL_SESSION_STORE``) names: ``s3://BUCKET[/PREFIX]``; None when
+    neither is set (bundles stay in the local root). :class:`BadStoreUrl` for anything else."""
+    url = (url or os.environ.get(ENV_STORE, "")).strip()
+    if not url:
+        return None
+    scheme, separator, rest = url.partition("://")
+    bucket, _, prefix = rest.partition("/")
+    if scheme != "s3" or not separator or not bucket:
+        raise BadStoreUrl(f"--store must be s3://BUCKET[/PREFIX], not {url!r}")
+    return S3Store(bucket, prefix)
