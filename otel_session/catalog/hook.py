@@ -39,6 +39,10 @@ __all__ = ["CatalogHook", "writer_hooks"]
 logger = get_logger(__name__)
 
 _WARN_EVERY_S = 60.0
+_RETRY_OPEN_S = 5.0
+"""How soon a catalog that could not be opened (a server down, a nearly full disk) is tried again."""
+_OPEN_WAIT_S = 30.0
+"""How long a pass's rows wait for the catalog to open before they are kept for later."""
 _MAX_WAITING = 100_000
 """Rows kept while the catalog opens (beyond: left to the next catch-up pass)."""
 
@@ -87,7 +91,7 @@ class CatalogHook:
                 problem = str(exc)
         if problem is not None:
             self._warn(problem)
-            self._open_again_at = time.monotonic() + _WARN_EVERY_S
+            self._open_again_at = time.monotonic() + _RETRY_OPEN_S
         with self._lock:
             self._catalog = catalog
             self._write_locked()
@@ -109,6 +113,10 @@ class CatalogHook:
             self._ready.clear()
             self._opener = self._new_opener()
             self._opener.start()
+        # The writer tells its hooks from a thread of their own (bundle.hooks): waiting here for a
+        # catalog being opened holds up no writer, and the rows are in before the next hook (the
+        # store's uploader, which records where each run went) hears of the same runs.
+        self._ready.wait(_OPEN_WAIT_S)
         with self._lock:
             if len(self._waiting[0]) + len(self._waiting[1]) < _MAX_WAITING:
                 self._waiting[0].extend(rows[0])

@@ -421,9 +421,11 @@ class SqlCatalog:
         return found
 
     def pending(self, limit: int) -> list[str]:
-        """Paths of rows whose figures are pending (at most ``limit``)."""
+        """Paths of this origin's rows whose figures are pending (at most ``limit``): another
+        origin's bundles are not here to count (their own readers count them)."""
         with self._reading() as connection:
-            return list(connection.execute(select(runs.c.path).where(runs.c.stamp == "").limit(limit)).scalars())
+            return list(connection.execute(
+                select(runs.c.path).where(self._own, runs.c.stamp == "").limit(limit)).scalars())
 
     def facets(self) -> dict[str, list[str]]:
         with self._reading() as connection:

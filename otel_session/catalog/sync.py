@@ -21,6 +21,8 @@ while the catalog is written.
 
 from __future__ import annotations
 
+import dataclasses
+
 import multiprocessing
 import os
 import threading
@@ -97,13 +99,15 @@ def _write_rows(catalog: Catalog, root: Path, paths: list[Path], progress: Calla
 def complete_rows(catalog: Catalog, root: Path, rows: list[RunRow]) -> list[RunRow]:
     """``rows`` with the figures of those still pending (``RunRow.figures_pending``) counted from
     their bundles now, and written back (when the catalog takes them: a list is answered either way)."""
-    pending = [index for index, row in enumerate(rows)
-               if row.figures_pending and ".." not in row.path.split("/") and not row.path.startswith("/")]
+    origin = getattr(catalog, "origin", "")  # another origin's bundles are not under this root
+    pending = [index for index, row in enumerate(rows) if row.figures_pending and row.origin == origin
+               and ".." not in row.path.split("/") and not row.path.startswith("/")]
     if not pending:
         return rows
     completed = list(rows)
-    for index in pending:
-        completed[index] = sealed_row(root, root / rows[index].path)
+    for index in pending:  # counted from the bundle; whose row it is and where it is stored stay
+        row = rows[index]
+        completed[index] = dataclasses.replace(sealed_row(root, root / row.path), origin=row.origin, location=row.location)
     try:
         catalog.upsert_sealed([completed[index] for index in pending])
     except CatalogError as exc:

@@ -100,6 +100,7 @@ def test_without_a_catalog_sessions_reads_every_bundle_and_says_so(many: Path):
     assert len(json.loads(result.stdout)) == 50
 
 
+@pytest.mark.sqlite_only
 def test_reindex_makes_a_malformed_catalog_new(root: Path, writer):
     write_runs(writer, 30)
     writer.shutdown()

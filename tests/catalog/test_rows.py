@@ -125,6 +125,7 @@ def test_the_fast_row_falls_back_to_the_reader_on_a_bundle_that_is_not_as_sealed
     assert row.integrity == "invalid" and "count_mismatch" in row.diagnostics
 
 
+@pytest.mark.sqlite_only
 def test_in_process_recording_writes_the_row_at_open_and_at_seal(tmp_path: Path):
     import otel_session
     from otel_session.testing import capture_bundle
