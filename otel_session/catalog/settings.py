@@ -10,13 +10,16 @@ Contract::
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = [
     "CATALOG_FILE", "DISK_RESERVE_BYTES", "ENV_CATALOG", "ENV_ORIGIN", "catalog_disabled", "catalog_origin",
-    "catalog_url", "no_room",
+    "catalog_url", "no_room", "schema_lock",
 ]
 
 ENV_CATALOG = "OTEL_SESSION_CATALOG"
@@ -73,3 +76,19 @@ def no_room(url: str) -> str | None:
     if stat.f_bavail * stat.f_frsize < DISK_RESERVE_BYTES:
         return f"the disk holding the catalog {database} has less than {DISK_RESERVE_BYTES >> 20} MiB free: the bundles have it first"
     return None
+
+
+@contextmanager
+def schema_lock(url: str) -> Iterator[None]:
+    """One opener at a time makes a new SQLite catalog's tables (an ``flock`` beside its file;
+    SQLite commits each ``CREATE TABLE`` by itself). PostgreSQL takes an advisory lock instead."""
+    database = url.removeprefix("sqlite:///")
+    if not url.startswith("sqlite:///") or not database or database == ":memory:":
+        yield
+        return
+    fd = os.open(f"{database}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

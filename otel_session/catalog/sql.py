@@ -25,7 +25,6 @@ bound parameter. Any database error is raised as :class:`CatalogUnavailable`.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 import time
@@ -46,7 +45,7 @@ from sqlalchemy.pool import StaticPool
 from otel_session.core.log import get_logger
 
 from .cursor import decode_cursor, row_cursor, session_cursor
-from .settings import no_room
+from .settings import no_room, schema_lock
 from .model import (
     CatalogUnavailable, Known, Order, Page, Problem, RunQuery, RunRow, Scope, SessionGroup, SessionsPage, SortKey,
     StatusFilter,
@@ -236,26 +235,11 @@ class SqlCatalog:
             engine = self._make_engine()
             version = self._schema_version(engine)
         if version != SCHEMA_VERSION:
-            with self._making_schema():  # another opener (a hook's thread, a CLI) may be making it now
+            with schema_lock(self.url):  # another opener (a hook's thread, a CLI) may be making it now
                 if self._schema_version(engine) == SCHEMA_VERSION:
                     return engine
                 return self._make_schema(engine, version)
         return engine
-
-    @contextmanager
-    def _making_schema(self) -> Iterator[None]:
-        """One opener at a time makes a new SQLite catalog's tables (an ``flock`` beside its file;
-        SQLite commits each ``CREATE TABLE`` by itself). PostgreSQL takes an advisory lock inside."""
-        database = self.url.removeprefix("sqlite:///")
-        if not self._is_sqlite or not database or database == ":memory:" or self.url in ("sqlite://",):
-            yield
-            return
-        fd = os.open(f"{database}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
 
     def _make_schema(self, engine: Engine, version: str | None) -> Engine:
         if version != SCHEMA_VERSION:
