@@ -45,7 +45,7 @@ venv: $(STAMP)
 # browser downloaded by a test tool). apt only when one is missing; .ci/apt-install waits for
 # another apt run's lock (up to 10 min, saying so).
 browser:
-	@missing=; [ -x $(CHROMIUM) ] || missing=chromium; command -v node >/dev/null || missing="$$missing nodejs"; \
+	@missing=; [ -x $(CHROMIUM) ] || missing=" chromium"; command -v node >/dev/null || missing="$$missing nodejs"; \
 	if [ -n "$$missing" ]; then echo "installing Debian's$$missing with apt-get"; .ci/apt-install $$missing; fi
 
 # Arize Phoenix, a real OTLP backend for tests/demo/test_phoenix.py, in a virtualenv of its own
