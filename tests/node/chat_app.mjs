@@ -8,7 +8,7 @@
 // (what such an app records without this package), "openai" streams with openai-node through
 // `tracedChatStream`. With "tool", the AI SDK offers a `lookup` tool and runs up to 3 steps.
 // Prints one JSON line: each reply's streamed pieces as the app read them,
-// the trace id, and the package's deltaStats().
+// the trace id and its run id (`runIdOf`), and the package's deltaStats().
 import { OpenTelemetry } from '@ai-sdk/otel';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { trace } from '@opentelemetry/api';
@@ -17,7 +17,7 @@ import { OTLPTraceExporter as HttpProtoExporter } from '@opentelemetry/exporter-
 import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { isStepCount, jsonSchema, registerTelemetry, streamText, tool } from 'ai';
 import OpenAI from 'openai';
-import { SessionSpanProcessor, deltaStats, tracedChatStream, withDeltas, withSession } from 'otel-session';
+import { SessionSpanProcessor, deltaStats, runIdOf, tracedChatStream, withDeltas, withSession } from 'otel-session';
 
 const options = JSON.parse(process.argv[2]);
 const Exporter = options.protocol === 'json' ? HttpJsonExporter : HttpProtoExporter;
@@ -67,4 +67,4 @@ await withSession(options.session, () => trace.getTracer('chat-app').startActive
   root.end();
 }));
 await provider.shutdown();
-console.log(JSON.stringify({ traceId, turns, stats: deltaStats() }));
+console.log(JSON.stringify({ traceId, runId: runIdOf(traceId), turns, stats: deltaStats() }));

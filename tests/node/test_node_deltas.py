@@ -63,7 +63,7 @@ def all_bytes(root: Path) -> bytes:
 def test_every_streamed_delta_is_recorded_in_order_and_redacted(run_node, collect, llm, client, protocol):
     printed = app(run_node, collect, llm, client, protocol, "node-chat-1", PROMPTS)
     (bundle,) = collect.sealed()
-    assert bundle.session_id == "node-chat-1"
+    assert (bundle.session_id, bundle.run_id) == ("node-chat-1", printed["runId"])
     verified(bundle)
     assert printed["stats"]["errors"] == 0
 

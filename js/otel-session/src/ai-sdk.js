@@ -78,6 +78,9 @@ function tapped(stream, deltas) {
     flush() {
       deltas.close();
     },
+    cancel() {
+      deltas.close(); // the reader gave up (Node 21+ calls this; Node 20 leaves the recorder open)
+    },
   }));
 }
 
