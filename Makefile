@@ -41,11 +41,12 @@ $(DEMO_STAMP): $(BIN)/python pyproject.toml
 
 venv: $(STAMP)
 
-# Debian's chromium for the browser tests, and Node.js for the viewer's script tests (never a
-# browser downloaded by a test tool). apt only when one is missing; .ci/apt-install waits for
-# another apt run's lock (up to 10 min, saying so).
+# Debian's chromium for the browser tests, Node.js for the viewer's script tests and npm for
+# tests/node's packages (never a browser downloaded by a test tool). apt only when one is missing;
+# .ci/apt-install waits for another apt run's lock (up to 10 min, saying so).
 browser:
 	@missing=; [ -x $(CHROMIUM) ] || missing=" chromium"; command -v node >/dev/null || missing="$$missing nodejs"; \
+	command -v npm >/dev/null || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then echo "installing Debian's$$missing with apt-get"; .ci/apt-install $$missing; fi
 
 # Arize Phoenix, a real OTLP backend for tests/demo/test_phoenix.py, in a virtualenv of its own
