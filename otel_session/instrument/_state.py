@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from otel_session.instrument._log import warn_once
 from otel_session.instrument.reconcile import MISSING, copy_value, equal
 
 __all__ = ["INPUT_SOURCE", "changed", "fields_of"]
@@ -26,7 +27,17 @@ _SCALARS = (str, bytes, int, float, bool)
 
 def fields_of(state: Any) -> dict[str, Any] | None:
     """The fields of ``state``: a mapping's text keys, a dataclass's fields, a pydantic model's dump,
-    else an object's public attributes; None for no state (None, a scalar, an object without fields)."""
+    else an object's public attributes; None for no state (None, a scalar, an object without fields)
+    and for one that fails to be read (said once: the app's object is the app's, never our failure)."""
+    try:
+        return _fields(state)
+    except Exception:  # noqa: BLE001
+        warn_once("state:read", "otel_session: a run's state object could not be read; its slots are not recorded",
+                  exc_info=True)
+        return None
+
+
+def _fields(state: Any) -> dict[str, Any] | None:
     if state is None or isinstance(state, _SCALARS):
         return None
     if isinstance(state, Mapping):
@@ -47,7 +58,9 @@ def changed(state: Any, slots: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
     """``(slot, value)`` for each field of ``state`` that differs from ``slots`` (a field gone is
     None; a None field never recorded is left out: it is as unset as an absent slot), the value a
     deep copy: later changes in place are seen at the next comparison."""
-    fields = fields_of(state) or {}
+    fields = fields_of(state)
+    if fields is None:
+        return  # none to compare: not a state that emptied
     for name, value in fields.items():
         before = slots.get(name, MISSING)
         if not (before is MISSING and value is None) and not equal(before, value):

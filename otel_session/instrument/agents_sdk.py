@@ -137,7 +137,7 @@ class _Run:
         """Each field of the context that changed since last recorded: a ``slot_write`` of the turn."""
         if self.slots is None or self.turn is None:
             return
-        for slot, value in changed(self.context, self.slots):
+        for slot, value in list(changed(self.context, self.slots)):  # read whole before the writes apply
             self.turn.run(api.slot_write, slot, value, source=source)
 
     def close_turn(self) -> None:

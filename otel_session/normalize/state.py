@@ -7,7 +7,9 @@ structured output are the run's slots: each is a ``slot_write`` with ``source`` 
 span's end. When required slots are declared for the agent (``OTEL_SESSION_REQUIRED_SLOTS``,
 ``core.config``), a ``turn_finished`` at the same instant closes the turn the run served (the one its
 user message opened) with ``required_slots`` and ``missing_required_slots``: those absent or None in
-the output (all of them when the run gave no structured output). The rest of the span is read by
+the output (all of them when the run gave no structured output); inside a turn the app records
+itself (the span carries its ``otel_session.turn.index``) the writes are that turn's, and the turn
+says what it requires. The rest of the span is read by
 the shared GenAI mapping (``genai``). pydantic-ai puts no ``deps`` on its spans: they are not read.
 """
 
@@ -17,6 +19,7 @@ from typing import Any
 
 from otel_session.core.config import required_slots_for
 from otel_session.core.journal import EventType
+from otel_session.core.semconv import TURN_INDEX
 from otel_session.normalize import genai
 from otel_session.normalize.spans import JournalEvent, json_value
 from otel_session.normalize.view import SpanView
@@ -50,7 +53,9 @@ def output_slots(span: SpanView) -> list[JournalEvent]:
     attributes = span.attributes
     output = json_value(attributes.get("final_result"))
     fields = output if isinstance(output, dict) else {}
-    ids = {"trace_id": span.trace_id_hex, "span_id": span.span_id_hex}
+    turn_index = attributes.get(TURN_INDEX)
+    turn_index = turn_index if isinstance(turn_index, int) else None
+    ids = {"turn_index": turn_index, "trace_id": span.trace_id_hex, "span_id": span.span_id_hex}
     events = [
         JournalEvent(_SLOT_WRITE, span.end_time_ns,
                      {"slot": str(slot), "value": value, "previous": None, "source": OUTPUT_SOURCE}, **ids)
@@ -58,7 +63,7 @@ def output_slots(span: SpanView) -> list[JournalEvent]:
     ]
     agent = attributes.get("gen_ai.agent.name") or attributes.get("agent_name")
     required = required_slots_for(agent if isinstance(agent, str) else None)
-    if required:
+    if required and turn_index is None:  # inside an app's own turn, that turn says what it requires
         missing = [slot for slot in required if fields.get(slot) is None]
         payload: dict[str, Any] = {"required_slots": required, "missing_required_slots": missing}
         events.append(JournalEvent(_TURN_FINISHED, span.end_time_ns, payload, **ids))

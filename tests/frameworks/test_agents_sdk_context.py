@@ -114,3 +114,32 @@ def test_the_context_is_slots_through_the_collector(booker, through_collector):
     agents.Runner.run_sync(booker, "a table on friday", context=Booking(party_size=2, contact=CONTACT))
     (bundle,) = sealed_bundles(root, 1)
     assert_context_slots(turns_of(bundle))
+
+
+class Unreadable:
+    """A context whose fields cannot be read once the run is under way."""
+
+    def __init__(self) -> None:
+        self.date: str | None = None
+        self.notes: list[str] = []
+        self.reads = 0
+
+    def model_dump(self) -> dict[str, Any]:
+        self.reads += 1
+        if self.reads > 2:  # the run's start reads it twice
+            raise RuntimeError("no dump")
+        return {"date": self.date, "party_size": 2}
+
+
+def test_a_context_that_cannot_be_read_never_breaks_the_run(booker, caplog):
+    context = Unreadable()
+    with capture_bundle() as captured:
+        result = agents.Runner.run_sync(booker, "a table on friday", context=context)
+    assert context.date == "friday" and result.final_output
+    (bundle,) = captured.bundles
+    assert bundle.capture["status"] == "complete" and bundle.events[-1]["payload"] == {"status": "ok"}
+    first, second = turns_of(bundle)
+    assert first["finished"] and second["finished"]
+    assert [(w["slot"], w["source"]) for w in first["slot_writes"]] == [("party_size", "input")]  # none as None
+    assert first["missing_required_slots"] == second["missing_required_slots"] == ["date", "time"]
+    assert caplog.text.count("a run's state object could not be read") == 1

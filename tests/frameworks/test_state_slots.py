@@ -106,6 +106,14 @@ def test_an_agent_run_span_maps_its_output(monkeypatch, final_result, written, m
     assert finished.at_ns == 20
 
 
+def test_inside_a_turn_the_app_records_the_writes_are_that_turns_and_it_says_what_it_requires(monkeypatch):
+    monkeypatch.setenv(ENV_REQUIRED_SLOTS, DECLARED)
+    attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "booker",
+                  "final_result": '{"date": "friday"}', "otel_session.turn.index": 3}
+    events = normalize_span(SpanData(1, 2, 3, "invoke_agent booker", 10, 20, attributes, scope_name="pydantic-ai"))
+    assert [(e.type, e.turn_index, e.payload.get("slot")) for e in events] == [("slot_write", 3, "date")]
+
+
 @pytest.mark.slow
 def test_live_through_the_collector(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_REQUIRED_SLOTS, DECLARED)  # the collector's setting: it maps the spans
