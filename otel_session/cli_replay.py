@@ -61,13 +61,18 @@ def _ms(value: float | None) -> str:
 
 
 def _conversation_rows(turns: list[dict[str, Any]], run_numbers: dict[str, int] | None = None) -> list[str]:
-    """The turn table of turns derived from user messages (no states or slots to show)."""
-    rows = [(("run",) if run_numbers else ()) + ("turn", "ask", "reply", "tools", "model calls (tokens in/out)",
-                                                  "first token", "total")]
+    """The turn table of turns derived from user messages (no states to show; slots when a
+    framework's state gave any)."""
+    # A framework's state read as slots (pydantic-ai's output) gives these turns slots too.
+    slots = any(turn["slot_writes"] or turn["missing_required_slots"] is not None for turn in turns)
+    rows = [(("run",) if run_numbers else ()) + ("turn", "ask", "reply", "tools") + (
+        ("slots written", "missing") if slots else ()) + ("model calls (tokens in/out)", "first token", "total")]
     for turn in turns:
         tools = [f"{tool['name']}{'!' if tool['status'] == 'error' else ''}" for tool in turn["tools"]]
+        written = ", ".join(dict.fromkeys(write["slot"] for write in turn["slot_writes"])) or "-"
         rows.append(((str(run_numbers[turn["run_id"]]),) if run_numbers else ()) + (
-            str(turn["turn_index"]), _clip(turn["ask"]), _clip(turn["reply"]), ", ".join(tools) or "-",
+            str(turn["turn_index"]), _clip(turn["ask"]), _clip(turn["reply"]), ", ".join(tools) or "-") + (
+            (written, _slots_list(turn["missing_required_slots"])) if slots else ()) + (
             ", ".join(map(_model_call, turn["model_calls"])) or "-",
             _ms(turn["time_to_first_token_ms"]), _ms(turn["duration_ms"])))
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]

@@ -4,7 +4,7 @@ Run it under ``opentelemetry-instrument``, which loads the ``otel_session`` and
 ``otel_session_langgraph`` instrumentors (``pip install 'otel-session[langgraph]'``)::
 
     OTEL_SESSION_DIR=./otel-session-data OTEL_TRACES_EXPORTER=none OTEL_METRICS_EXPORTER=none \\
-    OTEL_SESSION_LANGGRAPH_REQUIRED_SLOTS='{"booking": ["date", "party_size"]}' \\
+    OTEL_SESSION_REQUIRED_SLOTS='booking=date,party_size' \\
         opentelemetry-instrument python docs/examples/langgraph_booking.py
 
     otel-session facts call-1 --dir ./otel-session-data        # the last run's facts

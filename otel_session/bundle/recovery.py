@@ -136,10 +136,12 @@ def recover_journal(events_path: Path) -> tuple[int, int]:
 
 
 
-class WriterLifecycle(Protocol):
-    """What recovery needs of a writer (``BundleWriter``): drain at exit, restart after a fork."""
-
+class ShutsDown(Protocol):
     def shutdown(self) -> None: ...
+
+
+class WriterLifecycle(ShutsDown, Protocol):
+    """What recovery needs of a writer (``BundleWriter``): drain at exit, restart after a fork."""
 
     def _after_fork_in_child(self) -> None: ...
 
@@ -155,8 +157,8 @@ def restart_in_forked_children(writer: WriterLifecycle) -> None:
     os.register_at_fork(after_in_child=after_fork_in_child)
 
 
-def weak_atexit(writer: WriterLifecycle):
-    """Register shutdown at exit without keeping the writer alive."""
+def weak_atexit(writer: ShutsDown):
+    """Register shutdown at exit without keeping the writer (or the recorder over it) alive."""
     reference = weakref.ref(writer)
 
     def shutdown_at_exit() -> None:

@@ -25,12 +25,10 @@ from uuid import UUID
 
 import otel_session.instrument as api
 from otel_session.instrument._frameworks import Opened
+from otel_session.instrument._state import INPUT_SOURCE
 from otel_session.normalize.genai_messages import tool_call_text
 
 __all__ = ["INPUT_SOURCE", "GraphRun", "Settings", "active_run"]
-
-INPUT_SOURCE = "input"
-"""The ``source`` of the slot writes an invocation's input makes."""
 
 _ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 _MAX_THREADS_COUNTED = 65_536

@@ -27,6 +27,7 @@ from otel_session.instrument.unopened import unopened_traces
 from otel_session.normalize import DetachedEvent, SpanEventData
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.core.semconv import SCOPE_NAME, SESSION_ID
+from otel_session.bundle.recovery import weak_atexit
 from otel_session.bundle.write import BundleWriter, WriterLimits
 from otel_session.catalog import writer_hooks
 
@@ -77,6 +78,10 @@ class Recorder:
         """Records the traces no run of this process opened, as the collector would (``unopened``)."""
         if self.unopened is not None:
             tracer_provider.add_span_processor(self.unopened)
+            # At exit, before the writer's own drain (atexit runs the later one first): the spans
+            # the unopened processor still holds (a short script's, inside its 5 s batch delay)
+            # reach the writer while it takes them.
+            weak_atexit(self)
         self._log_events: dict[tuple[int, int], list[SpanEventData]] = {}
         self._log_event_count = 0
         self._log_events_lock = threading.Lock()

@@ -61,7 +61,9 @@ from typing import Any
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 import otel_session.instrument as api
+from otel_session.core.config import required_slots_for
 from otel_session.instrument._log import warn_once
+from otel_session.instrument._state import INPUT_SOURCE, changed, fields_of
 from otel_session.instrument._frameworks import Opened, replace_methods
 from otel_session.instrument._on_import import PendingPatch, on_import
 from otel_session.normalize.genai_messages import json_value, tool_call_text
@@ -87,6 +89,8 @@ class _Request:
     user_input: Any
     handling: BaseException | None = None
     """The exception the caller was handling when it called (not the run's: see ``_run_error``)."""
+    context: Any = None
+    """The run's context object (``Runner.run(context=…)``): its fields are the run's slots."""
 
 
 _request: contextvars.ContextVar[_Request | None] = contextvars.ContextVar("otel_session_agents_request", default=None)
@@ -104,6 +108,12 @@ class _Run:
     run: Opened
     request: _Request | None
     turn: Opened | None = None
+    starting_agent: str | None = None
+    turn_agent: str | None = None
+    context: Any = None
+    """The app's context object, which its tools and hooks change in place (``_state``)."""
+    slots: dict[str, Any] | None = None
+    """The context's fields as last recorded (None: the run has no context with fields)."""
     agents: dict[str, Any] = field(default_factory=dict)
     """Agent span id → its span data (the SDK fills in the handoffs it offers)."""
     agent: Any = None
@@ -123,8 +133,16 @@ class _Run:
     def current(self) -> Opened:
         return self.turn if self.turn is not None else self.run
 
+    def record_state(self, source: str | None) -> None:
+        """Each field of the context that changed since last recorded: a ``slot_write`` of the turn."""
+        if self.slots is None or self.turn is None:
+            return
+        for slot, value in list(changed(self.context, self.slots)):  # read whole before the writes apply
+            self.turn.run(api.slot_write, slot, value, source=source)
+
     def close_turn(self) -> None:
         if self.turn is not None:
+            self.record_state(self.turn_agent)
             turn, self.turn = self.turn, None
             turn.close()
 
@@ -300,6 +318,7 @@ class SessionTraceProcessor:
             opened = run.open.pop(span.span_id, None)
             if opened is not None:
                 self._finish_tool(opened, data, error)
+            run.record_state(data.name)  # what the tool did to the context
         elif kind == "guardrail":
             run.current().run(api.guard, data.name, not data.triggered)
             if data.triggered:
@@ -319,16 +338,22 @@ class SessionTraceProcessor:
             or span.trace_id
         )
         agent = request.agent if request else None
+        context = request.context if request else None
         session = Opened(None, api.session(session_id))
         return _Run(session, Opened(session.context, api.run(agent=agent)), request,
-                    caller_handling=request.handling if request else None)
+                    caller_handling=request.handling if request else None, starting_agent=agent, context=context,
+                    slots={} if fields_of(context) is not None else None)
 
     def _open_turn(self, run: _Run, data: Any) -> None:
         run.close_turn()
-        run.turn = Opened(run.run.context, api.turn(int(data.turn), source=data.agent_name))
+        run.turn_agent = data.agent_name
+        required = required_slots_for(run.starting_agent, data.agent_name)
+        run.turn = Opened(run.run.context, api.turn(int(data.turn), source=data.agent_name, required_slots=required,
+                                                    slots=run.slots))
         request, run.request = run.request, None
         if request is not None and request.user_input is not None:
             run.turn.run(_record_user_input, request.user_input)
+        run.record_state(INPUT_SOURCE if request is not None else data.agent_name)
 
     def _close_run(self, run: _Run, error: BaseException | None) -> None:
         for opened in list(run.open.values()):
@@ -417,7 +442,7 @@ def _run_error(run: _Run) -> BaseException | None:
 def _request_of(starting_agent: Any, user_input: Any, kwargs: dict[str, Any]) -> _Request:
     resumed = not isinstance(user_input, (str, list))  # a RunState: its input was recorded before
     return _Request(_session_hint(kwargs), getattr(starting_agent, "name", None), None if resumed else user_input,
-                    sys.exc_info()[1])
+                    sys.exc_info()[1], kwargs.get("context"))
 
 
 class AgentsSdkInstrumentor(BaseInstrumentor):

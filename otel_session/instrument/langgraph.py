@@ -6,7 +6,7 @@ Usage::
 
     LangGraphInstrumentor().instrument(required_slots={"booking": ["date", "party_size"]})
     # or, with no code:
-    #   OTEL_SESSION_LANGGRAPH_REQUIRED_SLOTS='{"booking": ["date"]}' opentelemetry-instrument python app.py
+    #   OTEL_SESSION_REQUIRED_SLOTS='booking=date,party_size' opentelemetry-instrument python app.py
 
 then ``graph.invoke`` / ``stream`` / ``ainvoke`` / ``astream`` as usual. Nothing in the graph
 changes: when the app imports ``langgraph.pregel`` (at once if it has; ``instrument()`` never
@@ -51,8 +51,9 @@ a LangChain tool                  a tool execution
 
 **Required slots** are declared, not inferred: ``required_slots`` maps a graph's name (every turn
 of that graph) or ``"<graph>.<node>"`` (turns that end waiting in, or after, that node) to slot
-names; ``instrument(required_slots=…)`` or the environment variable
-``OTEL_SESSION_LANGGRAPH_REQUIRED_SLOTS`` (the same mapping as JSON). A turn's missing required
+names; ``instrument(required_slots=…)`` or the setting every framework shares,
+``OTEL_SESSION_REQUIRED_SLOTS`` (``core.config``; the older ``OTEL_SESSION_LANGGRAPH_REQUIRED_SLOTS``
+still works). A turn's missing required
 slots are those absent or None in the state after it, so ``repeated_asks`` answers "why did it ask
 for the date twice?" across the runs of a thread (``otel-session facts SESSION --all-runs``).
 """
@@ -61,7 +62,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import sys
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from types import ModuleType
@@ -72,6 +72,7 @@ import orjson
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 import otel_session.instrument as api
+from otel_session.core.config import ENV_LANGGRAPH_REQUIRED_SLOTS, required_slots_setting
 from otel_session.instrument._log import warn_once
 from otel_session.instrument._frameworks import Opened, replace_methods
 from otel_session.instrument._langgraph_run import INPUT_SOURCE, GraphRun, Settings, active_run
@@ -80,23 +81,11 @@ from otel_session.normalize.genai_messages import tool_call_text
 
 __all__ = ["ENV_REQUIRED_SLOTS", "LangGraphInstrumentor"]
 
-ENV_REQUIRED_SLOTS = "OTEL_SESSION_LANGGRAPH_REQUIRED_SLOTS"
+ENV_REQUIRED_SLOTS = ENV_LANGGRAPH_REQUIRED_SLOTS  # deprecated: OTEL_SESSION_REQUIRED_SLOTS serves every framework
 INTERRUPT = "__interrupt__"
 
 _instruments = ("langgraph >= 1.0",)
 
-
-
-def _required_slots_from_env() -> dict[str, list[str]]:
-    raw = os.environ.get(ENV_REQUIRED_SLOTS)
-    if not raw:
-        return {}
-    try:
-        value = orjson.loads(raw)
-        return {str(key): [str(slot) for slot in slots] for key, slots in value.items()}
-    except (orjson.JSONDecodeError, AttributeError, TypeError):
-        warn_once("langgraph:env", "otel_session: %s is not a JSON object of lists; ignored", ENV_REQUIRED_SLOTS)
-        return {}
 
 
 def _recorded_by_genai_spans(serialized: Mapping[str, Any] | None) -> bool:
@@ -262,8 +251,9 @@ def _with_handler(config: Mapping[str, Any] | None, handler: Any) -> dict[str, A
 class LangGraphInstrumentor(BaseInstrumentor):
     """Records LangGraph graph invocations (entry point ``otel_session_langgraph``).
 
-    ``instrument(required_slots={...})``: see the module docstring; the environment variable
-    ``OTEL_SESSION_LANGGRAPH_REQUIRED_SLOTS`` is read when the argument is not given.
+    ``instrument(required_slots={...})``: see the module docstring; the setting
+    ``OTEL_SESSION_REQUIRED_SLOTS`` (``core.config.required_slots_setting``) is read when the
+    argument is not given.
     """
 
     _patch: PendingPatch | None = None
@@ -273,7 +263,7 @@ class LangGraphInstrumentor(BaseInstrumentor):
 
     def _instrument(self, **kwargs: Any) -> None:
         required = kwargs.get("required_slots")
-        settings = Settings(required if required is not None else _required_slots_from_env())
+        settings = Settings(required if required is not None else required_slots_setting())
         # when the app imports LangGraph's Pregel (every compiled graph is one)
         LangGraphInstrumentor._patch = on_import("langgraph.pregel", functools.partial(_patch_pregel, settings))
 

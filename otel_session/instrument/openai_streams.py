@@ -44,7 +44,7 @@ from otel_session.instrument._on_import import PendingPatch, on_import
 from otel_session.instrument.stream_deltas import StreamDeltas, deltas_for, tapped, tapped_async, unwrap_inits, wrap_streams
 from otel_session.normalize.genai_messages import Message, new_inputs, request_inputs
 
-__all__ = ["install", "uninstall"]
+__all__ = ["OpenAIDeltas", "install", "uninstall"]
 
 _originals: dict[type, Callable[..., None]] = {}
 _patch: PendingPatch | None = None
@@ -82,13 +82,13 @@ def _tap(stream: Any, tap: Callable[[Any, StreamDeltas], Any]) -> None:
     if iterator is None:
         warn_once("stream-shape", "otel_session: this openai version's streams cannot be tapped; no deltas recorded")
         return
-    deltas = deltas_for(_OpenAIDeltas, getattr(getattr(stream, "_options", None), "json_data", None), sdk="openai")
+    deltas = deltas_for(OpenAIDeltas, getattr(getattr(stream, "_options", None), "json_data", None), sdk="openai")
     if deltas is not None:
         stream._iterator = tap(iterator, deltas)
 
 
-class _OpenAIDeltas(StreamDeltas):
-    """Chat Completions chunks and Responses events."""
+class OpenAIDeltas(StreamDeltas):
+    """Chat Completions chunks and Responses events (LiteLLM's chunks are Chat Completions chunks too)."""
 
     def request_messages(self, body: Mapping[str, Any]) -> list[Message]:
         return new_inputs(request_inputs(body))

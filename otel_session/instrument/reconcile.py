@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-__all__ = ["MISSING", "UNKNOWN", "AttributedWrite", "SlotDiff", "copy_value", "reconcile_slot_diff", "snapshot"]
+__all__ = ["MISSING", "UNKNOWN", "AttributedWrite", "SlotDiff", "copy_value", "equal", "reconcile_slot_diff", "snapshot"]
 
 
 class _Sentinel:
@@ -67,7 +67,8 @@ def snapshot(slots: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {key: copy_value(value) for key, value in list(slots.items())}
 
 
-def _equal(left: Any, right: Any) -> bool:
+def equal(left: Any, right: Any) -> bool:
+    """``left == right``, by identity when comparing them fails."""
     try:
         return bool(left == right)
     except Exception:  # noqa: BLE001
@@ -87,13 +88,13 @@ def reconcile_slot_diff(
         new = after.get(slot, MISSING)
         slot_writes = by_slot.get(slot)
         if not slot_writes:
-            if not _equal(old, new):
+            if not equal(old, new):
                 diffs.append(SlotDiff(slot, new, old))
             continue
         first_previous = slot_writes[0].previous
-        if first_previous is not UNKNOWN and not _equal(first_previous, old):
+        if first_previous is not UNKNOWN and not equal(first_previous, old):
             diffs.append(SlotDiff(slot, first_previous, old))
         last_written = slot_writes[-1].value
-        if not _equal(last_written, new):
+        if not equal(last_written, new):
             diffs.append(SlotDiff(slot, new, last_written))
     return diffs

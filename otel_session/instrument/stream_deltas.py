@@ -7,6 +7,7 @@ Contract::
         def request_messages(self, body): ... # the request's input messages (genai_messages.Message)
 
     deltas = deltas_for(SdkDeltas, request_body, sdk="openai")   # None unless a foreign model-call span is current
+                                                                 # that no other tap records (one tap per span)
     deltas_for(SdkDeltas, request_body, sdk="anthropic", target=choose)   # or the span choose(current) gives
     is_foreign_model_call(span)            # what deltas_for asks of the span
     iterator = tapped(iterator, deltas)    # or tapped_async: feeds each item, closes at the end
@@ -21,14 +22,17 @@ end), and as an ``otel_session.delta`` span event within the span's event limit 
 instrumentor's own events (``otel_session.deltas.dropped`` counts the rest). A tool call's block
 opens with ``{"id":…,"name":…,"arguments":`` and closes with ``}`` (``open_call``/``close_call``),
 the text its final block reads. ``close`` (at the stream's end, or earlier when the SDK says the
-message stopped) closes open calls and releases what redaction held back. Nothing here raises into
-the app: a failure is logged once and the stream goes on untouched.
+message stopped) closes open calls and releases what redaction held back. A span is tapped once: a
+client under a wrapper (LiteLLM over the openai client) makes two streams of one call, and the
+first one made (the client's) records it. Nothing here raises into the app: a failure is logged
+once and the stream goes on untouched.
 """
 
 from __future__ import annotations
 
 import functools
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -54,6 +58,9 @@ _MESSAGE_FINISHED = EventType.MESSAGE_FINISHED.value
 _ASSISTANT_DELTA = EventType.ASSISTANT_DELTA.value
 
 Deltas = TypeVar("Deltas", bound="StreamDeltas")
+
+_tapping: weakref.WeakValueDictionary[int, StreamDeltas] = weakref.WeakValueDictionary()
+"""Span id → the tap recording its stream (until it closes, or is dropped unread)."""
 
 
 def wrap_streams(streaming: Any, tap_sync: Callable[[Any], None], tap_async: Callable[[Any], None],
@@ -101,7 +108,11 @@ def deltas_for(make: type[Deltas], body: Any, *, sdk: str,
             span = target(span)
         if span is None or not is_foreign_model_call(span):
             return None
-        return make(recorder, span, body)
+        span_id = span.get_span_context().span_id
+        if span_id in _tapping:
+            return None  # another stream of the same call records it
+        deltas = _tapping[span_id] = make(recorder, span, body)
+        return deltas
     except Exception:  # noqa: BLE001 - capture failures never reach the app
         warn_once(f"stream-tap-{sdk}", f"otel_session: could not tap an {sdk} stream; its deltas are not recorded",
                   exc_info=True)
@@ -113,7 +124,10 @@ def is_foreign_model_call(span: Any) -> bool:
     scope = getattr(span, "instrumentation_scope", None)
     if not span.is_recording() or scope is None or scope.name == sc.SCOPE_NAME:
         return False
-    return genai.is_model_call(getattr(span, "attributes", None) or {})
+    attributes = getattr(span, "attributes", None) or {}
+    # An OpenInference span (a proxy of the SDK's) holds its span kind back until it ends.
+    held = getattr(span, "_self_important_attributes", None)
+    return genai.is_model_call({**attributes, **held} if isinstance(held, dict) and held else attributes)
 
 
 def tapped(iterator: Iterator[Any], deltas: StreamDeltas) -> Iterator[Any]:
@@ -262,6 +276,8 @@ class StreamDeltas:
         if self._closed:
             return
         self._closed = True
+        if _tapping.get(self._span_id) is self:
+            del _tapping[self._span_id]
         try:
             for key in list(self._open_calls):
                 self.close_call(key)

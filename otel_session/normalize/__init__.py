@@ -9,7 +9,8 @@ Contract::
 One normalizer serves both paths, through one read-only view interface (``normalize.view``). ``JournalEvent`` holds raw (unredacted) values; the redact stage
 runs next, then the writer stamps ``seq`` and ``at``. Mappings live beside this module:
 ``own`` for this project's ``otel_session.*`` spans and events, ``genai`` for the OpenTelemetry
-GenAI conventions (old and new spellings), OpenInference and OpenLLMetry.
+GenAI conventions (old and new spellings), OpenInference and OpenLLMetry; ``state`` for the state a
+framework puts on its spans (pydantic-ai's structured output) as slots.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from otel_session.normalize import genai, own, strands, voice
+from otel_session.normalize import genai, own, state, strands, voice
 from otel_session.core.semconv import RUN_ID
 from otel_session.normalize.spans import (
     SESSION_ID_KEYS,
@@ -67,7 +68,8 @@ def detached_event(
 # The mapping of a span by its instrumentation scope: one probe for most spans (``own`` first:
 # a span re-emitted by another SDK is ours by its attributes, ``own.is_own_span``).
 _MAPPERS: dict[str, Callable[[SpanView], list[JournalEvent]]] = {
-    own.SCOPE_NAME: own.map_span, strands.SCOPE: strands.map_span, **{scope: voice.map_span for scope in voice.SCOPES}
+    own.SCOPE_NAME: own.map_span, strands.SCOPE: strands.map_span, state.SCOPE: state.map_span,
+    **{scope: voice.map_span for scope in voice.SCOPES},
 }
 
 

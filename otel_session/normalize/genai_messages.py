@@ -256,9 +256,15 @@ def _messages_of_items(items: list[Any]) -> list[Message]:
             role = inner.get("role")
             item = inner
         parts = item.get("parts")
-        if role == "user" and parts and isinstance(parts, list) and all(
-                isinstance(part, dict) and part.get("type") == "tool_call_response" for part in parts):
-            role = "tool"  # tool results sent back in a user message (Converse, as strands records it)
+        if role == "user" and parts and isinstance(parts, list) and any(_is_tool_response(part) for part in parts):
+            # Tool results sent back in a user message (Converse, as strands records it; pydantic-ai's
+            # next ask after a tool's return): they are the tool's, the rest is the user's.
+            rest = [part for part in parts if not _is_tool_response(part)]
+            if not rest:
+                role = "tool"
+            else:
+                messages.extend(_messages_of_items([{"role": "tool", "parts": [p for p in parts if _is_tool_response(p)]}]))
+                parts = rest
         message = Message(role if role.__class__ is str and role else str(role or "assistant"), [], stop_reason)
         if parts.__class__ is list or isinstance(parts, (list, tuple)):
             content = message.content
@@ -273,6 +279,10 @@ def _messages_of_items(items: list[Any]) -> list[Message]:
             add_openai_message(message, item)
         messages.append(message)
     return messages
+
+
+def _is_tool_response(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "tool_call_response"
 
 
 def _add_part(message: Message, part: Any) -> None:

@@ -44,12 +44,12 @@ __all__ = [
     "usage_totals",
 ]
 
-FACTS_VERSION = 2
+FACTS_VERSION = 3
 """Bumped whenever what facts hold changes, so facts kept for a sealed run (``index``) are built again."""
 NO_BOUNDARIES_NOTE = "the journal has no turn boundaries or turn indexes: all events are shown as one turn"
 DERIVED_TURNS_NOTE = (
     "the app recorded no turns: each user message opens one, up to the next (states and slots need "
-    "otel_session.turn() in the app, or a framework that records its turns)"
+    "otel_session.turn() in the app, or a framework that records its turns or its state)"
 )
 _RUN_LEVEL_TYPES = frozenset({"run_started", "run_finished", "upstream_drop"})
 

@@ -103,6 +103,18 @@ FRAMEWORK_VENVS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
         *_FRAMEWORK_BASE,
     )),
+    # LiteLLM's streams (tests/instrument/test_litellm_streams.py), traced by OpenInference's LiteLLM
+    # instrumentor under opentelemetry-instrument (its opentelemetry_instrumentor entry point).
+    "litellm": ("OTEL_SESSION_LITELLM_VENV", ".venv-fw-litellm", (
+        "litellm==1.110.2",
+        "openinference-instrumentation-litellm==0.1.51",
+        "openinference-instrumentation==0.1.72",
+        "openai==3.57.0",
+        "opentelemetry-sdk==1.45.2",
+        "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
+        "opentelemetry-distro==0.66b2",
+        *_FRAMEWORK_BASE,
+    )),
 }
 
 

@@ -38,10 +38,13 @@ def test_the_instrumentors_are_registered_for_opentelemetry_instrument():
     assert names["otel_session_agents"] == "otel_session.instrument.agents_sdk:AgentsSdkInstrumentor"
 
 
-def test_the_langgraph_example(tmp_path):
+@pytest.mark.parametrize("setting", [
+    {"OTEL_SESSION_REQUIRED_SLOTS": "booking=date,party_size"},
+    {"OTEL_SESSION_LANGGRAPH_REQUIRED_SLOTS": '{"booking": ["date", "party_size"]}'},  # the deprecated spelling
+], ids=["required-slots", "langgraph-required-slots"])
+def test_the_langgraph_example(tmp_path, setting):
     pytest.importorskip("langgraph")
-    out = run_instrumented("langgraph_booking.py", tmp_path,
-                           OTEL_SESSION_LANGGRAPH_REQUIRED_SLOTS='{"booking": ["date", "party_size"]}')
+    out = run_instrumented("langgraph_booking.py", tmp_path, **setting)
     assert "caller: 'friday then' -> agent: 'Booked for 2 on friday.'" in out
     runs = sorted(bundles(tmp_path), key=lambda run: run.manifest["created_at"])
     assert [run.status for run in runs] == [BundleStatus.COMPLETE] * 3
