@@ -9,7 +9,7 @@
 // seeking or scrolling to the top of the conversation fetches another window. Its timeline and
 // state graph are drawn from per-turn summaries (`…/turns`), never from every record.
 import { Replayer, runEvents, stateFrom } from "./reducer.js";
-import { api, clearError, fill, h, markReady, runPath, shortTime, showError } from "./dom.js";
+import { api, clearError, fill, h, markReady, runPath, showError, timeNode } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
 import { parseTar, readBundle } from "./bundle.js";
 import { buildTimeline, buildTurnTimeline, turnGraphEvents } from "./timeline.js";
@@ -220,7 +220,7 @@ function renderPanel(state, event) {
   $("p-turn").textContent = state.turn_index ?? "–";
   $("p-state").textContent = state.state ?? "–";
   $("p-event").textContent = event ? `#${event.seq} ${event.type}` : "–";
-  $("p-at").textContent = event ? shortTime(event.at) : "–";
+  fill($("p-at"), event ? timeNode(event.at) : "–");
   fillBox("p-slots", "slots", Object.entries(state.slots ?? {}).map(([slot, value]) =>
     h("div", {}, h("strong", {}, slot), ": ", typeof value === "string" ? value : JSON.stringify(value))));
   fillBox("p-tools", "tools", (state.tools ?? []).map((tool) =>

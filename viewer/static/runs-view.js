@@ -1,4 +1,21 @@
-// Small, pure text helpers for a run's listing fields (sessions list and session page).
+// Small helpers for a run's listing fields (sessions list and session page).
+import { h } from "./dom.js";
+
+const CAPTURE_TEXT = { recording: "recording", failed: "capture failed", invalid: "invalid bundle" };
+
+/** The run's capture and integrity in one cell: nothing when the capture is complete and the
+ * bundle checks out (every run, normally); else a badge, the detail on hover. */
+export function captureNode(run) {
+  const capture = run.capture_status ?? "missing";
+  const integrity = run.integrity ?? "invalid";
+  const diagnostics = run.diagnostics ?? [];
+  const detail = `capture: ${capture} · integrity: ${integrity}${diagnostics.length ? ` · ${diagnostics.join(", ")}` : ""}`;
+  if (capture === "complete" && integrity === "complete") {
+    return diagnostics.length ? h("span", { class: "badge status-warning", title: detail }, "warnings") : "";
+  }
+  const kind = integrity === "invalid" || capture === "missing" ? "invalid" : integrity === "complete" ? capture : integrity;
+  return h("span", { class: `badge status-${kind}`, title: detail }, CAPTURE_TEXT[kind] ?? kind);
+}
 
 export function kindText(run) {
   return run.kind === "eval" && run.eval_id ? `eval · ${run.eval_id}` : run.kind;

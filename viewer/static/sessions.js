@@ -2,8 +2,8 @@
 // pages it (GET /api/runs: one catalog query a page). The query lives in the URL, so a filtered view
 // can be shared; pages follow the answer's keyset cursor (stable while runs arrive), and the cursors
 // of the pages before this one are kept here for "Newer".
-import { api, badge, enc, fill, h, markReady, shortTime, showError } from "./dom.js";
-import { durationText, feedbackText, kindText, tokensText } from "./runs-view.js";
+import { api, badge, enc, fill, h, markReady, showError, timeNode } from "./dom.js";
+import { captureNode, durationText, feedbackText, kindText, tokensText } from "./runs-view.js";
 
 const PAGE = 50;
 const TYPING_MS = 200;
@@ -51,14 +51,13 @@ function row(run) {
     h("td", {}, run.service ?? "–"),
     h("td", { title: run.problems.map((problem) => problem.message).join("\n") }, badge(run.status, run.status),
       run.problem_count ? h("span", { class: "has-problems" }, ` ${run.problem_count}`) : ""),
-    h("td", {}, shortTime(run.created_at)),
+    h("td", {}, timeNode(run.created_at)),
     h("td", { class: "num" }, durationText(run.duration_ms)),
     h("td", { class: "num turns" }, run.turns),
     h("td", { class: "num" }, run.model_calls),
     h("td", { class: "num" }, tokensText(run)),
     h("td", { class: "num" }, feedbackText(run.feedback)),
-    h("td", {}, badge(run.capture_status ?? "missing", run.capture_status ?? "invalid")),
-    h("td", {}, badge(run.integrity, run.integrity)),
+    h("td", { class: "capture" }, captureNode(run)),
   );
 }
 
