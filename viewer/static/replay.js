@@ -17,6 +17,7 @@ import { TimelineView } from "./timeline-view.js";
 import { renderDetails } from "./details.js";
 import { buildGraph } from "./graph.js";
 import { GraphView } from "./graph-view.js";
+import { SpanTree } from "./spans-view.js";
 
 const MAX_IDLE_MS = 2000; // a long quiet stretch in the journal plays as at most 2 s
 const TICK_MS = 16;
@@ -61,6 +62,7 @@ const view = {
 
 const timelineView = new TimelineView($("timeline"), { onPick: pick });
 const graphView = new GraphView($("graph"));
+const spanTree = new SpanTree($("spans"), spanPage);
 
 // -- model: the reducer's Replayer owns the seq-ordered journal --------------------------------
 
@@ -411,6 +413,19 @@ function attach() {
 
 // -- sources: the server (snapshot + SSE tail) or a bundle file ----------------------------------
 
+/** A page of the run's records for the span tree: the server's `/events`, or the file's in hand. */
+async function spanPage(after, limit) {
+  if (!view.offline) return api(`${runPath(view.sessionId, view.runId)}/events?after_seq=${after}&limit=${limit}`);
+  const start = indexAt(after) + 1;
+  const page = events().slice(start, start + limit);
+  const more = start + limit < events().length;
+  return { events: page, next_after_seq: more ? page[page.length - 1].seq : null, last_seq: lastSeq() };
+}
+
+function spansOpened() {
+  if ($("spans-section").open && spanTree.loaded === 0 && !spanTree.done) spanTree.loadMore().catch(showError);
+}
+
 async function loadSnapshot() {
   const records = [];
   let after = 0;
@@ -571,6 +586,8 @@ async function openBundleFile(file) {
   view.long = null;
   setEvents(runEvents(bundle.events, bundle.manifest));
   view.cursor = lastSeq();
+  spanTree.reset(spanPage);
+  spansOpened();
   clearError(); // a good file replaces whatever a previous bad file reported
   document.body.dataset.empty = "false";
   scheduleRender();
@@ -590,6 +607,7 @@ ui.turnJump.addEventListener("change", () => {
   }
 });
 ui.follow.addEventListener("click", attach);
+$("spans-section").addEventListener("toggle", spansOpened);
 ui.conversation.addEventListener("click", (event) => {
   const item = event.target.closest("[data-message-id], [data-tool-call-id]");
   if (!item) return;
