@@ -32,6 +32,7 @@ from otel_session.instrument._spans import event_adder, mark_error
 from otel_session.core.journal import EventType, RunKind, run_id_from_trace_id
 from otel_session.normalize import JournalEvent
 from otel_session.normalize.codec import EVENT_NAMES, encode
+from otel_session.normalize.labels import run_labels
 
 if TYPE_CHECKING:
     from otel_session.instrument._handles import OpenRun, OpenTurn
@@ -207,6 +208,7 @@ class run(Section):  # noqa: N801
             payload["agent"] = self.agent
         if self.eval_id:
             payload["eval_id"] = self.eval_id
+        payload.update(run_labels(self._attributes, recorder.resource_attributes))  # tags, metadata
         started = recorder.redactor.redact_event(JournalEvent(_E[EventType.RUN_STARTED], 0, payload))
         agent = started.payload.get("agent")  # redacted, like every name this span carries
         name = f"invoke_agent {agent}" if agent else "invoke_agent"

@@ -36,3 +36,13 @@ export function durationText(ms) {
   if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
   return `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
 }
+
+/** The run's tags and metadata as chips; `pick(name, value)` (a filter) when one is clicked. */
+export function labelsNode(run, pick) {
+  const chip = (text, name, value) => h(pick ? "button" : "span", { type: pick ? "button" : undefined,
+    class: `chip chip-${name.startsWith("meta.") ? "meta" : "tag"}`, title: pick ? "Show only runs with this" : undefined,
+    onclick: pick ? () => pick(name, value) : undefined }, text);
+  const tags = (run.tags ?? []).map((tag) => chip(tag, "tag", tag));
+  const metadata = Object.entries(run.metadata ?? {}).map(([key, value]) => chip(`${key}=${value}`, `meta.${key}`, value));
+  return tags.length || metadata.length ? h("span", { class: "chips" }, tags, metadata) : "–";
+}

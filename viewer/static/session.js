@@ -3,7 +3,7 @@
 import { api, badge, enc, fill, h, idNode, markReady, showError, timeNode } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
 import { askedAgainText, clip, costText, hasLatency, latencySummaryText, latencyText, modelCallText, slotTriad, usageText, verdictText } from "./facts-view.js";
-import { captureNode, feedbackText, kindText, tokensText } from "./runs-view.js";
+import { captureNode, feedbackText, kindText, labelsNode, tokensText } from "./runs-view.js";
 
 const REFRESH_MS = 2000; // while a run records, the runs and problems are fetched again this often
 
@@ -29,6 +29,7 @@ function runRow(run) {
     h("td", { class: run.problems.length ? "problem-count has-problems" : "problem-count" }, run.problems.length || "–"),
     h("td", {}, feedbackText(run.feedback)),
     h("td", { class: "capture" }, captureNode(run)),
+    h("td", { class: "labels" }, labelsNode(run, (name, value) => { location.href = `/?${new URLSearchParams({ [name]: value })}`; })),
     h("td", {},
       h("a", { href: `${here}?run_id=${enc(run.run_id)}` }, "facts"), " · ",
       h("a", { href: replayHref(run.run_id) }, "replay"), " · ",

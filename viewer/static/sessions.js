@@ -3,11 +3,12 @@
 // can be shared; pages follow the answer's keyset cursor (stable while runs arrive), and the cursors
 // of the pages before this one are kept here for "Newer".
 import { api, badge, enc, fill, h, markReady, showError, timeNode } from "./dom.js";
-import { captureNode, durationText, feedbackText, kindText, tokensText } from "./runs-view.js";
+import { captureNode, durationText, feedbackText, kindText, labelsNode, tokensText } from "./runs-view.js";
 
 const PAGE = 50;
 const TYPING_MS = 200;
-const FILTERS = ["q", "status", "kind", "eval_id", "agent", "service", "since", "until"];
+const FILTERS = ["q", "status", "kind", "eval_id", "agent", "service", "since", "until", "tag", "meta"];
+const TYPED = ["q", "tag", "meta"]; // applied once typing pauses
 const FACETS = { agent: "agent", service: "service", eval_id: "eval_id" };
 
 const form = document.getElementById("filters");
@@ -58,6 +59,7 @@ function row(run) {
     h("td", { class: "num" }, tokensText(run)),
     h("td", { class: "num" }, feedbackText(run.feedback)),
     h("td", { class: "capture" }, captureNode(run)),
+    h("td", { class: "labels" }, labelsNode(run, (name, value) => setFilter(name, value))),
   );
 }
 
@@ -103,13 +105,33 @@ async function load() {
   document.body.dataset.total = String(answer.total);
 }
 
+/** The URL's `meta.KEY=VALUE` as the form's "KEY=VALUE" (the first one), and back. */
+function metaOfQuery() {
+  for (const [name, value] of query) if (name.startsWith("meta.")) return `${name.slice(5)}=${value}`;
+  return "";
+}
+
+function setMeta(text) {
+  for (const name of [...query.keys()]) if (name.startsWith("meta.")) query.delete(name);
+  const at = text.indexOf("=");
+  if (at > 0) query.set(`meta.${text.slice(0, at).trim()}`, text.slice(at + 1).trim());
+}
+
+/** One filter from a clicked chip: the form shows it, the list applies it. */
+function setFilter(name, value) {
+  const field = name === "tag" ? "tag" : "meta";
+  form.elements[field].value = field === "tag" ? value : `${name.slice(5)}=${value}`;
+  update({ [field]: form.elements[field].value });
+}
+
 function update(changes) {
   if (!("cursor" in changes)) { // a new filter or order starts again at the first page
     before.length = 0;
     query.delete("cursor");
   }
   for (const [name, value] of Object.entries(changes)) {
-    if (value === "" || value == null) query.delete(name);
+    if (name === "meta") setMeta(value ?? "");
+    else if (value === "" || value == null) query.delete(name);
     else query.set(name, value);
   }
   const search = query.toString();
@@ -125,7 +147,7 @@ function fromForm(name) {
 for (const name of FILTERS) {
   const field = form.elements[name];
   const value = query.get(name) ?? "";
-  field.value = (name === "since" || name === "until") ? value.replace(/Z$/, "") : value;
+  field.value = name === "meta" ? metaOfQuery() : (name === "since" || name === "until") ? value.replace(/Z$/, "") : value;
 }
 form.addEventListener("input", (event) => {
   const name = event.target.name;
@@ -134,7 +156,7 @@ form.addEventListener("input", (event) => {
   // Every filter as the form shows it: a filter changed while a search is still being typed
   // (its timer cancelled here) applies the search too, never the URL's older one.
   const apply = () => update(Object.fromEntries(FILTERS.map((filter) => [filter, fromForm(filter)])));
-  if (name === "q") typing = setTimeout(apply, TYPING_MS);
+  if (TYPED.includes(name)) typing = setTimeout(apply, TYPING_MS);
   else apply();
 });
 form.addEventListener("submit", (event) => event.preventDefault());
