@@ -16,7 +16,7 @@ from .feedback import FeedbackIndex
 from .listing import Listing, run_query
 from .store import BundleStore, ResolvedRun
 
-__all__ = ["bp", "feedback_index", "listing", "store"]
+__all__ = ["bp", "feedback_index", "int_arg", "listing", "store"]
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -38,7 +38,7 @@ def listing() -> Listing:
     return current_app.extensions["otel_session_listing"]
 
 
-def _int_arg(name: str, default: int | None, *, minimum: int, maximum: int | None = None) -> int | None:
+def int_arg(name: str, default: int | None, *, minimum: int, maximum: int | None = None) -> int | None:
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
@@ -105,8 +105,8 @@ def session_facts(session_id: str) -> Response:
 def events(session_id: str, run_id: str) -> Response:
     """A page of the run's own records (``facts.run_events``: seq order, each seq once) above
     ``after_seq``; of a sealed run, only that slice of its journal is read (``viewer.run_reader``)."""
-    after_seq = _int_arg("after_seq", 0, minimum=0)
-    limit = _int_arg("limit", _DEFAULT_PAGE, minimum=1, maximum=_MAX_PAGE)
+    after_seq = int_arg("after_seq", 0, minimum=0)
+    limit = int_arg("limit", _DEFAULT_PAGE, minimum=1, maximum=_MAX_PAGE)
     run = store().resolve(session_id, run_id)
     page = store().reader.events(run.path, after_seq, limit)
     answer = {
@@ -127,9 +127,9 @@ def state(session_id: str, run_id: str) -> Response:
     With ``recent=K`` (a sealed run only; ``through=`` optional): the page's view instead, the
     checkpoint at or before ``seq`` trimmed to its last K messages, tools, verdicts and diagnostics
     plus whatever the records up to ``through`` touch (``replay.index.RunIndex.view``)."""
-    seq = _int_arg("seq", None, minimum=0)
-    recent = _int_arg("recent", None, minimum=1, maximum=_MAX_RECENT)
-    through = _int_arg("through", None, minimum=0)
+    seq = int_arg("seq", None, minimum=0)
+    recent = int_arg("recent", None, minimum=1, maximum=_MAX_RECENT)
+    through = int_arg("through", None, minimum=0)
     if through is not None and recent is None:
         raise ApiError(400, "bad_parameter", "through goes with recent (the page's view)")
     if through is not None and seq is not None and through > seq + _MAX_PAGE:

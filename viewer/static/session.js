@@ -1,7 +1,9 @@
-// Session page: what went wrong in any of its runs, the runs (eval runs too), per-turn facts of the
-// chosen run (latest by default, and it says so), past feedback and the feedback form.
+// Session page: what went wrong in any of its runs, the runs (eval runs too), the whole session's
+// transcript, per-turn facts of the chosen run (latest by default, and it says so), past feedback
+// and the feedback form.
 import { api, badge, enc, fill, h, idNode, markReady, showError, timeNode } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
+import { mountTranscript } from "./transcript-view.js";
 import { askedAgainText, clip, costText, hasLatency, latencySummaryText, latencyText, modelCallText, slotTriad, usageText, verdictText } from "./facts-view.js";
 import { captureNode, feedbackText, kindText, labelsNode, tokensText } from "./runs-view.js";
 
@@ -240,7 +242,8 @@ const facts = loadFacts();
 const runs = facts.catch(() => {}).then(loadRuns); // the bound run is known first, to mark its row
 // Session-wide facts cover live runs: an eval-only session has none to ask for.
 const sessionWide = runs.then((listed) => (listed ?? []).some((run) => run.kind === "live") && loadSessionFacts());
-Promise.allSettled([facts, runs, loadFeedback(), sessionWide]).then((results) => {
+const transcript = mountTranscript(document.getElementById("transcript-section"), sessionId);
+Promise.allSettled([facts, runs, loadFeedback(), sessionWide, transcript]).then((results) => {
   const failed = results.find((result) => result.status === "rejected");
   if (failed) showError(failed.reason);
   else markReady();
