@@ -16,7 +16,7 @@ from .feedback import FeedbackIndex
 from .listing import Listing, run_query
 from .store import BundleStore, ResolvedRun
 
-__all__ = ["bp", "feedback_index", "int_arg", "listing", "store"]
+__all__ = ["bp", "comment_of", "feedback_index", "int_arg", "json_body", "listing", "store"]
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -169,30 +169,42 @@ def bundle(session_id: str, run_id: str) -> Response:
     )
 
 
-@bp.post("/sessions/<path:session_id>/feedback")
-def add_feedback(session_id: str) -> tuple[Response, int]:
-    """Record a rating and comment on a run (the latest when no ``run_id`` is given)."""
+def json_body(shape: str) -> dict[str, Any]:
+    """The request's JSON object; ApiError 400 ``bad_json`` naming ``shape`` otherwise."""
     try:
         body = request.get_json(silent=True)
     except RecursionError:  # nesting deeper than the JSON decoder recurses, within the size limit
         body = None
     if not isinstance(body, dict):
-        raise ApiError(400, "bad_json", "the body must be a JSON object {run_id?, rating, comment}")
+        raise ApiError(400, "bad_json", f"the body must be a JSON object {shape}")
     run_id = body.get("run_id")
-    rating = body.get("rating")
-    comment = body.get("comment", "")
     if run_id is not None and not isinstance(run_id, str):
         raise ApiError(400, "malformed_run_id", "run_id must be a string")
-    if type(rating) is not int or rating not in _RATINGS:
-        raise ApiError(400, "bad_feedback", "rating must be an integer from 1 to 5")
+    return body
+
+
+def comment_of(body: dict[str, Any], code: str) -> str:
+    """The body's ``comment`` (``""`` when absent): a string of valid Unicode, else ApiError 400 ``code``."""
+    comment = body.get("comment", "")
     if not isinstance(comment, str):
-        raise ApiError(400, "bad_feedback", "comment must be a string")
+        raise ApiError(400, code, "comment must be a string")
     if not comment.isascii():
         try:
             comment.encode("utf-8")
         except UnicodeEncodeError:
-            raise ApiError(400, "bad_feedback", "comment must be valid Unicode text (a lone surrogate is not)") from None
-    run = store().resolve(session_id, run_id)
+            raise ApiError(400, code, "comment must be valid Unicode text (a lone surrogate is not)") from None
+    return comment
+
+
+@bp.post("/sessions/<path:session_id>/feedback")
+def add_feedback(session_id: str) -> tuple[Response, int]:
+    """Record a rating and comment on a run (the latest when no ``run_id`` is given)."""
+    body = json_body("{run_id?, rating, comment}")
+    rating = body.get("rating")
+    if type(rating) is not int or rating not in _RATINGS:
+        raise ApiError(400, "bad_feedback", "rating must be an integer from 1 to 5")
+    comment = comment_of(body, "bad_feedback")
+    run = store().resolve(session_id, body.get("run_id"))
     record = store().append_feedback(run, rating=rating, comment=comment)
     score = feedback_index().score(run.path) or {"count": 0, "mean": None}
     listing().feedback_changed(run.path, score["count"], score["mean"])

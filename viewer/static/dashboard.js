@@ -42,12 +42,13 @@ function bucketEnd(start, bucket) {
 }
 
 /** The home list of the runs behind a figure: the range (or one bucket), the filters, a problem. */
-function runsHref({ since, until, problem } = {}) {
+function runsHref({ since, until, problem, score } = {}) {
   const params = new URLSearchParams();
   for (const name of FILTERS) if (query.get(name)) params.set(name, query.get(name));
   if (since) params.set("since", since);
   if (until) params.set("until", until);
   if (problem) params.set("problem", problem);
+  if (score) params.set("score", score);
   return `/?${params}`;
 }
 
@@ -125,6 +126,17 @@ function renderCharts(answer) {
       backgroundColor: colors[2] },
   ], { scales: { cost: { position: "right", beginAtZero: true, ticks: { color: css("--muted") }, grid: { display: false } } } },
   (element) => open(element.index));
+  const names = Object.keys(answer.totals.scores ?? {}); // a score's mean over time: one line per name
+  document.getElementById("scores-figure").hidden = names.length === 0;
+  if (names.length) {
+    chart("chart-scores", "line", labels, names.map((name, position) => ({
+      label: name, data: buckets.map((b) => b.scores?.[name] ?? null), spanGaps: true,
+      borderColor: colors[position % colors.length], backgroundColor: colors[position % colors.length],
+    })), {}, (element) => {
+      const start = buckets[element.index].start;
+      location.href = runsHref({ since: start, until: bucketEnd(start, answer.bucket), score: names[element.datasetIndex] });
+    });
+  }
 }
 
 function renderModels(answer) {

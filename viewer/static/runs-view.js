@@ -46,3 +46,14 @@ export function labelsNode(run, pick) {
   const metadata = Object.entries(run.metadata ?? {}).map(([key, value]) => chip(`${key}=${value}`, `meta.${key}`, value));
   return tags.length || metadata.length ? h("span", { class: "chips" }, tags, metadata) : "–";
 }
+
+/** The run's evaluation scores: "name 0.75 (4)" for numbers and booleans (the mean), "name: last" for
+ * categories; `pick(name)` (a filter) when one is clicked. */
+export function scoresNode(run, pick) {
+  const scores = Object.entries(run.scores ?? {}).map(([name, score]) => h(pick ? "button" : "span", {
+    type: pick ? "button" : undefined, class: "chip chip-score", dataset: { score: name },
+    title: `${name}: last ${score.last}, ${score.count} score${score.count === 1 ? "" : "s"}${score.mean != null ? `, mean ${score.mean}` : ""}`,
+    onclick: pick ? () => pick(name) : undefined,
+  }, score.mean != null ? `${name} ${score.mean} (${score.count})` : `${name}: ${score.last}`));
+  return scores.length ? h("span", { class: "chips" }, scores) : "–";
+}

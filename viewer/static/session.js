@@ -5,7 +5,8 @@ import { api, badge, enc, fill, h, idNode, markReady, showError, timeNode } from
 import { renderIntegrity } from "./integrity.js";
 import { mountTranscript } from "./transcript-view.js";
 import { askedAgainText, clip, costText, hasLatency, latencySummaryText, latencyText, modelCallText, slotTriad, usageText, verdictText } from "./facts-view.js";
-import { captureNode, feedbackText, kindText, labelsNode, tokensText } from "./runs-view.js";
+import { captureNode, feedbackText, kindText, labelsNode, scoresNode, tokensText } from "./runs-view.js";
+import { mountScores } from "./scores-view.js";
 
 const REFRESH_MS = 2000; // while a run records, the runs and problems are fetched again this often
 
@@ -32,6 +33,7 @@ function runRow(run) {
     h("td", {}, feedbackText(run.feedback)),
     h("td", { class: "capture" }, captureNode(run)),
     h("td", { class: "labels" }, labelsNode(run, (name, value) => { location.href = `/?${new URLSearchParams({ [name]: value })}`; })),
+    h("td", { class: "scores" }, scoresNode(run, (name) => { location.href = `/?${new URLSearchParams({ score: name })}`; })),
     h("td", {},
       h("a", { href: `${here}?run_id=${enc(run.run_id)}` }, "facts"), " · ",
       h("a", { href: replayHref(run.run_id) }, "replay"), " · ",
@@ -243,7 +245,8 @@ const runs = facts.catch(() => {}).then(loadRuns); // the bound run is known fir
 // Session-wide facts cover live runs: an eval-only session has none to ask for.
 const sessionWide = runs.then((listed) => (listed ?? []).some((run) => run.kind === "live") && loadSessionFacts());
 const transcript = mountTranscript(document.getElementById("transcript-section"), sessionId);
-Promise.allSettled([facts, runs, loadFeedback(), sessionWide, transcript]).then((results) => {
+const scores = mountScores(document.getElementById("scores-section"), sessionId, chosenRun, loadRuns);
+Promise.allSettled([facts, runs, loadFeedback(), sessionWide, transcript, scores]).then((results) => {
   const failed = results.find((result) => result.status === "rejected");
   if (failed) showError(failed.reason);
   else markReady();

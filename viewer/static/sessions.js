@@ -3,12 +3,13 @@
 // can be shared; pages follow the answer's keyset cursor (stable while runs arrive), and the cursors
 // of the pages before this one are kept here for "Newer".
 import { api, badge, enc, fill, h, markReady, showError, timeNode } from "./dom.js";
-import { captureNode, durationText, feedbackText, kindText, labelsNode, tokensText } from "./runs-view.js";
+import { captureNode, durationText, feedbackText, kindText, labelsNode, scoresNode, tokensText } from "./runs-view.js";
 
 const PAGE = 50;
 const TYPING_MS = 200;
-const FILTERS = ["q", "status", "kind", "eval_id", "agent", "service", "since", "until", "tag", "meta"];
-const TYPED = ["q", "tag", "meta"]; // applied once typing pauses
+const FILTERS = ["q", "status", "kind", "eval_id", "agent", "service", "since", "until", "tag", "meta", "score"];
+const TYPED = ["q", "tag", "meta", "score"]; // applied once typing pauses
+const PREFIXED = { meta: "meta.", score: "score." }; // form "KEY=VALUE" <-> URL "meta.KEY=VALUE"
 const FACETS = { agent: "agent", service: "service", eval_id: "eval_id" };
 
 const form = document.getElementById("filters");
@@ -59,7 +60,9 @@ function row(run) {
     h("td", { class: "num" }, tokensText(run)),
     h("td", { class: "num" }, feedbackText(run.feedback)),
     h("td", { class: "capture" }, captureNode(run)),
-    h("td", { class: "labels" }, labelsNode(run, (name, value) => setFilter(name, value))),
+    h("td", { class: "labels" }, labelsNode(run, (name, value) =>
+      (name === "tag" ? setFilter("tag", value) : setFilter("meta", `${name.slice(5)}=${value}`)))),
+    h("td", { class: "scores" }, scoresNode(run, (name) => setFilter("score", name))),
   );
 }
 
@@ -105,23 +108,25 @@ async function load() {
   document.body.dataset.total = String(answer.total);
 }
 
-/** The URL's `meta.KEY=VALUE` as the form's "KEY=VALUE" (the first one), and back. */
-function metaOfQuery() {
-  for (const [name, value] of query) if (name.startsWith("meta.")) return `${name.slice(5)}=${value}`;
+/** The URL's `meta.KEY=VALUE` (or `score=NAME`, `score.NAME=VALUE`) as the form's "KEY=VALUE" (the first one). */
+function prefixedOfQuery(field) {
+  if (field === "score" && query.get("score")) return query.get("score");
+  for (const [name, value] of query) if (name.startsWith(PREFIXED[field])) return `${name.slice(PREFIXED[field].length)}=${value}`;
   return "";
 }
 
-function setMeta(text) {
-  for (const name of [...query.keys()]) if (name.startsWith("meta.")) query.delete(name);
+/** The form's "KEY=VALUE" into the URL (a score's "NAME" alone: runs with that score). */
+function setPrefixed(field, text) {
+  for (const name of [...query.keys()]) if (name.startsWith(PREFIXED[field]) || name === field) query.delete(name);
   const at = text.indexOf("=");
-  if (at > 0) query.set(`meta.${text.slice(0, at).trim()}`, text.slice(at + 1).trim());
+  if (at > 0) query.set(`${PREFIXED[field]}${text.slice(0, at).trim()}`, text.slice(at + 1).trim());
+  else if (field === "score" && text.trim()) query.set("score", text.trim());
 }
 
 /** One filter from a clicked chip: the form shows it, the list applies it. */
-function setFilter(name, value) {
-  const field = name === "tag" ? "tag" : "meta";
-  form.elements[field].value = field === "tag" ? value : `${name.slice(5)}=${value}`;
-  update({ [field]: form.elements[field].value });
+function setFilter(field, text) {
+  form.elements[field].value = text;
+  update({ [field]: text });
 }
 
 function update(changes) {
@@ -130,7 +135,7 @@ function update(changes) {
     query.delete("cursor");
   }
   for (const [name, value] of Object.entries(changes)) {
-    if (name === "meta") setMeta(value ?? "");
+    if (name in PREFIXED) setPrefixed(name, value ?? "");
     else if (value === "" || value == null) query.delete(name);
     else query.set(name, value);
   }
@@ -147,7 +152,7 @@ function fromForm(name) {
 for (const name of FILTERS) {
   const field = form.elements[name];
   const value = query.get(name) ?? "";
-  field.value = name === "meta" ? metaOfQuery() : (name === "since" || name === "until") ? value.replace(/Z$/, "") : value;
+  field.value = name in PREFIXED ? prefixedOfQuery(name) : (name === "since" || name === "until") ? value.replace(/Z$/, "") : value;
 }
 form.addEventListener("input", (event) => {
   const name = event.target.name;
