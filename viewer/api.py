@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -16,7 +18,7 @@ from .feedback import FeedbackIndex
 from .listing import Listing, run_query
 from .store import BundleStore, ResolvedRun
 
-__all__ = ["bp", "comment_of", "feedback_index", "int_arg", "json_body", "listing", "store"]
+__all__ = ["bp", "comment_of", "feedback_index", "int_arg", "json_body", "listing", "session_records", "store"]
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -76,13 +78,20 @@ def runs(session_id: str) -> Response:
     return jsonify(session_id=found[0].session_id, runs=[rows[info.path].as_json() for info in found])
 
 
+def session_records(session_id: str, read: Callable[[Path], list[dict[str, Any]]]) -> tuple[str, list[dict[str, Any]]]:
+    """``read(run_dir)`` over every run of the session, newest first (by ``at``), with the session
+    id as stored."""
+    found = store().runs(session_id)
+    records = [record for info in found for record in read(info.path)]
+    records.sort(key=lambda record: str(record.get("at", "")), reverse=True)
+    return found[0].session_id, records
+
+
 @bp.get("/sessions/<path:session_id>/feedback")
 def past_feedback(session_id: str) -> Response:
     """Every feedback record on the session's runs, newest first."""
-    found = store().runs(session_id)
-    records = [record for info in found for record in feedback_index().records(info.path)]
-    records.sort(key=lambda record: str(record.get("at", "")), reverse=True)
-    return jsonify(session_id=found[0].session_id, feedback=records)
+    stored, records = session_records(session_id, feedback_index().records)
+    return jsonify(session_id=stored, feedback=records)
 
 
 @bp.get("/sessions/<path:session_id>/facts")

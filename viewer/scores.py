@@ -23,7 +23,7 @@ from flask import Blueprint, Response, jsonify
 
 from otel_session.catalog.rows import is_score_value
 
-from .api import comment_of, feedback_index, json_body, listing, store
+from .api import comment_of, feedback_index, json_body, listing, session_records, store
 from .errors import ApiError
 
 __all__ = ["bp"]
@@ -56,7 +56,5 @@ def add_score(session_id: str) -> tuple[Response, int]:
 @bp.get("/sessions/<path:session_id>/scores")
 def scores(session_id: str) -> Response:
     """Every score on the session's runs, newest first."""
-    found = store().runs(session_id)
-    records = [record for info in found for record in feedback_index().scores(info.path)]
-    records.sort(key=lambda record: str(record.get("at", "")), reverse=True)
-    return jsonify(session_id=found[0].session_id, scores=records)
+    stored, records = session_records(session_id, feedback_index().scores)
+    return jsonify(session_id=stored, scores=records)

@@ -105,6 +105,8 @@ def test_the_lists_show_labels_and_filter_by_a_clicked_one(page, serve, tmp_path
     tagged = page.locator("#sessions tbody tr", has_text="tagged")
     assert tagged.locator("td.labels .chip-tag").all_inner_texts() == ["[email]", "beta", "fleet-a", "vip"]
     assert "customer=acme" in tagged.locator("td.labels .chip-meta").all_inner_texts()
+    version = tagged.locator("td.labels .chip-meta", has_text="version=1.4.2")  # a dotted key by its last part
+    assert version.inner_text() == "version=1.4.2" and version.get_attribute("title").startswith("service.version=1.4.2")
     tagged.locator("td.labels .chip-tag", has_text="vip").click()
     page.wait_for_function("() => document.querySelectorAll('#sessions tbody tr').length === 1")
     assert "tag=vip" in page.url and page.input_value("input[name=tag]") == "vip"

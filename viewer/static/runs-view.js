@@ -39,11 +39,12 @@ export function durationText(ms) {
 
 /** The run's tags and metadata as chips; `pick(name, value)` (a filter) when one is clicked. */
 export function labelsNode(run, pick) {
-  const chip = (text, name, value) => h(pick ? "button" : "span", { type: pick ? "button" : undefined,
-    class: `chip chip-${name.startsWith("meta.") ? "meta" : "tag"}`, title: pick ? "Show only runs with this" : undefined,
+  const chip = (text, whole, name, value) => h(pick ? "button" : "span", { type: pick ? "button" : undefined,
+    class: `chip chip-${name.startsWith("meta.") ? "meta" : "tag"}`, title: pick ? `${whole} · click for the runs with it` : whole,
     onclick: pick ? () => pick(name, value) : undefined }, text);
-  const tags = (run.tags ?? []).map((tag) => chip(tag, "tag", tag));
-  const metadata = Object.entries(run.metadata ?? {}).map(([key, value]) => chip(`${key}=${value}`, `meta.${key}`, value));
+  const tags = (run.tags ?? []).map((tag) => chip(tag, `tag ${tag}`, "tag", tag));
+  const metadata = Object.entries(run.metadata ?? {}).map(([key, value]) => // a dotted key by its last part
+    chip(`${key.split(".").pop()}=${value}`, `${key}=${value}`, `meta.${key}`, value));
   return tags.length || metadata.length ? h("span", { class: "chips" }, tags, metadata) : "–";
 }
 

@@ -1,7 +1,7 @@
 // Session page: what went wrong in any of its runs, the runs (eval runs too), the whole session's
 // transcript, per-turn facts of the chosen run (latest by default, and it says so), past feedback
 // and the feedback form.
-import { api, badge, enc, fill, h, idNode, markReady, showError, timeNode } from "./dom.js";
+import { api, badge, enc, fill, h, idNode, jsonForm, markReady, showError, timeNode } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
 import { mountTranscript } from "./transcript-view.js";
 import { askedAgainText, clip, costText, hasLatency, latencySummaryText, latencyText, modelCallText, slotTriad, usageText, verdictText } from "./facts-view.js";
@@ -214,31 +214,10 @@ async function loadRuns() {
   return answer.runs;
 }
 
-// One record per deliberate submit: the button is off while a request is in flight and after a
-// save, until the form is edited again; a saved form is cleared.
-const form = document.getElementById("feedback");
-const submit = form.querySelector("button[type=submit]");
-form.addEventListener("input", () => { submit.disabled = false; });
-form.addEventListener("submit", async (event) => {
-  event.preventDefault();
-  if (submit.disabled) return;
-  submit.disabled = true;
-  const fields = new FormData(form);
-  const body = { rating: Number(fields.get("rating")), comment: String(fields.get("comment") ?? "") };
-  if (chosenRun) body.run_id = chosenRun;
-  const output = document.getElementById("feedback-result");
-  try {
-    const answer = await api(`/api/sessions/${enc(sessionId)}/feedback`, {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
-    });
-    form.reset();
-    output.textContent = `Saved for ${answer.run_id}${answer.fallback_to_latest_run ? " (the latest run)" : ""}.`;
-    await Promise.all([loadFeedback(), loadRuns()]);
-  } catch (error) {
-    submit.disabled = false;
-    output.textContent = `Not saved: ${error.message}`;
-  }
-});
+jsonForm(document.getElementById("feedback"), document.getElementById("feedback-result"),
+  `/api/sessions/${enc(sessionId)}/feedback`, (fields) => ({
+    rating: Number(fields.get("rating")), comment: String(fields.get("comment") ?? ""), ...(chosenRun ? { run_id: chosenRun } : {}),
+  }), () => Promise.all([loadFeedback(), loadRuns()]));
 
 const facts = loadFacts();
 const runs = facts.catch(() => {}).then(loadRuns); // the bound run is known first, to mark its row

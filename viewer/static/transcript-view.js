@@ -15,9 +15,9 @@ function turnLines(turn) {
   const lines = [h("li", { class: "transcript-turn" },
     `turn ${turn.turn_index ?? "?"}`, turn.state_before || turn.state ? h("span", { class: "muted" },
       ` · ${turn.state_before ?? "?"} → ${turn.state ?? "?"}`) : "")];
-  for (const message of turn.messages) {
+  for (const message of turn.messages.filter((item) => item.text)) { // a reply of tool calls alone has no text
     lines.push(h("li", { class: `transcript-message role-${message.role}`, dataset: { role: message.role } },
-      h("span", { class: "who" }, message.role), h("span", { class: "text" }, message.text || "–")));
+      h("span", { class: "who" }, message.role), h("span", { class: "text" }, message.text)));
   }
   for (const tool of turn.tools) {
     lines.push(h("li", { class: "transcript-message role-tool", dataset: { role: "tool" } },
