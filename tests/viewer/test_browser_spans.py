@@ -103,3 +103,11 @@ def test_a_long_run_is_read_a_page_at_a_time(page, serve, tmp_path, journal):
     message.locator("summary").click()
     page.wait_for_selector("#spans details.kind-message table.span-records caption")
     assert page.locator("#spans details.kind-message table.span-records tbody tr").count() == 200  # the rest behind its caption
+
+
+def test_a_link_to_the_span_tree_opens_it(page, serve, sample):
+    server = serve(sample.root)
+    page.goto(f"{server.url}/sessions/{sample.session_id}/runs/{sample.latest_run}#spans")
+    page.wait_for_selector("#spans details.kind-run")  # opened and read with no click
+    assert page.evaluate("() => document.getElementById('spans-section').open")
+    assert page.locator("#spans details.kind-turn").count() == 3  # records with no span id: grouped by turn

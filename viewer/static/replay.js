@@ -608,6 +608,10 @@ ui.turnJump.addEventListener("change", () => {
 });
 ui.follow.addEventListener("click", attach);
 $("spans-section").addEventListener("toggle", spansOpened);
+if (location.hash === "#spans") { // a link to the span tree: opened, in view
+  $("spans-section").open = true;
+  $("spans-section").scrollIntoView();
+}
 ui.conversation.addEventListener("click", (event) => {
   const item = event.target.closest("[data-message-id], [data-tool-call-id]");
   if (!item) return;

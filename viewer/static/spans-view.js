@@ -169,7 +169,7 @@ export class SpanTree {
         h("td", { class: "num" }, record.seq),
         h("td", {}, record.type),
         h("td", {}, timeNode(record.at)),
-        h("td", {}, h("pre", { class: "json" }, JSON.stringify(attributesOf(record), null, 1)))))),
+        h("td", { class: "span-attributes" }, JSON.stringify(attributesOf(record)))))),
       node.records.length > shown.length
         ? h("caption", { class: "muted" }, `first ${shown.length} of ${node.records.length} records`) : null);
   }
