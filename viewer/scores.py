@@ -12,7 +12,8 @@ and its comment and a categorical value are redacted like feedback comments. ``n
 identifier (letters, digits, ``_ . : -``, at most 64); ``value`` a finite number, a boolean, or a
 category (text of at most 100 characters). The run's catalog row is read again at once, so lists
 (``scores``: last value, count, mean) and the dashboard (a score's mean over time) show it, and
-``?score=NAME`` / ``?score.NAME=VALUE`` filter by it.
+``?score=NAME`` / ``?score.NAME=VALUE`` filter by it. Scores the app set on its spans
+(``otel_session.score.<name>``: ``normalize.labels``) join these in the row, not in this list.
 """
 
 from __future__ import annotations

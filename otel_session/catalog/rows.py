@@ -37,7 +37,10 @@ from otel_session.core.journal import TRUNCATED_FIELD, CaptureStatus, parse_time
 
 from .model import RunRow, Scope
 
-__all__ = ["MAX_SEARCH_TEXT", "bundle_stamp", "feedback_score", "is_score_value", "light_row", "opened_row", "row_of", "sealed_row"]
+__all__ = [
+    "MAX_SEARCH_TEXT", "bundle_stamp", "feedback_score", "is_score_value", "light_row", "opened_row", "row_of", "score_summary",
+    "sealed_row",
+]
 
 MAX_SEARCH_TEXT = 4000
 """Characters of message text kept per run for the text filter."""
@@ -96,6 +99,8 @@ class _Tally:
         self.tags: tuple[str, ...] = ()
         self.metadata: tuple[tuple[str, str], ...] = ()
         self.run_status: str | None = None
+        self.scores: list[tuple[str, Any]] = []
+        """``(name, value)`` of the scores the app set on its run's and turns' spans, in record order."""
         self.interrupted_turn = False
         self.turns = 0
         self.messages = 0
@@ -176,6 +181,7 @@ class _Tally:
                 self.metadata = tuple(sorted((str(key), str(value)) for key, value in metadata.items()
                                              if isinstance(value, (str, int, float))))
         elif kind == "run_finished":
+            self.add_scores(payload)
             self.run_status = payload.get("status") if isinstance(payload.get("status"), str) else "unknown"
             if self.run_status != "ok":
                 reason = f" ({payload['reason']})" if isinstance(payload.get("reason"), str) else ""
@@ -192,7 +198,13 @@ class _Tally:
         self.close_asked_turn()
         return sorted(self._recorded_turn_ms if self.turns else self._asked_turn_ms)
 
+    def add_scores(self, payload: dict[str, Any]) -> None:
+        scores = payload.get("scores")
+        if isinstance(scores, dict):
+            self.scores += [(str(name), value) for name, value in scores.items() if is_score_value(value)]
+
     def _turn_finished(self, event: dict[str, Any], payload: dict[str, Any], seq: int) -> None:
+        self.add_scores(payload)
         finished_ms = _ms(event.get("at"))
         if self._turn_started_ms is not None and finished_ms is not None and finished_ms >= self._turn_started_ms:
             self._recorded_turn_ms.append(finished_ms - self._turn_started_ms)
@@ -262,17 +274,17 @@ def _score_text(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-def feedback_score(run_path: str | os.PathLike[str]) -> tuple[int, float | None, tuple[tuple[str, str, int, float | None], ...]]:
+def feedback_score(run_path: str | os.PathLike[str]) -> tuple[int, float | None, list[tuple[str, Any]]]:
     """``(count, mean rating, scores)`` of the run's ``feedback.ndjson`` (symlinks never followed):
-    its ratings, and per score name ``(name, last value as text, count, mean)`` (``RunRow.scores``)."""
+    its ratings, and its scores' ``(name, value)`` in file order."""
     try:
         fd = os.open(os.path.join(run_path, layout.FEEDBACK_FILE), os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
         with os.fdopen(fd, "rb") as handle:
             data = handle.read()
     except OSError:
-        return 0, None, ()
+        return 0, None, []
     ratings = []
-    scores: dict[str, list[Any]] = {}  # name -> [last, count, numbers]
+    scores: list[tuple[str, Any]] = []
     for line in data.splitlines():
         try:
             record = orjson.loads(line)
@@ -283,15 +295,22 @@ def feedback_score(run_path: str | os.PathLike[str]) -> tuple[int, float | None,
         if type(record.get("rating")) is int:
             ratings.append(record["rating"])
         elif record.get("kind") == "score" and isinstance(record.get("name"), str) and is_score_value(record.get("value")):
-            value = record["value"]
-            known = scores.setdefault(record["name"], [None, 0, []])
-            known[0] = _score_text(value)
-            known[1] += 1
-            if not isinstance(value, str):
-                known[2].append(float(value))
-    rating = (len(ratings), round(sum(ratings) / len(ratings), 2)) if ratings else (0, None)
-    return (*rating, tuple((name, last, count, round(sum(numbers) / len(numbers), 4) if numbers and len(numbers) == count else None)
-                           for name, (last, count, numbers) in sorted(scores.items())))
+            scores.append((record["name"], record["value"]))
+    return (len(ratings), round(sum(ratings) / len(ratings), 2) if ratings else None, scores)
+
+
+def score_summary(scores: list[tuple[str, Any]]) -> tuple[tuple[str, str, int, float | None], ...]:
+    """Per name ``(name, last value as text, count, mean)`` (``RunRow.scores``): the mean of numbers
+    and booleans (true is 1); None when a category is among them."""
+    found: dict[str, list[Any]] = {}  # name -> [last, count, numbers]
+    for name, value in scores:
+        known = found.setdefault(name, [None, 0, []])
+        known[0] = _score_text(value)
+        known[1] += 1
+        if not isinstance(value, str):
+            known[2].append(float(value))
+    return tuple((name, last, count, round(sum(numbers) / count, 4) if len(numbers) == count else None)
+                 for name, (last, count, numbers) in sorted(found.items()))
 
 
 def is_score_value(value: Any) -> bool:
@@ -413,6 +432,7 @@ def _row(root: Path, bundle: BundleRead, stamp: str, *, tally: _Tally | None = N
     latencies = sorted(tally.latencies)
     turn_times = tally.turn_times()
     feedback_count, feedback_mean, scores = feedback_score(bundle.path)
+    scores = score_summary(tally.scores + scores)  # the app's (from its spans), then the viewer's
     return RunRow(
         path=path, directory=directory, scope=scope, session_id=manifest.get("session_id"),
         run_id=str(manifest.get("run_id") or bundle.path.name), kind=str(manifest.get("kind", "?")),

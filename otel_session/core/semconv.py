@@ -50,6 +50,8 @@ RUN_TAGS = "otel_session.tags"
 """A run's tags: a string array on its root span or the resource (``normalize.labels``)."""
 RUN_METADATA_PREFIX = "otel_session.metadata."
 """``otel_session.metadata.<key>``: one metadata entry of a run, on its root span or the resource."""
+SCORE_PREFIX = "otel_session.score."
+"""``otel_session.score.<name>``: an evaluation score the app set on a run's or a turn's span."""
 RESOURCE_METADATA = ("service.version", "deployment.environment", "deployment.environment.name")
 """Resource attributes a run's metadata carries under their own names."""
 TURN_INDEX = "otel_session.turn.index"

@@ -1,8 +1,9 @@
-"""A run's tags and metadata: what the app labelled it with, carried on its ``run_started`` record.
+"""What the app labelled a run with, and the scores it gave: carried on the run's own records.
 
 Contract::
 
-    payload.update(run_labels(span_attributes, resource_attributes))   # {"tags"?: [...], "metadata"?: {...}}
+    payload.update(run_labels(span_attributes, resource_attributes))   # run_started: {"tags"?, "metadata"?}
+    payload.update(span_scores(span_attributes))                        # run_/turn_finished: {"scores"?: {...}}
 
 The convention (docs/conventions.md, "Tags and metadata"):
 
@@ -13,6 +14,10 @@ The convention (docs/conventions.md, "Tags and metadata"):
 * the resource's ``service.version``, ``deployment.environment`` and ``deployment.environment.name``:
   metadata under their own names.
 
+Evaluation scores the app set: ``otel_session.score.<name>`` (a finite number, a boolean, or a
+category of at most 100 characters) on the run's or a turn's span, read when it ends:
+``span_scores`` gives the ``scores`` of its ``run_finished`` / ``turn_finished``.
+
 The root span's entries win over the resource's. At most ``MAX_METADATA`` entries. Values are
 the app's: the record's redaction (``redact.records``: PII detectors over every string) applies to
 them as to the rest of ``run_started``.
@@ -20,12 +25,13 @@ them as to the rest of ``run_started``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from otel_session.core import semconv as sc
 
-__all__ = ["MAX_METADATA", "MAX_TAGS", "MAX_TEXT", "run_labels"]
+__all__ = ["MAX_METADATA", "MAX_TAGS", "MAX_TEXT", "run_labels", "span_scores"]
 
 MAX_TAGS = 32
 MAX_METADATA = 32
@@ -71,3 +77,22 @@ def run_labels(attributes: Mapping[str, Any], resource_attributes: Mapping[str, 
     if metadata:
         labels["metadata"] = dict(sorted(metadata.items())[:MAX_METADATA])
     return labels
+
+
+def _score_value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value if math.isfinite(value) else None
+    return value if isinstance(value, str) and 0 < len(value) <= 100 else None
+
+
+def span_scores(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"scores": {name: value}}`` of a run's or turn's span (empty when it has none)."""
+    scores = {}
+    for name, value in attributes.items():
+        if name.startswith(sc.SCORE_PREFIX) and 0 < len(name) - len(sc.SCORE_PREFIX) <= 64:
+            kept = _score_value(value)
+            if kept is not None:
+                scores[name[len(sc.SCORE_PREFIX):]] = kept
+    return {"scores": dict(sorted(scores.items())[:MAX_METADATA])} if scores else {}

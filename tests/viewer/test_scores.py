@@ -113,3 +113,78 @@ def test_a_score_added_on_the_session_page_shows_in_the_lists(page, serve, sampl
     page.wait_for_selector("body[data-ready=true]")
     assert page.locator("#scores-figure").is_visible()
     assert page.errors == []
+
+
+def _app_scores_in_process(root) -> None:
+    from opentelemetry import trace
+
+    import otel_session
+    from otel_session.testing import capture_bundle
+
+    with capture_bundle(root):
+        with otel_session.session("scored"), otel_session.run(agent="booking"):
+            with otel_session.turn(0, state="ask"):
+                trace.get_current_span().set_attribute("otel_session.score.resolved", True)  # the turn's span
+            with otel_session.turn(1, state="ask"):
+                trace.get_current_span().set_attribute("otel_session.score.resolved", False)
+            span = trace.get_current_span()  # the run's span
+            span.set_attributes({"otel_session.score.helpfulness": 0.9, "otel_session.score.note": f"mail {CANARIES[0]}",
+                                 "otel_session.score.bad": float("nan")})
+
+
+def _app_scores_to_collector(root) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from otel_session.core import semconv as sc
+    from otel_session.redact import RedactionPolicy, Redactor
+    from otel_session.testing import bundles, running_collectors, wait_for
+
+    with running_collectors(grpc_address="127.0.0.1:0", http_address="127.0.0.1:0", seal_after_s=0.2,
+                            redactor=Redactor(RedactionPolicy(), key=b"scores")) as make:
+        collector = make(root)
+        provider = TracerProvider(resource=Resource.create({"service.name": "svc"}))
+        provider.add_span_processor(SimpleSpanProcessor(
+            OTLPSpanExporter(endpoint=f"http://127.0.0.1:{collector.http_port}/v1/traces")))
+        tracer = provider.get_tracer("otel_session")  # the project's own spans, as the API makes them
+        with tracer.start_as_current_span("invoke_agent booking", attributes={
+                sc.SESSION_ID: "scored", sc.AGENT_NAME: "booking", sc.OPERATION_NAME: "invoke_agent",
+                sc.RUN_KIND: "live", "otel_session.score.helpfulness": 0.9,
+                "otel_session.score.note": f"mail {CANARIES[0]}"}) as run:
+            run.set_attribute(sc.RUN_ID, "run-" + run.get_span_context().trace_id.to_bytes(16, "big").hex())
+            for index, resolved in enumerate((True, False)):
+                with tracer.start_as_current_span(f"turn {index}", attributes={
+                        sc.TURN_INDEX: index, sc.STATE_PREVIOUS: "ask", sc.REQUIRED_SLOTS: [],
+                        "otel_session.score.resolved": resolved}):
+                    pass
+        with provider.get_tracer("some.framework").start_as_current_span("agent", attributes={  # a third-party root
+                sc.SESSION_ID: "other", "otel_session.score.helpfulness": 0.25}):
+            pass
+        provider.shutdown()
+        wait_for(lambda: len([read for read in bundles(root) if read.status.value == "complete"]) == 2)
+
+
+@pytest.mark.parametrize("record", [_app_scores_in_process, _app_scores_to_collector], ids=["in_process", "collector"])
+def test_scores_the_app_set_on_its_spans_are_listed_and_filtered(tmp_path, record):
+    from otel_session.viewer import create_app
+
+    root = tmp_path / "root"
+    record(root)
+    app = create_app({"BUNDLE_DIR": str(root), "TESTING": True})
+    client = app.test_client()
+    [run] = client.get("/api/runs?q=scored").get_json()["runs"]
+    assert run["scores"] == {"helpfulness": {"last": "0.9", "count": 1, "mean": 0.9},
+                             "note": {"last": "mail [email]", "count": 1, "mean": None},
+                             "resolved": {"last": "false", "count": 2, "mean": 0.5}}
+    assert len(_runs(client, "score.resolved=false")) == 1 and _runs(client, "score=bad") == {}
+    if record is _app_scores_to_collector:
+        [other] = _runs(client, "q=other").values()
+        assert other["scores"] == {"helpfulness": {"last": "0.25", "count": 1, "mean": 0.25}}
+    _score(client, "scored", name="helpfulness", value=0.5)  # the viewer's scores join the app's
+    assert _runs(client)[run["run_id"]]["scores"]["helpfulness"] == {"last": "0.5", "count": 2, "mean": 0.7}
+    app.extensions["otel_session_listing"].close()
+    for path in root.rglob("*"):
+        if path.is_file():
+            assert CANARIES[0].encode() not in path.read_bytes(), path
