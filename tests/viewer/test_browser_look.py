@@ -160,3 +160,23 @@ def test_every_time_shown_is_local_with_utc_on_hover(browser, serve, sample, nam
         assert "Z" not in page.inner_text(scope)  # no UTC-only stamp left beside it
     finally:
         context.close()
+
+
+def test_the_dashboard_s_hours_are_local_and_its_days_say_utc(browser, serve, sample):
+    server = serve(sample.root)
+    context = _context(browser, timezone_id="Asia/Tokyo")  # UTC+9
+    try:
+        page = context.new_page()
+        for bucket in ("hour", "day"):
+            page.goto(server.url + _pages(sample)["dashboard"] + f"&bucket={bucket}")
+            page.wait_for_selector("body[data-ready=true]")
+            labels = page.evaluate("() => window.Chart.getChart('chart-volume').data.labels")
+            answer = page.evaluate(f"() => fetch('/api/dashboard?since=2026-11-29T00:00&until=2026-12-02T00:00"
+                                   f"&bucket={bucket}').then((r) => r.json())")
+            starts = [entry["start"] for entry in answer["buckets"]]
+            if bucket == "hour":
+                assert [label[11:13] for label in labels] == [f"{(int(start[11:13]) + 9) % 24:02d}" for start in starts]
+            else:
+                assert labels == [f"{start} (UTC day)" for start in starts]
+    finally:
+        context.close()

@@ -100,7 +100,8 @@ function chart(id, type, labels, datasets, options = {}, onPick = null) {
 function renderCharts(answer) {
   for (const made of charts.splice(0)) made.destroy();
   const buckets = answer.buckets;
-  const labels = buckets.map((bucket) => bucket.start.replace("T", " ") + (answer.bucket === "hour" ? ":00" : ""));
+  const labels = buckets.map((bucket) => (answer.bucket === "hour" // an hour in the viewer's zone; a day is a UTC day
+    ? toLocal(`${bucket.start}:00`).replace("T", " ") : `${bucket.start} (UTC day)`));
   const open = (index, problem) => {
     const start = buckets[index].start;
     location.href = runsHref({ since: start, until: bucketEnd(start, answer.bucket), problem });
