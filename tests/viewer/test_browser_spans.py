@@ -111,3 +111,28 @@ def test_a_link_to_the_span_tree_opens_it(page, serve, sample):
     page.wait_for_selector("#spans details.kind-run")  # opened and read with no click
     assert page.evaluate("() => document.getElementById('spans-section').open")
     assert page.locator("#spans details.kind-turn").count() == 3  # records with no span id: grouped by turn
+
+
+def test_a_recording_run_s_tree_takes_the_records_written_since(page, serve, live_writer, journal):
+    run = live_writer.open_run(session_id="live-spans", run_id="run-00000000-0000-4000-8000-00000000050a",
+                               created_at_ns=journal.BASE_NS)
+    script = journal.Script(run, journal.BASE_NS)
+    script("run_started", {"kind": "live", "agent": "booking"})
+    script("turn_started", {"state": "ask_date", "required_slots": ["date"]}, turn_index=0)
+    assert live_writer.force_flush()
+    server = serve(live_writer.root)
+    page.goto(f"{server.url}/sessions/live-spans/runs/{run.run_id}#spans")
+    page.wait_for_selector("#spans details.kind-turn", state="attached")
+    assert page.inner_text("#spans .spans-more") == "Load new records"
+    script.message("user", "m-u0", "table for 2", turn=0)
+    assert live_writer.force_flush()
+    page.click("#spans .spans-more")
+    page.wait_for_selector("#spans details.kind-message", state="attached")
+    assert page.inner_text("#spans .spans-status").startswith("3 spans from records 1–4")
+    script("turn_finished", {"state": "ask_date", "required_slots": ["date"], "missing_required_slots": ["date"]}, turn_index=0)
+    script("run_finished", {"status": "ok"})
+    run.close()
+    assert live_writer.force_flush()
+    page.click("#spans .spans-more")
+    page.wait_for_function("() => !document.querySelector('#spans .spans-more')")  # sealed: nothing more to come
+    assert page.inner_text("#spans .spans-status").startswith("3 spans from records 1–6")

@@ -8,7 +8,8 @@
 // (written by the API with no span, or a test's writer) are grouped by what they are about.
 //
 // It reads the run a page at a time (`source(afterSeq, limit)`, the `/events` reads): a run of a
-// million records is never read whole; "Load more" fetches the next page and merges it.
+// million records is never read whole; "Load more" fetches the next page and merges it (of a run
+// still recording, the records written since).
 import { fill, h, timeNode } from "./dom.js";
 import { durationText } from "./runs-view.js";
 
@@ -73,11 +74,12 @@ export class SpanTree {
     this.done = false;
     this.lastSeq = null;
     this.loaded = 0;
+    this.recording = false;
     this.open = new Set();
   }
 
   reset(source) {
-    Object.assign(this, { source, groups: new Map(), after: 0, done: false, lastSeq: null, loaded: 0 });
+    Object.assign(this, { source, groups: new Map(), after: 0, done: false, lastSeq: null, loaded: 0, recording: false });
   }
 
   async loadMore() {
@@ -86,8 +88,9 @@ export class SpanTree {
     for (const record of page.events) this.add(record);
     this.loaded += page.events.length;
     if (page.last_seq != null) this.lastSeq = page.last_seq;
-    if (page.next_after_seq == null || !page.events.length) this.done = true;
-    else this.after = page.next_after_seq;
+    if (page.events.length) this.after = page.next_after_seq ?? page.events[page.events.length - 1].seq;
+    this.recording = page.capture_status === "recording";
+    if (page.next_after_seq == null && !this.recording) this.done = true; // a recording run may have more later
     this.render();
   }
 
@@ -128,7 +131,8 @@ export class SpanTree {
     fill(this.target,
       h("p", { class: "muted spans-status" },
         `${this.groups.size} span${this.groups.size === 1 ? "" : "s"} from records 1–${this.loaded}${total}`,
-        this.done ? "" : h("button", { type: "button", class: "spans-more", onclick: () => this.loadMore() }, `Load ${PAGE} more records`)),
+        this.done ? "" : h("button", { type: "button", class: "spans-more", onclick: () => this.loadMore() },
+          this.recording ? "Load new records" : `Load ${PAGE} more records`)),
       h("ul", { class: "span-tree", role: "tree" }, roots.map((node) => this.nodeView(node))));
   }
 
