@@ -25,7 +25,7 @@ from flask import Flask
 
 from otel_session.core import config
 
-from . import api, dashboard, errors, pages, security, stream
+from . import api, dashboard, errors, pages, scores, security, stream, transcript
 from .feedback import FeedbackIndex
 from .run_reader import DEFAULT_CACHE_BYTES
 from .listing import Listing
@@ -69,4 +69,6 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(stream.bp)
     app.register_blueprint(pages.bp)
     app.register_blueprint(dashboard.bp)
+    app.register_blueprint(transcript.bp)
+    app.register_blueprint(scores.bp)
     return app

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -16,7 +18,7 @@ from .feedback import FeedbackIndex
 from .listing import Listing, run_query
 from .store import BundleStore, ResolvedRun
 
-__all__ = ["bp", "feedback_index", "listing", "store"]
+__all__ = ["bp", "comment_of", "feedback_index", "int_arg", "json_body", "listing", "session_records", "store"]
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -38,7 +40,7 @@ def listing() -> Listing:
     return current_app.extensions["otel_session_listing"]
 
 
-def _int_arg(name: str, default: int | None, *, minimum: int, maximum: int | None = None) -> int | None:
+def int_arg(name: str, default: int | None, *, minimum: int, maximum: int | None = None) -> int | None:
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
@@ -76,13 +78,20 @@ def runs(session_id: str) -> Response:
     return jsonify(session_id=found[0].session_id, runs=[rows[info.path].as_json() for info in found])
 
 
+def session_records(session_id: str, read: Callable[[Path], list[dict[str, Any]]]) -> tuple[str, list[dict[str, Any]]]:
+    """``read(run_dir)`` over every run of the session, newest first (by ``at``), with the session
+    id as stored."""
+    found = store().runs(session_id)
+    records = [record for info in found for record in read(info.path)]
+    records.sort(key=lambda record: str(record.get("at", "")), reverse=True)
+    return found[0].session_id, records
+
+
 @bp.get("/sessions/<path:session_id>/feedback")
 def past_feedback(session_id: str) -> Response:
     """Every feedback record on the session's runs, newest first."""
-    found = store().runs(session_id)
-    records = [record for info in found for record in feedback_index().records(info.path)]
-    records.sort(key=lambda record: str(record.get("at", "")), reverse=True)
-    return jsonify(session_id=found[0].session_id, feedback=records)
+    stored, records = session_records(session_id, feedback_index().records)
+    return jsonify(session_id=stored, feedback=records)
 
 
 @bp.get("/sessions/<path:session_id>/facts")
@@ -105,8 +114,8 @@ def session_facts(session_id: str) -> Response:
 def events(session_id: str, run_id: str) -> Response:
     """A page of the run's own records (``facts.run_events``: seq order, each seq once) above
     ``after_seq``; of a sealed run, only that slice of its journal is read (``viewer.run_reader``)."""
-    after_seq = _int_arg("after_seq", 0, minimum=0)
-    limit = _int_arg("limit", _DEFAULT_PAGE, minimum=1, maximum=_MAX_PAGE)
+    after_seq = int_arg("after_seq", 0, minimum=0)
+    limit = int_arg("limit", _DEFAULT_PAGE, minimum=1, maximum=_MAX_PAGE)
     run = store().resolve(session_id, run_id)
     page = store().reader.events(run.path, after_seq, limit)
     answer = {
@@ -127,9 +136,9 @@ def state(session_id: str, run_id: str) -> Response:
     With ``recent=K`` (a sealed run only; ``through=`` optional): the page's view instead, the
     checkpoint at or before ``seq`` trimmed to its last K messages, tools, verdicts and diagnostics
     plus whatever the records up to ``through`` touch (``replay.index.RunIndex.view``)."""
-    seq = _int_arg("seq", None, minimum=0)
-    recent = _int_arg("recent", None, minimum=1, maximum=_MAX_RECENT)
-    through = _int_arg("through", None, minimum=0)
+    seq = int_arg("seq", None, minimum=0)
+    recent = int_arg("recent", None, minimum=1, maximum=_MAX_RECENT)
+    through = int_arg("through", None, minimum=0)
     if through is not None and recent is None:
         raise ApiError(400, "bad_parameter", "through goes with recent (the page's view)")
     if through is not None and seq is not None and through > seq + _MAX_PAGE:
@@ -169,30 +178,42 @@ def bundle(session_id: str, run_id: str) -> Response:
     )
 
 
-@bp.post("/sessions/<path:session_id>/feedback")
-def add_feedback(session_id: str) -> tuple[Response, int]:
-    """Record a rating and comment on a run (the latest when no ``run_id`` is given)."""
+def json_body(shape: str) -> dict[str, Any]:
+    """The request's JSON object; ApiError 400 ``bad_json`` naming ``shape`` otherwise."""
     try:
         body = request.get_json(silent=True)
     except RecursionError:  # nesting deeper than the JSON decoder recurses, within the size limit
         body = None
     if not isinstance(body, dict):
-        raise ApiError(400, "bad_json", "the body must be a JSON object {run_id?, rating, comment}")
+        raise ApiError(400, "bad_json", f"the body must be a JSON object {shape}")
     run_id = body.get("run_id")
-    rating = body.get("rating")
-    comment = body.get("comment", "")
     if run_id is not None and not isinstance(run_id, str):
         raise ApiError(400, "malformed_run_id", "run_id must be a string")
-    if type(rating) is not int or rating not in _RATINGS:
-        raise ApiError(400, "bad_feedback", "rating must be an integer from 1 to 5")
+    return body
+
+
+def comment_of(body: dict[str, Any], code: str) -> str:
+    """The body's ``comment`` (``""`` when absent): a string of valid Unicode, else ApiError 400 ``code``."""
+    comment = body.get("comment", "")
     if not isinstance(comment, str):
-        raise ApiError(400, "bad_feedback", "comment must be a string")
+        raise ApiError(400, code, "comment must be a string")
     if not comment.isascii():
         try:
             comment.encode("utf-8")
         except UnicodeEncodeError:
-            raise ApiError(400, "bad_feedback", "comment must be valid Unicode text (a lone surrogate is not)") from None
-    run = store().resolve(session_id, run_id)
+            raise ApiError(400, code, "comment must be valid Unicode text (a lone surrogate is not)") from None
+    return comment
+
+
+@bp.post("/sessions/<path:session_id>/feedback")
+def add_feedback(session_id: str) -> tuple[Response, int]:
+    """Record a rating and comment on a run (the latest when no ``run_id`` is given)."""
+    body = json_body("{run_id?, rating, comment}")
+    rating = body.get("rating")
+    if type(rating) is not int or rating not in _RATINGS:
+        raise ApiError(400, "bad_feedback", "rating must be an integer from 1 to 5")
+    comment = comment_of(body, "bad_feedback")
+    run = store().resolve(session_id, body.get("run_id"))
     record = store().append_feedback(run, rating=rating, comment=comment)
     score = feedback_index().score(run.path) or {"count": 0, "mean": None}
     listing().feedback_changed(run.path, score["count"], score["mean"])

@@ -9,7 +9,8 @@ The answer holds, per time bucket: sessions and runs; the runs with a repeated a
 guard, a tool error or a failed integrity check; turn time p50/p95; tokens and cost. Per model:
 calls, tokens and cost. Cost comes from the price table in force (``replay.cost``); a model with
 no price is listed under ``unpriced_models`` and counted nowhere as 0. Turn time p50/p95 of a
-bucket are the median of its runs' p50s and the 95th percentile (nearest rank) of their p95s. At
+bucket are the median of its runs' p50s and the 95th percentile (nearest rank) of their p95s.
+``scores``: per evaluation score name, the mean of its numeric and boolean values (true is 1). At
 most ``MAX_RUNS`` runs are read (the newest); past it the answer says so.
 """
 
@@ -20,6 +21,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import orjson
 from flask import Blueprint, current_app, jsonify, render_template, request
 
 from otel_session.replay.cost import PriceTable, price_table, summarize
@@ -52,6 +54,17 @@ def _calls(usage: list[Any]) -> dict[str, Any]:
     return {"model": model, "usage": counts, "calls": calls}
 
 
+def _score_means(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Per score name, the mean of its numeric and boolean values over the runs (categories have none)."""
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for row in rows:
+        for name, _last, count, mean in row["scores"]:
+            if mean is not None:
+                sums[name][0] += mean * count
+                sums[name][1] += count
+    return {name: round(total / count, 4) for name, (total, count) in sorted(sums.items())}
+
+
 def _bucket_summary(rows: list[dict[str, Any]], prices: PriceTable) -> dict[str, Any]:
     usage = [_calls(entry) for row in rows for entry in row["usage_by_model"]]
     cost = summarize(usage, prices)
@@ -66,6 +79,7 @@ def _bucket_summary(rows: list[dict[str, Any]], prices: PriceTable) -> dict[str,
         "output_tokens": sum(call["usage"].get("output_tokens", 0) for call in usage),
         "cost_usd": cost["usd"],
         "unpriced_models": cost["unpriced_models"],
+        "scores": _score_means(rows),
     }
 
 
@@ -75,6 +89,8 @@ def fleet_summary(rows: list[dict[str, Any]], *, bucket: str, prices: PriceTable
     by_bucket: dict[str, list[dict[str, Any]]] = defaultdict(list)
     by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
+        if isinstance(row["scores"], str):  # the catalog's JSON column
+            row["scores"] = orjson.loads(row["scores"] or "[]")
         by_bucket[row["created_at"][:width]].append(row)
         for entry in row["usage_by_model"]:
             by_model[entry[0]].append(_calls(entry))

@@ -1,10 +1,11 @@
-"""Past feedback of a run (``feedback.ndjson``, appended by ``BundleStore.append_feedback``).
+"""Past feedback and scores of a run (``feedback.ndjson``, appended by ``BundleStore.append_feedback``).
 
 Contract::
 
     index = FeedbackIndex()
     index.records(run_dir)   # [{at, session_id, run_id, rating, comment, ...}] in file order
     index.score(run_dir)     # {"count", "mean"} or None without feedback
+    index.scores(run_dir)    # [{at, session_id, run_id, kind: "score", name, value, comment, turn_index?}]
 
 The file is read without following a symlink planted in its place; lines that are not feedback
 records are skipped. Answers are cached while the file keeps its size, mtime and inode, in a cache
@@ -19,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from otel_session.catalog.rows import is_score_value
 from otel_session.core import layout
 
 from .cache import ByteLRU
@@ -33,9 +35,12 @@ def _record(line: bytes) -> dict[str, Any] | None:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(value, dict) or type(value.get("rating")) is not int:
+    if not isinstance(value, dict):
         return None
-    return value
+    if type(value.get("rating")) is int or (value.get("kind") == "score" and isinstance(value.get("name"), str)
+                                            and is_score_value(value.get("value"))):
+        return value
+    return None
 
 
 class FeedbackIndex:
@@ -45,6 +50,14 @@ class FeedbackIndex:
         self._cache = ByteLRU(_CACHE_BYTES)
 
     def records(self, run_dir: Path) -> list[dict[str, Any]]:
+        """The ratings (feedback records) of the run, in file order."""
+        return [record for record in self._lines(run_dir) if "rating" in record]
+
+    def scores(self, run_dir: Path) -> list[dict[str, Any]]:
+        """The evaluation scores of the run, in file order."""
+        return [record for record in self._lines(run_dir) if "rating" not in record]
+
+    def _lines(self, run_dir: Path) -> list[dict[str, Any]]:
         path = run_dir / layout.FEEDBACK_FILE
         try:
             stat = os.stat(path, follow_symlinks=False)

@@ -14,7 +14,8 @@ Filters (all optional, AND-ed): ``q`` (case-insensitive substring of the session
 id, agent or message text), ``status`` (``ok``/``error``/``interrupted``/``running``, or
 ``capture_failed`` for a failed capture or an invalid bundle), ``agent``, ``service``, ``kind``
 (``live``/``eval``), ``eval_id``, ``since`` / ``until`` (``created_at`` from / before, RFC 3339
-prefixes such as ``2026-11-30T10:00``). ``sort`` is a ``catalog.SortKey`` (default ``created_at``),
+prefixes such as ``2026-11-30T10:00``), ``tag`` (repeatable: every tag), ``meta.KEY=VALUE`` (the
+run's metadata), ``score=NAME`` (runs with that score) and ``score.NAME=VALUE`` (its last value). ``sort`` is a ``catalog.SortKey`` (default ``created_at``),
 ``order`` ``asc``/``desc`` (default ``desc``). Pages: ``limit`` (default 50, at most 500) and
 ``cursor`` (an answer's ``next_cursor``: a keyset, stable while runs arrive), or ``offset`` for old
 clients. Runs without a value sort last in either order. A query no list accepts is a 400 with
@@ -50,6 +51,8 @@ logger = get_logger(__name__)
 
 STATUSES = tuple(status.value for status in StatusFilter)
 SORT_KEYS = tuple(key.value for key in SortKey)
+_META = "meta."
+_SCORE = "score."
 _DEFAULT_LIMIT = 50
 _MAX_LIMIT = 500
 _MAX_TEXT = 200
@@ -101,6 +104,20 @@ def _time(args: Mapping[str, str], name: str) -> str | None:
         raise _bad(str(exc)) from None
 
 
+def _labels(args: Mapping[str, str]) -> dict[str, Any]:
+    """``tag`` (repeatable), ``meta.KEY=VALUE``, ``score=NAME`` (repeatable) and ``score.NAME=VALUE``
+    as the query's ``tags``, ``metadata`` and ``scores`` (None: no such filter)."""
+    many = getattr(args, "getlist", lambda name: [args[name]] if name in args else [])
+    tags = [value for value in many("tag") if value]
+    metadata = [(name[len(_META):], value) for name, value in args.items() if name.startswith(_META) and value]
+    scores: list[tuple[str, str | None]] = [(name, None) for name in many("score") if name]
+    scores += [(name[len(_SCORE):], value) for name, value in args.items() if name.startswith(_SCORE) and value]
+    for name, value in [("tag", tag) for tag in tags] + metadata + [(name, value or "") for name, value in scores]:
+        if len(name) > _MAX_TEXT or len(value) > _MAX_TEXT or "\x00" in name + value:
+            raise _bad(f"a tag, meta or score filter has at most {_MAX_TEXT} characters and no NUL")
+    return {"tags": tuple(tags) or None, "metadata": tuple(metadata) or None, "scores": tuple(scores) or None}
+
+
 def run_query(args: Mapping[str, str], *, scope: Scope | None = None) -> RunQuery:
     """The catalog query of one list request's parameters; ApiError 400 on any bad value."""
     status = _choice(args, "status", STATUSES)
@@ -115,6 +132,7 @@ def run_query(args: Mapping[str, str], *, scope: Scope | None = None) -> RunQuer
         since=_time(args, "since"),
         until=_time(args, "until"),
         problem=Problem(problem) if (problem := _choice(args, "problem", [item.value for item in Problem])) else None,
+        **_labels(args),
         sort=SortKey(_choice(args, "sort", SORT_KEYS, "created_at")),
         order=Order(_choice(args, "order", ("asc", "desc"), "desc")),
         limit=_int(args, "limit", _DEFAULT_LIMIT, _MAX_LIMIT, minimum=1),

@@ -8,7 +8,7 @@
   before redirecting to the same URL without it.
 * Every response carries a strict Content-Security-Policy (scripts and styles from this origin
   only, no inline code, no framing), ``nosniff`` and ``no-referrer``.
-* The only write, ``POST …/feedback``, must be ``application/json`` from this origin.
+* The only writes, ``POST …/feedback`` and ``POST …/scores``, must be ``application/json`` from this origin.
 """
 
 from __future__ import annotations

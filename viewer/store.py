@@ -184,10 +184,12 @@ class BundleStore:
 
     # -- the one write ---------------------------------------------------------------------
 
-    def append_feedback(self, run: ResolvedRun, *, rating: int, comment: str) -> dict[str, Any]:
-        """Append one annotation to the run's ``feedback.ndjson`` (0600, outside capture integrity).
+    def append_feedback(self, run: ResolvedRun, *, comment: str, **fields: Any) -> dict[str, Any]:
+        """Append one annotation (``rating=``, or a score's ``kind``, ``name``, ``value``,
+        ``turn_index``) to the run's ``feedback.ndjson`` (0600, outside capture integrity).
 
-        The comment passes through the redactor's free-text policy first, like any message text.
+        The comment, and a text value, pass through the redactor's free-text policy first, like
+        any message text.
         """
         if len(comment) > _MAX_COMMENT_CHARS:
             raise ApiError(400, "bad_feedback", f"a comment has at most {_MAX_COMMENT_CHARS} characters")
@@ -195,7 +197,7 @@ class BundleStore:
             "at": format_timestamp(time.time_ns()),
             "session_id": run.session_id,
             "run_id": run.run_id,
-            "rating": rating,
+            **{name: self._redactor.text(value) if isinstance(value, str) else value for name, value in fields.items()},
             "comment": self._redactor.text(comment),
             "fallback_to_latest_run": run.fallback_to_latest_run,
         }

@@ -163,6 +163,13 @@ class RunRow:
     origin: str = ""
     """Which bundle root holds the run (``catalog.sql.catalog_origin``): ``""`` for the root the
     catalog lives in, ``<host>:<root>`` (or ``$OTEL_SESSION_ORIGIN``) in a shared catalog."""
+    tags: tuple[str, ...] = ()
+    """The tags the app gave the run (``run_started.payload.tags``: ``normalize.labels``), sorted."""
+    metadata: tuple[tuple[str, str], ...] = ()
+    """``(key, value)`` the app gave the run (``run_started.payload.metadata``), sorted by key."""
+    scores: tuple[tuple[str, str, int, float | None], ...] = ()
+    """``(name, last value as text, count, mean)`` of the run's evaluation scores (``feedback.ndjson``);
+    the mean of numbers and booleans (true is 1), None for categories."""
 
     @property
     def figures_pending(self) -> bool:
@@ -192,6 +199,9 @@ class RunRow:
         entry["ended_at"] = self.finished_at
         entry["tokens"] = self.tokens
         entry["feedback"] = {"count": self.feedback_count, "mean": self.feedback_mean} if self.feedback_count else None
+        entry["tags"] = list(self.tags)
+        entry["metadata"] = dict(self.metadata)
+        entry["scores"] = {name: {"last": last, "count": count, "mean": mean} for name, last, count, mean in self.scores}
         return entry
 
 
@@ -213,6 +223,12 @@ class RunQuery:
     since: str | None = None
     until: str | None = None
     problem: Problem | None = None
+    tags: tuple[str, ...] | None = None
+    """Runs with every one of these tags."""
+    metadata: tuple[tuple[str, str], ...] | None = None
+    """Runs whose metadata has every one of these ``(key, value)``."""
+    scores: tuple[tuple[str, str | None], ...] | None = None
+    """Runs with a score of each name; its last value equal to the text given, when one is."""
     sort: SortKey = SortKey.CREATED_AT
     order: Order = Order.DESC
     limit: int = 50
@@ -225,7 +241,7 @@ class RunQuery:
         """Whether any filter narrows the runs (beyond the scope)."""
         return any(getattr(self, name) is not None for name in
                    ("search", "status", "agent", "service", "kind", "eval_id", "session_id", "since", "until",
-                    "problem"))
+                    "problem", "tags", "metadata", "scores"))
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,10 @@ from otel_session.core.journal import TRUNCATED_FIELD, CaptureStatus, parse_time
 
 from .model import RunRow, Scope
 
-__all__ = ["MAX_SEARCH_TEXT", "bundle_stamp", "feedback_score", "light_row", "opened_row", "row_of", "sealed_row"]
+__all__ = [
+    "MAX_SEARCH_TEXT", "bundle_stamp", "feedback_score", "is_score_value", "light_row", "opened_row", "row_of", "score_summary",
+    "sealed_row",
+]
 
 MAX_SEARCH_TEXT = 4000
 """Characters of message text kept per run for the text filter."""
@@ -93,7 +96,11 @@ class _Tally:
 
     def __init__(self) -> None:
         self.agent: str | None = None
+        self.tags: tuple[str, ...] = ()
+        self.metadata: tuple[tuple[str, str], ...] = ()
         self.run_status: str | None = None
+        self.scores: list[tuple[str, Any]] = []
+        """``(name, value)`` of the scores the app set on its run's and turns' spans, in record order."""
         self.interrupted_turn = False
         self.turns = 0
         self.messages = 0
@@ -168,7 +175,13 @@ class _Tally:
             self._turn_finished(event, payload, seq)
         elif kind == "run_started":
             self.agent = payload.get("agent") if isinstance(payload.get("agent"), str) else self.agent
+            self.tags = tuple(sorted(set(_str_list(payload.get("tags")) or ())))
+            metadata = payload.get("metadata")
+            if isinstance(metadata, dict):
+                self.metadata = tuple(sorted((str(key), str(value)) for key, value in metadata.items()
+                                             if isinstance(value, (str, int, float))))
         elif kind == "run_finished":
+            self.add_scores(payload)
             self.run_status = payload.get("status") if isinstance(payload.get("status"), str) else "unknown"
             if self.run_status != "ok":
                 reason = f" ({payload['reason']})" if isinstance(payload.get("reason"), str) else ""
@@ -185,7 +198,13 @@ class _Tally:
         self.close_asked_turn()
         return sorted(self._recorded_turn_ms if self.turns else self._asked_turn_ms)
 
+    def add_scores(self, payload: dict[str, Any]) -> None:
+        scores = payload.get("scores")
+        if isinstance(scores, dict):
+            self.scores += [(str(name), value) for name, value in scores.items() if is_score_value(value)]
+
     def _turn_finished(self, event: dict[str, Any], payload: dict[str, Any], seq: int) -> None:
+        self.add_scores(payload)
         finished_ms = _ms(event.get("at"))
         if self._turn_started_ms is not None and finished_ms is not None and finished_ms >= self._turn_started_ms:
             self._recorded_turn_ms.append(finished_ms - self._turn_started_ms)
@@ -251,23 +270,56 @@ def bundle_stamp(run_path: str | os.PathLike[str]) -> str:
     return ":".join(parts)
 
 
-def feedback_score(run_path: str | os.PathLike[str]) -> tuple[int, float | None]:
-    """``(count, mean rating)`` of the run's ``feedback.ndjson`` (symlinks never followed)."""
+def _score_text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def feedback_score(run_path: str | os.PathLike[str]) -> tuple[int, float | None, list[tuple[str, Any]]]:
+    """``(count, mean rating, scores)`` of the run's ``feedback.ndjson`` (symlinks never followed):
+    its ratings, and its scores' ``(name, value)`` in file order."""
     try:
         fd = os.open(os.path.join(run_path, layout.FEEDBACK_FILE), os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
         with os.fdopen(fd, "rb") as handle:
             data = handle.read()
     except OSError:
-        return 0, None
+        return 0, None, []
     ratings = []
+    scores: list[tuple[str, Any]] = []
     for line in data.splitlines():
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-        if isinstance(record, dict) and type(record.get("rating")) is int:
+        if not isinstance(record, dict):
+            continue
+        if type(record.get("rating")) is int:
             ratings.append(record["rating"])
-    return (len(ratings), round(sum(ratings) / len(ratings), 2)) if ratings else (0, None)
+        elif record.get("kind") == "score" and isinstance(record.get("name"), str) and is_score_value(record.get("value")):
+            scores.append((record["name"], record["value"]))
+    return (len(ratings), round(sum(ratings) / len(ratings), 2) if ratings else None, scores)
+
+
+def score_summary(scores: list[tuple[str, Any]]) -> tuple[tuple[str, str, int, float | None], ...]:
+    """Per name ``(name, last value as text, count, mean)`` (``RunRow.scores``): the mean of numbers
+    and booleans (true is 1); None when a category is among them."""
+    found: dict[str, list[Any]] = {}  # name -> [last, count, numbers]
+    for name, value in scores:
+        known = found.setdefault(name, [None, 0, []])
+        known[0] = _score_text(value)
+        known[1] += 1
+        if not isinstance(value, str):
+            known[2].append(float(value))
+    return tuple((name, last, count, round(sum(numbers) / count, 4) if len(numbers) == count else None)
+                 for name, (last, count, numbers) in sorted(found.items()))
+
+
+def is_score_value(value: Any) -> bool:
+    """A score's value: a finite number, a boolean, or a category (text of at most 100 characters)."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, (int, float)):
+        return math.isfinite(value)
+    return isinstance(value, str) and 0 < len(value) <= 100
 
 
 def _place(root: Path, run_path: Path) -> tuple[str, str, Scope]:
@@ -379,7 +431,8 @@ def _row(root: Path, bundle: BundleRead, stamp: str, *, tally: _Tally | None = N
     start_ms, end_ms = _ms(started), _ms(ended)
     latencies = sorted(tally.latencies)
     turn_times = tally.turn_times()
-    feedback_count, feedback_mean = feedback_score(bundle.path)
+    feedback_count, feedback_mean, scores = feedback_score(bundle.path)
+    scores = score_summary(tally.scores + scores)  # the app's (from its spans), then the viewer's
     return RunRow(
         path=path, directory=directory, scope=scope, session_id=manifest.get("session_id"),
         run_id=str(manifest.get("run_id") or bundle.path.name), kind=str(manifest.get("kind", "?")),
@@ -400,6 +453,6 @@ def _row(root: Path, bundle: BundleRead, stamp: str, *, tally: _Tally | None = N
         problems=tuple(tally.problems),
         diagnostics=tuple(dict.fromkeys(diagnostic.code.value for diagnostic in bundle.diagnostics))
         if diagnostics is None else diagnostics,
-        feedback_count=feedback_count, feedback_mean=feedback_mean,
+        feedback_count=feedback_count, feedback_mean=feedback_mean, scores=scores, tags=tally.tags, metadata=tally.metadata,
         search_text="\n".join(tally.text).lower(), stamp=stamp,
     )

@@ -45,6 +45,7 @@ from sqlalchemy.pool import StaticPool
 from otel_session.core.log import get_logger
 
 from .cursor import decode_cursor, row_cursor, session_cursor
+from .labels import label_filters
 from .settings import no_room, schema_lock
 from .model import (
     CatalogUnavailable, Known, Order, Page, Problem, RunQuery, RunRow, Scope, SessionGroup, SessionsPage, SortKey,
@@ -55,7 +56,7 @@ __all__ = ["FLEET_COLUMNS", "SCHEMA_VERSION", "SqlCatalog"]
 
 logger = get_logger(__name__)
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 _BUSY_TIMEOUT_S = 30.0
 _BATCH = 500
 _SCHEMA_LOCK = 0x6F74656C  # PostgreSQL advisory lock held while the catalog's tables are made
@@ -103,6 +104,7 @@ runs = Table(
     Column("search_text", Text, nullable=False),
     Column("stamp", Text, nullable=False),
     Column("location", Text),
+    *(Column(name, Text, nullable=False) for name in ("tags", "metadata", "scores")),
     Index("runs_by_created", "created_at", "path", "origin"),
     Index("runs_by_directory", "directory", "created_at"),
     Index("runs_by_session", "session_id"),
@@ -123,7 +125,9 @@ facets = Table("facets", metadata, Column("name", String(16), primary_key=True),
 _SORT_COLUMNS = {key: runs.c[key.value] for key in SortKey if key.value in runs.c}
 _SORT_COLUMNS[SortKey.FEEDBACK] = runs.c.feedback_mean
 _ROW_FIELDS = [column.name for column in runs.columns]
-_JSON_FIELDS = ("models", "problems", "diagnostics", "usage_by_model")
+_JSON_FIELDS = ("models", "problems", "diagnostics", "usage_by_model", "tags", "metadata", "scores")
+_TUPLE_FIELDS = ("usage_by_model", "metadata", "scores")
+"""JSON fields whose items are rows of a fixed shape (tuples again when read)."""
 
 
 def _upsert_text(replace: bool) -> Any:
@@ -159,7 +163,7 @@ def _values(row: RunRow, origin: str) -> dict[str, Any]:
 def _row(mapping: Any) -> RunRow:
     values = dict(mapping)
     values.update({name: tuple(orjson.loads(values[name])) for name in _JSON_FIELDS})
-    values["usage_by_model"] = tuple(tuple(usage) for usage in values["usage_by_model"])  # rows of a fixed shape
+    values.update({name: tuple(tuple(item) for item in values[name]) for name in _TUPLE_FIELDS})
     values["scope"] = Scope(values["scope"])
     values.pop("tokens")
     return RunRow(**values)
@@ -544,7 +548,7 @@ _PROBLEMS = {
     Problem.INTEGRITY_FAILED: runs.c.integrity.in_(("invalid", "failed")),
 }
 FLEET_COLUMNS = ("created_at", "session_id", "repeated_asks", "guards_blocked", "tool_errors", "integrity",
-                 "turn_p50_ms", "turn_p95_ms", "usage_by_model")
+                 "turn_p50_ms", "turn_p95_ms", "usage_by_model", "scores")
 """What the dashboard reads of each run (``SqlCatalog.fleet``)."""
 
 
@@ -566,6 +570,7 @@ def _filters(query: RunQuery) -> list[Any]:
         conditions.append(runs.c.created_at < query.until)
     if query.problem is not None:
         conditions.append(_PROBLEMS[query.problem])
+    conditions.extend(label_filters(query, runs.c.tags, runs.c["metadata"], runs.c.scores))
     if query.search is not None:
         conditions.append(or_(*(runs.c[name].icontains(query.search, autoescape=True)
                                 for name in ("session_id", "run_id", "eval_id", "agent", "search_text"))))

@@ -61,6 +61,7 @@ from otel_session.instrument.flask import (
     SESSION_ID_HEADER,
     FlaskOtelSession,
 )
+from otel_session.core.semconv import RUN_TAGS
 from otel_session.core.log import get_logger, redact_root_handlers
 from otel_session.core.stop_signal import StopSignal
 
@@ -290,7 +291,8 @@ def setup_telemetry(otlp_endpoints: Sequence[str], journal_dir: str | None) -> o
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):
         attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": SERVICE_NAME}
-        provider = TracerProvider(resource=Resource.create(attributes))
+        labels = {"deployment.environment": "demo", RUN_TAGS: ["demo"]}  # every run's metadata and tags
+        provider = TracerProvider(resource=Resource.create({**labels, **attributes}))
         trace.set_tracer_provider(provider)
         if not otlp_endpoints:
             provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # OTEL_EXPORTER_OTLP_* env

@@ -7,7 +7,7 @@ Usage::
 Runs the demo stack on free loopback ports into a temporary bundle root, plays its conversations,
 waits until every run is sealed, and photographs the viewer's pages in Debian's Chromium (never a
 downloaded browser) at 1440 px, light and dark, and at 800 px: the sessions list, the session that
-asked twice (its facts), its replay, and the dashboard when the viewer has one.
+asked twice (its facts), its replay and its span tree, and the dashboard when the viewer has one.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def _pages(viewer_url: str, conversations: list[dict]) -> dict[str, str]:
     return {
         "sessions": viewer_url,
         "session": f"{viewer_url}sessions/{session}",
+        "spans": f"{viewer_url}sessions/{session}/runs/{run}#spans",  # before the replay: a load, not a jump
         "replay": f"{viewer_url}sessions/{session}/runs/{run}",
         "dashboard": f"{viewer_url}dashboard",
     }
@@ -53,6 +54,11 @@ def take(out: Path, viewer_url: str, conversations: list[dict]) -> list[Path]:
                 if response is None or response.status == 404:
                     continue  # a page this viewer does not have
                 page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+                if url.endswith("#spans"):  # the span tree, its run and first turn opened
+                    for node in ("kind-run", "kind-turn"):
+                        page.locator(f"#spans details.{node} > summary").first.click(timeout=30_000)
+                    page.wait_for_selector("#spans details.kind-turn table.span-records")
+                    page.eval_on_selector("#spans-section", "(section) => section.scrollIntoView()")
                 target = out / f"demo-{name}{suffix}.png"
                 page.screenshot(path=str(target), full_page=False)
                 written.append(target)

@@ -28,10 +28,11 @@ from otel_session.instrument import _clock, _runtime
 from otel_session.instrument._context import SCOPE_KEY, Scope, current_session_id, open_run_for
 from otel_session.instrument._log import capture_failed, warn_once
 from otel_session.instrument._section import Nothing, Section, label
-from otel_session.instrument._spans import event_adder, mark_error
+from otel_session.instrument._spans import event_adder, mark_error, span_attributes
 from otel_session.core.journal import EventType, RunKind, run_id_from_trace_id
 from otel_session.normalize import JournalEvent
 from otel_session.normalize.codec import EVENT_NAMES, encode
+from otel_session.normalize.labels import run_labels, span_scores
 
 if TYPE_CHECKING:
     from otel_session.instrument._handles import OpenRun, OpenTurn
@@ -121,7 +122,7 @@ class RunHandle:
         if not self.open:
             return
         self.open = False
-        event = self.event(_E[EventType.RUN_FINISHED], {"status": status})
+        event = self.event(_E[EventType.RUN_FINISHED], {"status": status, **span_scores(span_attributes(self.span))})
         self.span.set_attributes(encode(event.type, event.payload))
         self.append(event)
         self._recorder.finish_run(self)
@@ -207,6 +208,7 @@ class run(Section):  # noqa: N801
             payload["agent"] = self.agent
         if self.eval_id:
             payload["eval_id"] = self.eval_id
+        payload.update(run_labels(self._attributes, recorder.resource_attributes))  # tags, metadata
         started = recorder.redactor.redact_event(JournalEvent(_E[EventType.RUN_STARTED], 0, payload))
         agent = started.payload.get("agent")  # redacted, like every name this span carries
         name = f"invoke_agent {agent}" if agent else "invoke_agent"

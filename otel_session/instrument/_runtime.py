@@ -92,6 +92,8 @@ class Recorder:
         resource = getattr(tracer_provider, "resource", None)
         resource_attributes = resource.attributes if resource is not None else {}
         self.service_name: str | None = resource_attributes.get("service.name")
+        self.resource_attributes: dict[str, Any] = dict(resource_attributes)
+        """The tracer provider's resource: its tags and metadata label every run (``normalize.labels``)."""
         session_id = resource_attributes.get(SESSION_ID)
         self.resource_session_id: str | None = session_id if isinstance(session_id, str) and session_id else None
         """``session.id`` of the resource (``OTEL_RESOURCE_ATTRIBUTES``): the session of every span

@@ -20,7 +20,7 @@ from opentelemetry.trace import Status, StatusCode
 from otel_session.core import semconv as sc
 from otel_session.redact import Redactor
 
-__all__ = ["event_adder", "mark_error"]
+__all__ = ["event_adder", "mark_error", "span_attributes"]
 
 class _OwnEvent(_SdkEvent):
     """An SDK ``Event`` made from attributes already valid: ``Event.__init__`` less its base-class
@@ -81,3 +81,9 @@ def mark_error(span: trace.Span, exc: BaseException, redactor: Redactor) -> None
     span.set_attribute(sc.ERROR_TYPE, error_type)
     span.set_status(Status(StatusCode.ERROR, error_type))
 
+
+
+def span_attributes(span: trace.Span) -> Any:
+    """The attributes set on ``span`` so far (an SDK span's; none for a non-recording one)."""
+    attributes = getattr(span, "attributes", None)
+    return attributes if attributes is not None else {}

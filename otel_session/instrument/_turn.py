@@ -28,6 +28,8 @@ from otel_session.instrument._run import ChildSection, SpanEvents
 from otel_session.instrument._section import Nothing, label, labels
 from otel_session.core.journal import EventType
 from otel_session.normalize.codec import encode
+from otel_session.normalize.labels import span_scores
+from otel_session.instrument._spans import span_attributes
 
 if TYPE_CHECKING:
     from otel_session.instrument._handles import OpenRun, OpenTurn
@@ -130,6 +132,7 @@ class TurnHandle:
             payload["interrupted"] = True
         if self.guards_truncated:
             payload["guards_truncated"] = self.guards_truncated
+        payload.update(span_scores(span_attributes(self.span)))  # otel_session.score.<name> the app set
         event = self.run.event(_E[EventType.TURN_FINISHED], payload, span_id=self.span_id_hex, turn_index=self.index)
         self.span.set_attributes(encode(event.type, event.payload))
         self.run.append(event)

@@ -26,6 +26,7 @@ import orjson
 from otel_session.core.journal import EventType, RunKind
 from otel_session.normalize.spans import JournalEvent
 from otel_session.normalize.view import SpanView
+from otel_session.normalize.labels import run_labels, span_scores
 from otel_session.normalize.genai_deltas import deltas_of, dropped_deltas
 from otel_session.normalize.genai_messages import (
     DETAILS_EVENT,
@@ -128,7 +129,7 @@ def _mapped(span: SpanView, add_body: Callable[[SpanView, _SpanIds, list[Journal
         add_body(span, ids, events)
     if root:
         status = "error" if span.status_code == "error" else "ok"
-        events.append(_event(ids, _RUN_FINISHED, span.end_time_ns, {"status": status}))
+        events.append(_event(ids, _RUN_FINISHED, span.end_time_ns, {"status": status, **span_scores(attributes)}))
     return events
 
 
@@ -139,6 +140,7 @@ def _run_started_payload(span: SpanView) -> dict[str, Any]:
     attributes = span.attributes
     payload: dict[str, Any] = {"kind": attributes.get("otel_session.run.kind") or RunKind.LIVE.value}
     payload["agent"] = _agent_of(span) or _agent_span_name(span) or span.service_name or span.name
+    payload.update(run_labels(attributes, span.resource_attributes))  # tags, metadata
     return payload
 
 

@@ -23,6 +23,7 @@ from otel_session.core.journal import EventType
 from otel_session.normalize.spans import JournalEvent
 from otel_session.normalize.view import SpanView
 from otel_session.normalize.codec import SPAN_EVENTS, decode
+from otel_session.normalize.labels import run_labels, span_scores
 
 __all__ = ["SCOPE_NAME", "is_own_span", "map_span"]
 
@@ -100,12 +101,15 @@ def _status(span: SpanView) -> str:
 def _map_run(span: SpanView) -> list[JournalEvent]:
     builder = _Builder(span)
     builder.span(span, _E[EventType.RUN_STARTED], _E[EventType.RUN_FINISHED], {"status": _status(span)})
+    builder.events[0].payload.update(run_labels(span.attributes, span.resource_attributes))  # tags, metadata
+    builder.events[-1].payload.update(span_scores(span.attributes))
     return builder.events
 
 
 def _map_turn(span: SpanView) -> list[JournalEvent]:
     builder = _Builder(span, turn_index=span.attributes.get(sc.TURN_INDEX))
     builder.span(span, _E[EventType.TURN_STARTED], _E[EventType.TURN_FINISHED])
+    builder.events[-1].payload.update(span_scores(span.attributes))
     return builder.events
 
 

@@ -115,3 +115,68 @@ def test_times_are_local_with_utc_on_hover_and_ids_are_copied_on_click(browser, 
         assert page.evaluate("() => navigator.clipboard.readText()") == sample.latest_run
     finally:
         context.close()
+
+
+def test_one_capture_column_speaks_only_when_a_run_is_not_the_normal_case(browser, serve, sample):
+    server = serve(sample.root)
+    context = _context(browser)
+    try:
+        page = context.new_page()
+        page.goto(server.url + "/")
+        page.wait_for_selector("body[data-ready=true]")
+        headers = page.locator("#sessions thead th").all_inner_texts()
+        assert "Capture" in headers and "Integrity" not in headers
+        cells = {row.get_attribute("data-run-id"): row.locator("td.capture")
+                 for row in page.locator("#sessions tbody tr").all()}
+        assert cells[sample.latest_run].inner_text() == ""  # complete and verified: nothing to say
+        broken = cells[sample.broken_run].locator(".badge")
+        assert broken.inner_text() == "invalid bundle"
+        assert "capture: complete" in broken.get_attribute("title") and "integrity: invalid" in broken.get_attribute("title")
+        page.select_option("select[name=status]", "capture_failed")
+        page.wait_for_function("() => document.querySelectorAll('#sessions tbody tr').length === 1")
+        assert page.locator("#sessions tbody tr").get_attribute("data-run-id") == sample.broken_run
+        page.goto(server.url + _pages(sample)["session"])
+        page.wait_for_selector("body[data-ready=true]")
+        assert "Integrity" not in page.locator("#runs thead th").all_inner_texts()
+        assert page.locator(f"#runs tbody tr[data-run-id='{sample.latest_run}'] td.capture").inner_text() == ""
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("name", ["sessions", "replay"])
+def test_every_time_shown_is_local_with_utc_on_hover(browser, serve, sample, name):
+    server = serve(sample.root)
+    context = _context(browser, timezone_id="Asia/Tokyo")  # UTC+9
+    try:
+        page = context.new_page()
+        page.goto(server.url + _pages(sample)[name])
+        page.wait_for_selector("body[data-ready=true]")
+        scope = "#sessions tbody" if name == "sessions" else "#p-at"
+        page.wait_for_selector(f"{scope} time")
+        shown = page.locator(f"{scope} time").first
+        utc = shown.get_attribute("datetime")
+        assert shown.inner_text()[11:13] == f"{(int(utc[11:13]) + 9) % 24:02d}"
+        assert shown.get_attribute("title") == f"{utc[:10]} {utc[11:19]}Z (UTC)"
+        assert "Z" not in page.inner_text(scope)  # no UTC-only stamp left beside it
+    finally:
+        context.close()
+
+
+def test_the_dashboard_s_hours_are_local_and_its_days_say_utc(browser, serve, sample):
+    server = serve(sample.root)
+    context = _context(browser, timezone_id="Asia/Tokyo")  # UTC+9
+    try:
+        page = context.new_page()
+        for bucket in ("hour", "day"):
+            page.goto(server.url + _pages(sample)["dashboard"] + f"&bucket={bucket}")
+            page.wait_for_selector("body[data-ready=true]")
+            labels = page.evaluate("() => window.Chart.getChart('chart-volume').data.labels")
+            answer = page.evaluate(f"() => fetch('/api/dashboard?since=2026-11-29T00:00&until=2026-12-02T00:00"
+                                   f"&bucket={bucket}').then((r) => r.json())")
+            starts = [entry["start"] for entry in answer["buckets"]]
+            if bucket == "hour":
+                assert [label[11:13] for label in labels] == [f"{(int(start[11:13]) + 9) % 24:02d}" for start in starts]
+            else:
+                assert labels == [f"{start} (UTC day)" for start in starts]
+    finally:
+        context.close()

@@ -53,6 +53,10 @@ def test_the_exported_run_replays_from_file_with_no_network(browser, sample, tmp
         assert "Friday" not in page.locator("#conversation").inner_text()  # replays: the past only
         assert page.locator("#exported-facts tbody tr").count() == 3
         assert "sometime soon" in page.locator("#exported-facts").inner_text()
+        page.click("#spans-section > summary")  # the span tree reads the bundle in hand
+        page.wait_for_selector("#spans details.kind-run")
+        assert page.locator("#spans details.kind-turn").count() == 3
+        assert page.inner_text("#spans .spans-status").endswith(f"records 1–{last} of {last}")
         assert requests == [] and errors == []
     finally:
         context.close()

@@ -42,12 +42,13 @@ function bucketEnd(start, bucket) {
 }
 
 /** The home list of the runs behind a figure: the range (or one bucket), the filters, a problem. */
-function runsHref({ since, until, problem } = {}) {
+function runsHref({ since, until, problem, score } = {}) {
   const params = new URLSearchParams();
   for (const name of FILTERS) if (query.get(name)) params.set(name, query.get(name));
   if (since) params.set("since", since);
   if (until) params.set("until", until);
   if (problem) params.set("problem", problem);
+  if (score) params.set("score", score);
   return `/?${params}`;
 }
 
@@ -99,7 +100,8 @@ function chart(id, type, labels, datasets, options = {}, onPick = null) {
 function renderCharts(answer) {
   for (const made of charts.splice(0)) made.destroy();
   const buckets = answer.buckets;
-  const labels = buckets.map((bucket) => bucket.start.replace("T", " ") + (answer.bucket === "hour" ? ":00" : ""));
+  const labels = buckets.map((bucket) => (answer.bucket === "hour" // an hour in the viewer's zone; a day is a UTC day
+    ? toLocal(`${bucket.start}:00`).replace("T", " ") : `${bucket.start} (UTC day)`));
   const open = (index, problem) => {
     const start = buckets[index].start;
     location.href = runsHref({ since: start, until: bucketEnd(start, answer.bucket), problem });
@@ -125,6 +127,17 @@ function renderCharts(answer) {
       backgroundColor: colors[2] },
   ], { scales: { cost: { position: "right", beginAtZero: true, ticks: { color: css("--muted") }, grid: { display: false } } } },
   (element) => open(element.index));
+  const names = Object.keys(answer.totals.scores ?? {}); // a score's mean over time: one line per name
+  document.getElementById("scores-figure").hidden = names.length === 0;
+  if (names.length) {
+    chart("chart-scores", "line", labels, names.map((name, position) => ({
+      label: name, data: buckets.map((b) => b.scores?.[name] ?? null), spanGaps: true,
+      borderColor: colors[position % colors.length], backgroundColor: colors[position % colors.length],
+    })), {}, (element) => {
+      const start = buckets[element.index].start;
+      location.href = runsHref({ since: start, until: bucketEnd(start, answer.bucket), score: names[element.datasetIndex] });
+    });
+  }
 }
 
 function renderModels(answer) {

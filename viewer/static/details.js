@@ -2,7 +2,7 @@
 // call's model and token usage, a tool's arguments, result or error, status and duration, and the
 // raw JSON of its records (collapsible, highlighted, as stored: the bundle is already redacted).
 // Everything goes in as text nodes.
-import { fill, h, shortTime } from "./dom.js";
+import { fill, h, timeNode } from "./dom.js";
 import { latencyText } from "./facts-view.js";
 import { durationText } from "./runs-view.js";
 
@@ -110,8 +110,8 @@ export function renderDetails(target, span) {
       h("strong", {}, span.label ?? span.kind),
       span.error ? h("span", { class: "badge status-error" }, "error") : null,
       h("span", { class: "muted" }, first
-        ? ` seq ${first.seq}${last !== first ? `–${last.seq}` : ""} · ${shortTime(first.at)}`
-        : ` seq ${span.startSeq ?? "?"}–${span.endSeq ?? "?"} · ${shortTime(span.summary?.start_at)}`),
+        ? [` seq ${first.seq}${last !== first ? `–${last.seq}` : ""} · `, timeNode(first.at)]
+        : [` seq ${span.startSeq ?? "?"}–${span.endSeq ?? "?"} · `, timeNode(span.summary?.start_at)]),
       span.endMs != null ? h("span", { class: "muted" }, ` · ${durationText(span.endMs - span.startMs)}${span.open ? " (open)" : ""}`) : null,
       h("button", { type: "button", class: "close", id: "details-close", title: "Close details" }, "×")),
     body(span),

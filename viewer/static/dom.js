@@ -116,3 +116,27 @@ export function idNode(id, shown = id) {
   const text = String(id ?? "");
   return h("code", { class: "id", title: `${text} · click to copy`, "data-copy": text }, String(shown ?? ""));
 }
+
+/** Send `form` as JSON (`bodyOf(FormData)`) to `url`, once per deliberate submit: the button is off
+ * while a request is in flight and after a save, until the form is edited again; a saved form is
+ * cleared, `output` says where it went, then `onSaved()`. */
+export function jsonForm(form, output, url, bodyOf, onSaved) {
+  const submit = form.querySelector("button[type=submit]");
+  form.addEventListener("input", () => { submit.disabled = false; });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (submit.disabled) return;
+    submit.disabled = true;
+    try {
+      const answer = await api(url, {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(bodyOf(new FormData(form))),
+      });
+      form.reset();
+      output.textContent = `Saved for ${answer.run_id}${answer.fallback_to_latest_run ? " (the latest run)" : ""}.`;
+      await onSaved();
+    } catch (error) {
+      submit.disabled = false;
+      output.textContent = `Not saved: ${error.message}`;
+    }
+  });
+}

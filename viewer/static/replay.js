@@ -9,7 +9,7 @@
 // seeking or scrolling to the top of the conversation fetches another window. Its timeline and
 // state graph are drawn from per-turn summaries (`…/turns`), never from every record.
 import { Replayer, runEvents, stateFrom } from "./reducer.js";
-import { api, clearError, fill, h, markReady, runPath, shortTime, showError } from "./dom.js";
+import { api, clearError, fill, h, markReady, runPath, showError, timeNode } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
 import { parseTar, readBundle } from "./bundle.js";
 import { buildTimeline, buildTurnTimeline, turnGraphEvents } from "./timeline.js";
@@ -17,6 +17,7 @@ import { TimelineView } from "./timeline-view.js";
 import { renderDetails } from "./details.js";
 import { buildGraph } from "./graph.js";
 import { GraphView } from "./graph-view.js";
+import { SpanTree } from "./spans-view.js";
 
 const MAX_IDLE_MS = 2000; // a long quiet stretch in the journal plays as at most 2 s
 const TICK_MS = 16;
@@ -61,6 +62,7 @@ const view = {
 
 const timelineView = new TimelineView($("timeline"), { onPick: pick });
 const graphView = new GraphView($("graph"));
+const spanTree = new SpanTree($("spans"), spanPage);
 
 // -- model: the reducer's Replayer owns the seq-ordered journal --------------------------------
 
@@ -220,7 +222,7 @@ function renderPanel(state, event) {
   $("p-turn").textContent = state.turn_index ?? "–";
   $("p-state").textContent = state.state ?? "–";
   $("p-event").textContent = event ? `#${event.seq} ${event.type}` : "–";
-  $("p-at").textContent = event ? shortTime(event.at) : "–";
+  fill($("p-at"), event ? timeNode(event.at) : "–");
   fillBox("p-slots", "slots", Object.entries(state.slots ?? {}).map(([slot, value]) =>
     h("div", {}, h("strong", {}, slot), ": ", typeof value === "string" ? value : JSON.stringify(value))));
   fillBox("p-tools", "tools", (state.tools ?? []).map((tool) =>
@@ -411,6 +413,19 @@ function attach() {
 
 // -- sources: the server (snapshot + SSE tail) or a bundle file ----------------------------------
 
+/** A page of the run's records for the span tree: the server's `/events`, or the file's in hand. */
+async function spanPage(after, limit) {
+  if (!view.offline) return api(`${runPath(view.sessionId, view.runId)}/events?after_seq=${after}&limit=${limit}`);
+  const start = indexAt(after) + 1;
+  const page = events().slice(start, start + limit);
+  const more = start + limit < events().length;
+  return { events: page, next_after_seq: more ? page[page.length - 1].seq : null, last_seq: lastSeq() };
+}
+
+function spansOpened() {
+  if ($("spans-section").open && spanTree.loaded === 0 && !spanTree.done) spanTree.loadMore().catch(showError);
+}
+
 async function loadSnapshot() {
   const records = [];
   let after = 0;
@@ -571,6 +586,8 @@ async function openBundleFile(file) {
   view.long = null;
   setEvents(runEvents(bundle.events, bundle.manifest));
   view.cursor = lastSeq();
+  spanTree.reset(spanPage);
+  spansOpened();
   clearError(); // a good file replaces whatever a previous bad file reported
   document.body.dataset.empty = "false";
   scheduleRender();
@@ -590,6 +607,11 @@ ui.turnJump.addEventListener("change", () => {
   }
 });
 ui.follow.addEventListener("click", attach);
+$("spans-section").addEventListener("toggle", spansOpened);
+if (location.hash === "#spans") { // a link to the span tree: opened, in view
+  $("spans-section").open = true;
+  $("spans-section").scrollIntoView();
+}
 ui.conversation.addEventListener("click", (event) => {
   const item = event.target.closest("[data-message-id], [data-tool-call-id]");
   if (!item) return;

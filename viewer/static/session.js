@@ -1,9 +1,12 @@
-// Session page: what went wrong in any of its runs, the runs (eval runs too), per-turn facts of the
-// chosen run (latest by default, and it says so), past feedback and the feedback form.
-import { api, badge, enc, fill, h, idNode, markReady, showError, timeNode } from "./dom.js";
+// Session page: what went wrong in any of its runs, the runs (eval runs too), the whole session's
+// transcript, per-turn facts of the chosen run (latest by default, and it says so), past feedback
+// and the feedback form.
+import { api, badge, enc, fill, h, idNode, jsonForm, markReady, showError, timeNode } from "./dom.js";
 import { renderIntegrity } from "./integrity.js";
+import { mountTranscript } from "./transcript-view.js";
 import { askedAgainText, clip, costText, hasLatency, latencySummaryText, latencyText, modelCallText, slotTriad, usageText, verdictText } from "./facts-view.js";
-import { feedbackText, kindText, tokensText } from "./runs-view.js";
+import { captureNode, feedbackText, kindText, labelsNode, scoresNode, tokensText } from "./runs-view.js";
+import { mountScores } from "./scores-view.js";
 
 const REFRESH_MS = 2000; // while a run records, the runs and problems are fetched again this often
 
@@ -28,8 +31,9 @@ function runRow(run) {
     h("td", {}, tokensText(run)),
     h("td", { class: run.problems.length ? "problem-count has-problems" : "problem-count" }, run.problems.length || "–"),
     h("td", {}, feedbackText(run.feedback)),
-    h("td", {}, badge(run.capture_status ?? "missing", run.capture_status ?? "invalid")),
-    h("td", {}, badge(run.integrity, run.integrity)),
+    h("td", { class: "capture" }, captureNode(run)),
+    h("td", { class: "labels" }, labelsNode(run, (name, value) => { location.href = `/?${new URLSearchParams({ [name]: value })}`; })),
+    h("td", { class: "scores" }, scoresNode(run, (name) => { location.href = `/?${new URLSearchParams({ score: name })}`; })),
     h("td", {},
       h("a", { href: `${here}?run_id=${enc(run.run_id)}` }, "facts"), " · ",
       h("a", { href: replayHref(run.run_id) }, "replay"), " · ",
@@ -210,37 +214,18 @@ async function loadRuns() {
   return answer.runs;
 }
 
-// One record per deliberate submit: the button is off while a request is in flight and after a
-// save, until the form is edited again; a saved form is cleared.
-const form = document.getElementById("feedback");
-const submit = form.querySelector("button[type=submit]");
-form.addEventListener("input", () => { submit.disabled = false; });
-form.addEventListener("submit", async (event) => {
-  event.preventDefault();
-  if (submit.disabled) return;
-  submit.disabled = true;
-  const fields = new FormData(form);
-  const body = { rating: Number(fields.get("rating")), comment: String(fields.get("comment") ?? "") };
-  if (chosenRun) body.run_id = chosenRun;
-  const output = document.getElementById("feedback-result");
-  try {
-    const answer = await api(`/api/sessions/${enc(sessionId)}/feedback`, {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
-    });
-    form.reset();
-    output.textContent = `Saved for ${answer.run_id}${answer.fallback_to_latest_run ? " (the latest run)" : ""}.`;
-    await Promise.all([loadFeedback(), loadRuns()]);
-  } catch (error) {
-    submit.disabled = false;
-    output.textContent = `Not saved: ${error.message}`;
-  }
-});
+jsonForm(document.getElementById("feedback"), document.getElementById("feedback-result"),
+  `/api/sessions/${enc(sessionId)}/feedback`, (fields) => ({
+    rating: Number(fields.get("rating")), comment: String(fields.get("comment") ?? ""), ...(chosenRun ? { run_id: chosenRun } : {}),
+  }), () => Promise.all([loadFeedback(), loadRuns()]));
 
 const facts = loadFacts();
 const runs = facts.catch(() => {}).then(loadRuns); // the bound run is known first, to mark its row
 // Session-wide facts cover live runs: an eval-only session has none to ask for.
 const sessionWide = runs.then((listed) => (listed ?? []).some((run) => run.kind === "live") && loadSessionFacts());
-Promise.allSettled([facts, runs, loadFeedback(), sessionWide]).then((results) => {
+const transcript = mountTranscript(document.getElementById("transcript-section"), sessionId);
+const scores = mountScores(document.getElementById("scores-section"), sessionId, chosenRun, loadRuns);
+Promise.allSettled([facts, runs, loadFeedback(), sessionWide, transcript, scores]).then((results) => {
   const failed = results.find((result) => result.status === "rejected");
   if (failed) showError(failed.reason);
   else markReady();

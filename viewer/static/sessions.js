@@ -2,12 +2,14 @@
 // pages it (GET /api/runs: one catalog query a page). The query lives in the URL, so a filtered view
 // can be shared; pages follow the answer's keyset cursor (stable while runs arrive), and the cursors
 // of the pages before this one are kept here for "Newer".
-import { api, badge, enc, fill, h, markReady, shortTime, showError } from "./dom.js";
-import { durationText, feedbackText, kindText, tokensText } from "./runs-view.js";
+import { api, badge, enc, fill, h, markReady, showError, timeNode } from "./dom.js";
+import { captureNode, durationText, feedbackText, kindText, labelsNode, scoresNode, tokensText } from "./runs-view.js";
 
 const PAGE = 50;
 const TYPING_MS = 200;
-const FILTERS = ["q", "status", "kind", "eval_id", "agent", "service", "since", "until"];
+const FILTERS = ["q", "status", "kind", "eval_id", "agent", "service", "since", "until", "tag", "meta", "score"];
+const TYPED = ["q", "tag", "meta", "score"]; // applied once typing pauses
+const PREFIXED = { meta: "meta.", score: "score." }; // form "KEY=VALUE" <-> URL "meta.KEY=VALUE"
 const FACETS = { agent: "agent", service: "service", eval_id: "eval_id" };
 
 const form = document.getElementById("filters");
@@ -51,14 +53,16 @@ function row(run) {
     h("td", {}, run.service ?? "–"),
     h("td", { title: run.problems.map((problem) => problem.message).join("\n") }, badge(run.status, run.status),
       run.problem_count ? h("span", { class: "has-problems" }, ` ${run.problem_count}`) : ""),
-    h("td", {}, shortTime(run.created_at)),
+    h("td", {}, timeNode(run.created_at)),
     h("td", { class: "num" }, durationText(run.duration_ms)),
     h("td", { class: "num turns" }, run.turns),
     h("td", { class: "num" }, run.model_calls),
     h("td", { class: "num" }, tokensText(run)),
     h("td", { class: "num" }, feedbackText(run.feedback)),
-    h("td", {}, badge(run.capture_status ?? "missing", run.capture_status ?? "invalid")),
-    h("td", {}, badge(run.integrity, run.integrity)),
+    h("td", { class: "capture" }, captureNode(run)),
+    h("td", { class: "labels" }, labelsNode(run, (name, value) =>
+      (name === "tag" ? setFilter("tag", value) : setFilter("meta", `${name.slice(5)}=${value}`)))),
+    h("td", { class: "scores" }, scoresNode(run, (name) => setFilter("score", name))),
   );
 }
 
@@ -104,13 +108,35 @@ async function load() {
   document.body.dataset.total = String(answer.total);
 }
 
+/** The URL's `meta.KEY=VALUE` (or `score=NAME`, `score.NAME=VALUE`) as the form's "KEY=VALUE" (the first one). */
+function prefixedOfQuery(field) {
+  if (field === "score" && query.get("score")) return query.get("score");
+  for (const [name, value] of query) if (name.startsWith(PREFIXED[field])) return `${name.slice(PREFIXED[field].length)}=${value}`;
+  return "";
+}
+
+/** The form's "KEY=VALUE" into the URL (a score's "NAME" alone: runs with that score). */
+function setPrefixed(field, text) {
+  for (const name of [...query.keys()]) if (name.startsWith(PREFIXED[field]) || name === field) query.delete(name);
+  const at = text.indexOf("=");
+  if (at > 0) query.set(`${PREFIXED[field]}${text.slice(0, at).trim()}`, text.slice(at + 1).trim());
+  else if (field === "score" && text.trim()) query.set("score", text.trim());
+}
+
+/** One filter from a clicked chip: the form shows it, the list applies it. */
+function setFilter(field, text) {
+  form.elements[field].value = text;
+  update({ [field]: text });
+}
+
 function update(changes) {
   if (!("cursor" in changes)) { // a new filter or order starts again at the first page
     before.length = 0;
     query.delete("cursor");
   }
   for (const [name, value] of Object.entries(changes)) {
-    if (value === "" || value == null) query.delete(name);
+    if (name in PREFIXED) setPrefixed(name, value ?? "");
+    else if (value === "" || value == null) query.delete(name);
     else query.set(name, value);
   }
   const search = query.toString();
@@ -126,7 +152,7 @@ function fromForm(name) {
 for (const name of FILTERS) {
   const field = form.elements[name];
   const value = query.get(name) ?? "";
-  field.value = (name === "since" || name === "until") ? value.replace(/Z$/, "") : value;
+  field.value = name in PREFIXED ? prefixedOfQuery(name) : (name === "since" || name === "until") ? value.replace(/Z$/, "") : value;
 }
 form.addEventListener("input", (event) => {
   const name = event.target.name;
@@ -135,7 +161,7 @@ form.addEventListener("input", (event) => {
   // Every filter as the form shows it: a filter changed while a search is still being typed
   // (its timer cancelled here) applies the search too, never the URL's older one.
   const apply = () => update(Object.fromEntries(FILTERS.map((filter) => [filter, fromForm(filter)])));
-  if (name === "q") typing = setTimeout(apply, TYPING_MS);
+  if (TYPED.includes(name)) typing = setTimeout(apply, TYPING_MS);
   else apply();
 });
 form.addEventListener("submit", (event) => event.preventDefault());

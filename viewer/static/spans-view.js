@@ -1,0 +1,187 @@
+// The run's spans as a collapsible tree, with every record each span left in the bundle.
+//
+// A bundle keeps journal records, not spans (docs/bundle-format.md): each record carries the
+// trace and span id it came from, its time and its payload (redacted as the bundle is), but not
+// the span's parent, its other attributes, its events or its resource. So the tree groups the
+// records by span id and nests the groups as the run nests them: turn spans under the run's span,
+// the spans of a turn's messages, tools and guards under that turn's. Records with no span id
+// (written by the API with no span, or a test's writer) are grouped by what they are about.
+//
+// It reads the run a page at a time (`source(afterSeq, limit)`, the `/events` reads): a run of a
+// million records is never read whole; "Load more" fetches the next page and merges it (of a run
+// still recording, the records written since).
+import { fill, h, timeNode } from "./dom.js";
+import { durationText } from "./runs-view.js";
+
+const PAGE = 1000;
+const MAX_RECORDS_SHOWN = 200; // a span's records listed at once; the rest behind "show all"
+
+/** The group a record belongs to: its span, else the message, tool or turn it is about. */
+function groupKey(record) {
+  if (record.span_id) return `s:${record.trace_id ?? ""}/${record.span_id}`;
+  if (record.message_id != null) return `m:${record.message_id}`;
+  if (record.tool_call_id != null) return `t:${record.tool_call_id}`;
+  if (record.type === "run_started" || record.type === "run_finished" || record.turn_index == null) return "run";
+  return `turn:${record.turn_index}`;
+}
+
+function atMs(at) {
+  const value = Date.parse(at);
+  return Number.isNaN(value) ? null : value;
+}
+
+/** What a group of records is, from the records themselves: name, kind and status. */
+function describe(group) {
+  const types = new Set(group.records.map((record) => record.type));
+  const first = (type) => group.records.find((record) => record.type === type);
+  let kind = "span";
+  let name = group.key.startsWith("s:") ? `span ${group.spanId}` : "records";
+  if (types.has("run_started") || types.has("run_finished")) {
+    kind = "run";
+    name = `run ${first("run_started")?.payload?.agent ?? ""}`.trim();
+  } else if (types.has("turn_started") || types.has("turn_finished")) {
+    kind = "turn";
+    name = `turn ${group.turnIndex ?? "?"}`;
+  } else if (types.has("tool_execution_started") || types.has("tool_execution_finished")) {
+    kind = "tool";
+    name = `tool ${first("tool_execution_started")?.payload?.name ?? "?"}`;
+  } else if (types.has("message_started") || types.has("message_finished") || types.has("assistant_delta")) {
+    kind = "message";
+    const finished = first("message_finished")?.payload;
+    name = `${first("message_started")?.payload?.role ?? "assistant"} message${finished?.model ? ` · ${finished.model}` : ""}`;
+  } else if (types.has("guard_evaluated")) {
+    kind = "guard";
+    name = `guard ${first("guard_evaluated")?.payload?.name ?? "?"}`;
+  } else if (group.key.startsWith("turn:")) {
+    kind = "turn";
+    name = `turn ${group.turnIndex}`;
+  }
+  const failed = group.records.some((record) =>
+    (record.type === "tool_execution_finished" && record.payload?.status === "error")
+    || (record.type === "run_finished" && record.payload?.status !== "ok"));
+  const closed = types.has("run_finished") || types.has("turn_finished") || types.has("message_finished")
+    || types.has("tool_execution_finished") || kind === "guard" || kind === "span";
+  return { kind, name, status: failed ? "error" : closed ? "ok" : "open" };
+}
+
+export class SpanTree {
+  /** `source(afterSeq, limit)` resolves to `{events, next_after_seq, last_seq?}` (the `/events` page). */
+  constructor(target, source) {
+    this.target = target;
+    this.source = source;
+    this.groups = new Map();
+    this.after = 0;
+    this.done = false;
+    this.lastSeq = null;
+    this.loaded = 0;
+    this.recording = false;
+    this.open = new Set();
+  }
+
+  reset(source) {
+    Object.assign(this, { source, groups: new Map(), after: 0, done: false, lastSeq: null, loaded: 0, recording: false });
+  }
+
+  async loadMore() {
+    if (this.done) return;
+    const page = await this.source(this.after, PAGE);
+    for (const record of page.events) this.add(record);
+    this.loaded += page.events.length;
+    if (page.last_seq != null) this.lastSeq = page.last_seq;
+    if (page.events.length) this.after = page.next_after_seq ?? page.events[page.events.length - 1].seq;
+    this.recording = page.capture_status === "recording";
+    if (page.next_after_seq == null && !this.recording) this.done = true; // a recording run may have more later
+    this.render();
+  }
+
+  add(record) {
+    const key = groupKey(record);
+    let group = this.groups.get(key);
+    if (!group) {
+      group = { key, spanId: record.span_id ?? null, traceId: record.trace_id ?? null, turnIndex: record.turn_index ?? null, records: [] };
+      this.groups.set(key, group);
+    }
+    if (group.turnIndex == null && record.turn_index != null) group.turnIndex = record.turn_index;
+    group.records.push(record);
+  }
+
+  /** The groups nested: turns under the run, the rest under their turn (else the run). */
+  tree() {
+    const described = [...this.groups.values()].map((group) => ({ ...group, ...describe(group), children: [] }));
+    const run = described.find((node) => node.kind === "run");
+    const turns = new Map();
+    for (const node of described) if (node.kind === "turn" && !turns.has(node.turnIndex)) turns.set(node.turnIndex, node);
+    const roots = [];
+    for (const node of described) {
+      const parent = node === run ? null
+        : node.kind === "turn" ? run : (turns.get(node.turnIndex) ?? run);
+      (parent && parent !== node ? parent.children : roots).push(node);
+    }
+    const order = (nodes) => {
+      nodes.sort((a, b) => a.records[0].seq - b.records[0].seq);
+      for (const node of nodes) order(node.children);
+      return nodes;
+    };
+    return order(roots);
+  }
+
+  render() {
+    const roots = this.tree();
+    const total = this.lastSeq != null ? ` of ${this.lastSeq}` : "";
+    fill(this.target,
+      h("p", { class: "muted spans-status" },
+        `${this.groups.size} span${this.groups.size === 1 ? "" : "s"} from records 1–${this.loaded}${total}`,
+        this.done ? "" : h("button", { type: "button", class: "spans-more", onclick: () => this.loadMore() },
+          this.recording ? "Load new records" : `Load ${PAGE} more records`)),
+      h("ul", { class: "span-tree", role: "tree" }, roots.map((node) => this.nodeView(node))));
+  }
+
+  nodeView(node) {
+    const first = node.records[0];
+    const last = node.records[node.records.length - 1];
+    const start = atMs(first.at);
+    const end = atMs(last.at);
+    const body = h("div", { class: "span-body" });
+    const show = () => fill(body,
+      h("dl", { class: "span-ids" },
+        h("dt", {}, "span id"), h("dd", {}, h("code", {}, node.spanId ?? "none (records grouped by what they are about)")),
+        h("dt", {}, "trace id"), h("dd", {}, h("code", {}, node.traceId ?? "none")),
+        h("dt", {}, "start"), h("dd", {}, timeNode(first.at))),
+      this.recordsView(node));
+    const details = h("details", { class: `span-node kind-${node.kind}`, dataset: { key: node.key, spanId: node.spanId ?? "" },
+      open: this.open.has(node.key), ontoggle: (event) => { // a span's records are drawn when it is opened
+        if (event.target !== details) return;
+        if (details.open) { this.open.add(node.key); show(); } else this.open.delete(node.key);
+      } },
+      h("summary", {},
+        h("strong", {}, node.name), " ",
+        h("span", { class: "badge" }, node.kind), " ",
+        h("span", { class: `badge status-${node.status}` }, node.status), " ",
+        h("span", { class: "muted" }, start != null && end != null ? durationText(end - start) : "–",
+          ` · ${node.records.length} record${node.records.length === 1 ? "" : "s"} · seq ${first.seq}–${last.seq}`)),
+      body,
+      node.children.length ? h("ul", { role: "group" }, node.children.map((child) => this.nodeView(child))) : null);
+    if (details.open) show();
+    return h("li", { role: "treeitem" }, details);
+  }
+
+  recordsView(node) {
+    const shown = node.records.slice(0, MAX_RECORDS_SHOWN);
+    return h("table", { class: "grid span-records" },
+      h("thead", {}, h("tr", {}, h("th", {}, "seq"), h("th", {}, "record"), h("th", {}, "at"), h("th", {}, "attributes"))),
+      h("tbody", {}, shown.map((record) => h("tr", { dataset: { seq: record.seq } },
+        h("td", { class: "num" }, record.seq),
+        h("td", {}, record.type),
+        h("td", {}, timeNode(record.at)),
+        h("td", { class: "span-attributes" }, JSON.stringify(attributesOf(record)))))),
+      node.records.length > shown.length
+        ? h("caption", { class: "muted" }, `first ${shown.length} of ${node.records.length} records`) : null);
+  }
+}
+
+const SHOWN_ELSEWHERE = new Set(["seq", "at", "type", "session_id", "run_id", "span_id", "trace_id"]);
+
+/** A record's own fields beside the ids and time the row already shows: its payload and the rest. */
+function attributesOf(record) {
+  return Object.fromEntries(Object.entries(record).filter(([name]) => !SHOWN_ELSEWHERE.has(name)));
+}
