@@ -90,6 +90,28 @@ def test_a_model_call_shows_its_model_tokens_and_first_delta(page, serve, live_w
     assert not page.errors
 
 
+def test_a_turn_closed_by_a_frameworks_state_with_no_index_draws_no_turn_bar(page, serve, live_writer, journal):
+    """pydantic-ai's declared slots close the turn its user message opened with a turn_finished
+    that has no index (normalize/state.py): the waterfall shows the messages, not a "turn ?"."""
+    run = live_writer.open_run(session_id="pyd", run_id="run-00000000-0000-4000-8000-0000000000d1", created_at_ns=journal.BASE_NS)
+    script = journal.Script(run, journal.BASE_NS)
+    script("run_started", {"kind": "live", "agent": "booker"})
+    script("message_started", {"role": "user"}, message_id="u1")
+    script("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": "A table for 2"}]}, message_id="u1")
+    script("message_started", {"role": "assistant"}, message_id="a1")
+    script("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": "Booked"}]}, message_id="a1")
+    script("slot_write", {"slot": "party_size", "value": 2, "previous": None, "source": "output"})
+    script("turn_finished", {"required_slots": ["party_size", "date"], "missing_required_slots": ["date"]})
+    run.close(run_status="ok")
+    assert live_writer.force_flush()
+    page.goto(f"{serve(live_writer.root).url}/sessions/pyd/runs/{run.run_id}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.locator("#timeline g.span.kind-message").count() == 2
+    assert page.locator("#timeline g.span.kind-turn").count() == 0
+    assert "turn ?" not in page.inner_text("#timeline")
+    assert not page.errors
+
+
 def _long_run(writer, journal, run_id: str, messages: int = 30):
     run = writer.open_run(session_id="long", run_id=run_id, created_at_ns=journal.BASE_NS)
     script = journal.Script(run, journal.BASE_NS)

@@ -50,8 +50,13 @@ export function buildTimeline(events) {
     times.push(ms);
     const payload = event.payload && typeof event.payload === "object" ? event.payload : {};
     let span = null;
-    if (event.type === "turn_started" || event.type === "turn_finished") {
-      span = spanFor(spans, byKey, `turn:${event.turn_index}`, "turn", event, base, 0);
+    // A turn_finished with no index and no turn of its own (a framework's state closing a turn that
+    // a user message opened) has no bar to close: the turn is the messages', not a "turn ?".
+    const turnKey = `turn:${event.turn_index}`;
+    const turnRecord = event.type === "turn_started"
+      || (event.type === "turn_finished" && (event.turn_index != null || byKey.has(turnKey)));
+    if (turnRecord) {
+      span = spanFor(spans, byKey, turnKey, "turn", event, base, 0);
       span.records.push(event);
       span.label = `turn ${event.turn_index ?? "?"} · ${payload.state ?? ""}`;
       if (event.type === "turn_finished") {
