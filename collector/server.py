@@ -80,7 +80,7 @@ from otel_session.core.journal import CaptureStatus
 from otel_session.bundle.write import BundleWriter, WriterLimits
 from otel_session.bundle.upload import chain_hooks
 from otel_session.catalog import CatalogError, CatalogKeeper, open_catalog, writer_hooks
-from otel_session.collector.storing import close_locations, store_uploader
+from otel_session.collector.storing import backlog_guard, close_locations, store_uploader
 from otel_session.collector.claiming import RunClaims, open_claims, set_aside
 
 __all__ = [
@@ -349,7 +349,8 @@ class Collector:
         self._catalog_keeper: CatalogKeeper | None = None
         self.claims = open_claims(self.root, options, self.counters) if bundle else None
         """The runs this collector holds in a shared catalog (None with the root's own catalog)."""
-        self.sink = BundleSink(self.writer, self.redactor, options, counters=self.counters, claims=self.claims)
+        self.sink = BundleSink(self.writer, self.redactor, options, counters=self.counters, claims=self.claims,
+                               admit_run=backlog_guard(self.uploader, options))
         self.forwarder = (
             Forwarder(
                 options.forward,

@@ -122,6 +122,7 @@ class BundleSink:
         derive_sessions: bool = True,
         repeats_expected: bool = False,
         claims: RunClaims | None = None,
+        admit_run: Callable[[], None] | None = None,
         **settings: Any,
     ) -> None:
         """``options`` (default: ``CollectorOptions()``, from the environment) with ``settings``
@@ -131,7 +132,8 @@ class BundleSink:
         session within ``hold_unrouted_s`` is recorded as a session of its own (off: counted
         ``no_session``, the span exporter's way). ``repeats_expected``: spans of a sealed run are
         an expected repeat (``import`` of a file again), logged at debug, not as warnings. ``claims``:
-        the runs this collector holds in a shared catalog (``claiming``), asked at a run's first batch."""
+        the runs this collector holds in a shared catalog (``claiming``), asked at a run's first batch;
+        ``admit_run`` raises ``Overloaded`` when no new run may open now (the store's backlog)."""
         options = (options or CollectorOptions()).with_values(**settings)
         self.writer = writer
         self.redactor = redactor
@@ -144,6 +146,7 @@ class BundleSink:
         self.ack_after_write = ack_after_write
         self.derive_sessions = derive_sessions
         self.claims = claims
+        self.admit_run = admit_run
         self._report = Reporter(self.counters, logging.DEBUG if repeats_expected else logging.WARNING)
         self._clock = clock
         self._journal = SpanJournal(writer, redactor, self.counters, self._report, clock)
@@ -357,6 +360,8 @@ class BundleSink:
         self, trace_id: int, session_id: str, spans: list[SpanView], result: SubmitResult, now: float, *,
         session_derived: bool = False,
     ) -> OpenRun | None:
+        if self.admit_run is not None:
+            self.admit_run()  # raises Overloaded: nothing of the request is taken
         agents = genai.RunAgent()
         identity = run_identity(session_id, spans, agents)
         run_id = identity.run_id

@@ -5,6 +5,7 @@ Contract::
     uploader = Uploader(store, root, keep_local=False, on_stored=record).start()
     writer = BundleWriter(root, hooks=chain_hooks(catalog_hook, uploader))   # told of runs as they seal
     uploader.wait_idle(timeout_s)          # True once nothing waits (tests, shutdown)
+    uploader.waiting_bytes                 # bytes of the sealed runs waiting on disk for the store
     uploader.close()                       # stops the thread; what is left waits on disk for the next start
 
 A sealed run is uploaded (``store.put_run``: one object, checked by size and MD5), then
@@ -70,6 +71,14 @@ def _sealed(run_dir: Path) -> bool:
     return isinstance(capture, dict) and capture.get("status") not in (None, CaptureStatus.RECORDING.value)
 
 
+def _bytes_of(run_dir: Path) -> int:
+    """The bytes of a run's files (a bundle is one flat directory of a few files)."""
+    try:
+        return sum(entry.stat().st_size for entry in os.scandir(run_dir) if entry.is_file(follow_symlinks=False))
+    except OSError:
+        return 0
+
+
 class Uploader:
     """Uploads sealed runs of one root on a daemon thread (``bundle.write.RunHooks``)."""
 
@@ -84,7 +93,9 @@ class Uploader:
         self.failures = 0
         self.last_failure: str | None = None
         self._queue: collections.deque[str] = collections.deque()
-        self._queued: set[str] = set()
+        self._queued: dict[str, int] = {}
+        """Each waiting run and its bytes on disk."""
+        self.waiting_bytes = 0
         self._busy = False
         self._changed = threading.Condition()
         self._stop = False
@@ -120,9 +131,11 @@ class Uploader:
             self._thread.join(30)
 
     def _enqueue(self, relative: str) -> None:
+        size = _bytes_of(self.root / relative)
         with self._changed:
             if relative not in self._queued:
-                self._queued.add(relative)
+                self._queued[relative] = size
+                self.waiting_bytes += size
                 self._queue.append(relative)
                 self._changed.notify_all()
 
@@ -160,7 +173,7 @@ class Uploader:
             backoff = 0.0
             with self._changed:
                 self._queue.popleft()
-                self._queued.discard(relative)
+                self.waiting_bytes -= self._queued.pop(relative, 0)
                 self._busy = False
                 self._changed.notify_all()
 
