@@ -51,9 +51,9 @@ class _Locations:
                 self.catalog = open_catalog(self.root)
             if self.catalog is None:
                 return
-            if relative not in self.catalog.rows([relative]):
+            if not self.catalog.set_location(relative, stored.location):  # no row: sealed before a crash
                 self.catalog.upsert_sealed([row_of(self.root, self.root / relative)])
-            self.catalog.set_location(relative, stored.location)
+                self.catalog.set_location(relative, stored.location)
         except CatalogError as exc:
             logger.warning("store: %s stored at %s, but the catalog did not take its location: %s",
                            relative, stored.location, exc)
