@@ -5,7 +5,7 @@ official OTLP/HTTP exporter, whose own retry is what lands a refused request. A 
 reach the collector not holding it are refused retryably (503 + Retry-After) and land at its
 holder once the ring moves back; after a kill -9 of the holder, the other collector takes the run
 over once the lease (short here: ``--claim-lease``) ran out. Exactly one bundle of the run is in
-the catalog.
+the catalog, also after the killed collector came back.
 """
 
 from __future__ import annotations
@@ -99,5 +99,13 @@ def test_spans_of_a_run_held_elsewhere_are_refused_retryably_and_taken_over_afte
         rows = [row for row in catalog.page(RunQuery(limit=50)).rows if row.run_id == run_id]
         assert len(rows) == 1, orjson.dumps([row.origin for row in rows]).decode()
         assert rows[0].origin.endswith(str((tmp_path / "b").resolve()))
+        # A comes back on its root: its part of the run, left recording at the kill, is the new
+        # owner's run now: set aside, never resumed, listed or uploaded.
+        restarted = CollectorProcess(a.root, env, *args)
+        collectors.append(restarted)
+        assert not [run for run in iter_runs(a.root) if run.run_id == run_id]
+        assert list((a.root / ".taken-over").rglob(f"{run_id}/events.ndjson"))
+        restarted.stop()
+        assert [row.origin for row in catalog.page(RunQuery(limit=50)).rows if row.run_id == run_id] == [rows[0].origin]
     finally:
         catalog.close()
