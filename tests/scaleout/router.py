@@ -5,6 +5,7 @@ Each export request is decoded and each trace's spans re-posted to the collector
 picks on the ring (``trace_id % len(ring)``). ``ring`` may be changed while it runs (a collector
 added or gone): what the gateway's resolver does. A collector's refusal (503 + ``Retry-After``)
 goes back to the exporter as it came, so the exporter's own retry sends the request again.
+``by_request=True`` is the broken alternative, for contrast: whole requests round-robin.
 """
 
 from __future__ import annotations
@@ -17,14 +18,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 
+from otel_session.core.journal import run_id_from_trace_id
+
 __all__ = ["TraceIdRouter"]
 
 
 class TraceIdRouter:
     """OTLP/HTTP in on loopback; each trace to ``ring[trace_id % len(ring)]`` (OTLP/HTTP traces URLs)."""
 
-    def __init__(self, ring: list[str]) -> None:
+    def __init__(self, ring: list[str], *, by_request: bool = False) -> None:
         self.ring = list(ring)
+        self.by_request = by_request
+        self.routed: dict[str, int] = {}
+        """Each run (trace) and the index on the ring it was last sent to."""
         self.answers: dict[str, list[int]] = defaultdict(list)
         """Each target's answers (HTTP statuses), in order."""
         self.requests = 0
@@ -64,8 +70,10 @@ class TraceIdRouter:
         for resource_spans in request.resource_spans:
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
-                    target = ring[int.from_bytes(span.trace_id, "big") % len(ring)]
-                    out = parts[target].resource_spans.add()
+                    trace_id = int.from_bytes(span.trace_id, "big")
+                    index = (self.requests if self.by_request else trace_id) % len(ring)
+                    self.routed[run_id_from_trace_id(trace_id)] = index
+                    out = parts[ring[index]].resource_spans.add()
                     out.resource.CopyFrom(resource_spans.resource)
                     out.schema_url = resource_spans.schema_url
                     scope = out.scope_spans.add()
