@@ -122,3 +122,35 @@ def test_a_collector_with_the_catalog_in_its_root_has_no_claims(tmp_path: Path, 
     monkeypatch.delenv("OTEL_SESSION_ORIGIN", raising=False)
     collector = Collector(tmp_path, grpc_address=None, http_address=None)
     assert collector.claims is None and collector.sink.claims is None
+
+
+def test_a_run_held_by_another_collector_is_refused_retryably_over_both_transports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import grpc
+
+    from otel_session.collector.otlp import Signal, parse_json
+
+    monkeypatch.setenv("OTEL_SESSION_CATALOG", f"sqlite:///{tmp_path / 'shared.sqlite3'}")
+    monkeypatch.delenv("OTEL_SESSION_ORIGIN", raising=False)
+    a, b = (Collector(tmp_path / name, grpc_address="127.0.0.1:0", http_address="127.0.0.1:0") for name in ("a", "b"))
+    a.start()
+    b.start()
+    try:
+        request = _trace_request("held-elsewhere")
+        assert _post(a.http_port, request)[0] == 200
+        with grpc.insecure_channel(f"127.0.0.1:{b.grpc_port}") as channel:
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            with pytest.raises(grpc.RpcError) as refused:
+                export(parse_json(request, Signal.TRACES).SerializeToString(), timeout=30)
+        assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
+        connection = http.client.HTTPConnection("127.0.0.1", b.http_port, timeout=30)
+        connection.request("POST", "/v1/traces", body=request, headers={"Content-Type": "application/json"})
+        answer = connection.getresponse()
+        assert (answer.status, answer.getheader("Retry-After")) == (503, "1")
+        assert "one writer per run" in orjson.loads(answer.read())["message"]
+        connection.close()
+        assert b.counters.snapshot()["refused_claimed"] == 2
+        assert not (tmp_path / "b" / "sessions").exists()
+    finally:
+        a.stop()
+        b.stop()
