@@ -154,3 +154,30 @@ def test_a_run_held_by_another_collector_is_refused_retryably_over_both_transpor
     finally:
         a.stop()
         b.stop()
+
+
+def test_with_postgresql_down_recording_goes_on_and_claims_resume_when_it_returns(postgres, caplog):  # noqa: F811
+    if isinstance(postgres, str):
+        pytest.skip(f"no PostgreSQL server here: {postgres}")
+    url = postgres.create_database(f"claims_{next(_databases)}")
+    now = [1_000.0]
+    claims = RunClaims(lambda: ClaimTable(url, owner="me", collector="m:1"), owner="me", lease_s=60,
+                       counters=Counters(), clock=lambda: now[0])
+    other = ClaimTable(url, owner="other", collector="o:1")
+    try:
+        assert claims.check([1]) == frozenset()
+        postgres.halt()
+        try:
+            assert claims.check([2]) == frozenset()  # not refused: recording goes on
+            claims.renew_if_due()
+            assert "recording goes on" in caplog.text
+        finally:
+            postgres.restart()
+        now[0] += 30  # past the retry period (and a renewal is due)
+        claims.renew_if_due()
+        assert claims.check([3]) == frozenset()
+        held = other.claim([run_id_from_trace_id(n) for n in (1, 3)], now=now[0], lease_s=60)
+        assert {claim.owner for claim in held.values()} == {"me"}  # both held by this collector, renewed
+    finally:
+        claims.close()
+        other.close()
