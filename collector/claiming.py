@@ -127,11 +127,24 @@ class RunClaims:
         if table is None:
             return
         try:
-            table.renew(now=now, lease_s=self.lease_s)
+            renewed = table.renew(now=now, lease_s=self.lease_s)
+            if renewed < len(self._owned):  # a pause past the lease: another collector took runs over
+                self._forget_lost(table.open_claims())
         except CatalogError as exc:
             self._failed(exc, now)
             return
         self._renewed_at = now
+
+    def _forget_lost(self, still_ours: set[str]) -> None:
+        """Runs whose claims another collector took (this one did not renew in time): their next
+        batches here ask the catalog again, and are refused while their new owner holds them."""
+        lost = {trace_id for trace_id in self._owned if run_id_from_trace_id(trace_id) not in still_ours}
+        if lost:
+            self._owned.difference_update(lost)
+            self.counters.add("claims_lost", len(lost))
+            logger.warning("%d run claim(s) were taken over by another collector: this one did not renew them "
+                           "within --claim-lease (%.0f s); their spans go to the new owner from now", len(lost),
+                           self.lease_s)
 
     def release(self, trace_ids: Iterable[int]) -> None:
         """The runs of ``trace_ids`` were sealed here."""

@@ -132,7 +132,7 @@ class Counters:
         "duplicate_spans", "log_events_duplicate",
         "forward_dropped", "log_records_forward_dropped", "forward_retried",
         "duplicate_spans", "log_events_duplicate", "held_spans_derived_early", "runs_reopened",
-        "runs_taken_over",
+        "runs_taken_over", "claims_lost",
         *(f"refused_{reason.value}" for reason in RetryReason),
     )
     """``forward_dropped`` / ``log_records_forward_dropped``: items whose forward copy was dropped at

@@ -5,6 +5,7 @@ Contract::
     table = ClaimTable(url, owner="host:/bundles", collector="host:4242:1f2e")   # CatalogUnavailable
     claims = table.claim(["run-…"], now=time.time(), lease_s=30)   # {run_id: Claim(owner, state, taken_from)}
     table.renew(now=…, lease_s=30)      # one statement: every open claim of this collector, lease pushed on
+    table.open_claims()                 # the runs this collector holds open (after a renewal found fewer)
     table.release(["run-…"], now=…)     # the run sealed here: others reject its spans as sealed
     table.close()
 
@@ -140,6 +141,16 @@ class ClaimTable:
                                               run_claims.c.state == ClaimState.OPEN.value)
                      .values(lease_until=now + lease_s))
         return self._write(statement)
+
+    def open_claims(self) -> set[str]:
+        """The runs this collector holds open now."""
+        try:
+            with self._engine.connect() as connection:
+                return set(connection.execute(select(run_claims.c.run_id).where(
+                    run_claims.c.owner == self.owner, run_claims.c.collector == self.collector,
+                    run_claims.c.state == ClaimState.OPEN.value)).scalars())
+        except SQLAlchemyError as exc:
+            raise CatalogUnavailable(f"the run claims failed: {_reason(exc)}") from None
 
     def release(self, run_ids: Iterable[str], *, now: float) -> int:
         """The runs sealed here: their claims stay, sealed (later spans of them are rejected anywhere)."""

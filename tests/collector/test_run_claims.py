@@ -181,3 +181,22 @@ def test_with_postgresql_down_recording_goes_on_and_claims_resume_when_it_return
     finally:
         claims.close()
         other.close()
+
+
+def test_a_collector_that_paused_past_its_lease_learns_at_its_renewal_which_runs_it_lost(shared_url: str):
+    now = [1_000.0]
+    counters = Counters()
+    paused = RunClaims(lambda: ClaimTable(shared_url, owner="paused", collector="p:1"), owner="paused", lease_s=10,
+                       counters=counters, clock=lambda: now[0])
+    other = ClaimTable(shared_url, owner="other", collector="o:1")
+    try:
+        assert paused.check([1, 2]) == frozenset()
+        now[0] += 11  # no renewal for longer than the lease: the other collector takes run 1 over
+        assert other.claim([run_id_from_trace_id(1)], now=now[0], lease_s=10)[run_id_from_trace_id(1)].owner == "other"
+        paused.renew_if_due()
+        assert paused.owned == frozenset({2}) and counters.snapshot()["claims_lost"] == 1
+        with pytest.raises(Overloaded):  # its next batch of run 1 is refused: the new owner records it
+            paused.check([1])
+    finally:
+        paused.close()
+        other.close()
