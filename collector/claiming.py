@@ -8,6 +8,7 @@ Contract::
     set_aside(root, run_dir)                  # such a run, out of the root's runs (never resumed, listed, uploaded)
     claims.renew_if_due()                     # the sealer's tick: one statement for every open claim
     claims.release(trace_ids)                 # runs sealed here
+    may_store = store_guard(root, claims)     # the uploader's question: a run another collector took is set aside
     claims.close()
 
 Only a run's first batch at this collector asks the catalog (``catalog.claims``): the runs claimed
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -39,7 +41,7 @@ from otel_session.core.log import get_logger, log_id
 if TYPE_CHECKING:
     from otel_session.catalog.claims import ClaimTable
 
-__all__ = ["TAKEN_OVER_DIR", "RunClaims", "collector_id", "open_claims", "set_aside"]
+__all__ = ["TAKEN_OVER_DIR", "RunClaims", "collector_id", "open_claims", "set_aside", "store_guard"]
 
 logger = get_logger(__name__)
 
@@ -63,6 +65,7 @@ class RunClaims:
         self._clock = clock
         self._table: ClaimTable | None = None
         self._retry_at = float("-inf")
+        self._opening = threading.Lock()
         self._owned: set[int] = set()
         self._renewed_at = clock()
 
@@ -146,6 +149,19 @@ class RunClaims:
                            "within --claim-lease (%.0f s); their spans go to the new owner from now", len(lost),
                            self.lease_s)
 
+    def holds(self, run_id: str) -> bool:
+        """Whether no other collector holds ``run_id`` (True while the catalog cannot say)."""
+        now = self._clock()
+        table = self._open(now)
+        if table is None:
+            return True
+        try:
+            owner = table.owner_of(run_id)
+        except CatalogError as exc:
+            self._failed(exc, now)
+            return True
+        return owner is None or owner == self.owner
+
     def release(self, trace_ids: Iterable[int]) -> None:
         """The runs of ``trace_ids`` were sealed here."""
         released = [trace_id for trace_id in trace_ids if trace_id in self._owned]
@@ -167,12 +183,13 @@ class RunClaims:
             self._table = None
 
     def _open(self, now: float) -> ClaimTable | None:
-        if self._table is None and now >= self._retry_at:
-            try:
-                self._table = self._opener()
-            except CatalogError as exc:
-                self._failed(exc, now)
-        return self._table
+        with self._opening:  # intake, the sealer and the uploader ask from threads of their own
+            if self._table is None and now >= self._retry_at:
+                try:
+                    self._table = self._opener()
+                except CatalogError as exc:
+                    self._failed(exc, now)
+            return self._table
 
     def _failed(self, exc: Exception, now: float) -> None:
         if now >= self._retry_at:  # once per retry period
@@ -210,3 +227,21 @@ def set_aside(root: Path, run_dir: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(run_dir, target)
     return target
+
+
+def store_guard(root: Path, claims: RunClaims | None) -> Callable[[str], bool] | None:
+    """What the uploader asks before it stores a sealed run: a run another collector took over
+    (this one paused past its lease) is set aside, never stored over the new owner's bundle."""
+    if claims is None:
+        return None
+
+    def may_store(relative: str) -> bool:
+        run_id = Path(relative).name
+        if claims.holds(run_id):
+            return True
+        moved = set_aside(root, root / relative)
+        logger.warning("run %s was taken over by another collector: its part here is set aside in %s, not stored",
+                       log_id(run_id), moved)
+        return False
+
+    return may_store

@@ -81,7 +81,7 @@ from otel_session.bundle.write import BundleWriter, WriterLimits
 from otel_session.bundle.upload import chain_hooks
 from otel_session.catalog import CatalogError, CatalogKeeper, open_catalog, writer_hooks
 from otel_session.collector.storing import backlog_guard, close_locations, store_uploader
-from otel_session.collector.claiming import RunClaims, open_claims, set_aside
+from otel_session.collector.claiming import RunClaims, open_claims, set_aside, store_guard
 
 __all__ = [
     "SERVING_GC_THRESHOLD",
@@ -342,13 +342,13 @@ class Collector:
         self.counters = Counters()
         if writer_limits is None:
             writer_limits = WriterLimits(max_queue_bytes=options.max_run_queue_bytes)
-        self.uploader = store_uploader(self.root, options) if bundle else None
+        self.claims = open_claims(self.root, options, self.counters) if bundle else None
+        """The runs this collector holds in a shared catalog (None with the root's own catalog)."""
+        self.uploader = store_uploader(self.root, options, may_store=store_guard(self.root, self.claims)) if bundle else None
         """Sealed runs to ``--store`` (None without one); the writer's hooks close it at shutdown."""
         self.writer = BundleWriter(self.root, limits=writer_limits, identifier=getattr(self.redactor, "identifier", None),
                                    hooks=chain_hooks(writer_hooks(self.root), self.uploader) if bundle else None)
         self._catalog_keeper: CatalogKeeper | None = None
-        self.claims = open_claims(self.root, options, self.counters) if bundle else None
-        """The runs this collector holds in a shared catalog (None with the root's own catalog)."""
         self.sink = BundleSink(self.writer, self.redactor, options, counters=self.counters, claims=self.claims,
                                admit_run=backlog_guard(self.uploader, options))
         self.forwarder = (

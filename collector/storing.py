@@ -64,11 +64,13 @@ class _Locations:
             self.catalog = None
 
 
-def store_uploader(root: Path, options: CollectorOptions) -> Uploader | None:
+def store_uploader(root: Path, options: CollectorOptions, *,
+                   may_store: Callable[[str], bool] | None = None) -> Uploader | None:
+    """The uploader of ``--store`` (None without one); ``may_store``: see ``Uploader``."""
     store = open_store(options.store)
     if store is None:
         return None
-    return Uploader(store, root, keep_local=options.keep_local, on_stored=_Locations(root))
+    return Uploader(store, root, keep_local=options.keep_local, on_stored=_Locations(root), may_store=may_store)
 
 
 def close_locations(uploader: Uploader | None) -> None:

@@ -83,8 +83,12 @@ class Uploader:
     """Uploads sealed runs of one root on a daemon thread (``bundle.write.RunHooks``)."""
 
     def __init__(self, store: BundleStore, root: str | os.PathLike[str], *, keep_local: bool = True,
-                 on_stored: Callable[[str, Stored], None] | None = None, max_backoff_s: float = 60.0) -> None:
+                 on_stored: Callable[[str, Stored], None] | None = None, max_backoff_s: float = 60.0,
+                 may_store: Callable[[str], bool] | None = None) -> None:
+        """``may_store(relative)``: asked before each upload; False leaves the run out (the caller
+        moved it aside: another collector's bundle of the run is the one stored)."""
         self.store = store
+        self.may_store = may_store
         self.root = Path(root)
         self.keep_local = keep_local
         self.on_stored = on_stored
@@ -179,7 +183,7 @@ class Uploader:
 
     def _upload(self, relative: str) -> None:
         run_dir = self.root / relative
-        if not run_dir.is_dir():
+        if not run_dir.is_dir() or (self.may_store is not None and not self.may_store(relative)):
             return
         stored = self.store.put_run(self.root, relative)
         self.uploaded += 1

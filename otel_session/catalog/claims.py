@@ -6,6 +6,7 @@ Contract::
     claims = table.claim(["run-…"], now=time.time(), lease_s=30)   # {run_id: Claim(owner, state, taken_from)}
     table.renew(now=…, lease_s=30)      # one statement: every open claim of this collector, lease pushed on
     table.open_claims()                 # the runs this collector holds open (after a renewal found fewer)
+    table.owner_of("run-…")             # who holds a run (the uploader asks before it stores one)
     table.release(["run-…"], now=…)     # the run sealed here: others reject its spans as sealed
     table.close()
 
@@ -141,6 +142,14 @@ class ClaimTable:
                                               run_claims.c.state == ClaimState.OPEN.value)
                      .values(lease_until=now + lease_s))
         return self._write(statement)
+
+    def owner_of(self, run_id: str) -> str | None:
+        """Who holds ``run_id`` (None: nobody claimed it)."""
+        try:
+            with self._engine.connect() as connection:
+                return connection.execute(select(run_claims.c.owner).where(run_claims.c.run_id == run_id)).scalar()
+        except SQLAlchemyError as exc:
+            raise CatalogUnavailable(f"the run claims failed: {_reason(exc)}") from None
 
     def open_claims(self) -> set[str]:
         """The runs this collector holds open now."""
