@@ -12,7 +12,7 @@ COPY pyproject.toml README.md ./
 COPY otel_session ./otel_session
 COPY collector ./collector
 COPY viewer ./viewer
-RUN pip install '.[demo]' && rm -rf /src
+RUN pip install '.[demo,postgres,s3]' && rm -rf /src
 
 # Bundles live on a volume owned by an unprivileged user (directories 0700, files 0600).
 RUN useradd --system --uid 10001 --home-dir /nonexistent otel \

@@ -15,7 +15,7 @@ import sys
 from bench import BENCH_DIR, Figure, fmt, summary_line
 
 BENCHMARKS = ("writer", "instrument", "startup", "replay", "replay_reads", "collector", "collector_instructions", "redact",
-              "viewer", "load", "peers")
+              "viewer", "load", "peers", "upload")
 PERFORMANCE_DOC = BENCH_DIR.parent / "docs" / "performance.md"
 TABLE_START, TABLE_END = "<!-- bench:start -->", "<!-- bench:end -->"
 

@@ -61,6 +61,8 @@ _BYTES = {"metavar": "BYTES", "callback": _parse_bytes}
 @_option("--max-run-queue-bytes", "max_run_queue_bytes", **_BYTES)
 @_option("--status-interval", "status_interval_s", type=click.FloatRange(min=0.1), metavar="SECONDS")
 @_option("--store", "store", metavar="s3://BUCKET[/PREFIX]")
+@_option("--max-unstored-bytes", "max_unstored_bytes", **_BYTES)
+@_option("--claim-lease", "claim_lease_s", **_SECONDS)
 @click.option("--keep-local", "keep_local", is_flag=True, default=None,
               help=f"{SETTINGS['keep_local'].help} [${SETTINGS['keep_local'].env}]")
 def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) -> None:

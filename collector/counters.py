@@ -53,6 +53,10 @@ class RetryReason(str, Enum):
     """The runs' queues together hold ``max_queued_bytes``."""
     CLOSING = "closing"
     """The collector is shutting down."""
+    CLAIMED = "claimed"
+    """Another live collector holds the run's claim in the shared catalog (the gateway's ring moved)."""
+    STORE_BACKLOG = "store_backlog"
+    """Sealed runs waiting for the bundle store hold ``max_unstored_bytes`` of the local disk."""
 
 
 class Overloaded(RuntimeError):
@@ -128,6 +132,7 @@ class Counters:
         "duplicate_spans", "log_events_duplicate",
         "forward_dropped", "log_records_forward_dropped", "forward_retried",
         "duplicate_spans", "log_events_duplicate", "held_spans_derived_early", "runs_reopened",
+        "runs_taken_over", "claims_lost",
         *(f"refused_{reason.value}" for reason in RetryReason),
     )
     """``forward_dropped`` / ``log_records_forward_dropped``: items whose forward copy was dropped at

@@ -136,6 +136,13 @@ SETTINGS: dict[str, Setting] = {
                      "for endpoint and credentials), then remove the local copy unless --keep-local."),
     "keep_local": Setting("OTEL_SESSION_KEEP_LOCAL", False, _flag,
                           "Keep a sealed run's local copy after it was stored."),
+    "claim_lease_s": Setting("OTEL_SESSION_CLAIM_LEASE", 30.0, _seconds,
+                             "With a shared catalog: a run this collector records is claimed for this long, "
+                             "renewed every third of it; another collector takes the run over once it ran out."),
+    "max_unstored_bytes": Setting("OTEL_SESSION_MAX_UNSTORED_BYTES", 1 << 30, _bytes,
+                                  "With --store: bytes of sealed runs waiting on the local disk for the store, at "
+                                  "most; past it new runs are refused retryably (503 / UNAVAILABLE, counted "
+                                  "refused_store_backlog) until uploads catch up."),
     "status_interval_s": Setting("OTEL_SESSION_STATUS_INTERVAL", 10.0, _seconds,
                                  "How often the counters status line is logged (when it changed)."),
 }
@@ -170,6 +177,8 @@ class CollectorOptions:
     status_interval_s: float = field(default_factory=_from_env("status_interval_s"))
     store: str | None = field(default_factory=_from_env("store"))
     keep_local: bool = field(default_factory=_from_env("keep_local"))
+    claim_lease_s: float = field(default_factory=_from_env("claim_lease_s"))
+    max_unstored_bytes: int = field(default_factory=_from_env("max_unstored_bytes"))
 
     def with_values(self, **values: Any) -> CollectorOptions:
         """A copy with ``values`` set (names of ``SETTINGS``)."""

@@ -39,6 +39,7 @@ import os
 import resource
 import socket
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from enum import Enum
@@ -74,11 +75,13 @@ from otel_session.collector.otlp import (
 )
 from otel_session.collector.sink import BundleSink, Counters, EventRedactor, Overloaded, TooManyRequests
 from otel_session.core.log import get_logger
-from otel_session.bundle.read import iter_runs
+from otel_session.bundle.read import RunInfo, iter_runs
+from otel_session.core.journal import CaptureStatus
 from otel_session.bundle.write import BundleWriter, WriterLimits
 from otel_session.bundle.upload import chain_hooks
 from otel_session.catalog import CatalogError, CatalogKeeper, open_catalog, writer_hooks
-from otel_session.collector.storing import close_locations, store_uploader
+from otel_session.collector.storing import backlog_guard, close_locations, store_uploader
+from otel_session.collector.claiming import RunClaims, open_claims, set_aside, store_guard
 
 __all__ = [
     "SERVING_GC_THRESHOLD",
@@ -339,12 +342,15 @@ class Collector:
         self.counters = Counters()
         if writer_limits is None:
             writer_limits = WriterLimits(max_queue_bytes=options.max_run_queue_bytes)
-        self.uploader = store_uploader(self.root, options) if bundle else None
+        self.claims = open_claims(self.root, options, self.counters) if bundle else None
+        """The runs this collector holds in a shared catalog (None with the root's own catalog)."""
+        self.uploader = store_uploader(self.root, options, may_store=store_guard(self.root, self.claims)) if bundle else None
         """Sealed runs to ``--store`` (None without one); the writer's hooks close it at shutdown."""
         self.writer = BundleWriter(self.root, limits=writer_limits, identifier=getattr(self.redactor, "identifier", None),
                                    hooks=chain_hooks(writer_hooks(self.root), self.uploader) if bundle else None)
         self._catalog_keeper: CatalogKeeper | None = None
-        self.sink = BundleSink(self.writer, self.redactor, options, counters=self.counters)
+        self.sink = BundleSink(self.writer, self.redactor, options, counters=self.counters, claims=self.claims,
+                               admit_run=backlog_guard(self.uploader, options))
         self.forwarder = (
             Forwarder(
                 options.forward,
@@ -384,7 +390,7 @@ class Collector:
             _check_can_listen("OTLP/HTTP", self._http_address, "http_address", "--http")
         if isinstance(self.receiver, Receiver):  # runs a crashed collector left open continue, or end interrupted
             self.writer.remove_abandoned_builds()
-            self.sink.resume_orphans(iter_runs(self.root, include_evals=True))
+            self.sink.resume_orphans(_ours(self.root, self.claims))
             self._catalog_keeper = _start_catalog_keeper(self.root)
             if self.uploader is not None:  # runs sealed before a crash and not yet stored go first
                 self.uploader.start()
@@ -478,6 +484,8 @@ class Collector:
         # shutdown's own bound still applies).
         self.writer.shutdown(timeout_millis=_DRAIN_TIMEOUT_MS)
         close_locations(self.uploader)
+        if self.claims is not None:
+            self.claims.close()
         self.counters.refusal_log.flush(force=True)
         if self._catalog_keeper is not None:
             self._catalog_keeper.stop()
@@ -492,6 +500,8 @@ class Collector:
             try:
                 if isinstance(self.receiver, Receiver):
                     self.sink.seal_quiet_runs()
+                    if self.claims is not None:
+                        self.claims.renew_if_due()
             except Exception:  # noqa: BLE001 - the timer must survive one bad run
                 logger.exception("sealing failed")
             self.counters.refusal_log.flush()
@@ -502,6 +512,23 @@ class Collector:
                 if status != last_status:
                     logger.info("collector status: %s open_runs=%d", status, self.sink.open_run_count)
                     last_status = status
+
+
+def _ours(root: Path, claims: RunClaims | None) -> list[RunInfo]:
+    """The runs under ``root``, but those left recording that another collector took over since
+    (its lease ran out while this root's collector was gone): those are set aside, never resumed."""
+    runs = list(iter_runs(root, include_evals=True))
+    left_open = {uuid.UUID(run.run_id.removeprefix("run-")).int: run for run in runs
+                 if run.capture_status == CaptureStatus.RECORDING.value}
+    if claims is None or not left_open:
+        return runs
+    taken = claims.not_ours(left_open)
+    for trace_id in taken:
+        moved = set_aside(root, left_open[trace_id].path)
+        logger.warning("run %s was taken over by another collector while this one was gone: its part here is "
+                       "set aside in %s, never resumed or stored", left_open[trace_id].run_id, moved)
+    return [run for run in runs if not (run.capture_status == CaptureStatus.RECORDING.value
+                                        and uuid.UUID(run.run_id.removeprefix("run-")).int in taken)]
 
 
 def _start_catalog_keeper(root: Path) -> CatalogKeeper | None:

@@ -34,7 +34,7 @@ import time
 import uuid
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from otel_session.collector.counters import (
     Counters,
@@ -71,6 +71,9 @@ from otel_session.bundle.write import (
     WaitStatus,
     WriterClosedError,
 )
+
+if TYPE_CHECKING:
+    from otel_session.collector.claiming import RunClaims
 
 __all__ = [
     "COLLECTOR_STOPPED",
@@ -118,6 +121,8 @@ class BundleSink:
         ack_after_write: bool = True,
         derive_sessions: bool = True,
         repeats_expected: bool = False,
+        claims: RunClaims | None = None,
+        admit_run: Callable[[], None] | None = None,
         **settings: Any,
     ) -> None:
         """``options`` (default: ``CollectorOptions()``, from the environment) with ``settings``
@@ -126,7 +131,9 @@ class BundleSink:
         which seals everything before it reports). ``derive_sessions``: a trace that named no
         session within ``hold_unrouted_s`` is recorded as a session of its own (off: counted
         ``no_session``, the span exporter's way). ``repeats_expected``: spans of a sealed run are
-        an expected repeat (``import`` of a file again), logged at debug, not as warnings."""
+        an expected repeat (``import`` of a file again), logged at debug, not as warnings. ``claims``:
+        the runs this collector holds in a shared catalog (``claiming``), asked at a run's first batch;
+        ``admit_run`` raises ``Overloaded`` when no new run may open now (the store's backlog)."""
         options = (options or CollectorOptions()).with_values(**settings)
         self.writer = writer
         self.redactor = redactor
@@ -138,6 +145,8 @@ class BundleSink:
         self.recorded_by = recorded_by
         self.ack_after_write = ack_after_write
         self.derive_sessions = derive_sessions
+        self.claims = claims
+        self.admit_run = admit_run
         self._report = Reporter(self.counters, logging.DEBUG if repeats_expected else logging.WARNING)
         self._clock = clock
         self._journal = SpanJournal(writer, redactor, self.counters, self._report, clock)
@@ -164,7 +173,11 @@ class BundleSink:
             by_trace[span.trace_id].append(span)
         result = SubmitResult()
         planned: list[_Planned] = []
+        # A run's first batch here claims it in a shared catalog (a round trip: outside the lock).
+        elsewhere = self.claims.check(by_trace) if self.claims is not None else ()  # raises Overloaded
         with self._lock:
+            for trace_id in elsewhere:  # sealed by the collector that held it: rejected
+                self._remember_sealed(trace_id)
             try:
                 self._check_capacity_locked(by_trace)
                 now = self._clock()
@@ -347,6 +360,8 @@ class BundleSink:
         self, trace_id: int, session_id: str, spans: list[SpanView], result: SubmitResult, now: float, *,
         session_derived: bool = False,
     ) -> OpenRun | None:
+        if self.admit_run is not None:
+            self.admit_run()  # raises Overloaded: nothing of the request is taken
         agents = genai.RunAgent()
         identity = run_identity(session_id, spans, agents)
         run_id = identity.run_id
@@ -539,6 +554,8 @@ class BundleSink:
                     self._journal.late_logs(run, settled_before=settled_before)
         for run in runs:
             self._seal(run, reason=ROOT_SPAN_MISSING)
+        if self.claims is not None:
+            self.claims.release(quiet)
         return len(runs)
 
     def seal_all(self) -> list[RunRecorder]:
@@ -547,9 +564,12 @@ class BundleSink:
             derived = self._expire_waiting(lambda first_seen: True, lambda first_seen: True, self._clock())
         self._journal_derived(derived)
         with self._lock:
-            runs = [self._take_for_seal(trace_id) for trace_id in list(self._runs)]
+            trace_ids = list(self._runs)
+            runs = [self._take_for_seal(trace_id) for trace_id in trace_ids]
         for run in runs:
             self._seal(run, reason=COLLECTOR_STOPPED)
+        if self.claims is not None:
+            self.claims.release(trace_ids)
         return [run.recorder for run in runs]
 
     def _take_for_seal(self, trace_id: int) -> OpenRun:

@@ -9,8 +9,10 @@ Contract::
 
 A run is one object, ``<PREFIX>/<relative run path>.tar``: the viewer's download archive
 (``archive.bundle_archive``: ``<run_id>/run.json``, ``events.ndjson``, ...). An upload is checked
-before it counts: the object's size must be the archive's and its ETag the archive's MD5 (one
-``PutObject``, never multipart, so the ETag is the MD5). Uploading the same run again writes the
+before it counts, in its one request: the server takes the body only with the length and the
+``Content-MD5`` sent (else the request fails), and the ETag it answers must be the archive's MD5
+(one ``PutObject``, never multipart, so the ETag is the MD5; no second request to look: a
+``HeadObject`` cost as much collector CPU as the upload itself). Uploading the same run again writes the
 same key: a retried upload never makes a second copy. Fetching unpacks only the bundle's own file
 names, as regular files, into a private directory (``archive``'s rules).
 
@@ -22,6 +24,7 @@ Endpoint and credentials come from the standard AWS variables (``AWS_ENDPOINT_UR
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import os
@@ -121,15 +124,15 @@ class S3Store:
     def put_run(self, root: Path, relative: str) -> Stored:
         path = root / _checked(relative)
         data = bundle_archive(path, path.name)
-        md5 = hashlib.md5(data).hexdigest()  # noqa: S324 - S3's ETag of a single PutObject, not a secret
+        digest = hashlib.md5(data).digest()  # noqa: S324 - S3's ETag of a single PutObject, not a secret
+        md5 = digest.hex()
         key = self.key(relative)
-        with _failing(f"upload of {relative}"):
-            self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType="application/x-tar")
-            head = self.client.head_object(Bucket=self.bucket, Key=key)
-        size, etag = head.get("ContentLength"), str(head.get("ETag", "")).strip('"')
-        if size != len(data) or etag != md5:
-            raise StoreUnavailable(f"upload of {relative} did not check: {size} bytes, ETag {etag!r}; "
-                                   f"expected {len(data)} bytes, MD5 {md5}")
+        with _failing(f"upload of {relative}"):  # the server checks the body against Content-MD5 (and its length)
+            put = self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType="application/x-tar",
+                                         ContentLength=len(data), ContentMD5=base64.b64encode(digest).decode())
+        etag = str(put.get("ETag", "")).strip('"')
+        if etag != md5:  # what the server stored is what was sent: one request, no second one to look
+            raise StoreUnavailable(f"upload of {relative} did not check: ETag {etag!r}; expected MD5 {md5}")
         return Stored(f"s3://{self.bucket}/{key}", len(data), md5)
 
     def fetch_run(self, relative: str, cache: Path) -> Path:

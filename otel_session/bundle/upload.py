@@ -5,6 +5,7 @@ Contract::
     uploader = Uploader(store, root, keep_local=False, on_stored=record).start()
     writer = BundleWriter(root, hooks=chain_hooks(catalog_hook, uploader))   # told of runs as they seal
     uploader.wait_idle(timeout_s)          # True once nothing waits (tests, shutdown)
+    uploader.waiting_bytes                 # bytes of the sealed runs waiting on disk for the store
     uploader.close()                       # stops the thread; what is left waits on disk for the next start
 
 A sealed run is uploaded (``store.put_run``: one object, checked by size and MD5), then
@@ -70,12 +71,24 @@ def _sealed(run_dir: Path) -> bool:
     return isinstance(capture, dict) and capture.get("status") not in (None, CaptureStatus.RECORDING.value)
 
 
+def _bytes_of(run_dir: Path) -> int:
+    """The bytes of a run's files (a bundle is one flat directory of a few files)."""
+    try:
+        return sum(entry.stat().st_size for entry in os.scandir(run_dir) if entry.is_file(follow_symlinks=False))
+    except OSError:
+        return 0
+
+
 class Uploader:
     """Uploads sealed runs of one root on a daemon thread (``bundle.write.RunHooks``)."""
 
     def __init__(self, store: BundleStore, root: str | os.PathLike[str], *, keep_local: bool = True,
-                 on_stored: Callable[[str, Stored], None] | None = None, max_backoff_s: float = 60.0) -> None:
+                 on_stored: Callable[[str, Stored], None] | None = None, max_backoff_s: float = 60.0,
+                 may_store: Callable[[str], bool] | None = None) -> None:
+        """``may_store(relative)``: asked before each upload; False leaves the run out (the caller
+        moved it aside: another collector's bundle of the run is the one stored)."""
         self.store = store
+        self.may_store = may_store
         self.root = Path(root)
         self.keep_local = keep_local
         self.on_stored = on_stored
@@ -84,7 +97,9 @@ class Uploader:
         self.failures = 0
         self.last_failure: str | None = None
         self._queue: collections.deque[str] = collections.deque()
-        self._queued: set[str] = set()
+        self._queued: dict[str, int] = {}
+        """Each waiting run and its bytes on disk."""
+        self.waiting_bytes = 0
         self._busy = False
         self._changed = threading.Condition()
         self._stop = False
@@ -120,9 +135,11 @@ class Uploader:
             self._thread.join(30)
 
     def _enqueue(self, relative: str) -> None:
+        size = _bytes_of(self.root / relative)
         with self._changed:
             if relative not in self._queued:
-                self._queued.add(relative)
+                self._queued[relative] = size
+                self.waiting_bytes += size
                 self._queue.append(relative)
                 self._changed.notify_all()
 
@@ -160,13 +177,13 @@ class Uploader:
             backoff = 0.0
             with self._changed:
                 self._queue.popleft()
-                self._queued.discard(relative)
+                self.waiting_bytes -= self._queued.pop(relative, 0)
                 self._busy = False
                 self._changed.notify_all()
 
     def _upload(self, relative: str) -> None:
         run_dir = self.root / relative
-        if not run_dir.is_dir():
+        if not run_dir.is_dir() or (self.may_store is not None and not self.may_store(relative)):
             return
         stored = self.store.put_run(self.root, relative)
         self.uploaded += 1

@@ -313,8 +313,8 @@ class Catalog(Protocol):
     def set_feedback(self, path: str, count: int, mean: float | None) -> None:
         """A run's feedback changed (the viewer appended a record)."""
 
-    def set_location(self, path: str, location: str) -> None:
-        """A sealed run was stored (``bundle.upload``): where it is now."""
+    def set_location(self, path: str, location: str) -> bool:
+        """A sealed run was stored (``bundle.upload``): where it is now; False when it has no row."""
 
     def page(self, query: RunQuery) -> Page:
         """One page of runs: filtered, sorted, after ``query.cursor``."""

@@ -392,9 +392,9 @@ class SqlCatalog:
         present = set(present)
         return self.remove(path for path, row in self.known().items() if path not in present and row.location is None)
 
-    def set_location(self, path: str, location: str) -> None:
+    def set_location(self, path: str, location: str) -> bool:
         with self._transaction() as connection:
-            connection.execute(update(runs).where(self._own, runs.c.path == path).values(location=location))
+            return bool(connection.execute(update(runs).where(self._own, runs.c.path == path).values(location=location)).rowcount)
 
     def set_feedback(self, path: str, count: int, mean: float | None) -> None:
         with self._transaction() as connection:

@@ -1,7 +1,7 @@
 """The writer and the collector's assembly import downwards only, and without a circle.
 
 Layers, lowest first: the writer (``files`` < ``recorder`` < ``seal`` < ``recovery`` < ``write``), the
-assembly (``counters``, ``options``, ``ordering``, ``logjoin``, ``routing``, ``sealing``, ``sink``),
+assembly (``counters``, ``options``, ``ordering``, ``logjoin``, ``routing``, ``sealing``, ``claiming``, ``sink``),
 the transports (``otlp``, ``forward``, ``http_receiver``, ``server``, ``importer``, ``cli``). The
 writer imports nothing of the collector; the assembly nothing of a transport (the span exporter
 uses it without a network listener). Imports under ``if TYPE_CHECKING`` do not count.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 WRITER = ["otel_session.bundle.files", "otel_session.bundle.recorder", "otel_session.bundle.seal", "otel_session.bundle.recovery", "otel_session.bundle.write"]
 ASSEMBLY = [f"otel_session.collector.{name}" for name in
-            ("counters", "options", "ordering", "logjoin", "routing", "sealing", "sink")]
+            ("counters", "options", "ordering", "logjoin", "routing", "sealing", "claiming", "sink")]
 TRANSPORTS = [f"otel_session.collector.{name}" for name in
               ("otlp", "forward", "http_receiver", "server", "importer", "cli")]
 MODULES = WRITER + ASSEMBLY + TRANSPORTS

@@ -1,106 +1,27 @@
 """The compose topology as local processes: two real collectors behind a router that splits by trace id.
 
-The router stands in for the OpenTelemetry Collector's ``loadbalancing`` exporter with
-``routing_key: traceID``: a loopback OTLP/HTTP server that decodes each export request and
-re-posts each trace's spans to the collector its trace id picks. Every run must land whole,
+The router (``tests/scaleout/router.py``) stands in for the OpenTelemetry Collector's
+``loadbalancing`` exporter with ``routing_key: traceID``: a loopback OTLP/HTTP server that decodes
+each export request and re-posts each trace's spans to the collector its trace id picks. Every run must land whole,
 complete, in exactly the collector chosen for it.
 """
 
 from __future__ import annotations
 
 import sys
-import threading
 import time
-import urllib.request
 from collections import defaultdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import orjson
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
 
 from otel_session.demo.stack import Service, http_ready, tcp_ready
-from otel_session.core.journal import run_id_from_trace_id
 from otel_session.bundle.read import BundleStatus, iter_runs, read_bundle
+from tests.scaleout.router import TraceIdRouter
 
 from .conftest import otel_session_cli
 
 pytestmark = pytest.mark.slow
-
-
-class TraceIdRouter:
-    """OTLP/HTTP in, one request per target collector out, each trace to ``trace_id % len(targets)``.
-
-    ``by_request=True`` is the broken alternative for contrast: whole requests round-robin.
-    """
-
-    def __init__(self, targets: list[str], *, by_request: bool = False) -> None:
-        self.targets = targets
-        self.by_request = by_request
-        self.routed: dict[str, int] = {}  # run id → target index
-        self.requests = 0
-        router = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                status = router.route(ExportTraceServiceRequest.FromString(body))
-                payload = ExportTraceServiceResponse().SerializeToString()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
-
-    def route(self, request: ExportTraceServiceRequest) -> int:
-        self.requests += 1
-        parts: dict[int, ExportTraceServiceRequest] = defaultdict(ExportTraceServiceRequest)
-        for resource_spans in request.resource_spans:
-            for scope_spans in resource_spans.scope_spans:
-                for span in scope_spans.spans:
-                    trace_id = int.from_bytes(span.trace_id, "big")
-                    target = (self.requests if self.by_request else trace_id) % len(self.targets)
-                    self.routed[run_id_from_trace_id(trace_id)] = target
-                    out = parts[target]
-                    rs = out.resource_spans.add()
-                    rs.resource.CopyFrom(resource_spans.resource)
-                    rs.schema_url = resource_spans.schema_url
-                    ss = rs.scope_spans.add()
-                    ss.scope.CopyFrom(scope_spans.scope)
-                    ss.spans.add().CopyFrom(span)
-        for target, part in parts.items():
-            forward = urllib.request.Request(
-                self.targets[target], data=part.SerializeToString(),
-                headers={"Content-Type": "application/x-protobuf"}, method="POST",
-            )
-            try:
-                with urllib.request.urlopen(forward, timeout=10) as response:
-                    if response.status != 200:
-                        return 503
-            except OSError:
-                return 503  # the exporter retries
-        return 200
-
-    def __enter__(self) -> TraceIdRouter:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def _run_topology(tmp_path, free_ports, *, by_request: bool):
