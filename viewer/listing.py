@@ -39,10 +39,10 @@ from otel_session.catalog import (
 )
 from otel_session.catalog.sync import complete_pending, complete_rows
 from otel_session.catalog.rows import bundle_stamp, row_of
+from otel_session.bundle.fetched import FETCHED_DIR
 from otel_session.core.log import get_logger
 
 from .errors import ApiError
-from .store import FETCHED_DIR
 
 __all__ = ["SORT_KEYS", "STATUSES", "Listing", "run_query"]
 
@@ -270,12 +270,12 @@ class Listing:
                 logger.warning("catalog: %d row(s) not written: %s", len(fresh), exc)
         return found
 
-    def stored_runs(self, session_id: str) -> list[RunRow]:
-        """The catalog rows of a session's runs, every origin's (``[]`` without a usable catalog)."""
+    def stored_paths(self, session_id: str) -> list[str]:
+        """The paths of a session's stored runs, every origin's (``[]`` without a usable catalog)."""
         if self.catalog is None or self.problem is not None:
             return []
         try:
-            return self.catalog.page(RunQuery(session_id=session_id, limit=500, with_total=False)).rows
+            return self.catalog.stored_paths(session_id)
         except CatalogError as exc:
             logger.warning("catalog: cannot look up stored runs of a session: %s", exc)
             return []

@@ -55,14 +55,15 @@ __all__ = [
 ]
 
 
-def open_catalog(root: str | os.PathLike[str], url: str | None = None) -> Any:
+def open_catalog(root: str | os.PathLike[str], url: str | None = None, *, origin: str | None = None) -> Any:
     """The catalog of ``root`` (``url``, else ``$OTEL_SESSION_CATALOG``, else SQLite in the root), or
-    None when turned off. Raises :class:`CatalogUnavailable` when it cannot be opened."""
+    None when turned off; writing ``origin``'s rows (default :func:`catalog_origin`). Raises
+    :class:`CatalogUnavailable` when it cannot be opened."""
     if catalog_disabled(url):
         return None
     from .sql import SqlCatalog
 
-    return SqlCatalog(catalog_url(root, url), catalog_origin(root, url))
+    return SqlCatalog(catalog_url(root, url), catalog_origin(root, url) if origin is None else origin)
 
 
 def scan_catalog(root: str | os.PathLike[str]) -> Any:
