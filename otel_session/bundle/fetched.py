@@ -12,7 +12,8 @@ Contract::
 ``stored_paths(session_id)`` names a session's stored runs (the catalog's rows with a location,
 every origin's) by the id they are stored under. A session id is looked up as the bundles name it
 (``redact.session_id_candidates``: its keyed hash when it holds personal data, with the root's key
-or ``$OTEL_SESSION_REDACTION_KEY``).
+or ``$OTEL_SESSION_REDACTION_KEY``; a hashed id as ``sessions`` shows it finds itself): an id
+holding personal data is never looked up beyond this process, only its keyed hash is.
 
 Each fetch goes through the store interface (``store.fetch_run``: size and checksum checked) into
 a scratch directory, then is renamed into place: a reader never sees half a run, and two fetches of
@@ -24,6 +25,7 @@ fetch has just brought.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from otel_session.core import layout
-from otel_session.redact import session_id_candidates
+from otel_session.redact import RedactionPolicy, Redactor, session_id_candidates
 
 from .files import make_private_dirs
 from .read import iter_run_dirs
@@ -107,6 +109,8 @@ class FetchedRuns:
         """Fetch the stored runs of a session this host lacks; the id they are stored under, or
         None when the store has none."""
         for candidate in session_id_candidates(self.root, session_id):
+            if _holds_personal_data(candidate):
+                continue  # a raw id is never looked up beyond this process: its keyed hash is
             if self.fetch(self._stored_paths(candidate)):
                 return candidate
         return None
@@ -151,6 +155,16 @@ class FetchedRuns:
                 continue
             shutil.rmtree(path, ignore_errors=True)
             total -= size
+
+
+def _holds_personal_data(session_id: str) -> bool:
+    return _id_scanner(RedactionPolicy.from_env()).identifier(session_id) != session_id
+
+
+@functools.lru_cache(maxsize=4)
+def _id_scanner(policy: RedactionPolicy) -> Redactor:
+    """Finds personal data in an id (its key never makes a hash anyone sees)."""
+    return Redactor(policy, key=b"")
 
 
 def _touch(path: Path) -> None:

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,6 +135,55 @@ def test_reindex_store_rebuilds_a_catalog_from_the_objects_and_lists_each_run_on
     code, out, err = _cli("reindex", "--dir", str(root), "--store", stored["url"], "--catalog", stored["catalog"])
     assert code == 0 and out.startswith("indexed 0 run(s)"), err
     assert sum(len(session["runs"]) for session in _sessions(tmp_path / "other-host", stored)) == 2
+
+
+def test_a_session_id_holding_pii_is_found_by_the_hashed_id_sessions_shows_and_never_reaches_an_object_key(
+        tmp_path: Path, stored: dict, monkeypatch: pytest.MonkeyPatch):
+    root = tmp_path / "cli-host"
+    [hashed] = [session["session_id"] for session in _sessions(root, stored) if session["session_id"] != "call-a"]
+    assert hashed.startswith("caller-hmac-sha256:") and "4155550100" not in hashed
+    flags = ("--dir", str(root), "--store", stored["url"], "--catalog", stored["catalog"])
+    for typed in (hashed, PII_SESSION):  # as listed, and as the app knows it (the key hashes it here)
+        code, out, err = _cli("facts", typed, *flags)
+        assert code == 0 and out.startswith(f"session {hashed}  run "), err
+        assert "4155550100" not in out + err
+    run_id = out.split()[3]
+    code, out, err = _cli("replay", hashed, run_id, "--json", *flags)
+    assert code == 0 and orjson.loads(out)["run_id"] == run_id, err
+
+    # Locally too: the same run in a root of its own (the fetched copy), by its hashed id.
+    local = root / FETCHED_DIR
+    monkeypatch.delenv("OTEL_SESSION_REDACTION_KEY")
+    code, out, err = _cli("facts", hashed, "--dir", str(local))
+    assert code == 0 and out.startswith(f"session {hashed}  run {run_id}"), err
+
+    # An id the store does not hold: the catalog is asked for its keyed hash only, and no answer echoes it.
+    asked: list[str] = []
+    monkeypatch.setenv("OTEL_SESSION_REDACTION_KEY", KEY)
+    fetched = FetchedRuns(stored["store"], root, lambda session_id: asked.append(session_id) or [])
+    assert fetched.fetch_session("caller-+14155559999") is None
+    assert asked and not [session_id for session_id in asked if "4155559999" in session_id], asked
+    code, out, err = _cli("facts", "caller-+14155559999", *flags)
+    assert code == 1 and "4155559999" not in out + err and "has no runs" in err
+
+    # The viewer on the same host: by the hashed id and by the id as the app knows it.
+    from otel_session.viewer import create_app
+
+    app = create_app({"BUNDLE_DIR": str(tmp_path / "viewer-host"), "TESTING": True, "STORE": stored["url"],
+                      "CATALOG": stored["catalog"]})
+    try:
+        client = app.test_client()
+        for typed in (hashed, PII_SESSION):
+            answer = client.get("/api/sessions/" + urllib.parse.quote(typed, safe="") + "/runs")
+            assert answer.status_code == 200 and "4155550100" not in answer.get_data(as_text=True), answer.get_data(as_text=True)
+    finally:
+        app.extensions["otel_session_listing"].close()
+
+    client = stored["store"].client
+    keys = [entry["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=stored["store"].bucket)
+            for entry in page.get("Contents", [])]
+    assert len([key for key in keys if key.startswith(stored["store"].prefix + "/")]) == 2
+    assert not [key for key in keys if "4155550100" in key or "+1415" in key or "caller-+" in key], keys
 
 
 def test_store_errors_are_one_line(tmp_path: Path, s3, bucket: str, monkeypatch: pytest.MonkeyPatch):
