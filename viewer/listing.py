@@ -4,7 +4,7 @@ Contract::
 
     listing = Listing(root, url=None)              # opens the catalog, starts its keeper (catch up in the background)
     query = run_query(request.args)                # catalog.RunQuery; ApiError 400 on a bad value
-    listing.runs(query)        # {"runs", "next_cursor", "total", "offset", "limit", "facets"[, "warning"]}
+    listing.runs(query)        # {"runs", "next_cursor", "total", "total_exact", "offset", "limit", "facets"[, "warning"]}
     listing.sessions(query)    # {"sessions": [{session_id, run_count, runs}], "next_cursor"[, "warning"]}
     listing.rows(paths)        # {path: RunRow} for one session's runs, read again where the bundle changed
     listing.feedback_changed(path, count, mean)
@@ -225,7 +225,7 @@ class Listing:
             page := catalog.page(query), complete_rows(catalog, self.root, page.rows), catalog.facets()))
         entries, whole = _within_budget(rows, _entry)
         next_cursor = page.next_cursor if whole else row_cursor(query.sort, query.order, page.rows[len(entries) - 1])
-        answer = {"runs": entries, "next_cursor": next_cursor, "total": page.total,
+        answer = {"runs": entries, "next_cursor": next_cursor, "total": page.total, "total_exact": page.total_exact,
                   "offset": query.offset if query.cursor is None else None, "limit": query.limit, "facets": facets}
         return {**answer, "warning": warning} if warning else answer
 

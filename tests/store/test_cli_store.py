@@ -131,6 +131,10 @@ def test_reindex_store_rebuilds_a_catalog_from_the_objects_and_lists_each_run_on
     assert code == 0 and out.startswith("indexed 2 run(s)")
     assert len(orjson.loads(_cli("sessions", "--dir", str(root), "--json")[1])) == 2, "rebuilt, not added twice"
 
+    # A host whose own catalog is new fills it from the store at its first list.
+    code, out, err = _cli("sessions", "--dir", str(tmp_path / "first-list-host"), "--store", stored["url"], "--json")
+    assert code == 0 and len(orjson.loads(out)) == 2, err
+
     # In the shared catalog the collector's rows already say where the runs are: none is added twice.
     code, out, err = _cli("reindex", "--dir", str(root), "--store", stored["url"], "--catalog", stored["catalog"])
     assert code == 0 and out.startswith("indexed 0 run(s)"), err
