@@ -4,14 +4,15 @@ the runs of a bundle store, for a host with no bundles of its own.
 Contract::
 
     @store_option                                   # --store s3://BUCKET[/PREFIX] (default: $OTEL_SESSION_STORE)
-    store = open_cli_store(store_url)               # S3Store, checked (None without one); else a one-line error
+    store = open_cli_store(store_url)               # S3Store (None without one); --store checked at once
     with store_errors(): ...                        # StoreUnavailable as ``Error: …``, exit 1
     root = reading_root(bundle_root, store)         # the bundle root; with a store, made when missing
     fetched = fetched_runs(root, store, catalog_url)   # bundle.fetched.FetchedRuns; the catalog says where runs are
 
 A bad URL is a usage error (exit 2), as on ``collect`` and ``view``; a store that cannot be used
-(an unreachable endpoint, a missing bucket, refused credentials) is one line and exit 1, checked
-before anything is read. Runs fetched from the store are kept, checked, under
+(an unreachable endpoint, a missing bucket, refused credentials) is one line and exit 1: checked
+before anything is read when given by ``--store``, when first used when it comes from
+``$OTEL_SESSION_STORE`` (a command that reads only local bundles never waits on it). Runs fetched from the store are kept, checked, under
 ``<root>/.store-cache`` (bounded, least recently used out: ``$OTEL_SESSION_STORE_CACHE_BYTES``),
 the viewer's cache.
 """
@@ -47,12 +48,14 @@ def store_errors() -> Iterator[None]:
 
 
 def open_cli_store(url: str | None) -> S3Store | None:
-    """The store ``--store`` (else ``$OTEL_SESSION_STORE``) names, checked to answer; None when neither is set."""
+    """The store ``--store`` (else ``$OTEL_SESSION_STORE``) names; None when neither is set. One
+    given by ``--store`` is checked to answer at once; one from the environment when first used
+    (a local read never waits on a store it does not need)."""
     try:
         store = open_store(url)
     except BadStoreUrl as exc:
         raise click.UsageError(str(exc)) from None
-    if store is not None:
+    if store is not None and url:
         with store_errors():
             store.check()
     return store

@@ -17,6 +17,7 @@ replaced by a scan, with a warning.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from otel_session.catalog import (
     CatalogError, RunQuery, RunRow, SessionsPage, SqlCatalog, catch_up, open_catalog, scan_catalog,
 )
-from otel_session.bundle.store import BundleStore
+from otel_session.bundle.store import BundleStore, StoreUnavailable
 from otel_session.catalog.stored import reindex_store, store_origin
 from otel_session.catalog.sync import complete_pending, complete_rows
 
@@ -77,6 +78,16 @@ def _page(catalog: SqlCatalog, root: Path, query: RunQuery, runs_per_session: in
     return replace(page, sessions=[replace(group, runs=[next(rows) for _ in group.runs]) for group in page.sessions])
 
 
+def _from_store(fill: Callable[[], object]) -> str | None:
+    """``fill()`` (rows from the store's runs); why the store's runs are not listed, else None (a
+    store that is down never stops a list of the local runs)."""
+    try:
+        fill()
+    except StoreUnavailable as exc:
+        return f"the store's runs are not listed: {exc}"
+    return None
+
+
 def _fill_from_store(root: Path, url: str | None, store: BundleStore) -> None:
     """The store's rows, under the store's origin (``catalog.stored``)."""
     catalog = open_catalog(root, url, origin=store_origin(store))
@@ -94,12 +105,13 @@ def list_sessions(root: Path, query: RunQuery, *, url: str | None = None, runs_p
         catalog = open_catalog(root, url)
         if catalog is not None:
             try:
+                store_warning = None
                 if catalog.rebuilt:
                     catch_up(catalog, root)
                     if store is not None:
-                        _fill_from_store(root, url, store)
+                        store_warning = _from_store(lambda: _fill_from_store(root, url, store))
                 complete_pending(catalog, root)  # runs sealed since the last pass: filters see their figures
-                return ListedSessions(root, _page(catalog, root, query, runs_per_session), limited)
+                return ListedSessions(root, _page(catalog, root, query, runs_per_session), limited, store_warning)
             finally:
                 catalog.close()
         warning = "the catalog is turned off ($OTEL_SESSION_CATALOG=off): every bundle was read"
@@ -109,7 +121,7 @@ def list_sessions(root: Path, query: RunQuery, *, url: str | None = None, runs_p
         warning = f"the catalog is unusable ({exc}): every bundle was read"
     scanned = scan_catalog(root)
     if store is not None:
-        reindex_store(scanned, store)
+        warning = "; ".join(filter(None, [warning, _from_store(lambda: reindex_store(scanned, store))]))
     try:
         return ListedSessions(root, _page(scanned, root, query, runs_per_session), limited, warning)
     finally:

@@ -251,3 +251,33 @@ def test_credentials_the_store_refuses_are_one_line(tmp_path: Path, monkeypatch:
         assert code == 1 and "refused the credentials" in err, err
     finally:
         server.stop()
+
+
+def test_a_store_from_the_environment_that_is_down_never_stops_a_local_read(tmp_path: Path, s3, bucket: str,
+                                                                            monkeypatch: pytest.MonkeyPatch):
+    from otel_session.bundle.write import BundleWriter
+    from tests.viewer.conftest import BASE_NS, new_run_id, write_booking_run
+
+    for name in ("OTEL_SESSION_CATALOG", "OTEL_SESSION_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    root = tmp_path / "collector-host"
+    writer = BundleWriter(root)
+    try:
+        run = write_booking_run(writer, "local-call", new_run_id(), BASE_NS)
+        assert run.wait_sealed(30) and writer.force_flush(30_000)
+    finally:
+        writer.shutdown()
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")  # the store is down
+    monkeypatch.setenv("OTEL_SESSION_STORE", f"s3://{bucket}/p")
+    code, out, err = _cli("facts", "local-call", "--dir", str(root))
+    assert code == 0 and out.startswith("session local-call"), err
+    code, out, err = _cli("sessions", "--dir", str(root))  # a new catalog: the store's runs would be listed too
+    assert code == 0 and "local-call" in out, err
+    assert err.startswith("warning: the store's runs are not listed:") and len(err.strip().splitlines()) == 1, err
+    code, _, err = _cli("facts", "elsewhere", "--dir", str(root))  # not here, so the store is asked: it is down
+    assert code == 1 and "session 'elsewhere' has no runs" in err
+    code, _, err = _cli("verify")  # no paths: the store's runs, which cannot be read now
+    assert code == 1 and f"cannot reach the store at http://127.0.0.1:{port}" in err
