@@ -281,3 +281,15 @@ def test_a_store_from_the_environment_that_is_down_never_stops_a_local_read(tmp_
     assert code == 1 and "session 'elsewhere' has no runs" in err
     code, _, err = _cli("verify")  # no paths: the store's runs, which cannot be read now
     assert code == 1 and f"cannot reach the store at http://127.0.0.1:{port}" in err
+
+
+def test_verify_store_reads_an_object_that_is_no_bundle_as_invalid(tmp_path: Path, store, monkeypatch: pytest.MonkeyPatch):
+    import uuid
+
+    monkeypatch.delenv("OTEL_SESSION_STORE", raising=False)
+    relative = f"sessions/odd/run-{uuid.uuid4()}"
+    store.client.put_object(Bucket=store.bucket, Key=store.key(relative), Body=b"not a tar archive")
+    code, out, err = _cli("verify", "--store", f"s3://{store.bucket}/{store.prefix}")
+    assert code == 1 and "Traceback" not in err
+    [line] = out.splitlines()
+    assert line.startswith("invalid") and line.split()[3] == store.location(relative)
