@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 import click
 import orjson
@@ -14,9 +15,14 @@ from otel_session.replay.facts import build_session_facts, build_session_wide_fa
 from otel_session.replay.latency import DEFAULT_SLOW_TURN_MS, ENV_SLOW_TURN_MS
 from otel_session.bundle.read import read_bundle
 from otel_session.replay.reduce import Replayer, canonical_json
-from otel_session.replay.resolve import InvalidId, ResolvedRun, RunResolutionError, resolve_run
+from otel_session.replay.resolve import (
+    InvalidId, ResolvedRun, RunNotFound, RunResolutionError, SessionNotFound, resolve_run,
+)
+from otel_session.cli_store import fetched_runs, open_cli_store, reading_root, store_errors, store_option
 
 __all__ = ["export_html", "facts", "replay"]
+
+_T = TypeVar("_T")
 
 
 def _root(bundle_root: Path | None) -> Path:
@@ -39,6 +45,25 @@ def _exit_on_resolution_error(error: RunResolutionError) -> NoReturn:
 def _resolve(bundle_root: Path | None, session_id: str, run_id: str | None, include_evals: bool) -> ResolvedRun:
     try:
         return resolve_run(_root(bundle_root), session_id, run_id, include_evals=include_evals)
+    except RunResolutionError as error:
+        _exit_on_resolution_error(error)
+
+
+def _is_absent(error: Exception) -> bool:
+    """The session or run is not in this root (so it may be in the store)."""
+    return isinstance(error, (SessionNotFound, RunNotFound))
+
+
+def _here_or_stored(bundle_root: Path | None, store_url: str | None, catalog_url: str | None, session_id: str,
+                    find: Callable[[Path, str], _T]) -> _T:
+    """``find(root, session_id)`` in the bundle root, else (with a store) among the session's stored runs."""
+    store = open_cli_store(store_url)
+    try:
+        if store is None:
+            return find(_root(bundle_root), session_id)
+        fetched = fetched_runs(reading_root(bundle_root, store), store, catalog_url)
+        with store_errors():
+            return fetched.here_or_fetched(session_id, find, absent=_is_absent)
     except RunResolutionError as error:
         _exit_on_resolution_error(error)
 
@@ -199,6 +224,11 @@ def _session_table(facts: dict[str, Any]) -> list[str]:
     return lines + _asked_again_lines(facts, numbers)
 
 
+_catalog_option = click.option(
+    "--catalog", "catalog_url", default=None, metavar="URL",
+    help="The run catalog that says where stored runs are, with --store (default: $OTEL_SESSION_CATALOG, else "
+         "SQLite in the bundle root).")
+
 _evals_option = click.option("--evals", "include_evals", is_flag=True,
                              help="Include eval runs (kept under evals/<eval_id>/, never in the live index).")
 
@@ -210,30 +240,31 @@ _evals_option = click.option("--evals", "include_evals", is_flag=True,
               "with repeated asks across runs.")
 @_evals_option
 @config.bundle_dir_option
+@store_option
+@_catalog_option
 @click.option("--slow-turn-ms", type=click.FloatRange(min=0), default=None, metavar="MS",
               help=f"Flag turns whose voice latency is over MS (default: ${ENV_SLOW_TURN_MS}, else {DEFAULT_SLOW_TURN_MS:.0f}).")
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
 def facts(session_id: str, run_id: str | None, all_runs: bool, include_evals: bool, bundle_root: Path | None,
-          slow_turn_ms: float | None, as_json: bool) -> None:
+          store_url: str | None, catalog_url: str | None, slow_turn_ms: float | None, as_json: bool) -> None:
     """Show per-turn session facts of a run: states, slot writes, missing slots, verdicts, repeated asks,
     voice latency (slow turns flagged).
 
     With --all-runs, the facts of the whole session: its runs' turns in run order, each naming its
     run, and the slots asked for again across runs. Exit 1 when the session or run is unknown (or
-    the run belongs to another session), or the bundle root does not exist.
+    the run belongs to another session), or the bundle root does not exist. With --store, a
+    session this root lacks is read from the store, where the catalog says its runs are.
     """
     if all_runs and run_id is not None:
         raise click.UsageError("--all-runs and --run exclude each other")
     try:
         if all_runs:
-            try:
-                result = build_session_wide_facts(_root(bundle_root), session_id, include_evals=include_evals,
-                                                  slow_turn_ms=slow_turn_ms)
-            except RunResolutionError as error:
-                _exit_on_resolution_error(error)
+            result = _here_or_stored(bundle_root, store_url, catalog_url, session_id, lambda root, stored_id: (
+                build_session_wide_facts(root, stored_id, include_evals=include_evals, slow_turn_ms=slow_turn_ms)))
             lines = _session_table
         else:
-            resolved = _resolve(bundle_root, session_id, run_id, include_evals)
+            resolved = _here_or_stored(bundle_root, store_url, catalog_url, session_id, lambda root, stored_id: (
+                resolve_run(root, stored_id, run_id, include_evals=include_evals)))
             result = build_session_facts(read_bundle(resolved.path), fallback_to_latest_run=resolved.fallback_to_latest_run,
                                          slow_turn_ms=slow_turn_ms)
             lines = _facts_table
@@ -269,15 +300,18 @@ def _replay_text(state: dict[str, Any], last_seq: int) -> list[str]:
               help="Replay up to this seq (default: the end of the journal).")
 @_evals_option
 @config.bundle_dir_option
+@store_option
+@_catalog_option
 @click.option("--json", "as_json", is_flag=True, help="Print the canonical JSON replay state.")
 def replay(session_id: str, run_id: str, seq: int | None, include_evals: bool, bundle_root: Path | None,
-           as_json: bool) -> None:
+           store_url: str | None, catalog_url: str | None, as_json: bool) -> None:
     """Rebuild a run's replay state at --at SEQ: messages so far, tools, slots, state, diagnostics.
 
     Exit 1 when the session or run is unknown (or the run belongs to another session), or the
-    bundle root does not exist.
+    bundle root does not exist. With --store, a run this root lacks is read from the store.
     """
-    resolved = _resolve(bundle_root, session_id, run_id, include_evals)
+    resolved = _here_or_stored(bundle_root, store_url, catalog_url, session_id, lambda root, stored_id: (
+        resolve_run(root, stored_id, run_id, include_evals=include_evals)))
     replayer = Replayer(run_events(read_bundle(resolved.path)))
     state = replayer.state_at(seq)
     if as_json:

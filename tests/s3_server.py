@@ -3,17 +3,20 @@
 Contract::
 
     server = S3Server.start()            # S3Unavailable (the reason) when it cannot run here
+    server = S3Server.start(strict=True) # one identity only: other key pairs are refused
     server.env                           # AWS_ENDPOINT_URL, a key pair, AWS_REGION for boto3
     server.make_bucket("b")
     server.pause(); server.resume()      # SIGSTOP/SIGCONT: the store stops answering, then answers
     server.stop()                        # idempotent; removes its data
 
 ``weed server -s3`` runs master, volume, filer and S3 gateway in one process, every port free on
-127.0.0.1, its data in a temp directory. With no identities configured it accepts any key pair.
+127.0.0.1, its data in a temp directory. With no identities configured it accepts any key pair;
+``strict`` configures the one of ``env`` (``-s3.config``), so a wrong key pair is refused.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -56,7 +59,7 @@ class S3Server:
     env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def start(cls) -> S3Server:
+    def start(cls, *, strict: bool = False) -> S3Server:
         try:
             import boto3  # noqa: F401
         except ImportError:
@@ -65,12 +68,18 @@ class S3Server:
         home = Path(tempfile.mkdtemp(prefix="otel-session-s3-"))
         names = ("s3", "master", "volume", "filer", "s3.grpc", "master.grpc", "volume.grpc", "filer.grpc", "iam")
         ports = {name: _free_port() for name in names}  # every port named: other servers may hold the defaults
+        identities = []
+        if strict:
+            (home / "s3.json").write_text(json.dumps({"identities": [{
+                "name": "test", "credentials": [{"accessKey": "test", "secretKey": "test-secret"}],
+                "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}))
+            identities = [f"-s3.config={home / 's3.json'}"]
         log = open(home / "weed.log", "wb")  # noqa: SIM115 - the server's, closed with it
         process = subprocess.Popen(
             [weed, "server", f"-dir={home}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3", f"-s3.port={ports['s3']}",
              *(f"-{name.replace('.grpc', '.port.grpc') if '.grpc' in name else name + '.port'}={port}"
                for name, port in ports.items() if name != "s3"),
-             "-s3.port.iceberg=0", "-s3.port.lance=0", "-volume.max=32", "-master.volumeSizeLimitMB=64"],
+             "-s3.port.iceberg=0", "-s3.port.lance=0", "-volume.max=32", "-master.volumeSizeLimitMB=64", *identities],
             stdout=log, stderr=subprocess.STDOUT, cwd=home)
         log.close()
         env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{ports['s3']}", "AWS_ACCESS_KEY_ID": "test",

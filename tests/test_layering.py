@@ -29,7 +29,7 @@ STAGES = [
     ("catalog", ("catalog",)),
     ("replay", ("replay",)),
     ("producers", ("instrument", "collector")),
-    ("surfaces", ("viewer", "cli", "cli_replay", "demo", "testing", "")),
+    ("surfaces", ("viewer", "cli", "cli_replay", "cli_store", "demo", "testing", "")),
 ]
 
 

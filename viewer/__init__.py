@@ -12,7 +12,9 @@ Configuration keys: ``BUNDLE_DIR`` (bundle root; default ``$OTEL_SESSION_DIR``, 
 ``CATALOG`` (the run catalog's URL; default ``$OTEL_SESSION_CATALOG``, else SQLite in the bundle
 root; ``off`` for none), ``CATALOG_PASS_SECONDS`` (30: how often it catches up with the bundles) and
 ``STORE`` (a bundle store, ``s3://BUCKET[/PREFIX]``; default ``$OTEL_SESSION_STORE``: sessions this
-root lacks are fetched from it when the catalog says where their runs are).
+root lacks are fetched from it when the catalog says where their runs are) and ``STORE_CACHE_BYTES``
+(what those copies may hold, least recently used out first; default ``$OTEL_SESSION_STORE_CACHE_BYTES``,
+else 1 GiB).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         RUN_CACHE_BYTES=DEFAULT_CACHE_BYTES,
         CATALOG=None,
         STORE=None,
+        STORE_CACHE_BYTES=None,
         CATALOG_PASS_SECONDS=30.0,
     )
     if test_config is not None:
@@ -59,8 +62,8 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     listing = Listing(app.config["BUNDLE_DIR"], app.config["CATALOG"], keeper_interval_s=app.config["CATALOG_PASS_SECONDS"])
     app.extensions["otel_session_listing"] = listing
     app.extensions["otel_session_store"] = BundleStore(app.config["BUNDLE_DIR"], cache_bytes=app.config["RUN_CACHE_BYTES"],
-                                                       remote=remote,
-                                                       stored_runs=listing.stored_runs)
+                                                       remote=remote, stored_paths=listing.stored_paths,
+                                                       fetched_bytes=app.config["STORE_CACHE_BYTES"])
     app.extensions["otel_session_feedback"] = FeedbackIndex()
 
     errors.init_app(app)

@@ -4,7 +4,7 @@ Contract::
 
     listing = Listing(root, url=None)              # opens the catalog, starts its keeper (catch up in the background)
     query = run_query(request.args)                # catalog.RunQuery; ApiError 400 on a bad value
-    listing.runs(query)        # {"runs", "next_cursor", "total", "offset", "limit", "facets"[, "warning"]}
+    listing.runs(query)        # {"runs", "next_cursor", "total", "total_exact", "offset", "limit", "facets"[, "warning"]}
     listing.sessions(query)    # {"sessions": [{session_id, run_count, runs}], "next_cursor"[, "warning"]}
     listing.rows(paths)        # {path: RunRow} for one session's runs, read again where the bundle changed
     listing.feedback_changed(path, count, mean)
@@ -40,10 +40,10 @@ from otel_session.catalog import (
 )
 from otel_session.catalog.sync import complete_pending, complete_rows
 from otel_session.catalog.rows import bundle_stamp, row_of
+from otel_session.bundle.fetched import FETCHED_DIR
 from otel_session.core.log import get_logger
 
 from .errors import ApiError
-from .store import FETCHED_DIR
 
 __all__ = ["SORT_KEYS", "STATUSES", "Listing", "run_query"]
 
@@ -243,7 +243,7 @@ class Listing:
             page := catalog.page(query), complete_rows(catalog, self.root, page.rows), catalog.facets()))
         entries, whole = _within_budget(rows, _entry)
         next_cursor = page.next_cursor if whole else row_cursor(query.sort, query.order, page.rows[len(entries) - 1])
-        answer = {"runs": entries, "next_cursor": next_cursor, "total": page.total,
+        answer = {"runs": entries, "next_cursor": next_cursor, "total": page.total, "total_exact": page.total_exact,
                   "offset": query.offset if query.cursor is None else None, "limit": query.limit, "facets": facets}
         return {**answer, "warning": warning} if warning else answer
 
@@ -288,12 +288,12 @@ class Listing:
                 logger.warning("catalog: %d row(s) not written: %s", len(fresh), exc)
         return found
 
-    def stored_runs(self, session_id: str) -> list[RunRow]:
-        """The catalog rows of a session's runs, every origin's (``[]`` without a usable catalog)."""
+    def stored_paths(self, session_id: str) -> list[str]:
+        """The paths of a session's stored runs, every origin's (``[]`` without a usable catalog)."""
         if self.catalog is None or self.problem is not None:
             return []
         try:
-            return self.catalog.page(RunQuery(session_id=session_id, limit=500, with_total=False)).rows
+            return self.catalog.stored_paths(session_id)
         except CatalogError as exc:
             logger.warning("catalog: cannot look up stored runs of a session: %s", exc)
             return []

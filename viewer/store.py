@@ -13,8 +13,8 @@ Contract::
 
 With a bundle store (``$OTEL_SESSION_STORE``; ``STORE`` in the app config) a session this root
 lacks is looked up in the catalog: its runs stored by another root (a row with a ``location``) are
-fetched into ``<root>/.store-cache/`` and answered from there (``FETCHED_DIR``; read-only copies:
-feedback on them stays in the copy).
+fetched into ``<root>/.store-cache/`` and answered from there (``bundle.fetched.FetchedRuns``: a
+bounded cache; read-only copies: feedback on them stays in the copy).
 
 Every id from a URL is validated and resolved through ``otel_session.replay.resolve`` (its errors become
 ``ApiError`` 400/404/409 with the same codes) and ``otel_session.core.layout`` strictly inside the root: traversal
@@ -38,8 +38,8 @@ from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.core.journal import format_timestamp
 from otel_session.bundle.archive import BUNDLE_FILES, bundle_archive
 from otel_session.bundle.read import BundleRead, RunInfo
-from otel_session.bundle.store import RunNotStored, S3Store, StoreUnavailable
-from otel_session.catalog import RunRow
+from otel_session.bundle.fetched import FETCHED_DIR, FetchedRuns
+from otel_session.bundle.store import S3Store, StoreUnavailable
 from otel_session.replay.resolve import ResolvedRun
 
 from .errors import ApiError
@@ -48,7 +48,6 @@ from .run_reader import DEFAULT_CACHE_BYTES, RunReader
 __all__ = ["BUNDLE_FILES", "FETCHED_DIR", "BundleStore", "ResolvedRun", "check_session_id"]
 
 _MAX_COMMENT_CHARS = 4000
-FETCHED_DIR = ".store-cache"
 _T = TypeVar("_T")
 
 
@@ -64,16 +63,21 @@ def _api_error(exc: resolve.RunResolutionError) -> ApiError:
     return ApiError(exc.http_status, exc.code, str(exc))
 
 
+def _is_not_found(exc: Exception) -> bool:
+    return isinstance(exc, ApiError) and exc.status == 404
+
+
 class BundleStore:
     """Read access to one bundle root; one run is read through ``reader`` (a cache bounded by bytes)."""
 
     def __init__(self, root: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES,
-                 remote: S3Store | None = None, stored_runs: Callable[[str], list[RunRow]] | None = None) -> None:
+                 remote: S3Store | None = None, stored_paths: Callable[[str], list[str]] | None = None,
+                 fetched_bytes: int | None = None) -> None:
         self.root = Path(root)
         self.fetched_root = self.root / FETCHED_DIR
-        self._remote = remote
-        self._stored_runs = stored_runs
-        """A session's catalog rows (every origin's): where its stored runs are."""
+        self._fetched = (FetchedRuns(remote, self.root, stored_paths, max_bytes=fetched_bytes)
+                         if remote is not None and stored_paths is not None else None)
+        """Sessions this root lacks, fetched from the store where the catalog says their runs are."""
         self.reader = RunReader(self.root, cache_bytes=cache_bytes)
         # Feedback comments are free text typed by a person: scanned like message text (SPEC §6).
         self._redactor = Redactor(RedactionPolicy.from_env())
@@ -85,7 +89,7 @@ class BundleStore:
         Their list entries come from the catalog (``viewer.listing.Listing.rows``)."""
         check_session_id(session_id)
 
-        def find(root: Path) -> list[RunInfo]:
+        def find(root: Path, session_id: str) -> list[RunInfo]:
             found = [info for info in resolve.session_runs(root, session_id, include_evals=True)
                      if self._is_contained(info.path)]
             if not found:
@@ -94,29 +98,14 @@ class BundleStore:
 
         return self._here_or_fetched(session_id, find)
 
-    def _here_or_fetched(self, session_id: str, find: Callable[[Path], _T]) -> _T:
+    def _here_or_fetched(self, session_id: str, find: Callable[[Path, str], _T]) -> _T:
         """``find`` in the root; when the session is not there, in the runs fetched from the store."""
+        if self._fetched is None:
+            return find(self.root, session_id)
         try:
-            return find(self.root)
-        except ApiError as exc:
-            if exc.status != 404 or not self._fetch_stored(session_id):
-                raise
-        return find(self.fetched_root)
-
-    def _fetch_stored(self, session_id: str) -> bool:
-        """Fetch the session's stored runs this host lacks; whether it has any."""
-        if self._remote is None or self._stored_runs is None:
-            return False
-        stored = [row for row in self._stored_runs(session_id) if row.location is not None]
-        for row in stored:
-            if not (self.fetched_root / row.path).is_dir():
-                try:
-                    self._remote.fetch_run(row.path, self.fetched_root)
-                except RunNotStored:
-                    continue
-                except StoreUnavailable as exc:
-                    raise ApiError(503, "store_unavailable", str(exc)) from None
-        return bool(stored)
+            return self._fetched.here_or_fetched(session_id, find, absent=_is_not_found)
+        except StoreUnavailable as exc:
+            raise ApiError(503, "store_unavailable", str(exc)) from None
 
     # -- lookup ----------------------------------------------------------------------------
 
@@ -126,7 +115,7 @@ class BundleStore:
         A named run is found among live and eval runs; without one, the latest live run is bound,
         else (a session with only eval runs) the latest eval run.
         """
-        def find(root: Path) -> ResolvedRun:
+        def find(root: Path, session_id: str) -> ResolvedRun:
             try:
                 try:
                     resolved = resolve.resolve_run(root, session_id, run_id, include_evals=run_id is not None)
@@ -145,7 +134,7 @@ class BundleStore:
         """Facts of every live run of the session, in run order (``facts.session_wide_facts``); 404 if none."""
         check_session_id(session_id)
 
-        def find(root: Path) -> list[RunInfo]:
+        def find(root: Path, session_id: str) -> list[RunInfo]:
             found = [info for info in resolve.session_runs(root, session_id) if self._is_contained(info.path)]
             if not found:
                 raise _api_error(resolve.session_not_found(root, session_id))

@@ -4,8 +4,10 @@ Contract::
 
     store = open_store("s3://BUCKET/PREFIX")      # or $OTEL_SESSION_STORE; None when unset (local root only)
     stored = store.put_run(root, "sessions/s/run-…")   # Stored(location, size, md5): checked, else StoreUnavailable
-    path = store.fetch_run("sessions/s/run-…", cache)  # the bundle unpacked under cache/<relative>
+    path = store.fetch_run("sessions/s/run-…", cache)  # the bundle unpacked under cache/<relative>, checked
     store.has_run("sessions/s/run-…") -> bool
+    store.list_runs() -> Iterator[str]                 # the relative path of every run the store holds
+    store.location("sessions/s/run-…") -> "s3://BUCKET/PREFIX/sessions/s/run-….tar"
 
 A run is one object, ``<PREFIX>/<relative run path>.tar``: the viewer's download archive
 (``archive.bundle_archive``: ``<run_id>/run.json``, ``events.ndjson``, ...). An upload is checked
@@ -13,13 +15,17 @@ before it counts, in its one request: the server takes the body only with the le
 ``Content-MD5`` sent (else the request fails), and the ETag it answers must be the archive's MD5
 (one ``PutObject``, never multipart, so the ETag is the MD5; no second request to look: a
 ``HeadObject`` cost as much collector CPU as the upload itself). Uploading the same run again writes the
-same key: a retried upload never makes a second copy. Fetching unpacks only the bundle's own file
-names, as regular files, into a private directory (``archive``'s rules).
+same key: a retried upload never makes a second copy. A fetch is checked against the object's size
+and ETag, and unpacks only the bundle's own file names, as regular files, into a private directory
+(``archive``'s rules); an object that is no bundle archive unpacks to nothing, and reads as an
+invalid bundle. Object keys are built from run paths only (the session's directory name: a keyed
+hash when its id holds personal data), never from a raw id.
 
 Endpoint and credentials come from the standard AWS variables (``AWS_ENDPOINT_URL``,
 ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``) through boto3
 (``pip install 'otel-session[s3]'``). Every failure to reach or use the store is
-:class:`StoreUnavailable` (one line); a run the store lacks is :class:`RunNotStored`.
+:class:`StoreUnavailable`, one line naming the cause (an unreachable endpoint, a missing bucket,
+refused credentials); a run the store lacks is :class:`RunNotStored`.
 """
 
 from __future__ import annotations
@@ -28,17 +34,20 @@ import base64
 import hashlib
 import io
 import os
+import re
 import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from otel_session.core import layout
 
 from .archive import BUNDLE_FILES, bundle_archive
 from .files import make_private_dir, make_private_dirs
+from .read import iter_run_dirs
 
 __all__ = [
     "ENV_STORE", "BadStoreUrl", "BundleStore", "LocalStore", "RunNotStored", "S3Store", "StoreUnavailable", "Stored",
@@ -46,6 +55,7 @@ __all__ = [
 ]
 
 ENV_STORE = "OTEL_SESSION_STORE"
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]").fullmatch
 _TIMEOUT_S = 30
 
 
@@ -79,6 +89,12 @@ class BundleStore(Protocol):
     def has_run(self, relative: str) -> bool:
         """Whether the store holds the run."""
 
+    def list_runs(self) -> Iterator[str]:
+        """The relative path of every run the store holds."""
+
+    def location(self, relative: str) -> str:
+        """Where the run is (or would be) stored."""
+
 
 @dataclass(frozen=True)
 class LocalStore:
@@ -100,6 +116,14 @@ class LocalStore:
     def has_run(self, relative: str) -> bool:
         return (self.root / relative).is_dir()
 
+    def list_runs(self) -> Iterator[str]:
+        prefix = len(os.fspath(self.root)) + 1
+        for path in iter_run_dirs(self.root, include_evals=True):
+            yield os.fspath(path)[prefix:].replace(os.sep, "/")
+
+    def location(self, relative: str) -> str:
+        return str(self.root / _checked(relative))
+
 
 class S3Store:
     """Sealed runs as objects in an S3-compatible bucket (boto3)."""
@@ -113,7 +137,8 @@ class S3Store:
                 from botocore.config import Config
             except ImportError:
                 raise BadStoreUrl("an s3:// store needs boto3: pip install 'otel-session[s3]'") from None
-            client = boto3.client("s3", config=Config(connect_timeout=timeout_s, read_timeout=timeout_s,
+            # A session of its own: the default one keeps the first credentials it found for the process.
+            client = boto3.session.Session().client("s3", config=Config(connect_timeout=timeout_s, read_timeout=timeout_s,
                                                       retries={"max_attempts": 1}))
         self.client = client
 
@@ -135,13 +160,25 @@ class S3Store:
             raise StoreUnavailable(f"upload of {relative} did not check: ETag {etag!r}; expected MD5 {md5}")
         return Stored(f"s3://{self.bucket}/{key}", len(data), md5)
 
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+
+    def location(self, relative: str) -> str:
+        return f"s3://{self.bucket}/{self.key(relative)}"
+
     def fetch_run(self, relative: str, cache: Path) -> Path:
         key = self.key(relative)
         try:
             with _failing(f"download of {relative}"):
-                data = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+                answer = self.client.get_object(Bucket=self.bucket, Key=key)
+                data = answer["Body"].read()
         except _NoSuchKey:
             raise RunNotStored(relative) from None
+        size, etag = answer.get("ContentLength"), str(answer.get("ETag", "")).strip('"')
+        if size != len(data) or ("-" not in etag and etag != hashlib.md5(data).hexdigest()):  # noqa: S324 - the ETag
+            raise StoreUnavailable(f"download of {relative} did not check: {len(data)} bytes received of {size}, "
+                                   f"ETag {etag!r}")
         target = cache / relative
         make_private_dirs(cache, target.parent)
         _unpack(data, target)
@@ -156,14 +193,34 @@ class S3Store:
         return True
 
 
+    def list_runs(self) -> Iterator[str]:
+        start = f"{self.prefix}/" if self.prefix else ""
+        paginator = self.client.get_paginator("list_objects_v2")
+        with _failing(f"listing of {self.url}"):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=start):
+                for entry in page.get("Contents", []):
+                    relative = entry["Key"][len(start):].removesuffix(".tar")
+                    if entry["Key"].endswith(".tar") and _is_run_path(relative):
+                        yield relative
+
+    def check(self) -> None:
+        """:class:`StoreUnavailable` unless the bucket can be listed (endpoint, bucket, credentials)."""
+        with _failing(f"the store {self.url}"):
+            self.client.list_objects_v2(Bucket=self.bucket, Prefix=f"{self.prefix}/" if self.prefix else "", MaxKeys=1)
+
+
 class _NoSuchKey(Exception):
     pass
+
+
+_CREDENTIALS_REFUSED = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "InvalidToken",
+                        "ExpiredToken")
 
 
 @contextmanager
 def _failing(what: str) -> Iterator[None]:
     """botocore's errors as :class:`StoreUnavailable` (a missing key: :class:`_NoSuchKey`)."""
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
 
     try:
         yield
@@ -172,16 +229,35 @@ def _failing(what: str) -> Iterator[None]:
         code = str(error.get("Code", ""))
         if code in ("404", "NoSuchKey", "NotFound"):
             raise _NoSuchKey() from None
+        if code == "NoSuchBucket":
+            bucket = error.get("BucketName") or exc.response.get("ResponseMetadata", {}).get("HostId") or ""
+            raise StoreUnavailable(f"{what} failed: no such bucket{f' {bucket!r}' if bucket else ''} "
+                                   "(make it, or check --store)") from None
+        if code in _CREDENTIALS_REFUSED:
+            raise StoreUnavailable(f"{what} failed: the store refused the credentials ({code}): check "
+                                   "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") from None
         raise StoreUnavailable(f"{what} failed: {code} {error.get('Message', '')}".strip()) from None
+    except NoCredentialsError:
+        raise StoreUnavailable(f"{what} failed: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") from None
+    except EndpointConnectionError as exc:
+        endpoint = urlsplit(str(exc.kwargs.get("endpoint_url", "")))
+        raise StoreUnavailable(f"{what} failed: cannot reach the store at {endpoint.scheme}://{endpoint.netloc} "
+                               "(check AWS_ENDPOINT_URL)") from None
     except (BotoCoreError, OSError) as exc:
         raise StoreUnavailable(f"{what} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
 
 
+def _is_run_path(relative: str) -> bool:
+    """``sessions/<name>/run-…`` or ``evals/<name>/sessions/<name>/run-…``, never one leaving the root."""
+    parts = PurePosixPath(relative).parts
+    return (len(parts) in (3, 5) and not relative.startswith("/") and parts[-3] == "sessions"
+            and (len(parts) == 3 or parts[0] == "evals") and not any(part in ("", ".", "..") for part in parts)
+            and layout.is_valid_run_id(parts[-1]))
+
+
 def _checked(relative: str) -> str:
     """A relative run path (``sessions/<name>/run-…``), never one leaving the root."""
-    parts = PurePosixPath(relative).parts
-    if not parts or relative.startswith("/") or any(part in ("", ".", "..") for part in parts) \
-            or not layout.is_valid_run_id(parts[-1]):
+    if not _is_run_path(relative):
         raise BadStoreUrl(f"not a run path: {relative!r}")
     return relative
 
@@ -190,7 +266,11 @@ def _unpack(data: bytes, target: Path) -> None:
     """The bundle's own files of one archive into ``target`` (made private; nothing else written)."""
     if not target.is_dir():
         make_private_dir(target)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+    try:
+        archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
+    except tarfile.TarError:
+        return  # no bundle archive: an empty directory, read as an invalid bundle
+    with archive:
         for member in archive.getmembers():
             name = PurePosixPath(member.name)
             if not member.isreg() or len(name.parts) != 2 or name.parts[1] not in BUNDLE_FILES:
@@ -212,6 +292,7 @@ def open_store(url: str | None = None) -> S3Store | None:
         return None
     scheme, separator, rest = url.partition("://")
     bucket, _, prefix = rest.partition("/")
-    if scheme != "s3" or not separator or not bucket:
-        raise BadStoreUrl(f"--store must be s3://BUCKET[/PREFIX], not {url!r}")
+    if scheme != "s3" or not separator or not _BUCKET_NAME(bucket):
+        raise BadStoreUrl(f"--store must be s3://BUCKET[/PREFIX] (a bucket name: 3 to 63 lower-case letters, "
+                          f"digits, dots and hyphens), not {url!r}")
     return S3Store(bucket, prefix)

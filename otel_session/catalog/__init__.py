@@ -29,8 +29,8 @@ from typing import Any
 from .cursor import row_cursor, session_cursor
 from .hook import CatalogHook, writer_hooks
 from .model import (
-    BadQuery, Catalog, CatalogError, CatalogUnavailable, Known, Order, Page, Problem, RunQuery, RunRow, Scope, SessionGroup,
-    SessionsPage, SortKey, StatusFilter, time_prefix,
+    TOTAL_CAP, BadQuery, Catalog, CatalogError, CatalogUnavailable, Known, Order, Page, Problem, RunQuery, RunRow, Scope,
+    SessionGroup, SessionsPage, SortKey, StatusFilter, time_prefix,
 )
 from .settings import CATALOG_FILE, ENV_CATALOG, ENV_ORIGIN, catalog_disabled, catalog_origin, catalog_url
 from .sync import CatalogKeeper, CaughtUp, Reindexed, catch_up, reindex
@@ -48,21 +48,22 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "CATALOG_FILE", "ENV_CATALOG", "ENV_ORIGIN", "SCHEMA_VERSION", "BadQuery", "Catalog", "CatalogError", "CatalogHook",
+    "CATALOG_FILE", "TOTAL_CAP", "ENV_CATALOG", "ENV_ORIGIN", "SCHEMA_VERSION", "BadQuery", "Catalog", "CatalogError", "CatalogHook",
     "CatalogKeeper", "CatalogUnavailable", "CaughtUp", "Known", "Order", "Page", "Problem", "Reindexed", "RunQuery", "RunRow",
     "Scope", "SessionGroup", "SessionsPage", "SortKey", "SqlCatalog", "StatusFilter", "catalog_disabled", "catalog_origin", "catalog_url",
     "catch_up", "open_catalog", "reindex", "row_cursor", "scan_catalog", "session_cursor", "time_prefix", "writer_hooks",
 ]
 
 
-def open_catalog(root: str | os.PathLike[str], url: str | None = None) -> Any:
+def open_catalog(root: str | os.PathLike[str], url: str | None = None, *, origin: str | None = None) -> Any:
     """The catalog of ``root`` (``url``, else ``$OTEL_SESSION_CATALOG``, else SQLite in the root), or
-    None when turned off. Raises :class:`CatalogUnavailable` when it cannot be opened."""
+    None when turned off; writing ``origin``'s rows (default :func:`catalog_origin`). Raises
+    :class:`CatalogUnavailable` when it cannot be opened."""
     if catalog_disabled(url):
         return None
     from .sql import SqlCatalog
 
-    return SqlCatalog(catalog_url(root, url), catalog_origin(root, url))
+    return SqlCatalog(catalog_url(root, url), catalog_origin(root, url) if origin is None else origin)
 
 
 def scan_catalog(root: str | os.PathLike[str]) -> Any:

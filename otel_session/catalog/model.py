@@ -244,13 +244,21 @@ class RunQuery:
                     "problem", "tags", "metadata", "scores"))
 
 
+TOTAL_CAP = 10_000
+"""A list's ``total`` is exact up to this many runs, and "at least this many" past it."""
+
+
 @dataclass(frozen=True)
 class Page:
     rows: list[RunRow]
     next_cursor: str | None
     """Continue after this page; None when it is the last."""
     total: int | None = None
-    """Rows the filters select (when asked for)."""
+    """Rows the filters select (when asked for), counted up to :data:`TOTAL_CAP`."""
+    total_exact: bool = True
+    """False when more rows than :data:`TOTAL_CAP` are selected: then ``total`` is the cap, a lower
+    bound ("10,000+"). Counting every row of a large set costs a scan of it on every page (in
+    PostgreSQL ten times SQLite's); a count that stops at the cap costs at most the cap's rows."""
 
 
 @dataclass(frozen=True)

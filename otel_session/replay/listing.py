@@ -11,11 +11,13 @@ Each run shows its integrity as ``verify`` reads it (``status``: complete, recor
 invalid, with the diagnostic codes as ``problems``) and the catalog's columns (``outcome``, counts,
 tokens, latency). A run whose ``run.json`` cannot be read is listed too, under its session
 directory. A catalog made new here (none yet, another schema, a corrupt file) is filled from the
-bundles first; one that cannot be used at all is replaced by a scan, with a warning.
+bundles first (and from a bundle store's runs, given one); one that cannot be used at all is
+replaced by a scan, with a warning.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,8 @@ from typing import Any
 from otel_session.catalog import (
     CatalogError, RunQuery, RunRow, SessionsPage, SqlCatalog, catch_up, open_catalog, scan_catalog,
 )
+from otel_session.bundle.store import BundleStore, StoreUnavailable
+from otel_session.catalog.stored import reindex_store, store_origin
 from otel_session.catalog.sync import complete_pending, complete_rows
 
 __all__ = ["ListedSessions", "list_sessions", "run_entry"]
@@ -74,17 +78,40 @@ def _page(catalog: SqlCatalog, root: Path, query: RunQuery, runs_per_session: in
     return replace(page, sessions=[replace(group, runs=[next(rows) for _ in group.runs]) for group in page.sessions])
 
 
+def _from_store(fill: Callable[[], object]) -> str | None:
+    """``fill()`` (rows from the store's runs); why the store's runs are not listed, else None (a
+    store that is down never stops a list of the local runs)."""
+    try:
+        fill()
+    except StoreUnavailable as exc:
+        return f"the store's runs are not listed: {exc}"
+    return None
+
+
+def _fill_from_store(root: Path, url: str | None, store: BundleStore) -> None:
+    """The store's rows, under the store's origin (``catalog.stored``)."""
+    catalog = open_catalog(root, url, origin=store_origin(store))
+    try:
+        reindex_store(catalog, store)
+    finally:
+        catalog.close()
+
+
 def list_sessions(root: Path, query: RunQuery, *, url: str | None = None, runs_per_session: int = 20,
-                  limited: bool = True) -> ListedSessions:
-    """The sessions page ``query`` selects (``limited``: it says when more are left)."""
+                  limited: bool = True, store: BundleStore | None = None) -> ListedSessions:
+    """The sessions page ``query`` selects (``limited``: it says when more are left). With a
+    ``store``, a catalog made new here is filled from the store's runs too (and so is a scan)."""
     try:
         catalog = open_catalog(root, url)
         if catalog is not None:
             try:
+                store_warning = None
                 if catalog.rebuilt:
                     catch_up(catalog, root)
+                    if store is not None:
+                        store_warning = _from_store(lambda: _fill_from_store(root, url, store))
                 complete_pending(catalog, root)  # runs sealed since the last pass: filters see their figures
-                return ListedSessions(root, _page(catalog, root, query, runs_per_session), limited)
+                return ListedSessions(root, _page(catalog, root, query, runs_per_session), limited, store_warning)
             finally:
                 catalog.close()
         warning = "the catalog is turned off ($OTEL_SESSION_CATALOG=off): every bundle was read"
@@ -93,6 +120,8 @@ def list_sessions(root: Path, query: RunQuery, *, url: str | None = None, runs_p
             raise
         warning = f"the catalog is unusable ({exc}): every bundle was read"
     scanned = scan_catalog(root)
+    if store is not None:
+        warning = "; ".join(filter(None, [warning, _from_store(lambda: reindex_store(scanned, store))]))
     try:
         return ListedSessions(root, _page(scanned, root, query, runs_per_session), limited, warning)
     finally:

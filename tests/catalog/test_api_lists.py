@@ -140,3 +140,54 @@ def test_a_catalog_on_a_nearly_full_disk_writes_nothing_and_lists_scan_with_a_wa
             app.extensions["otel_session_listing"].close()
     finally:
         subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+def test_a_total_past_ten_thousand_runs_is_a_lower_bound_and_a_smaller_one_exact(client, writer, catalog):
+    """The count stops at TOTAL_CAP: past it ``total`` is the cap and ``total_exact`` false (the page
+    shows "10,000+"); a filtered set under it is counted exactly. The same on both engines."""
+    import dataclasses
+
+    from otel_session.catalog import TOTAL_CAP, RunQuery, SqlCatalog
+
+    write_runs(writer, 3)
+    [model] = [row for row in catalog.page(RunQuery(limit=1)).rows]
+    other = SqlCatalog(catalog.url, "another-host:/bundles")  # runs another host stored: no keeper drops them
+    try:
+        rows = []
+        for number in range(TOTAL_CAP + 1):
+            run_id = f"run-{uuid.UUID(int=number + 1)}"
+            rows.append(dataclasses.replace(model, path=f"sessions/far/{run_id}", directory="sessions/far", run_id=run_id,
+                                            session_id="far", agent="far-agent", location=f"s3://b/sessions/far/{run_id}.tar"))
+        other.upsert_sealed(rows)
+    finally:
+        other.close()
+    answer = _get(client, "/api/runs?limit=5")
+    assert (answer["total"], answer["total_exact"], len(answer["runs"])) == (TOTAL_CAP, False, 5)
+    assert catalog.page(RunQuery(limit=5)).total_exact is False
+    answer = _get(client, "/api/runs?limit=5&agent=agent0")
+    assert (answer["total"], answer["total_exact"]) == (2, True)
+    page = catalog.page(RunQuery(limit=5, agent="far-agent"))
+    assert (page.total, page.total_exact) == (TOTAL_CAP, False)
+    page = catalog.page(RunQuery(limit=5, agent="far-agent", since="2000", session_id="far", search="far"))
+    assert page.total_exact is False
+
+
+@pytest.mark.sqlite_only
+def test_every_list_finds_the_pending_rows_through_their_partial_index(writer, catalog):
+    """``complete_pending`` runs before every list: its query must read the few pending rows, not
+    every row of the origin (the key's prefix; 190 ms a list at 100k runs before)."""
+    from sqlalchemy import event
+
+    write_runs(writer, 3)
+    captured = []
+
+    def capture(_connection, _cursor, statement, parameters, _context, _many) -> None:
+        captured.append((statement, parameters))
+
+    event.listen(catalog._engine, "before_cursor_execute", capture)
+    catalog.pending(100)
+    event.remove(catalog._engine, "before_cursor_execute", capture)
+    [(statement, parameters)] = captured
+    with catalog._engine.connect() as connection:
+        plan = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters).all()
+    assert "USING INDEX runs_pending" in str(plan), plan

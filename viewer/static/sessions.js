@@ -99,8 +99,10 @@ async function load() {
   nextCursor = answer.next_cursor;
   const known = !query.get("cursor") || before.length > 0; // a shared link to a later page: its position is unknown
   const from = before.length * PAGE + 1;
+  // Past 10,000 runs the total is a lower bound (total_exact false): "of 10,000+ runs".
+  const total = answer.total_exact === false ? `${answer.total.toLocaleString("en")}+` : String(answer.total);
   document.getElementById("count").textContent = !answer.total ? "0 runs"
-    : known ? `${from}–${from + answer.runs.length - 1} of ${answer.total} runs` : `${answer.runs.length} of ${answer.total} runs`;
+    : known ? `${from}–${from + answer.runs.length - 1} of ${total} runs` : `${answer.runs.length} of ${total} runs`;
   document.getElementById("prev-page").disabled = !query.get("cursor");
   document.getElementById("next-page").disabled = !nextCursor;
   document.getElementById("empty").hidden = answer.total > 0;

@@ -1,0 +1,77 @@
+"""The catalog's tables (SQLAlchemy Core): one row a run, one a session, the facet values.
+
+Contract::
+
+    runs, sessions, facets, meta_table     # Table objects of ``metadata``
+    SCHEMA_VERSION                         # a catalog of another version is made new (no migrations)
+
+Text keys compare bytewise in both engines (SQLite's default, PostgreSQL's ``COLLATE "C"``), so
+sorts and cursors agree on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text
+
+__all__ = ["SCHEMA_VERSION", "facets", "meta_table", "metadata", "runs", "sessions"]
+
+SCHEMA_VERSION = "4"
+
+_KEY = Text().with_variant(Text(collation="C"), "postgresql")
+"""Text that sorts and compares bytewise in both engines (SQLite's default; PostgreSQL's ``"C"``)."""
+metadata = MetaData()
+meta_table = Table("catalog_meta", metadata, Column("key", String(64), primary_key=True), Column("value", Text))
+runs = Table(
+    "runs", metadata,
+    Column("origin", _KEY, primary_key=True),
+    Column("path", _KEY, primary_key=True),
+    Column("directory", _KEY, nullable=False),
+    Column("scope", String(8), nullable=False),
+    Column("session_id", _KEY),
+    Column("run_id", _KEY, nullable=False),
+    Column("kind", _KEY, nullable=False),
+    Column("created_at", _KEY, nullable=False),
+    Column("eval_id", _KEY),
+    Column("agent", _KEY),
+    Column("service", _KEY),
+    Column("capture_status", _KEY),
+    Column("integrity", _KEY, nullable=False),
+    Column("status", _KEY, nullable=False),
+    Column("started_at", _KEY),
+    Column("finished_at", _KEY),
+    Column("duration_ms", Float),
+    *(Column(name, Integer, nullable=False) for name in (
+        "event_count", "turns", "messages", "model_calls", "tool_calls", "tool_errors", "guards_blocked",
+        "repeated_asks", "feedback_count")),
+    Column("input_tokens", BigInteger),
+    Column("output_tokens", BigInteger),
+    Column("tokens", BigInteger),
+    Column("models", Text, nullable=False),
+    Column("latency_p50_ms", Float),
+    Column("latency_p95_ms", Float),
+    Column("turn_p50_ms", Float),
+    Column("turn_p95_ms", Float),
+    Column("usage_by_model", Text, nullable=False),
+    Column("problems", Text, nullable=False),
+    Column("diagnostics", Text, nullable=False),
+    Column("feedback_mean", Float),
+    Column("search_text", Text, nullable=False),
+    Column("stamp", Text, nullable=False),
+    Column("location", Text),
+    *(Column(name, Text, nullable=False) for name in ("tags", "metadata", "scores")),
+    Index("runs_by_created", "created_at", "path", "origin"),
+    Index("runs_by_directory", "directory", "created_at"),
+    Index("runs_by_session", "session_id"),
+)
+Index("runs_pending", runs.c.path, sqlite_where=runs.c.stamp == "", postgresql_where=runs.c.stamp == "")
+"""The rows whose figures the writer's hook left to count (``RunRow.figures_pending``), found without a scan."""
+sessions = Table(
+    "sessions", metadata,
+    Column("directory", _KEY, primary_key=True),
+    Column("scope", String(8), nullable=False),
+    Column("session_id", _KEY),
+    Column("newest_created_at", _KEY, nullable=False),
+    Column("run_count", Integer, nullable=False),
+    Index("sessions_by_newest", "scope", "newest_created_at", "directory"),
+)
+facets = Table("facets", metadata, Column("name", String(16), primary_key=True), Column("value", _KEY, primary_key=True))
