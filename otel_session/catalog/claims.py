@@ -34,7 +34,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .model import CatalogUnavailable
 from .settings import schema_lock
-from .sql import _BUSY_TIMEOUT_S, _COUNT_SESSION, _DROP_EMPTY_SESSION, _KEY, _SCHEMA_LOCK, _on_sqlite_connect, _reason, runs
+from .schema import KEY_TEXT, runs
+from .sql import _BUSY_TIMEOUT_S, _COUNT_SESSION, _DROP_EMPTY_SESSION, _SCHEMA_LOCK, _on_sqlite_connect, _reason
 
 __all__ = ["Claim", "ClaimState", "ClaimTable"]
 
@@ -44,12 +45,12 @@ _CONNECT_TIMEOUT_S = 5
 claims_metadata = MetaData()
 run_claims = Table(
     "run_claims", claims_metadata,
-    Column("run_id", _KEY, primary_key=True),
-    Column("owner", _KEY, nullable=False),
-    Column("collector", _KEY, nullable=False),
+    Column("run_id", KEY_TEXT, primary_key=True),
+    Column("owner", KEY_TEXT, nullable=False),
+    Column("collector", KEY_TEXT, nullable=False),
     Column("lease_until", Float, nullable=False),
     Column("state", String(8), nullable=False),
-    Column("taken_from", _KEY),
+    Column("taken_from", KEY_TEXT),
 )
 
 _CLAIM = text(

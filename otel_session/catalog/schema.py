@@ -17,28 +17,28 @@ __all__ = ["SCHEMA_VERSION", "facets", "meta_table", "metadata", "runs", "sessio
 
 SCHEMA_VERSION = "4"
 
-_KEY = Text().with_variant(Text(collation="C"), "postgresql")
+KEY_TEXT = Text().with_variant(Text(collation="C"), "postgresql")
 """Text that sorts and compares bytewise in both engines (SQLite's default; PostgreSQL's ``"C"``)."""
 metadata = MetaData()
 meta_table = Table("catalog_meta", metadata, Column("key", String(64), primary_key=True), Column("value", Text))
 runs = Table(
     "runs", metadata,
-    Column("origin", _KEY, primary_key=True),
-    Column("path", _KEY, primary_key=True),
-    Column("directory", _KEY, nullable=False),
+    Column("origin", KEY_TEXT, primary_key=True),
+    Column("path", KEY_TEXT, primary_key=True),
+    Column("directory", KEY_TEXT, nullable=False),
     Column("scope", String(8), nullable=False),
-    Column("session_id", _KEY),
-    Column("run_id", _KEY, nullable=False),
-    Column("kind", _KEY, nullable=False),
-    Column("created_at", _KEY, nullable=False),
-    Column("eval_id", _KEY),
-    Column("agent", _KEY),
-    Column("service", _KEY),
-    Column("capture_status", _KEY),
-    Column("integrity", _KEY, nullable=False),
-    Column("status", _KEY, nullable=False),
-    Column("started_at", _KEY),
-    Column("finished_at", _KEY),
+    Column("session_id", KEY_TEXT),
+    Column("run_id", KEY_TEXT, nullable=False),
+    Column("kind", KEY_TEXT, nullable=False),
+    Column("created_at", KEY_TEXT, nullable=False),
+    Column("eval_id", KEY_TEXT),
+    Column("agent", KEY_TEXT),
+    Column("service", KEY_TEXT),
+    Column("capture_status", KEY_TEXT),
+    Column("integrity", KEY_TEXT, nullable=False),
+    Column("status", KEY_TEXT, nullable=False),
+    Column("started_at", KEY_TEXT),
+    Column("finished_at", KEY_TEXT),
     Column("duration_ms", Float),
     *(Column(name, Integer, nullable=False) for name in (
         "event_count", "turns", "messages", "model_calls", "tool_calls", "tool_errors", "guards_blocked",
@@ -67,11 +67,11 @@ Index("runs_pending", runs.c.path, sqlite_where=runs.c.stamp == "", postgresql_w
 """The rows whose figures the writer's hook left to count (``RunRow.figures_pending``), found without a scan."""
 sessions = Table(
     "sessions", metadata,
-    Column("directory", _KEY, primary_key=True),
+    Column("directory", KEY_TEXT, primary_key=True),
     Column("scope", String(8), nullable=False),
-    Column("session_id", _KEY),
-    Column("newest_created_at", _KEY, nullable=False),
+    Column("session_id", KEY_TEXT),
+    Column("newest_created_at", KEY_TEXT, nullable=False),
     Column("run_count", Integer, nullable=False),
     Index("sessions_by_newest", "scope", "newest_created_at", "directory"),
 )
-facets = Table("facets", metadata, Column("name", String(16), primary_key=True), Column("value", _KEY, primary_key=True))
+facets = Table("facets", metadata, Column("name", String(16), primary_key=True), Column("value", KEY_TEXT, primary_key=True))
