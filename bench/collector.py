@@ -262,9 +262,15 @@ def bundle_fs_floor_us(parent: str, bundles: int = 320, *, group: int = 64) -> f
 def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int, parent: str) -> dict:
     """One collector run; its bundles stay under ``parent`` until the benchmark ends (see main)."""
     root = tempfile.mkdtemp(dir=parent)
+    env = dict(os.environ)
+    if mode == "write-no-catalog":  # the collector without its run catalog: the catalog's cost is the difference
+        env["OTEL_SESSION_CATALOG"] = "off"
+    else:
+        env.pop("OTEL_SESSION_CATALOG", None)
     child = subprocess.Popen(
-        [sys.executable, "-m", "bench.collector", "--serve", mode, "--dir", root],
-        stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "bench.collector", "--serve", "write" if mode == "write-no-catalog" else mode,
+         "--dir", root],
+        stdout=subprocess.PIPE, text=True, env=env,
     )
     port = int(child.stdout.readline())
     per_exporter = spans // exporters // batch * batch
@@ -275,7 +281,7 @@ def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int, p
     sent = per_exporter * exporters
     counters = report["counters"]
     # ``received`` also counts requests refused retryably (writer behind) and sent again.
-    if counters["received"] < sent or (mode == "write" and counters["bundled"] != sent):
+    if counters["received"] < sent or (mode.startswith("write") and counters["bundled"] != sent):
         raise RuntimeError(f"{mode}: sent {sent}, collector counted {counters}")
     bundle_bytes = sum(path.stat().st_size for path in Path(root).rglob("*") if path.is_file())
     cpu_s = report["cpu_s"]
@@ -346,6 +352,9 @@ def main(argv: list[str] | None = None) -> dict:
                         "on a shared VM drifts by ±25 %% from minute to minute)")
     parser.add_argument("--no-tmpfs", dest="tmpfs", action="store_false",
                         help="skip the second measurement with bundles on /dev/shm (the collector's CPU without disk)")
+    parser.add_argument("--catalog-off", action="store_true",
+                        help="also measure writing with the run catalog off (OTEL_SESSION_CATALOG=off), alternating "
+                        "with it on: the catalog's cost as a ratio in the same run")
     parser.add_argument("--serve", choices=["write", "write-ack-early", "receive"], help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv or [])
@@ -374,12 +383,15 @@ def main(argv: list[str] | None = None) -> dict:
                     f"{int(size) * 1e6 / floor_us:,.0f} for {size}-span runs" for size in args.spans_per_trace.split(",")),
             ))
         for per_trace in (int(size) for size in args.spans_per_trace.split(",")):
-            rounds: dict[str, list[dict]] = {mode: [] for mode in ("receive", *parents)}
+            no_catalog = [f"{name}_no_catalog" for name in parents] if args.catalog_off else []
+            rounds: dict[str, list[dict]] = {mode: [] for mode in ("receive", *parents, *no_catalog)}
             for _ in range(args.rounds):  # alternating, so that a slow minute spreads over every mode
                 sizes = (args.exporters, args.spans, args.batch, per_trace)
                 rounds["receive"].append(measure("receive", *sizes, parents["disk"]))
                 for name, parent in parents.items():
                     rounds[name].append(measure("write", *sizes, parent))
+                    if args.catalog_off:
+                        rounds[f"{name}_no_catalog"].append(measure("write-no-catalog", *sizes, parent))
             receive = _median_round(rounds["receive"])
             workload = {"spans_per_trace": per_trace, "receiver_only": receive, "rounds": rounds}
             prefix = f"collector.{per_trace}_spans_per_run"
@@ -401,6 +413,14 @@ def main(argv: list[str] | None = None) -> dict:
                     Figure(f"{prefix}.{name}.write_spans_per_s_wall", write["spans_per_s_wall"], "spans/s",
                            baseline=receive["spans_per_s_wall"], note=f"{args.exporters} exporters on the same machine"),
                 ]
+                if args.catalog_off:
+                    off = _median_round(rounds[f"{name}_no_catalog"])
+                    workload[f"writing_on_{name}_no_catalog"] = off
+                    figures.append(Figure(
+                        f"{prefix}.{name}.write_spans_per_core_s_catalog_on_vs_off", write["spans_per_core_s"],
+                        "spans/s", baseline=off["spans_per_core_s"],
+                        note="with the run catalog (the default) against OTEL_SESSION_CATALOG=off, alternating rounds; "
+                        "off: " + _spread(rounds[f"{name}_no_catalog"])))
             workloads.append(workload)
         figures += _per_bundle_figures(workloads, parents, floors)
     finally:

@@ -3,15 +3,18 @@
 Contract::
 
     class RunHooks(Protocol): runs_passed(opened, sealed); close()   # e.g. catalog.CatalogHook
-    teller = HookTeller(hooks)       # the writer's: one daemon thread
+    teller = HookTeller(hooks, gather_s=GATHER_S)   # the writer's: one daemon thread
     teller.opened(directory, manifest)   # a producer opened a run (cheap: a deque append)
-    teller.passed(sealed_directories)    # the writer thread ended a pass (never waits on the hooks)
+    teller.passed(sealed_directories)    # the writer thread ended a pass that sealed runs (never waits)
     teller.flush(timeout_s)              # -> True once everything handed over so far was told
     teller.close(timeout_s)              # tell what is left, then close the hooks
 
 A hook may wait (a catalog locked by a viewer, a database across the network): it never holds up
 the writer thread, whose queues are bounded, nor the producers. What piles up while a hook is slow
-is merged into one call (opened runs in order, sealed ones as a set); past ``MAX_PENDING`` runs the
+is merged into one call (opened runs in order, sealed ones as a set). Runs opened are told with the
+next pass that seals (or ``gather_s`` after the first of them, whichever comes first; at once on a
+flush): the catalog writes a pass in one transaction, and a short run opened and sealed in it as one
+row, where telling each opening at once cost a transaction a run. Past ``MAX_PENDING`` runs the
 oldest are left to the hook's own catch-up (the catalog's keeper, ``otel-session reindex``) and a
 warning says so: the bundles are the truth, a hook only indexes them.
 """
@@ -31,6 +34,9 @@ logger = get_logger(__name__)
 
 MAX_PENDING = 100_000
 """Runs waiting to be told; past it the oldest are dropped (the hook's catch-up finds them)."""
+GATHER_S = 0.1
+"""How long runs opened wait for a pass that seals before they are told all the same: a live run's
+row is in the catalog this soon after it opened."""
 
 
 class RunHooks(Protocol):
@@ -45,8 +51,9 @@ class RunHooks(Protocol):
 class HookTeller:
     """Tells ``hooks`` of runs opened and sealed, from a thread of its own (see the module docstring)."""
 
-    def __init__(self, hooks: RunHooks) -> None:
+    def __init__(self, hooks: RunHooks, *, gather_s: float = GATHER_S) -> None:
         self._hooks = hooks
+        self._gather_s = gather_s
         self._cond = threading.Condition()
         self._opened: deque[tuple[str, dict[str, Any]]] = deque()
         self._sealed: dict[str, None] = {}
@@ -54,6 +61,7 @@ class HookTeller:
         self._dropped = 0
         self._handed = 0  # calls of opened()/passed() so far
         self._told = 0  # of those, how many the hooks were told of
+        self._flushing = 0  # flush() calls waiting: nothing is gathered meanwhile
         self._thread = threading.Thread(target=self._run, name="otel-session-run-hooks", daemon=True)
         self._thread.start()
 
@@ -82,6 +90,7 @@ class HookTeller:
             with self._cond:
                 while not (self._opened or self._sealed or self._stopping):
                     self._cond.wait()
+                self._cond.wait_for(lambda: self._sealed or self._stopping or self._flushing, self._gather_s)
                 if not (self._opened or self._sealed):
                     return
                 opened, self._opened = list(self._opened), deque()
@@ -103,8 +112,13 @@ class HookTeller:
         """Wait until the hooks were told of everything handed over before this call."""
         with self._cond:
             target = self._handed
-            return self._cond.wait_for(lambda: self._told >= target or not self._thread.is_alive(), timeout_s) \
-                and self._told >= target
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                return self._cond.wait_for(lambda: self._told >= target or not self._thread.is_alive(), timeout_s) \
+                    and self._told >= target
+            finally:
+                self._flushing -= 1
 
     def close(self, timeout_s: float) -> None:
         """Tell what is left (within ``timeout_s``), then close the hooks. Idempotent."""

@@ -10,7 +10,9 @@ Contract::
 
 Runs opened since the last pass get a row from their ``run.json`` (no bundle read; their session
 counted); runs sealed in the pass get their capture status and record count (``rows.light_row``:
-``run.json`` and ``capture.json``, no record read). Their figures (turns, tokens, latency, problems,
+``run.json`` and ``capture.json``, no record read). A run opened and sealed since the last call
+(a short run: the writer tells its hooks of openings with the next pass that seals) is written
+once, sealed. Their figures (turns, tokens, latency, problems,
 …) are counted by the first reader that lists them (``sync.complete_rows``) or by a catch-up pass:
 counting them here, on the collector's writer thread, cost a fifth of the collector's CPU.
 Both go in one transaction. A catalog that cannot be opened or written is logged (once a minute
@@ -100,6 +102,8 @@ class CatalogHook:
     def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[str]) -> None:
         if not opened and not sealed:
             return
+        sealed_now = set(sealed)
+        opened = [(path, manifest) for path, manifest in opened if path not in sealed_now]  # its sealed row says it all
         try:
             rows = ([opened_row(self.root, Path(path), manifest) for path, manifest in opened],
                     [light_row(self.root, Path(path), read_manifest(Path(path)) or {}) for path in sealed])
@@ -129,9 +133,10 @@ class CatalogHook:
         self._waiting = ([], [])
         if self._catalog is None or not (opened or sealed):
             return
-        now_open = {row.path for row in opened}
         sealed_paths = {row.path for row in sealed}
-        recount = not (self._opened | now_open).issuperset(sealed_paths)  # a run it never saw open: count it
+        opened = [row for row in opened if row.path not in sealed_paths]  # opened and sealed since: one row, sealed
+        now_open = {row.path for row in opened}
+        recount = not self._opened.issuperset(sealed_paths)  # a run whose opened row was not written: count it
         try:
             self._catalog.write(opened=opened, sealed=sealed, recount_sealed=recount)
         except CatalogError as exc:

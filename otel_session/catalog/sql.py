@@ -25,6 +25,7 @@ bound parameter. Any database error is raised as :class:`CatalogUnavailable`.
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 import time
@@ -149,9 +150,16 @@ _DROP_EMPTY_SESSION = text(
     "DELETE FROM sessions WHERE directory = :directory AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.directory = :directory)")
 
 
+_PLAIN_FIELDS = [name for name in _ROW_FIELDS if name not in ("scope", "tokens", "origin", *_JSON_FIELDS)]
+_plain_values = operator.attrgetter(*_PLAIN_FIELDS)
+_json_values = operator.attrgetter(*_JSON_FIELDS)
+
+
 def _values(row: RunRow, origin: str) -> dict[str, Any]:
-    values = {name: getattr(row, name) for name in _ROW_FIELDS if name not in ("scope", "tokens", *_JSON_FIELDS)}
-    values.update({name: orjson.dumps(list(getattr(row, name))).decode() for name in _JSON_FIELDS})
+    """A row's bound parameters (one dict a row: a writer pass binds hundreds, so no per-field test)."""
+    values = dict(zip(_PLAIN_FIELDS, _plain_values(row)))
+    for name, value in zip(_JSON_FIELDS, _json_values(row)):
+        values[name] = orjson.dumps(list(value)).decode() if value else "[]"
     values.update(scope=row.scope.value, tokens=row.tokens, origin=origin)
     return values
 

@@ -607,3 +607,36 @@ def test_a_slow_run_hook_never_holds_up_the_writer(tmp_path):
         writer.shutdown()
     capture = (run.path / "capture.json").read_text()
     assert '"status":"complete"' in capture.replace(" ", "") and told and sum(sealed for _, sealed in told) == 1
+
+
+def test_runs_opened_are_told_with_the_next_pass_that_seals_and_at_once_on_a_flush(tmp_path):
+    """The catalog writes one transaction a call, and a run opened and sealed in one call as one
+    row: so the hooks hear of openings with the next pass that seals them, not one call a run;
+    a flush (or ``gather_s``, here an hour) tells what waits without a pass."""
+    import threading
+
+    from otel_session.bundle.hooks import HookTeller
+
+    told: list[tuple[list[str], list[str]]] = []
+    heard = threading.Event()
+
+    class Hooks:
+        def runs_passed(self, opened, sealed):
+            told.append(([path for path, _ in opened], list(sealed)))
+            heard.set()
+
+        def close(self):
+            pass
+
+    teller = HookTeller(Hooks(), gather_s=3600.0)
+    try:
+        teller.opened("s/run-a", {})
+        teller.opened("s/run-b", {})
+        assert not heard.wait(0.2)  # no pass sealed anything yet: nothing told (can only fail early)
+        teller.passed(["s/run-a"])
+        assert heard.wait(60) and teller.flush(60)
+        assert told == [(["s/run-a", "s/run-b"], ["s/run-a"])]
+        teller.opened("s/run-c", {})  # a live run, no pass seals anything: a flush tells it now
+        assert teller.flush(60) and told[-1] == (["s/run-c"], [])
+    finally:
+        teller.close(60)
