@@ -142,6 +142,37 @@ def test_recording_goes_on_when_the_catalog_cannot_be_written(root: Path, caplog
         open_catalog(root)
 
 
+@pytest.mark.sqlite_only
+def test_a_catalog_that_could_not_open_is_tried_again_on_its_timer_with_the_rows_it_missed(root: Path):
+    """No writer pass comes after the cause went away: the hook's own timer opens the catalog and
+    writes the rows of the passes that ended meanwhile (the timer's wait ended by ``wake``)."""
+    import threading
+
+    from otel_session.catalog import CatalogHook
+    from otel_session.testing import wait_for
+
+    root.mkdir(parents=True)
+    blocker = root / ".catalog.sqlite3"
+    blocker.mkdir()  # a directory where the database goes: it cannot open while it is there
+    wake = threading.Event()
+    hook = CatalogHook(root, retry_s=(3600.0, 3600.0), wake=wake)
+    assert hook.wait_ready(60)
+    writer = BundleWriter(root, hooks=hook)
+    try:
+        ids = write_runs(writer, 3)  # recorded all the same, the hook told of them
+        blocker.rmdir()
+        wake.set()  # the hour's wait ends now: no pass, no sleep
+        wait_for(lambda: (root / ".catalog.sqlite3").is_file(), timeout=60)
+        catalog = open_catalog(root)
+        try:
+            wait_for(lambda: catalog.count() == 3, timeout=60)
+            assert sorted(row.run_id for row in catalog.page(RunQuery(limit=10)).rows) == sorted(ids)
+        finally:
+            catalog.close()
+    finally:
+        writer.shutdown()
+
+
 @pytest.mark.parametrize("sort", [SortKey.CREATED_AT, SortKey.TURNS])
 def test_the_same_run_in_two_roots_of_one_catalog_is_two_rows_every_page_walk_sees(root: Path, writer, sort):
     """A bundle copied to a second root (same path, same times) is a row of each origin; a page
