@@ -5,19 +5,20 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import orjson
 
 from otel_session.core import config
-from otel_session.bundle.archive import is_bundle_archive, read_bundle_archive
-from otel_session.bundle.read import BundleRead, BundleStatus, find_bundles, read_bundle
 from otel_session.catalog import (
     ENV_CATALOG, BadQuery, CatalogError, RunQuery, Scope, StatusFilter, open_catalog, time_prefix,
 )
 from otel_session.catalog import reindex as catalog_reindex
 from otel_session.catalog.sync import run_paths
-from otel_session.replay.listing import list_sessions
+
+if TYPE_CHECKING:
+    from otel_session.bundle.read import BundleRead
 
 
 def _echo_json(value: object) -> None:
@@ -64,6 +65,9 @@ def verify(paths: tuple[Path, ...], as_json: bool, allow_recording: bool, strict
 
     Exit 0 when every bundle is complete (or recording, with --allow-recording), 1 otherwise.
     """
+    from otel_session.bundle.archive import is_bundle_archive, read_bundle_archive  # tarfile: verify's own
+    from otel_session.bundle.read import BundleStatus, find_bundles, read_bundle
+
     results: list[BundleRead] = []
     for path in paths:
         if is_bundle_archive(path):
@@ -130,6 +134,8 @@ def sessions(bundle_root: Path | None, catalog_url: str | None, as_json: bool, l
     """List sessions and their runs, newest first, from the run catalog, each run with its
     integrity (as ``verify`` reads it). A run whose ``run.json`` cannot be read is listed too,
     under its session directory."""
+    from otel_session.replay.listing import list_sessions  # the SQL library: not every command's
+
     root = _root(bundle_root)
     query = RunQuery(
         agent=agent, status=StatusFilter(status) if status else None, since=since, eval_id=eval_id,

@@ -16,9 +16,23 @@ The writer's modules import downwards only: ``files`` < ``recorder`` < ``capture
 ``seal`` < ``recovery`` < ``write``; the reader (``read``, ``archive``) imports none of them.
 """
 
-from otel_session.bundle.read import BundleRead, BundleStatus, JournalTail, read_bundle
-from otel_session.bundle.recorder import AppendResult, FailureCode, RunRecorder, WriterLimits
-from otel_session.bundle.write import BundleWriter
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from otel_session.bundle.read import BundleRead, BundleStatus, JournalTail, read_bundle
+    from otel_session.bundle.recorder import AppendResult, FailureCode, RunRecorder, WriterLimits
+    from otel_session.bundle.write import BundleWriter
+
+_HOMES = {
+    **dict.fromkeys(("BundleRead", "BundleStatus", "JournalTail", "read_bundle"), "otel_session.bundle.read"),
+    **dict.fromkeys(("AppendResult", "FailureCode", "RunRecorder", "WriterLimits"), "otel_session.bundle.recorder"),
+    "BundleWriter": "otel_session.bundle.write",
+}
+"""Imported when first asked for (PEP 562): a reader (``sessions``, the viewer's lists) that imports
+``bundle.read`` does not pay for the writer, the redactor and the normalizer it pulls in."""
 
 __all__ = [
     "AppendResult",
@@ -31,3 +45,16 @@ __all__ = [
     "WriterLimits",
     "read_bundle",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
