@@ -109,9 +109,8 @@ runs = Table(
     Index("runs_by_session", "session_id"),
 )
 _runs_pending = Index("runs_pending", runs.c.path, sqlite_where=runs.c.stamp == "")
-"""The rows whose figures the writer's hook left to count (``RunRow.figures_pending``), found without a
-scan. Its ``postgresql_where`` is added when a PostgreSQL catalog's tables are made: naming it here
-imports SQLAlchemy's PostgreSQL dialects (40 ms) in every process that lists from SQLite."""
+"""The rows whose figures the writer's hook left to count (``RunRow.figures_pending``). Its ``postgresql_where``
+is added as a PostgreSQL catalog is made: here it imported the PostgreSQL dialects (40 ms) into every list."""
 sessions = Table(
     "sessions", metadata,
     Column("directory", _KEY, primary_key=True),
