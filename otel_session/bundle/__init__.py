@@ -18,8 +18,9 @@ The writer's modules import downwards only: ``files`` < ``recorder`` < ``capture
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from otel_session.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from otel_session.bundle.read import BundleRead, BundleStatus, JournalTail, read_bundle
@@ -46,15 +47,4 @@ __all__ = [
     "read_bundle",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(globals(), _HOMES)
