@@ -197,3 +197,31 @@ def test_the_same_run_in_two_roots_of_one_catalog_is_two_rows_every_page_walk_se
     finally:
         for catalog in catalogs:
             catalog.close()
+
+
+@pytest.mark.sqlite_only
+def test_the_pending_rows_are_found_through_their_partial_index_not_by_a_scan(root: Path, writer, catalog):
+    """Every list asks for the rows whose figures are pending; every row of a root has one origin,
+    so a plan through the key's (origin, path) index reads them all (34 ms at 100k runs)."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    write_runs(writer, 3)
+    asked: list[tuple[str, tuple]] = []
+
+    def seen(_connection, _cursor, statement, parameters, _context, _many) -> None:
+        if "stamp" in statement:
+            asked.append((statement, parameters))
+
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        catalog.pending(10)
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+    (statement, parameters), = asked
+    database = sqlite3.connect(root / ".catalog.sqlite3")
+    try:
+        plan = database.execute("EXPLAIN QUERY PLAN " + statement, parameters).fetchall()
+    finally:
+        database.close()
+    assert any("USING INDEX runs_pending" in step[-1] for step in plan), plan
