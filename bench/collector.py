@@ -66,14 +66,28 @@ def serve(mode: str, root: str) -> None:
     ready = os.times()
     print(collector.grpc_port, flush=True)
     stop.wait()
+    hooks_cpu_s = _thread_cpu_s("otel-session-run-hooks")  # before the stop ends that thread
     collector.stop()  # seals every run still open: part of the work measured
     done = os.times()
     print(json.dumps({
+        "hooks_cpu_s": hooks_cpu_s,
         "counters": collector.counters.snapshot(),
         "cpu_s": (done.user + done.system) - (ready.user + ready.system),
         "sys_s": done.system - ready.system,
         "startup_cpu_s": ready.user + ready.system,
     }), flush=True)
+
+
+def _thread_cpu_s(name: str) -> float | None:
+    """CPU seconds of this process's thread called ``name`` so far (Linux ``/proc``), None without one."""
+    for thread in threading.enumerate():
+        if thread.name == name and thread.native_id is not None:
+            try:
+                fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                return None
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    return None
 
 
 # -- the client side ---------------------------------------------------------------------------
@@ -296,6 +310,8 @@ def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int, p
         "cpu_ms_per_1k_spans": round(cpu_s / sent * 1e6, 2),
         "spans_per_core_s": round(sent / cpu_s),
         "bundle_bytes": bundle_bytes,
+        "hooks_cpu_us_per_run": (round(report["hooks_cpu_s"] / (sent / per_trace) * 1e6, 1)
+                                 if report.get("hooks_cpu_s") is not None else None),
         "counters": counters,
     }
 
@@ -354,7 +370,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="skip the second measurement with bundles on /dev/shm (the collector's CPU without disk)")
     parser.add_argument("--catalog-off", action="store_true",
                         help="also measure writing with the run catalog off (OTEL_SESSION_CATALOG=off), alternating "
-                        "with it on: the catalog's cost as a ratio in the same run")
+                        "with it on: the catalog's cost as a ratio in the same run, and the CPU of the hooks' "
+                        "thread per run beside the whole collector's")
     parser.add_argument("--serve", choices=["write", "write-ack-early", "receive"], help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv or [])
@@ -416,6 +433,12 @@ def main(argv: list[str] | None = None) -> dict:
                 if args.catalog_off:
                     off = _median_round(rounds[f"{name}_no_catalog"])
                     workload[f"writing_on_{name}_no_catalog"] = off
+                    hooks = sorted(measured["hooks_cpu_us_per_run"] or 0.0 for measured in rounds[name])
+                    figures.append(Figure(
+                        f"{prefix}.{name}.catalog_hooks_cpu_us_per_run", hooks[len(hooks) // 2], "us/run",
+                        baseline=round(off["cpu_ms_per_1k_spans"] * per_trace, 1),
+                        note="CPU of the writer's hooks thread (the catalog's rows) per run, median of the rounds; "
+                        "baseline: the collector's whole CPU per run with the catalog off"))
                     figures.append(Figure(
                         f"{prefix}.{name}.write_spans_per_core_s_catalog_on_vs_off", write["spans_per_core_s"],
                         "spans/s", baseline=off["spans_per_core_s"],

@@ -609,10 +609,10 @@ def test_a_slow_run_hook_never_holds_up_the_writer(tmp_path):
     assert '"status":"complete"' in capture.replace(" ", "") and told and sum(sealed for _, sealed in told) == 1
 
 
-def test_runs_opened_are_told_with_the_next_pass_that_seals_and_at_once_on_a_flush(tmp_path):
+def test_a_run_opened_is_told_with_its_own_seal_and_a_live_one_at_a_flush(tmp_path):
     """The catalog writes one transaction a call, and a run opened and sealed in one call as one
-    row: so the hooks hear of openings with the next pass that seals them, not one call a run;
-    a flush (or ``gather_s``, here an hour) tells what waits without a pass."""
+    row: so the hooks hear of a run's opening with its own seal (a short run), or ``hold_s`` after
+    it opened (here an hour) or at a flush while it still records (a live run)."""
     import threading
 
     from otel_session.bundle.hooks import HookTeller
@@ -628,15 +628,14 @@ def test_runs_opened_are_told_with_the_next_pass_that_seals_and_at_once_on_a_flu
         def close(self):
             pass
 
-    teller = HookTeller(Hooks(), gather_s=3600.0)
+    teller = HookTeller(Hooks(), hold_s=3600.0)
     try:
         teller.opened("s/run-a", {})
         teller.opened("s/run-b", {})
-        assert not heard.wait(0.2)  # no pass sealed anything yet: nothing told (can only fail early)
+        assert not heard.wait(0.2)  # nothing sealed yet: nothing told (can only fail early)
         teller.passed(["s/run-a"])
-        assert heard.wait(60) and teller.flush(60)
-        assert told == [(["s/run-a", "s/run-b"], ["s/run-a"])]
-        teller.opened("s/run-c", {})  # a live run, no pass seals anything: a flush tells it now
-        assert teller.flush(60) and told[-1] == (["s/run-c"], [])
+        assert heard.wait(60)
+        assert told == [(["s/run-a"], ["s/run-a"])]  # run-b still records: held
+        assert teller.flush(60) and told[-1] == (["s/run-b"], [])  # a flush tells it now
     finally:
         teller.close(60)
