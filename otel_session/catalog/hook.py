@@ -11,7 +11,7 @@ Contract::
 Runs opened since the last pass get a row from their ``run.json`` (no bundle read; their session
 counted); runs sealed in the pass get their capture status and record count (``rows.light_row``:
 ``run.json`` and ``capture.json``, no record read). A run opened and sealed since the last call
-(a short run: the writer tells its hooks of openings with the next pass that seals) is written
+(a short run: the writer tells its hooks of an opening with its seal, or 2 s later) is written
 once, sealed. Their figures (turns, tokens, latency, problems,
 …) are counted by the first reader that lists them (``sync.complete_rows``) or by a catch-up pass:
 counting them here, on the collector's writer thread, cost a fifth of the collector's CPU.
