@@ -66,14 +66,28 @@ def serve(mode: str, root: str) -> None:
     ready = os.times()
     print(collector.grpc_port, flush=True)
     stop.wait()
+    hooks_cpu_s = _thread_cpu_s("otel-session-run-hooks")  # before the stop ends that thread
     collector.stop()  # seals every run still open: part of the work measured
     done = os.times()
     print(json.dumps({
+        "hooks_cpu_s": hooks_cpu_s,
         "counters": collector.counters.snapshot(),
         "cpu_s": (done.user + done.system) - (ready.user + ready.system),
         "sys_s": done.system - ready.system,
         "startup_cpu_s": ready.user + ready.system,
     }), flush=True)
+
+
+def _thread_cpu_s(name: str) -> float | None:
+    """CPU seconds of this process's thread called ``name`` so far (Linux ``/proc``), None without one."""
+    for thread in threading.enumerate():
+        if thread.name == name and thread.native_id is not None:
+            try:
+                fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                return None
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    return None
 
 
 # -- the client side ---------------------------------------------------------------------------
@@ -262,9 +276,15 @@ def bundle_fs_floor_us(parent: str, bundles: int = 320, *, group: int = 64) -> f
 def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int, parent: str) -> dict:
     """One collector run; its bundles stay under ``parent`` until the benchmark ends (see main)."""
     root = tempfile.mkdtemp(dir=parent)
+    env = dict(os.environ)
+    if mode == "write-no-catalog":  # the collector without its run catalog: the catalog's cost is the difference
+        env["OTEL_SESSION_CATALOG"] = "off"
+    else:
+        env.pop("OTEL_SESSION_CATALOG", None)
     child = subprocess.Popen(
-        [sys.executable, "-m", "bench.collector", "--serve", mode, "--dir", root],
-        stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "bench.collector", "--serve", "write" if mode == "write-no-catalog" else mode,
+         "--dir", root],
+        stdout=subprocess.PIPE, text=True, env=env,
     )
     port = int(child.stdout.readline())
     per_exporter = spans // exporters // batch * batch
@@ -275,7 +295,7 @@ def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int, p
     sent = per_exporter * exporters
     counters = report["counters"]
     # ``received`` also counts requests refused retryably (writer behind) and sent again.
-    if counters["received"] < sent or (mode == "write" and counters["bundled"] != sent):
+    if counters["received"] < sent or (mode.startswith("write") and counters["bundled"] != sent):
         raise RuntimeError(f"{mode}: sent {sent}, collector counted {counters}")
     bundle_bytes = sum(path.stat().st_size for path in Path(root).rglob("*") if path.is_file())
     cpu_s = report["cpu_s"]
@@ -290,6 +310,8 @@ def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int, p
         "cpu_ms_per_1k_spans": round(cpu_s / sent * 1e6, 2),
         "spans_per_core_s": round(sent / cpu_s),
         "bundle_bytes": bundle_bytes,
+        "hooks_cpu_us_per_run": (round(report["hooks_cpu_s"] / (sent / per_trace) * 1e6, 1)
+                                 if report.get("hooks_cpu_s") is not None else None),
         "counters": counters,
     }
 
@@ -346,6 +368,10 @@ def main(argv: list[str] | None = None) -> dict:
                         "on a shared VM drifts by ±25 %% from minute to minute)")
     parser.add_argument("--no-tmpfs", dest="tmpfs", action="store_false",
                         help="skip the second measurement with bundles on /dev/shm (the collector's CPU without disk)")
+    parser.add_argument("--catalog-off", action="store_true",
+                        help="also measure writing with the run catalog off (OTEL_SESSION_CATALOG=off), alternating "
+                        "with it on: the catalog's cost as a ratio in the same run, and the CPU of the hooks' "
+                        "thread per run beside the whole collector's")
     parser.add_argument("--serve", choices=["write", "write-ack-early", "receive"], help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv or [])
@@ -374,12 +400,15 @@ def main(argv: list[str] | None = None) -> dict:
                     f"{int(size) * 1e6 / floor_us:,.0f} for {size}-span runs" for size in args.spans_per_trace.split(",")),
             ))
         for per_trace in (int(size) for size in args.spans_per_trace.split(",")):
-            rounds: dict[str, list[dict]] = {mode: [] for mode in ("receive", *parents)}
+            no_catalog = [f"{name}_no_catalog" for name in parents] if args.catalog_off else []
+            rounds: dict[str, list[dict]] = {mode: [] for mode in ("receive", *parents, *no_catalog)}
             for _ in range(args.rounds):  # alternating, so that a slow minute spreads over every mode
                 sizes = (args.exporters, args.spans, args.batch, per_trace)
                 rounds["receive"].append(measure("receive", *sizes, parents["disk"]))
                 for name, parent in parents.items():
                     rounds[name].append(measure("write", *sizes, parent))
+                    if args.catalog_off:
+                        rounds[f"{name}_no_catalog"].append(measure("write-no-catalog", *sizes, parent))
             receive = _median_round(rounds["receive"])
             workload = {"spans_per_trace": per_trace, "receiver_only": receive, "rounds": rounds}
             prefix = f"collector.{per_trace}_spans_per_run"
@@ -401,6 +430,20 @@ def main(argv: list[str] | None = None) -> dict:
                     Figure(f"{prefix}.{name}.write_spans_per_s_wall", write["spans_per_s_wall"], "spans/s",
                            baseline=receive["spans_per_s_wall"], note=f"{args.exporters} exporters on the same machine"),
                 ]
+                if args.catalog_off:
+                    off = _median_round(rounds[f"{name}_no_catalog"])
+                    workload[f"writing_on_{name}_no_catalog"] = off
+                    hooks = sorted(measured["hooks_cpu_us_per_run"] or 0.0 for measured in rounds[name])
+                    figures.append(Figure(
+                        f"{prefix}.{name}.catalog_hooks_cpu_us_per_run", hooks[len(hooks) // 2], "us/run",
+                        baseline=round(off["cpu_ms_per_1k_spans"] * per_trace, 1),
+                        note="CPU of the writer's hooks thread (the catalog's rows) per run, median of the rounds; "
+                        "baseline: the collector's whole CPU per run with the catalog off"))
+                    figures.append(Figure(
+                        f"{prefix}.{name}.write_spans_per_core_s_catalog_on_vs_off", write["spans_per_core_s"],
+                        "spans/s", baseline=off["spans_per_core_s"],
+                        note="with the run catalog (the default) against OTEL_SESSION_CATALOG=off, alternating rounds; "
+                        "off: " + _spread(rounds[f"{name}_no_catalog"])))
             workloads.append(workload)
         figures += _per_bundle_figures(workloads, parents, floors)
     finally:

@@ -7,10 +7,10 @@ the instrumentation API, the writer and the OpenTelemetry SDK.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from otel_session._version import __version__
+from otel_session.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from otel_session.bundle.read import BundleStatus, read_bundle
@@ -73,15 +73,4 @@ __all__ = [
     "turn",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'otel_session' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(globals(), _HOMES)

@@ -5,23 +5,22 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import orjson
 
 from otel_session.core import config
-from otel_session.bundle.archive import is_bundle_archive, read_bundle_archive
-from otel_session.bundle.read import BundleRead, BundleStatus, find_bundles, read_bundle
 from otel_session.catalog import (
     ENV_CATALOG, BadQuery, CatalogError, RunQuery, Scope, StatusFilter, open_catalog, time_prefix,
 )
 from otel_session.catalog import reindex as catalog_reindex
-from otel_session.bundle.fetched import read_stored
-from otel_session.bundle.store import S3Store
-from otel_session.catalog.stored import reindex_store, store_origin
 from otel_session.catalog.sync import Reindexed, run_paths
 from otel_session.cli_store import open_cli_store, reading_root, store_errors, store_option
-from otel_session.replay.listing import list_sessions
+
+if TYPE_CHECKING:
+    from otel_session.bundle.read import BundleRead
+    from otel_session.bundle.store import S3Store
 
 
 def _echo_json(value: object) -> None:
@@ -71,6 +70,10 @@ def verify(paths: tuple[Path, ...], store_url: str | None, as_json: bool, allow_
 
     Exit 0 when every bundle is complete (or recording, with --allow-recording), 1 otherwise.
     """
+    from otel_session.bundle.archive import is_bundle_archive, read_bundle_archive  # tarfile: verify's own
+    from otel_session.bundle.fetched import read_stored
+    from otel_session.bundle.read import BundleStatus, find_bundles, read_bundle
+
     store = open_cli_store(store_url) if store_url or not paths else None
     if not paths and store is None:
         raise click.UsageError("Missing argument 'PATHS...' (or --store s3://BUCKET[/PREFIX]).")
@@ -140,6 +143,8 @@ def sessions(bundle_root: Path | None, catalog_url: str | None, store_url: str |
     integrity (as ``verify`` reads it). A run whose ``run.json`` cannot be read is listed too,
     under its session directory. With --store, a host with no bundles lists the store's runs (a
     catalog made new here is filled from the store; ``reindex --store`` brings it up to date)."""
+    from otel_session.replay.listing import list_sessions  # the SQL library: not every command's
+
     store = open_cli_store(store_url)
     root = reading_root(bundle_root, store)
     query = RunQuery(
@@ -194,6 +199,8 @@ def reindex(bundle_root: Path | None, catalog_url: str | None, store_url: str | 
 
 def _reindex_store(root: Path, catalog_url: str | None, store: S3Store, local: Reindexed) -> Reindexed:
     """The store's rows rebuilt after the root's (``catalog.stored``); both counted in one result."""
+    from otel_session.catalog.stored import reindex_store, store_origin
+
     stored = open_catalog(root, catalog_url, origin=store_origin(store))
     try:
         with store_errors():

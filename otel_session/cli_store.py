@@ -22,14 +22,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from otel_session.bundle.fetched import FetchedRuns
 from otel_session.bundle.files import make_private_dirs
 from otel_session.bundle.store import ENV_STORE, BadStoreUrl, S3Store, StoreUnavailable, open_store
 from otel_session.catalog import CatalogError, open_catalog
 from otel_session.core import config
+
+if TYPE_CHECKING:
+    from otel_session.bundle.fetched import FetchedRuns
 
 __all__ = ["fetched_runs", "open_cli_store", "reading_root", "store_errors", "store_option"]
 
@@ -78,6 +81,7 @@ def reading_root(bundle_root: Path | None, store: S3Store | None) -> Path:
 
 def fetched_runs(root: Path, store: S3Store, catalog_url: str | None) -> FetchedRuns:
     """The store's runs as the CLI reads them: where a session's runs are comes from the catalog."""
+    from otel_session.bundle.fetched import FetchedRuns  # the redactor's keys: only a fetch needs them
 
     def stored_paths(session_id: str) -> list[str]:
         try:

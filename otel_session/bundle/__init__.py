@@ -16,9 +16,24 @@ The writer's modules import downwards only: ``files`` < ``recorder`` < ``capture
 ``seal`` < ``recovery`` < ``write``; the reader (``read``, ``archive``) imports none of them.
 """
 
-from otel_session.bundle.read import BundleRead, BundleStatus, JournalTail, read_bundle
-from otel_session.bundle.recorder import AppendResult, FailureCode, RunRecorder, WriterLimits
-from otel_session.bundle.write import BundleWriter
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from otel_session.core.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from otel_session.bundle.read import BundleRead, BundleStatus, JournalTail, read_bundle
+    from otel_session.bundle.recorder import AppendResult, FailureCode, RunRecorder, WriterLimits
+    from otel_session.bundle.write import BundleWriter
+
+_HOMES = {
+    **dict.fromkeys(("BundleRead", "BundleStatus", "JournalTail", "read_bundle"), "otel_session.bundle.read"),
+    **dict.fromkeys(("AppendResult", "FailureCode", "RunRecorder", "WriterLimits"), "otel_session.bundle.recorder"),
+    "BundleWriter": "otel_session.bundle.write",
+}
+"""Imported when first asked for (PEP 562): a reader (``sessions``, the viewer's lists) that imports
+``bundle.read`` does not pay for the writer, the redactor and the normalizer it pulls in."""
 
 __all__ = [
     "AppendResult",
@@ -31,3 +46,5 @@ __all__ = [
     "WriterLimits",
     "read_bundle",
 ]
+
+__getattr__, __dir__ = lazy_exports(globals(), _HOMES)

@@ -10,12 +10,15 @@ Contract::
 
 Runs opened since the last pass get a row from their ``run.json`` (no bundle read; their session
 counted); runs sealed in the pass get their capture status and record count (``rows.light_row``:
-``run.json`` and ``capture.json``, no record read). Their figures (turns, tokens, latency, problems,
+``run.json`` and ``capture.json``, no record read). A run opened and sealed since the last call
+(a short run: the writer tells its hooks of an opening with its seal, or 2 s later) is written
+once, sealed. Their figures (turns, tokens, latency, problems,
 …) are counted by the first reader that lists them (``sync.complete_rows``) or by a catch-up pass:
 counting them here, on the collector's writer thread, cost a fifth of the collector's CPU.
 Both go in one transaction. A catalog that cannot be opened or written is logged (once a minute
-at most) and skipped: recording never depends on it, and a later pass of a keeper, or
-``otel-session reindex``, brings the rows back. ``OTEL_SESSION_CATALOG=off`` turns it off.
+at most) and tried again on a timer (``RETRY_S``: a backoff with a cap), its rows kept meanwhile
+(up to ``_MAX_WAITING``; beyond, a keeper's pass or ``otel-session reindex`` brings them back):
+recording never depends on it. ``OTEL_SESSION_CATALOG=off`` turns it off.
 """
 
 from __future__ import annotations
@@ -39,18 +42,23 @@ __all__ = ["CatalogHook", "writer_hooks"]
 logger = get_logger(__name__)
 
 _WARN_EVERY_S = 60.0
-_RETRY_OPEN_S = 5.0
-"""How soon a catalog that could not be opened (a server down, a nearly full disk) is tried again."""
+RETRY_S = (1.0, 30.0)
+"""A catalog that could not be opened or written (a server down, a nearly full disk) is tried again
+after the first of these seconds, then twice as long each time, up to the second."""
 _OPEN_WAIT_S = 30.0
-"""How long a pass's rows wait for the catalog to open before they are kept for later."""
+"""How long a pass's rows wait for the catalog's first opening before they are kept for later."""
 _MAX_WAITING = 100_000
-"""Rows kept while the catalog opens (beyond: left to the next catch-up pass)."""
+"""Rows kept while the catalog cannot be written (beyond: left to the next catch-up pass)."""
 
 
 class CatalogHook:
-    """Writes catalog rows for one bundle writer (``bundle.hooks.RunHooks``, told from its own thread)."""
+    """Writes catalog rows for one bundle writer (``bundle.hooks.RunHooks``, told from its own thread).
 
-    def __init__(self, root: str | os.PathLike[str], url: str | None = None) -> None:
+    ``retry_s``: (first, cap) of the backoff between attempts at a catalog that could not be opened
+    or written; ``wake``: an event that ends the current wait at once (tests set it)."""
+
+    def __init__(self, root: str | os.PathLike[str], url: str | None = None, *,
+                 retry_s: tuple[float, float] = RETRY_S, wake: threading.Event | None = None) -> None:
         self.root = Path(root)
         """As the writer names it: its run paths start with it."""
         self.url = catalog_url(self.root, url)
@@ -58,28 +66,47 @@ class CatalogHook:
         self._catalog: Any = None
         self._lock = threading.Lock()
         self._ready = threading.Event()
+        """Set once the first attempt at opening the catalog ended (opened or not)."""
+        self._retry_s = retry_s
+        self._wake = wake or threading.Event()
+        self._closing = False
+        self._failing = False
+        """The last write failed: passes leave their rows to the retrier's next attempt."""
         self._warned_at = float("-inf")
         self._opened: set[str] = set()
         """Runs this hook saw open and not yet sealed: their sessions count them already."""
         self._waiting: tuple[list[RunRow], list[RunRow]] = ([], [])
-        """Rows of passes that ended before the catalog was open: written once it is."""
-        self._opener = self._new_opener()
-        self._open_again_at = float("inf")
-        """When a catalog that could not be opened (a nearly full disk) is tried again."""
+        """Rows not written yet (the catalog not open, or a write failed): written at the next attempt."""
+        self._retrier = self._new_retrier()
         if self.root.is_dir():  # else at the first pass, once the writer has made the root
-            self._opener.start()
+            self._retrier.start()
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait until the catalog is open (or could not be); True when it was in time."""
         return self._ready.wait(timeout_s)
 
-    def _new_opener(self) -> threading.Thread:
-        return threading.Thread(target=self._open, name="otel-session-catalog-open", daemon=True)
+    def _new_retrier(self) -> threading.Thread:
+        return threading.Thread(target=self._open_and_retry, name="otel-session-catalog-open", daemon=True)
+
+    def _open_and_retry(self) -> None:
+        """Open the catalog and write what waits, on a thread of its own, until both are done: the
+        SQL library's import and a new catalog's tables cost a fraction of a second, which neither
+        the app's start nor a writer pass waits for. What cannot be done now (a server down, a
+        nearly full disk: the catalog is not even made there) is tried again with a backoff."""
+        delay = self._retry_s[0]
+        while True:
+            if self._catalog is None:
+                self._open()
+            with self._lock:
+                done = self._catalog is not None and self._write_locked()
+                if done or self._closing:
+                    self._retrier = self._new_retrier()  # a later failure starts this one
+                    return
+            self._wake.wait(delay)
+            self._wake.clear()
+            delay = min(delay * 2, self._retry_s[1])
 
     def _open(self) -> None:
-        """Open the catalog on a thread of its own: the SQL library's import and a new catalog's
-        tables cost a fraction of a second, which neither the app's start nor a writer pass waits for.
-        On a nearly full disk it is not even made (tried again a minute later)."""
         catalog = None
         problem = no_room(self.url)
         if problem is None:
@@ -91,28 +118,24 @@ class CatalogHook:
                 problem = str(exc)
         if problem is not None:
             self._warn(problem)
-            self._open_again_at = time.monotonic() + _RETRY_OPEN_S
         with self._lock:
             self._catalog = catalog
-            self._write_locked()
-            self._ready.set()
+        self._ready.set()
 
     def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[str]) -> None:
         if not opened and not sealed:
             return
+        sealed_now = set(sealed)
+        opened = [(path, manifest) for path, manifest in opened if path not in sealed_now]  # its sealed row says it all
         try:
             rows = ([opened_row(self.root, Path(path), manifest) for path, manifest in opened],
                     [light_row(self.root, Path(path), read_manifest(Path(path)) or {}) for path in sealed])
         except (OSError, ValueError) as exc:
             self._warn(exc)
             return
-        if self._opener.ident is None:
-            self._opener.start()  # the writer's first pass: the root exists now
-        elif self._catalog is None and self._ready.is_set() and time.monotonic() >= self._open_again_at:
-            self._open_again_at = float("inf")
-            self._ready.clear()
-            self._opener = self._new_opener()
-            self._opener.start()
+        with self._lock:
+            if self._retrier.ident is None and not self._ready.is_set():
+                self._retrier.start()  # the writer's first pass: the root exists now
         # The writer tells its hooks from a thread of their own (bundle.hooks): waiting here for a
         # catalog being opened holds up no writer, and the rows are in before the next hook (the
         # store's uploader, which records where each run went) hears of the same runs.
@@ -121,23 +144,32 @@ class CatalogHook:
             if len(self._waiting[0]) + len(self._waiting[1]) < _MAX_WAITING:
                 self._waiting[0].extend(rows[0])
                 self._waiting[1].extend(rows[1])
-            if self._ready.is_set():
-                self._write_locked()
+            if not self._failing and self._write_locked():
+                return
+            if self._retrier.ident is None and not self._closing:
+                self._retrier.start()  # the rows wait for it: the next attempt is on its timer
 
-    def _write_locked(self) -> None:
+    def _write_locked(self) -> bool:
+        """Write the waiting rows in one transaction; False (they keep waiting) when it failed."""
         opened, sealed = self._waiting
-        self._waiting = ([], [])
-        if self._catalog is None or not (opened or sealed):
-            return
-        now_open = {row.path for row in opened}
+        if self._catalog is None:
+            return False
+        if not (opened or sealed):
+            return True
         sealed_paths = {row.path for row in sealed}
-        recount = not (self._opened | now_open).issuperset(sealed_paths)  # a run it never saw open: count it
+        opened = [row for row in opened if row.path not in sealed_paths]  # opened and sealed since: one row, sealed
+        now_open = {row.path for row in opened}
+        recount = not self._opened.issuperset(sealed_paths)  # a run whose opened row was not written: count it
         try:
             self._catalog.write(opened=opened, sealed=sealed, recount_sealed=recount)
         except CatalogError as exc:
             self._warn(exc)
-            return
+            self._failing = True
+            return False
+        self._failing = False
+        self._waiting = ([], [])
         self._opened = (self._opened | now_open) - sealed_paths
+        return True
 
     def _warn(self, exc: Exception | str) -> None:
         now = time.monotonic()
@@ -147,8 +179,12 @@ class CatalogHook:
                            "or the next catalog pass adds them", exc)
 
     def close(self) -> None:
-        if self._opener.ident is not None:
-            self._opener.join(30.0)
+        with self._lock:
+            self._closing = True
+            retrier = self._retrier
+        self._wake.set()
+        if retrier.ident is not None:
+            retrier.join(30.0)
         with self._lock:
             self._write_locked()
             if self._catalog is not None:

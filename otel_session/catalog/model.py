@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
@@ -188,13 +188,13 @@ class RunRow:
 
     def as_json(self) -> dict[str, Any]:
         """The public entry: every field but the search text and the stamp; feedback as ``{count, mean}``."""
-        entry = asdict(self)
+        entry = dict(self.__dict__)  # the fields (``asdict``'s deep copy cost a listing 0.2 ms a row)
         for private in ("search_text", "stamp", "feedback_count", "feedback_mean"):
             entry.pop(private)
         entry["scope"] = self.scope.value
         entry["models"] = list(self.models)
         entry["usage_by_model"] = [list(usage) for usage in self.usage_by_model]
-        entry["problems"] = list(self.problems)
+        entry["problems"] = [dict(problem) for problem in self.problems]
         entry["diagnostics"] = list(self.diagnostics)
         entry["ended_at"] = self.finished_at
         entry["tokens"] = self.tokens

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -333,12 +332,17 @@ def _place(root: Path, run_path: Path) -> tuple[str, str, Scope]:
 
 def opened_row(root: Path, run_path: Path, manifest: dict[str, Any]) -> RunRow:
     """The row of a run that has just opened: what ``run.json`` says, no records yet."""
+    return _manifest_row(root, run_path, manifest, capture_status="recording", integrity="recording")
+
+
+def _manifest_row(root: Path, run_path: Path, manifest: dict[str, Any], **capture: Any) -> RunRow:
+    """What ``run.json`` says, and ``capture``'s fields: made at once (the writer's hook makes one a run)."""
     path, directory, scope = _place(root, run_path)
     return RunRow(
         path=path, directory=directory, scope=scope, session_id=manifest.get("session_id"),
         run_id=str(manifest.get("run_id") or run_path.name), kind=str(manifest.get("kind", "?")),
         created_at=str(manifest.get("created_at", "")), eval_id=manifest.get("eval_id"), agent=manifest.get("agent"),
-        service=manifest.get("service"), capture_status="recording", integrity="recording",
+        service=manifest.get("service"), **capture,
     )
 
 
@@ -353,9 +357,9 @@ def light_row(root: Path, run_path: Path, manifest: dict[str, Any]) -> RunRow:
         capture = None
     status = capture.get("status") if isinstance(capture, dict) and isinstance(capture.get("status"), str) else None
     count = capture.get("event_count") if isinstance(capture, dict) else None
-    return replace(opened_row(root, run_path, manifest), capture_status=status, integrity=status or "invalid",
-                   status="ok" if status == CaptureStatus.COMPLETE.value else "running",
-                   event_count=count if type(count) is int and count >= 0 else 0)
+    return _manifest_row(root, run_path, manifest, capture_status=status, integrity=status or "invalid",
+                         status="ok" if status == CaptureStatus.COMPLETE.value else "running",
+                         event_count=count if type(count) is int and count >= 0 else 0)
 
 
 def row_of(root: Path, run_path: Path) -> RunRow:

@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 
-import multiprocessing
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +82,9 @@ def _write_rows(catalog: Catalog, root: Path, paths: list[Path], progress: Calla
     # Forked workers: no re-import, nothing to pickle but paths and rows. Only from a process with one
     # thread (the CLI's): a fork copies no other thread, and a lock one of them held stays held.
     if parallel and workers > 1 and len(paths) >= _PARALLEL_FROM and threading.active_count() == 1:
+        import multiprocessing  # here: a list (``sessions``) never reads in workers, nor pays for their import
+        from concurrent.futures import ProcessPoolExecutor
+
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             for rows in pool.map(_rows, [root] * len(batches), batches):
                 catalog.upsert_sealed(rows)

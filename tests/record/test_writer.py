@@ -607,3 +607,35 @@ def test_a_slow_run_hook_never_holds_up_the_writer(tmp_path):
         writer.shutdown()
     capture = (run.path / "capture.json").read_text()
     assert '"status":"complete"' in capture.replace(" ", "") and told and sum(sealed for _, sealed in told) == 1
+
+
+def test_a_run_opened_is_told_with_its_own_seal_and_a_live_one_at_a_flush(tmp_path):
+    """The catalog writes one transaction a call, and a run opened and sealed in one call as one
+    row: so the hooks hear of a run's opening with its own seal (a short run), or ``hold_s`` after
+    it opened (here an hour) or at a flush while it still records (a live run)."""
+    import threading
+
+    from otel_session.bundle.hooks import HookTeller
+
+    told: list[tuple[list[str], list[str]]] = []
+    heard = threading.Event()
+
+    class Hooks:
+        def runs_passed(self, opened, sealed):
+            told.append(([path for path, _ in opened], list(sealed)))
+            heard.set()
+
+        def close(self):
+            pass
+
+    teller = HookTeller(Hooks(), hold_s=3600.0)
+    try:
+        teller.opened("s/run-a", {})
+        teller.opened("s/run-b", {})
+        assert not heard.wait(0.2)  # nothing sealed yet: nothing told (can only fail early)
+        teller.passed(["s/run-a"])
+        assert heard.wait(60)
+        assert told == [(["s/run-a"], ["s/run-a"])]  # run-b still records: held
+        assert teller.flush(60) and told[-1] == (["s/run-b"], [])  # a flush tells it now
+    finally:
+        teller.close(60)
