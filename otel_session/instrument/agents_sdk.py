@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 import otel_session.instrument as api
@@ -205,6 +206,9 @@ class SessionTraceProcessor:
         self._spans: dict[str, _Run] = {}
         """SDK span id → the run it belongs to (its task span's: one SDK trace may hold several
         ``Runner.run``, one after another or nested, as an agent used as a tool)."""
+        self._made_current: dict[str, object] = {}
+        """SDK model-call span id → the token of its message's OTel context, made current while the
+        SDK calls the model: the model client's own spans (openai-v2's ``chat``) are then the run's."""
         self._lock = threading.Lock()
 
     # -- the SDK's TracingProcessor interface ---------------------------------------------------
@@ -289,13 +293,19 @@ class SessionTraceProcessor:
             run.agent = run.agents.get(span.parent_id)
             self._open_turn(run, data)
         elif kind in ("generation", "response"):
-            run.open[span.span_id] = Opened(run.current().context, api.message("assistant"))
+            opened = Opened(run.current().context, api.message("assistant"))
+            run.open[span.span_id] = opened
+            # The SDK calls the model between this span's start and end, in this same context.
+            self._made_current[span.span_id] = otel_context.attach(opened.context.run(otel_context.get_current))
         elif kind == "function":
             call_id, arguments = self._pending_call(run, data.name)
             section = api.tool_execution(data.name, call_id=call_id, arguments=arguments)
             run.open[span.span_id] = Opened(run.current().context, section)
 
     def _end(self, span: Any, data: Any) -> None:
+        token = self._made_current.pop(span.span_id, None)
+        if token is not None:
+            otel_context.detach(token)
         with self._lock:
             run = self._spans.pop(span.span_id, None)
         if run is None:
@@ -306,6 +316,7 @@ class SessionTraceProcessor:
             with self._lock:  # spans of the run that never ended (the SDK failed mid-span)
                 for span_id in [key for key, owner in self._spans.items() if owner is run]:
                     del self._spans[span_id]
+                    self._made_current.pop(span_id, None)
             self._close_run(run, error or _run_error(run) or run.failure)
         elif kind == "agent":
             run.agents.pop(span.span_id, None)
