@@ -12,6 +12,7 @@ from otel_session.bundle.store import BadStoreUrl, RunNotStored, S3Store, StoreU
 from otel_session.bundle.upload import STORED_LEDGER, Uploader, chain_hooks
 from otel_session.bundle.write import BundleWriter
 from otel_session.testing import wait_for
+from tests.store.conftest import s3_client
 from tests.viewer.conftest import BASE_NS, new_run_id, write_booking_run
 
 FILES = ("run.json", "events.ndjson", "capture.json")
@@ -35,7 +36,7 @@ def _write(root: Path, count: int, uploader: Uploader | None = None) -> list[str
 
 
 def _objects(store: S3Store) -> list[str]:
-    listed = store.client.list_objects_v2(Bucket=store.bucket, Prefix=store.prefix + "/")
+    listed = s3_client().list_objects_v2(Bucket=store.bucket, Prefix=store.prefix + "/")
     return sorted(entry["Key"] for entry in listed.get("Contents", []))
 
 
