@@ -121,3 +121,13 @@ def test_runs_sealed_before_a_crash_are_uploaded_at_the_next_start_and_never_twi
     finally:
         again.close()
     assert _objects(store) == sorted(f"{store.prefix}/{relative}.tar" for relative in written)
+
+
+def test_without_a_key_pair_the_store_says_so_in_one_line(s3, bucket: str, monkeypatch: pytest.MonkeyPatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    store = S3Store(bucket, "no-credentials", timeout_s=2)
+    with pytest.raises(StoreUnavailable) as raised:
+        store.check()
+    message = str(raised.value)
+    assert "no credentials" in message and "AWS_ACCESS_KEY_ID" in message and len(message.splitlines()) == 1, message
