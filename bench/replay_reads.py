@@ -112,21 +112,8 @@ def step_viewer(root: Path, path: Path) -> dict:
         assert response.status_code == 200, (url, response.status_code, response.data[:200])
         return response.data, time.process_time() - cpu, time.perf_counter() - wall
 
-    static = Path(__file__).resolve().parents[1] / "viewer" / "static"
-    fetched, cpu = 0, 0.0
-    html, spent, _ = get(f"/sessions/{session_id}/runs/{run_id}")
-    fetched += len(html) + sum(item.stat().st_size for item in static.iterdir())  # every script and style, at most
-    cpu += spent
-    turns, spent, _ = get(f"{api}/turns")
-    run = orjson.loads(turns)
+    usable, run = page_usable(get, session_id, run_id)
     last = run["last_seq"]
-    fetched, cpu = fetched + len(turns), cpu + spent
-    window = _window(get, api, last, last)
-    fetched, cpu = fetched + window["bytes"], cpu + window["cpu_s"]
-    integrity, spent, _ = get(f"{api}/integrity")
-    fetched, cpu = fetched + len(integrity), cpu + spent
-    usable = {"bytes": fetched, "cpu_s": cpu, "turns_bytes": len(turns), "window_bytes": window["bytes"]}
-
     seeks = [_window(get, api, seq, last) for seq in (last // 2, last, 1_000, last, last // 3, last, 7, last, last // 4, last)]
     to_last = [seek for seek, seq in zip(seeks, (0, 1) * 5) if seq]
     facts_first, facts_first_cpu, facts_first_wall = get(f"/api/sessions/{session_id}/facts?run_id={run_id}")
@@ -146,6 +133,27 @@ def step_viewer(root: Path, path: Path) -> dict:
         "rss_mib": _rss_mib(),
         "peak_mib": _peak_mib(),
     }
+
+
+def page_usable(get, session_id: str, run_id: str) -> tuple[dict, dict]:
+    """What the replay page fetches before it is usable (the page, its scripts, ``…/turns``, the view
+    at the cursor and one window of ``…/events``, ``…/integrity``), through ``get(url) -> (body,
+    cpu_s, wall_s)``: its bytes and server CPU, and the ``…/turns`` answer."""
+    api = f"/api/sessions/{session_id}/runs/{run_id}"
+    static = Path(__file__).resolve().parents[1] / "viewer" / "static"
+    fetched, cpu = 0, 0.0
+    html, spent, _ = get(f"/sessions/{session_id}/runs/{run_id}")
+    fetched += len(html) + sum(item.stat().st_size for item in static.iterdir())  # every script and style, at most
+    cpu += spent
+    turns, spent, _ = get(f"{api}/turns")
+    run = orjson.loads(turns)
+    last = run["last_seq"]
+    fetched, cpu = fetched + len(turns), cpu + spent
+    window = _window(get, api, last, last)
+    fetched, cpu = fetched + window["bytes"], cpu + window["cpu_s"]
+    integrity, spent, _ = get(f"{api}/integrity")
+    fetched, cpu = fetched + len(integrity), cpu + spent
+    return {"bytes": fetched, "cpu_s": cpu, "turns_bytes": len(turns), "window_bytes": window["bytes"]}, run
 
 
 def _window(get, api: str, seq: int, last: int) -> dict:

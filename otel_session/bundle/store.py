@@ -11,26 +11,26 @@ Contract::
 
 A run is one object, ``<PREFIX>/<relative run path>.tar``: the viewer's download archive
 (``archive.bundle_archive``: ``<run_id>/run.json``, ``events.ndjson``, ...). An upload is checked
-before it counts, in its one request: the server takes the body only with the length and the
-``Content-MD5`` sent (else the request fails), and the ETag it answers must be the archive's MD5
-(one ``PutObject``, never multipart, so the ETag is the MD5; no second request to look: a
-``HeadObject`` cost as much collector CPU as the upload itself). Uploading the same run again writes the
-same key: a retried upload never makes a second copy. A fetch is checked against the object's size
-and ETag, and unpacks only the bundle's own file names, as regular files, into a private directory
-(``archive``'s rules); an object that is no bundle archive unpacks to nothing, and reads as an
-invalid bundle. Object keys are built from run paths only (the session's directory name: a keyed
-hash when its id holds personal data), never from a raw id.
+before it counts, in its one request: the request is signed over the body's SHA-256 (and carries
+it as ``x-amz-checksum-sha256``), so the server takes the body only as it was sent, and the ETag it
+answers must be the archive's MD5 (one ``PutObject``, never multipart, so the ETag is the MD5; no
+second request to look: a ``HeadObject`` cost as much collector CPU as the upload itself). Uploading
+the same run again writes the same key: a retried upload never makes a second copy. A fetch is
+checked against the object's size and ETag, and unpacks only the bundle's own file names, as
+regular files, into a private directory (``archive``'s rules); an object that is no bundle archive
+unpacks to nothing, and reads as an invalid bundle. Object keys are built from run paths only (the
+session's directory name: a keyed hash when its id holds personal data), never from a raw id.
 
 Endpoint and credentials come from the standard AWS variables (``AWS_ENDPOINT_URL``,
-``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``) through boto3
-(``pip install 'otel-session[s3]'``). Every failure to reach or use the store is
-:class:`StoreUnavailable`, one line naming the cause (an unreachable endpoint, a missing bucket,
+``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``) through obstore, the Python
+binding of Rust's ``object_store`` (``pip install 'otel-session[s3]'``): one upload costs the
+collector about a sixth of boto3's CPU (``bench.upload``). Every failure to reach or use the store
+is :class:`StoreUnavailable`, one line naming the cause (an unreachable endpoint, a missing bucket,
 refused credentials); a run the store lacks is :class:`RunNotStored`.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import io
 import os
@@ -39,8 +39,9 @@ import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from otel_session.core import layout
@@ -126,36 +127,38 @@ class LocalStore:
 
 
 class S3Store:
-    """Sealed runs as objects in an S3-compatible bucket (boto3)."""
+    """Sealed runs as objects in an S3-compatible bucket (obstore: Rust's ``object_store``)."""
 
-    def __init__(self, bucket: str, prefix: str = "", client: Any = None, *, timeout_s: float = _TIMEOUT_S) -> None:
+    def __init__(self, bucket: str, prefix: str = "", *, timeout_s: float = _TIMEOUT_S) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
-        if client is None:
-            try:
-                import boto3
-                from botocore.config import Config
-            except ImportError:
-                raise BadStoreUrl("an s3:// store needs boto3: pip install 'otel-session[s3]'") from None
-            # A session of its own: the default one keeps the first credentials it found for the process.
-            client = boto3.session.Session().client("s3", config=Config(connect_timeout=timeout_s, read_timeout=timeout_s,
-                                                      retries={"max_attempts": 1}))
-        self.client = client
+        try:
+            from obstore.store import S3Store as ObjectStore
+        except ImportError:
+            raise BadStoreUrl("an s3:// store needs obstore: pip install 'otel-session[s3]'") from None
+        self.endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
+        # The AWS_* variables are read by object_store itself; a retry is the uploader's (its backoff).
+        options: dict[str, str | bool] = {"connect_timeout": f"{timeout_s}s", "timeout": f"{timeout_s}s"}
+        if self.endpoint.startswith("http://"):
+            options["allow_http"] = True
+        self.client = ObjectStore(bucket, client_options=options, checksum_algorithm="sha256",
+                                  retry_config={"max_retries": 0, "retry_timeout": timedelta(seconds=timeout_s)})
 
     def key(self, relative: str) -> str:
         name = f"{_checked(relative)}.tar"
         return f"{self.prefix}/{name}" if self.prefix else name
 
     def put_run(self, root: Path, relative: str) -> Stored:
+        import obstore
+
         path = root / _checked(relative)
         data = bundle_archive(path, path.name)
-        digest = hashlib.md5(data).digest()  # noqa: S324 - S3's ETag of a single PutObject, not a secret
-        md5 = digest.hex()
+        md5 = hashlib.md5(data).hexdigest()  # noqa: S324 - S3's ETag of a single PutObject, not a secret
         key = self.key(relative)
-        with _failing(f"upload of {relative}"):  # the server checks the body against Content-MD5 (and its length)
-            put = self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType="application/x-tar",
-                                         ContentLength=len(data), ContentMD5=base64.b64encode(digest).decode())
-        etag = str(put.get("ETag", "")).strip('"')
+        with self._failing(f"upload of {relative}"):  # the server checks the body against its signed SHA-256
+            put = obstore.put(self.client, key, data, attributes={"Content-Type": "application/x-tar"},
+                              use_multipart=False)
+        etag = str(put.get("e_tag") or "").strip('"')
         if etag != md5:  # what the server stored is what was sent: one request, no second one to look
             raise StoreUnavailable(f"upload of {relative} did not check: ETag {etag!r}; expected MD5 {md5}")
         return Stored(f"s3://{self.bucket}/{key}", len(data), md5)
@@ -168,14 +171,16 @@ class S3Store:
         return f"s3://{self.bucket}/{self.key(relative)}"
 
     def fetch_run(self, relative: str, cache: Path) -> Path:
+        import obstore
+
         key = self.key(relative)
         try:
-            with _failing(f"download of {relative}"):
-                answer = self.client.get_object(Bucket=self.bucket, Key=key)
-                data = answer["Body"].read()
-        except _NoSuchKey:
+            with self._failing(f"download of {relative}"):
+                answer = obstore.get(self.client, key)
+                data = bytes(answer.bytes())
+        except FileNotFoundError:
             raise RunNotStored(relative) from None
-        size, etag = answer.get("ContentLength"), str(answer.get("ETag", "")).strip('"')
+        size, etag = answer.meta["size"], str(answer.meta.get("e_tag") or "").strip('"')
         if size != len(data) or ("-" not in etag and etag != hashlib.md5(data).hexdigest()):  # noqa: S324 - the ETag
             raise StoreUnavailable(f"download of {relative} did not check: {len(data)} bytes received of {size}, "
                                    f"ETag {etag!r}")
@@ -185,66 +190,68 @@ class S3Store:
         return target
 
     def has_run(self, relative: str) -> bool:
+        import obstore
+
         try:
-            with _failing(f"lookup of {relative}"):
-                self.client.head_object(Bucket=self.bucket, Key=self.key(relative))
-        except _NoSuchKey:
+            with self._failing(f"lookup of {relative}"):
+                obstore.head(self.client, self.key(relative))
+        except FileNotFoundError:
             return False
         return True
 
-
     def list_runs(self) -> Iterator[str]:
+        import obstore
+
         start = f"{self.prefix}/" if self.prefix else ""
-        paginator = self.client.get_paginator("list_objects_v2")
-        with _failing(f"listing of {self.url}"):
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=start):
-                for entry in page.get("Contents", []):
-                    relative = entry["Key"][len(start):].removesuffix(".tar")
-                    if entry["Key"].endswith(".tar") and _is_run_path(relative):
+        with self._failing(f"listing of {self.url}"):
+            for page in obstore.list(self.client, prefix=self.prefix or None):
+                for entry in page:
+                    relative = entry["path"][len(start):].removesuffix(".tar")
+                    if entry["path"].startswith(start) and entry["path"].endswith(".tar") and _is_run_path(relative):
                         yield relative
 
     def check(self) -> None:
         """:class:`StoreUnavailable` unless the bucket can be listed (endpoint, bucket, credentials)."""
-        with _failing(f"the store {self.url}"):
-            self.client.list_objects_v2(Bucket=self.bucket, Prefix=f"{self.prefix}/" if self.prefix else "", MaxKeys=1)
+        import obstore
+
+        with self._failing(f"the store {self.url}"):
+            next(iter(obstore.list(self.client, prefix=self.prefix or None, chunk_size=1)), None)
+
+    @contextmanager
+    def _failing(self, what: str) -> Iterator[None]:
+        """obstore's errors as :class:`StoreUnavailable`, one line (a missing key stays FileNotFoundError)."""
+        from obstore.exceptions import BaseError
+
+        try:
+            yield
+        except FileNotFoundError as exc:
+            if "NoSuchBucket" in str(exc):
+                raise StoreUnavailable(f"{what} failed: no such bucket {self.bucket!r} (make it, or check --store)") from None
+            raise
+        except (BaseError, OSError) as exc:
+            raise StoreUnavailable(f"{what} failed: {self._cause(str(exc))}") from None
+
+    def _cause(self, message: str) -> str:
+        code = _ERROR_CODE(message)
+        if code and code[1] == "NoSuchBucket":
+            return f"no such bucket {self.bucket!r} (make it, or check --store)"
+        if code and code[1] in _CREDENTIALS_REFUSED:
+            return (f"the store refused the credentials ({code[1]}): check AWS_ACCESS_KEY_ID and "
+                    "AWS_SECRET_ACCESS_KEY")
+        if _METADATA_ENDPOINT in message:  # no key pair in the environment: object_store asked the instance
+            return "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+        if "error sending request" in message or "timed out" in message:
+            endpoint = urlsplit(self.endpoint)
+            return (f"cannot reach the store at {endpoint.scheme}://{endpoint.netloc} (check AWS_ENDPOINT_URL)"
+                    if endpoint.netloc else "cannot reach the store (check AWS_ENDPOINT_URL)")
+        if code:
+            return code[1]
+        return message.splitlines()[0] if message else "unknown error"
 
 
-class _NoSuchKey(Exception):
-    pass
-
-
-_CREDENTIALS_REFUSED = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "InvalidToken",
-                        "ExpiredToken")
-
-
-@contextmanager
-def _failing(what: str) -> Iterator[None]:
-    """botocore's errors as :class:`StoreUnavailable` (a missing key: :class:`_NoSuchKey`)."""
-    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
-
-    try:
-        yield
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        code = str(error.get("Code", ""))
-        if code in ("404", "NoSuchKey", "NotFound"):
-            raise _NoSuchKey() from None
-        if code == "NoSuchBucket":
-            bucket = error.get("BucketName") or exc.response.get("ResponseMetadata", {}).get("HostId") or ""
-            raise StoreUnavailable(f"{what} failed: no such bucket{f' {bucket!r}' if bucket else ''} "
-                                   "(make it, or check --store)") from None
-        if code in _CREDENTIALS_REFUSED:
-            raise StoreUnavailable(f"{what} failed: the store refused the credentials ({code}): check "
-                                   "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") from None
-        raise StoreUnavailable(f"{what} failed: {code} {error.get('Message', '')}".strip()) from None
-    except NoCredentialsError:
-        raise StoreUnavailable(f"{what} failed: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") from None
-    except EndpointConnectionError as exc:
-        endpoint = urlsplit(str(exc.kwargs.get("endpoint_url", "")))
-        raise StoreUnavailable(f"{what} failed: cannot reach the store at {endpoint.scheme}://{endpoint.netloc} "
-                               "(check AWS_ENDPOINT_URL)") from None
-    except (BotoCoreError, OSError) as exc:
-        raise StoreUnavailable(f"{what} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+_ERROR_CODE = re.compile(r"<Code>([^<]*)</Code>").search
+_METADATA_ENDPOINT = "169.254.169.254"
+_CREDENTIALS_REFUSED = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "ExpiredToken")
 
 
 def _is_run_path(relative: str) -> bool:

@@ -49,3 +49,11 @@ def bucket(s3_server: S3Server | str) -> str:
 def store(s3: S3Server, bucket: str) -> S3Store:
     """A store on a prefix of its own; short timeouts (a paused server fails fast)."""
     return S3Store(bucket, f"team-{next(_prefixes)}/prod", timeout_s=2)
+
+
+def s3_client():
+    """A boto3 client of the server (from the ``AWS_*`` variables the ``s3`` fixture sets): the
+    tests look at the bucket through another S3 client than the store's own."""
+    import boto3
+
+    return boto3.session.Session().client("s3")

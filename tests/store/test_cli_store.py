@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from otel_session.bundle.fetched import FETCHED_DIR, FetchedRuns
 from otel_session.cli import main
 from otel_session.testing import wait_for
+from tests.store.conftest import s3_client
 from tests.catalog.conftest import postgres, postgres_url  # noqa: F401 - the session's PostgreSQL fixture
 from tests.catalog.test_sync import _post, _trace_request
 
@@ -183,7 +184,7 @@ def test_a_session_id_holding_pii_is_found_by_the_hashed_id_sessions_shows_and_n
     finally:
         app.extensions["otel_session_listing"].close()
 
-    client = stored["store"].client
+    client = s3_client()
     keys = [entry["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=stored["store"].bucket)
             for entry in page.get("Contents", [])]
     assert len([key for key in keys if key.startswith(stored["store"].prefix + "/")]) == 2
@@ -288,7 +289,7 @@ def test_verify_store_reads_an_object_that_is_no_bundle_as_invalid(tmp_path: Pat
 
     monkeypatch.delenv("OTEL_SESSION_STORE", raising=False)
     relative = f"sessions/odd/run-{uuid.uuid4()}"
-    store.client.put_object(Bucket=store.bucket, Key=store.key(relative), Body=b"not a tar archive")
+    s3_client().put_object(Bucket=store.bucket, Key=store.key(relative), Body=b"not a tar archive")
     code, out, err = _cli("verify", "--store", f"s3://{store.bucket}/{store.prefix}")
     assert code == 1 and "Traceback" not in err
     [line] = out.splitlines()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from otel_session.catalog import RunQuery, catch_up, open_catalog
 from otel_session.testing import wait_for
+from tests.store.conftest import s3_client
 from tests.catalog.test_sync import _post, _trace_request
 
 
@@ -133,6 +134,6 @@ def test_kill_9_of_a_collector_mid_upload_then_restart_stores_the_run_exactly_on
     finally:
         _stop(process)
     relative = local.relative_to(root).as_posix()
-    listed = store.client.list_objects_v2(Bucket=store.bucket, Prefix=store.prefix + "/")
+    listed = s3_client().list_objects_v2(Bucket=store.bucket, Prefix=store.prefix + "/")
     assert [entry["Key"] for entry in listed["Contents"]] == [f"{store.prefix}/{relative}.tar"]
     assert [row.location for row in catalog_rows(root)] == [f"s3://{store.bucket}/{store.prefix}/{relative}.tar"]

@@ -12,6 +12,7 @@ from otel_session.bundle.store import BadStoreUrl, RunNotStored, S3Store, StoreU
 from otel_session.bundle.upload import STORED_LEDGER, Uploader, chain_hooks
 from otel_session.bundle.write import BundleWriter
 from otel_session.testing import wait_for
+from tests.store.conftest import s3_client
 from tests.viewer.conftest import BASE_NS, new_run_id, write_booking_run
 
 FILES = ("run.json", "events.ndjson", "capture.json")
@@ -35,7 +36,7 @@ def _write(root: Path, count: int, uploader: Uploader | None = None) -> list[str
 
 
 def _objects(store: S3Store) -> list[str]:
-    listed = store.client.list_objects_v2(Bucket=store.bucket, Prefix=store.prefix + "/")
+    listed = s3_client().list_objects_v2(Bucket=store.bucket, Prefix=store.prefix + "/")
     return sorted(entry["Key"] for entry in listed.get("Contents", []))
 
 
@@ -120,3 +121,13 @@ def test_runs_sealed_before_a_crash_are_uploaded_at_the_next_start_and_never_twi
     finally:
         again.close()
     assert _objects(store) == sorted(f"{store.prefix}/{relative}.tar" for relative in written)
+
+
+def test_without_a_key_pair_the_store_says_so_in_one_line(s3, bucket: str, monkeypatch: pytest.MonkeyPatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    store = S3Store(bucket, "no-credentials", timeout_s=2)
+    with pytest.raises(StoreUnavailable) as raised:
+        store.check()
+    message = str(raised.value)
+    assert "no credentials" in message and "AWS_ACCESS_KEY_ID" in message and len(message.splitlines()) == 1, message
