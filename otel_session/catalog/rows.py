@@ -4,7 +4,7 @@ Contract::
 
     row = row_of(root, run_path)          # reads run.json, capture.json, the journal, feedback; never raises
     row = sealed_row(root, run_path)      # the same, for a run its writer has just sealed: faster
-    row = light_row(root, run_path, manifest)   # what the writer's hook writes at seal: no record read
+    row = light_row(root, run_path, manifest, capture)   # what the writer's hook writes at seal: nothing read
     row.figures_pending                   # light and opened rows: their figures are a reader's to count
     row = opened_row(root, run_path, manifest)   # the row of a run just opened: ids and times only
     stamp = bundle_stamp(run_path)        # sizes and times of the bundle's files (a changed bundle)
@@ -346,15 +346,20 @@ def _manifest_row(root: Path, run_path: Path, manifest: dict[str, Any], **captur
     )
 
 
-def light_row(root: Path, run_path: Path, manifest: dict[str, Any]) -> RunRow:
-    """The row of a run its writer has just sealed, from ``run.json`` and ``capture.json`` alone:
-    its capture status (as integrity too) and record count; its figures pending (an empty stamp),
-    counted by the first reader that lists it or by a catch-up pass (``sync.complete_rows``).
-    Counting them here cost the collector a fifth of its CPU (docs/performance.md)."""
-    try:
-        capture = orjson.loads((run_path / layout.CAPTURE_FILE).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        capture = None
+def light_row(root: Path, run_path: Path, manifest: dict[str, Any] | None = None,
+              capture: dict[str, Any] | None = None) -> RunRow:
+    """The row of a run its writer has just sealed, from its ``run.json`` and terminal capture
+    alone (as the writer wrote them, else read from the bundle): its capture status (as integrity
+    too) and record count; its figures pending (an empty stamp), counted by the first reader that
+    lists it or by a catch-up pass (``sync.complete_rows``). Counting them here cost the collector
+    a fifth of its CPU (docs/performance.md)."""
+    if manifest is None:
+        manifest = read_manifest(run_path) or {}
+    if capture is None:
+        try:
+            capture = orjson.loads((run_path / layout.CAPTURE_FILE).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            capture = None
     status = capture.get("status") if isinstance(capture, dict) and isinstance(capture.get("status"), str) else None
     count = capture.get("event_count") if isinstance(capture, dict) else None
     return _manifest_row(root, run_path, manifest, capture_status=status, integrity=status or "invalid",
