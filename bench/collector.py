@@ -442,7 +442,7 @@ def main(argv: list[str] | None = None) -> dict:
                            baseline=receive["spans_per_core_s"],
                            target=f">= {TARGETS[per_trace, name]:,}" if (per_trace, name) in TARGETS else None,
                            ok=write["spans_per_core_s"] >= TARGETS[per_trace, name] if (per_trace, name) in TARGETS else None,
-                           note=f"decode, normalize, redact, write, seal; bundles on {file_systems[name]}; "
+                           note=f"decode, normalize, redact, write, seal; bundles on {file_systems[name.removesuffix('_against')]}; "
                            f"kernel time {write['sys_cpu_s'] / write['collector_cpu_s']:.0%} of it; "
                            + _spread(rounds[name])),
                     Figure(f"{prefix}.{name}.write_cpu_ms_per_1k_spans", write["cpu_ms_per_1k_spans"], "ms",
