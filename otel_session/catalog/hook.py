@@ -128,9 +128,9 @@ class CatalogHook:
         sealed_now = {run.directory for run in sealed}
         opened = [(path, manifest) for path, manifest in opened if path not in sealed_now]  # its sealed row says it all
         try:
-            rows = ([opened_row(self.root, Path(path), manifest) for path, manifest in opened],
-                    [light_row(self.root, Path(run.directory), run.manifest if run.capture is not None else None,
-                               run.capture) for run in sealed])
+            rows = ([opened_row(self.root, path, manifest) for path, manifest in opened],
+                    [light_row(self.root, run.directory, run.manifest if run.capture is not None else None, run.capture)
+                     for run in sealed])
         except (OSError, ValueError) as exc:
             self._warn(exc)
             return
