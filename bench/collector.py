@@ -273,10 +273,23 @@ def bundle_fs_floor_us(parent: str, bundles: int = 320, *, group: int = 64) -> f
     return (time.thread_time() - started) / bundles * 1e6
 
 
-def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int, parent: str) -> dict:
-    """One collector run; its bundles stay under ``parent`` until the benchmark ends (see main)."""
+def _source_tree(ref: str) -> str:
+    """The files of commit ``ref`` of this repository, extracted to a new temporary directory."""
+    tree = tempfile.mkdtemp(prefix="bench-collector-against-")
+    archive = subprocess.run(["git", "archive", ref], check=True, capture_output=True,
+                             cwd=Path(__file__).resolve().parents[1]).stdout
+    subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+    return tree
+
+
+def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int, parent: str,
+            code: str | None = None) -> dict:
+    """One collector run; its bundles stay under ``parent`` until the benchmark ends (see main).
+    ``code``: a source tree the collector runs from instead of this one (``--against``)."""
     root = tempfile.mkdtemp(dir=parent)
     env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = code
     if mode == "write-no-catalog":  # the collector without its run catalog: the catalog's cost is the difference
         env["OTEL_SESSION_CATALOG"] = "off"
     else:
@@ -284,7 +297,7 @@ def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int, p
     child = subprocess.Popen(
         [sys.executable, "-m", "bench.collector", "--serve", "write" if mode == "write-no-catalog" else mode,
          "--dir", root],
-        stdout=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE, text=True, env=env, cwd=code,
     )
     port = int(child.stdout.readline())
     per_exporter = spans // exporters // batch * batch
@@ -372,6 +385,10 @@ def main(argv: list[str] | None = None) -> dict:
                         help="also measure writing with the run catalog off (OTEL_SESSION_CATALOG=off), alternating "
                         "with it on: the catalog's cost as a ratio in the same run, and the CPU of the hooks' "
                         "thread per run beside the whole collector's")
+    parser.add_argument("--against", metavar="GIT_REF",
+                        help="also measure the collector of that commit (git archive), alternating with this tree's "
+                        "in every round: its figures get the suffix _against (and its catalog-off ones with "
+                        "--catalog-off)")
     parser.add_argument("--serve", choices=["write", "write-ack-early", "receive"], help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv or [])
@@ -385,6 +402,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.tmpfs and os.path.isdir("/dev/shm"):
         file_systems["tmpfs"] = "/dev/shm"
     parents = {name: tempfile.mkdtemp(prefix="bench-collector-", dir=path) for name, path in file_systems.items()}
+    against = _source_tree(args.against) if args.against else None
     figures = []
     workloads = []
     floors = {}
@@ -406,15 +424,17 @@ def main(argv: list[str] | None = None) -> dict:
                 sizes = (args.exporters, args.spans, args.batch, per_trace)
                 rounds["receive"].append(measure("receive", *sizes, parents["disk"]))
                 for name, parent in parents.items():
-                    rounds[name].append(measure("write", *sizes, parent))
-                    if args.catalog_off:
-                        rounds[f"{name}_no_catalog"].append(measure("write-no-catalog", *sizes, parent))
+                    for suffix, code in (("", None), ("_against", against)) if against else (("", None),):
+                        rounds.setdefault(name + suffix, []).append(measure("write", *sizes, parent, code))
+                        if args.catalog_off:
+                            rounds.setdefault(f"{name}_no_catalog{suffix}", []).append(
+                                measure("write-no-catalog", *sizes, parent, code))
             receive = _median_round(rounds["receive"])
             workload = {"spans_per_trace": per_trace, "receiver_only": receive, "rounds": rounds}
             prefix = f"collector.{per_trace}_spans_per_run"
             figures.append(Figure(f"{prefix}.receive_spans_per_core_s", receive["spans_per_core_s"], "spans/s",
                                   note="decode + count only, the baseline; " + _spread(rounds["receive"])))
-            for name in parents:
+            for name in [*parents, *(f"{name}_against" for name in parents if against)]:
                 write = _median_round(rounds[name])
                 workload[f"writing_on_{name}"] = write
                 figures += [
@@ -422,7 +442,7 @@ def main(argv: list[str] | None = None) -> dict:
                            baseline=receive["spans_per_core_s"],
                            target=f">= {TARGETS[per_trace, name]:,}" if (per_trace, name) in TARGETS else None,
                            ok=write["spans_per_core_s"] >= TARGETS[per_trace, name] if (per_trace, name) in TARGETS else None,
-                           note=f"decode, normalize, redact, write, seal; bundles on {file_systems[name]}; "
+                           note=f"decode, normalize, redact, write, seal; bundles on {file_systems[name.removesuffix('_against')]}; "
                            f"kernel time {write['sys_cpu_s'] / write['collector_cpu_s']:.0%} of it; "
                            + _spread(rounds[name])),
                     Figure(f"{prefix}.{name}.write_cpu_ms_per_1k_spans", write["cpu_ms_per_1k_spans"], "ms",
@@ -431,8 +451,10 @@ def main(argv: list[str] | None = None) -> dict:
                            baseline=receive["spans_per_s_wall"], note=f"{args.exporters} exporters on the same machine"),
                 ]
                 if args.catalog_off:
-                    off = _median_round(rounds[f"{name}_no_catalog"])
-                    workload[f"writing_on_{name}_no_catalog"] = off
+                    off_name = name.replace("_against", "_no_catalog_against") if name.endswith("_against") \
+                        else f"{name}_no_catalog"
+                    off = _median_round(rounds[off_name])
+                    workload[f"writing_on_{off_name}"] = off
                     hooks = sorted(measured["hooks_cpu_us_per_run"] or 0.0 for measured in rounds[name])
                     figures.append(Figure(
                         f"{prefix}.{name}.catalog_hooks_cpu_us_per_run", hooks[len(hooks) // 2], "us/run",
@@ -443,12 +465,14 @@ def main(argv: list[str] | None = None) -> dict:
                         f"{prefix}.{name}.write_spans_per_core_s_catalog_on_vs_off", write["spans_per_core_s"],
                         "spans/s", baseline=off["spans_per_core_s"],
                         note="with the run catalog (the default) against OTEL_SESSION_CATALOG=off, alternating rounds; "
-                        "off: " + _spread(rounds[f"{name}_no_catalog"])))
+                        "off: " + _spread(rounds[off_name])))
             workloads.append(workload)
         figures += _per_bundle_figures(workloads, parents, floors)
     finally:
         for parent in parents.values():
             shutil.rmtree(parent, ignore_errors=True)
+        if against:
+            shutil.rmtree(against, ignore_errors=True)
     details = {"exporters": args.exporters, "batch": args.batch, "load_average_at_end": os.getloadavg(),
                "file_systems": file_systems, "bundle_fs_floor_us": floors, "workloads": workloads}
     return write_results("collector", figures, details)

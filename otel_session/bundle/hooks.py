@@ -5,7 +5,7 @@ Contract::
     class RunHooks(Protocol): runs_passed(opened, sealed); close()   # e.g. catalog.CatalogHook
     teller = HookTeller(hooks, hold_s=HOLD_S)   # the writer's: one daemon thread
     teller.opened(directory, manifest)   # a producer opened a run (cheap: a deque append)
-    teller.passed(sealed_directories)    # the writer thread ended a pass that sealed runs (never waits)
+    teller.passed([SealedRun(directory, manifest, capture)])   # the writer thread sealed runs (never waits)
     teller.flush(timeout_s)              # -> True once everything handed over so far was told
     teller.close(timeout_s)              # tell what is left, then close the hooks
 
@@ -17,6 +17,9 @@ writes a call in one transaction, and a short run as one row (sealed), where tel
 once cost a transaction and a row more a run. Past ``MAX_PENDING`` runs the
 oldest are left to the hook's own catch-up (the catalog's keeper, ``otel-session reindex``) and a
 warning says so: the bundles are the truth, a hook only indexes them.
+
+A sealed run is told with what its writer holds of it (``SealedRun``: its ``run.json`` and the
+terminal ``capture.json`` it wrote), so that a hook reads nothing back from disk.
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from otel_session.core.log import get_logger
 
-__all__ = ["MAX_PENDING", "HookTeller", "RunHooks"]
+__all__ = ["MAX_PENDING", "HookTeller", "RunHooks", "SealedRun"]
 
 logger = get_logger(__name__)
 
@@ -41,11 +44,22 @@ than this is one catalog row, written as it seals; a longer (live) run's row is 
 soon after it opened."""
 
 
+class SealedRun(NamedTuple):
+    """A run its writer has just sealed, as the writer knows it."""
+
+    directory: str
+    manifest: dict[str, Any]
+    """Its ``run.json`` as written."""
+    capture: dict[str, Any] | None
+    """Its terminal ``capture.json`` as written; None when the writer could not say (the file may
+    not hold it: a hook reads the bundle)."""
+
+
 class RunHooks(Protocol):
     """Told of the runs opened since the last call (their directory and manifest) and of the runs
-    sealed (their directories). Never raises (``otel_session.catalog.CatalogHook`` keeps the catalog)."""
+    sealed. Never raises (``otel_session.catalog.CatalogHook`` keeps the catalog)."""
 
-    def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[str]) -> None: ...
+    def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[SealedRun]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -59,7 +73,7 @@ class HookTeller:
         self._cond = threading.Condition()
         self._opened: deque[tuple[str, dict[str, Any], float]] = deque()
         """Runs opened, oldest first, with when: each told at its seal or ``hold_s`` after it opened."""
-        self._sealed: dict[str, None] = {}
+        self._sealed: dict[str, SealedRun] = {}
         self._stopping = False
         self._dropped = 0
         self._handed = 0  # calls of opened()/passed() so far
@@ -75,9 +89,9 @@ class HookTeller:
             self._bound()
             self._cond.notify_all()
 
-    def passed(self, sealed: Sequence[str]) -> None:
+    def passed(self, sealed: Sequence[SealedRun]) -> None:
         with self._cond:
-            self._sealed.update(dict.fromkeys(sealed))
+            self._sealed.update((run.directory, run) for run in sealed)
             self._handed += 1
             self._bound()
             self._cond.notify_all()
@@ -95,10 +109,10 @@ class HookTeller:
                     self._cond.wait(self._hold_s - (time.monotonic() - self._opened[0][2]) if self._opened else None)
                 if not (self._opened or self._sealed):
                     return  # stopping, nothing left
-                sealed, self._sealed = list(self._sealed), {}
+                now_sealed, self._sealed = self._sealed, {}
+                sealed = list(now_sealed.values())
                 held_since = time.monotonic() - self._hold_s
                 everything = self._stopping or self._flushing
-                now_sealed = set(sealed)
                 told = [entry for entry in self._opened if everything or entry[2] <= held_since or entry[0] in now_sealed]
                 self._opened = deque(entry for entry in self._opened
                                      if not (everything or entry[2] <= held_since or entry[0] in now_sealed))

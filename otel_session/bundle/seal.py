@@ -3,7 +3,7 @@
 Contract::
 
     sync = seal_sync_from_env()           # SyncFs() where syncfs(2) reports errors, else FsyncEach()
-    seal_together(recorders, sync, root, pool)  # seal every run of one writer pass as one group
+    captures = seal_together(recorders, sync, root, pool)  # seal every run of one writer pass as one group
 
 A group's seal, for every member at once: (1) the journal rewritten in order, if asked, and the
 terminal capture written to temporary files beside their targets; (2) ``sync.files``: everything
@@ -236,10 +236,14 @@ def seal_sync_from_env() -> SealSync:
     return FsyncEach()
 
 
-def seal_together(recorders: Sequence[RunRecorder], sync: SealSync, root: Path, pool: CapturePool) -> None:
+def seal_together(recorders: Sequence[RunRecorder], sync: SealSync, root: Path,
+                  pool: CapturePool) -> dict[str, dict[str, Any]]:
     """Seal ``recorders`` (closing, drained) as one group; every one ends sealed, whatever fails.
-    The ``recording`` captures the renames replace go to ``pool`` (``otel_session.bundle.capture_pool``)."""
+    The ``recording`` captures the renames replace go to ``pool`` (``otel_session.bundle.capture_pool``).
+    Returns the terminal capture written, by bundle directory (the writer's hooks are told it): a
+    member whose capture could not be written is left out."""
     plans: list[SealPlan] = []
+    written: dict[str, dict[str, Any]] = {}
     suffix = temporary_suffix()
     for recorder in recorders:
         if recorder.sealed:
@@ -259,6 +263,9 @@ def seal_together(recorders: Sequence[RunRecorder], sync: SealSync, root: Path, 
                 _drop_journal_tmp(plan)
                 _drop_capture_tmp(plan)
                 plan.recorder._end_seal()
+            elif plan.capture:
+                written[plan.directory] = plan.capture
+    return written
 
 
 def _seal_group(plans: list[SealPlan], sync: SealSync, pool: CapturePool) -> None:
@@ -348,6 +355,7 @@ def _finish_alone(plan: SealPlan) -> None:
         write_terminal_capture(plan.path / layout.CAPTURE_FILE, plan.capture)
     except OSError:
         logger.exception("could not write terminal capture of %s", plan.path)
+        plan.capture = {}  # what the bundle holds is not known here
     plan.recorder._end_seal()
 
 

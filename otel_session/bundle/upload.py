@@ -35,6 +35,7 @@ from otel_session.core.log import get_logger
 
 from .read import iter_run_dirs
 from .store import BundleStore, Stored, StoreUnavailable
+from .hooks import SealedRun
 from .write import RunHooks
 
 __all__ = ["STORED_LEDGER", "Uploader", "chain_hooks"]
@@ -48,7 +49,7 @@ class _Chain:
     def __init__(self, hooks: Sequence[RunHooks]) -> None:
         self.hooks = hooks
 
-    def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[str]) -> None:
+    def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[SealedRun]) -> None:
         for hook in self.hooks:  # in order: the catalog reads a sealed run before an upload may remove it
             hook.runs_passed(opened, sealed)
 
@@ -115,9 +116,9 @@ class Uploader:
         self._thread.start()
         return self
 
-    def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[str]) -> None:
-        for path in sealed:
-            self._enqueue(Path(path).relative_to(self.root).as_posix())
+    def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[SealedRun]) -> None:
+        for run in sealed:
+            self._enqueue(Path(run.directory).relative_to(self.root).as_posix())
 
     def pending(self) -> int:
         with self._changed:

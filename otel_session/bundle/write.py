@@ -63,7 +63,7 @@ from otel_session.bundle.recorder import (
     Written,
 )
 from otel_session.bundle.recording import WaitResult, WaitStatus
-from otel_session.bundle.hooks import HookTeller, RunHooks
+from otel_session.bundle.hooks import HookTeller, RunHooks, SealedRun
 from otel_session.redact import Redactor
 from otel_session.bundle.seal import SealSync, seal_sync_from_env, seal_together
 from otel_session.bundle.recovery import (
@@ -576,9 +576,10 @@ class BundleWriter:
             with self._written_cond:  # one pass's writes acknowledge every request waiting on them
                 self._written_cond.notify_all()
             if closing:
-                seal_together(closing, self._seal_sync, self.root, self._captures)
-            if self._hooks is not None and closing:
-                self._hooks.passed([recorder.directory for recorder in closing])
+                captures = seal_together(closing, self._seal_sync, self.root, self._captures)
+                if self._hooks is not None:
+                    self._hooks.passed([SealedRun(recorder.directory, recorder.manifest, captures.get(recorder.directory))
+                                        for recorder in closing])
             with cond:
                 self._busy = False
                 cond.notify_all()

@@ -5,12 +5,12 @@ Contract::
     hook = CatalogHook(root)                    # opens the catalog (catalog_url(root)) on a thread of its own
     hook.wait_ready(timeout_s)                  # tests: the catalog is open
     writer = BundleWriter(root, hooks=hook)     # the writer calls runs_passed after each pass
-    hook.runs_passed(opened=[(path, manifest)], sealed=[path])   # never raises
+    hook.runs_passed(opened=[(path, manifest)], sealed=[SealedRun(path, manifest, capture)])   # never raises
     hook.close()
 
 Runs opened since the last pass get a row from their ``run.json`` (no bundle read; their session
 counted); runs sealed in the pass get their capture status and record count (``rows.light_row``:
-``run.json`` and ``capture.json``, no record read). A run opened and sealed since the last call
+the ``run.json`` and terminal capture the writer tells, no file read). A run opened and sealed since the last call
 (a short run: the writer tells its hooks of an opening with its seal, or 2 s later) is written
 once, sealed. Their figures (turns, tokens, latency, problems,
 …) are counted by the first reader that lists them (``sync.complete_rows``) or by a catch-up pass:
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from otel_session.bundle.read import read_manifest
+from otel_session.bundle.hooks import SealedRun
 from otel_session.core.log import get_logger
 
 from .model import CatalogError, RunRow
@@ -122,14 +122,15 @@ class CatalogHook:
             self._catalog = catalog
         self._ready.set()
 
-    def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[str]) -> None:
+    def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[SealedRun]) -> None:
         if not opened and not sealed:
             return
-        sealed_now = set(sealed)
+        sealed_now = {run.directory for run in sealed}
         opened = [(path, manifest) for path, manifest in opened if path not in sealed_now]  # its sealed row says it all
         try:
-            rows = ([opened_row(self.root, Path(path), manifest) for path, manifest in opened],
-                    [light_row(self.root, Path(path), read_manifest(Path(path)) or {}) for path in sealed])
+            rows = ([opened_row(self.root, path, manifest) for path, manifest in opened],
+                    [light_row(self.root, run.directory, run.manifest if run.capture is not None else None, run.capture)
+                     for run in sealed])
         except (OSError, ValueError) as exc:
             self._warn(exc)
             return

@@ -4,7 +4,7 @@ Contract::
 
     row = row_of(root, run_path)          # reads run.json, capture.json, the journal, feedback; never raises
     row = sealed_row(root, run_path)      # the same, for a run its writer has just sealed: faster
-    row = light_row(root, run_path, manifest)   # what the writer's hook writes at seal: no record read
+    row = light_row(root, run_path, manifest, capture)   # what the writer's hook writes at seal: nothing read
     row.figures_pending                   # light and opened rows: their figures are a reader's to count
     row = opened_row(root, run_path, manifest)   # the row of a run just opened: ids and times only
     stamp = bundle_stamp(run_path)        # sizes and times of the bundle's files (a changed bundle)
@@ -321,7 +321,7 @@ def is_score_value(value: Any) -> bool:
     return isinstance(value, str) and 0 < len(value) <= 100
 
 
-def _place(root: Path, run_path: Path) -> tuple[str, str, Scope]:
+def _place(root: Path, run_path: str | os.PathLike[str]) -> tuple[str, str, Scope]:
     root_name, path_name = os.fspath(root), os.fspath(run_path)
     if not path_name.startswith(root_name + os.sep):
         raise ValueError(f"{path_name} is not under {root_name}")
@@ -330,31 +330,37 @@ def _place(root: Path, run_path: Path) -> tuple[str, str, Scope]:
     return relative, directory, Scope.EVAL if relative.startswith("evals/") else Scope.LIVE
 
 
-def opened_row(root: Path, run_path: Path, manifest: dict[str, Any]) -> RunRow:
-    """The row of a run that has just opened: what ``run.json`` says, no records yet."""
+def opened_row(root: Path, run_path: str | os.PathLike[str], manifest: dict[str, Any]) -> RunRow:
+    """The row of a run that has just opened: what ``run.json`` says, no records yet (``run_path``
+    as the writer names it: a string, no ``Path`` made for each run)."""
     return _manifest_row(root, run_path, manifest, capture_status="recording", integrity="recording")
 
 
-def _manifest_row(root: Path, run_path: Path, manifest: dict[str, Any], **capture: Any) -> RunRow:
+def _manifest_row(root: Path, run_path: str | os.PathLike[str], manifest: dict[str, Any], **capture: Any) -> RunRow:
     """What ``run.json`` says, and ``capture``'s fields: made at once (the writer's hook makes one a run)."""
     path, directory, scope = _place(root, run_path)
     return RunRow(
         path=path, directory=directory, scope=scope, session_id=manifest.get("session_id"),
-        run_id=str(manifest.get("run_id") or run_path.name), kind=str(manifest.get("kind", "?")),
+        run_id=str(manifest.get("run_id") or os.path.basename(run_path)), kind=str(manifest.get("kind", "?")),
         created_at=str(manifest.get("created_at", "")), eval_id=manifest.get("eval_id"), agent=manifest.get("agent"),
         service=manifest.get("service"), **capture,
     )
 
 
-def light_row(root: Path, run_path: Path, manifest: dict[str, Any]) -> RunRow:
-    """The row of a run its writer has just sealed, from ``run.json`` and ``capture.json`` alone:
-    its capture status (as integrity too) and record count; its figures pending (an empty stamp),
-    counted by the first reader that lists it or by a catch-up pass (``sync.complete_rows``).
-    Counting them here cost the collector a fifth of its CPU (docs/performance.md)."""
-    try:
-        capture = orjson.loads((run_path / layout.CAPTURE_FILE).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        capture = None
+def light_row(root: Path, run_path: str | os.PathLike[str], manifest: dict[str, Any] | None = None,
+              capture: dict[str, Any] | None = None) -> RunRow:
+    """The row of a run its writer has just sealed, from its ``run.json`` and terminal capture
+    alone (as the writer wrote them, else read from the bundle): its capture status (as integrity
+    too) and record count; its figures pending (an empty stamp), counted by the first reader that
+    lists it or by a catch-up pass (``sync.complete_rows``). Counting them here cost the collector
+    a fifth of its CPU (docs/performance.md)."""
+    if manifest is None:
+        manifest = read_manifest(Path(run_path)) or {}
+    if capture is None:
+        try:
+            capture = orjson.loads(Path(run_path, layout.CAPTURE_FILE).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            capture = None
     status = capture.get("status") if isinstance(capture, dict) and isinstance(capture.get("status"), str) else None
     count = capture.get("event_count") if isinstance(capture, dict) else None
     return _manifest_row(root, run_path, manifest, capture_status=status, integrity=status or "invalid",

@@ -69,39 +69,45 @@ _TUPLE_FIELDS = ("usage_by_model", "metadata", "scores")
 """JSON fields whose items are rows of a fixed shape (tuples again when read)."""
 
 
-def _upsert_text(replace: bool) -> Any:
-    """``INSERT … ON CONFLICT (origin, path) DO UPDATE/NOTHING``: the same SQL in SQLite and PostgreSQL,
-    made once (a statement built for each pass cost more than the rows it wrote)."""
-    names = [column.name for column in runs.columns]
-    conflict = ("DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name in names
+def _upsert_sql(replace: bool) -> str:
+    """``INSERT … ON CONFLICT (origin, path) DO UPDATE/NOTHING``, its values ``?`` in column order:
+    the same SQL in SQLite and PostgreSQL, made once and handed to the driver as it is
+    (``SqlCatalog.write``: SQLAlchemy's processing of every row's parameters cost more than SQLite's
+    write of them)."""
+    conflict = ("DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name in _ROW_FIELDS
                             if name not in ("origin", "path", "location"))  # a re-read bundle is still stored
                 if replace else "DO NOTHING")
-    return text(f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join(':' + name for name in names)}) "
-                f"ON CONFLICT (origin, path) {conflict}")
+    return (f"INSERT INTO runs ({', '.join(_ROW_FIELDS)}) VALUES ({', '.join('?' for _ in _ROW_FIELDS)}) "
+            f"ON CONFLICT (origin, path) {conflict}")
 
 
-_ADD_RUN = _upsert_text(replace=False)
-_PUT_RUN = _upsert_text(replace=True)
-_ADD_FACET = text("INSERT INTO facets (name, value) VALUES (:name, :value) ON CONFLICT (name, value) DO NOTHING")
-_COUNT_SESSION = text(
+_ADD_RUN = _upsert_sql(replace=False)
+_PUT_RUN = _upsert_sql(replace=True)
+_ADD_FACET_SQL = "INSERT INTO facets (name, value) VALUES (?, ?) ON CONFLICT (name, value) DO NOTHING"
+_COUNT_SESSION_SQL = (
     "INSERT INTO sessions (directory, scope, session_id, newest_created_at, run_count) "
-    "SELECT directory, max(scope), max(session_id), max(created_at), count(*) FROM runs WHERE directory = :directory "
+    "SELECT directory, max(scope), max(session_id), max(created_at), count(*) FROM runs WHERE directory = ? "
     "GROUP BY directory ON CONFLICT (directory) DO UPDATE SET scope = excluded.scope, session_id = excluded.session_id, "
     "newest_created_at = excluded.newest_created_at, run_count = excluded.run_count")
+_COUNT_SESSION = text(_COUNT_SESSION_SQL.replace("?", ":directory"))
 _DROP_EMPTY_SESSION = text(
     "DELETE FROM sessions WHERE directory = :directory AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.directory = :directory)")
 
 
-_PLAIN_FIELDS = [name for name in _ROW_FIELDS if name not in ("scope", "tokens", "origin", *_JSON_FIELDS)]
-_plain_values, _json_values = operator.attrgetter(*_PLAIN_FIELDS), operator.attrgetter(*_JSON_FIELDS)
+_JSON_POSITIONS = [_ROW_FIELDS.index(name) for name in _JSON_FIELDS]
+_FACET_POSITIONS = [(name, _ROW_FIELDS.index(name)) for name in _FACETS]
+_SCOPE, _ORIGIN = _ROW_FIELDS.index("scope"), _ROW_FIELDS.index("origin")
+_row_values = operator.attrgetter(*(name if name != "origin" else "path" for name in _ROW_FIELDS))  # origin: set below
 
 
-def _values(row: RunRow, origin: str) -> dict[str, Any]:
-    values = dict(zip(_PLAIN_FIELDS, _plain_values(row)))  # no per-field test: a writer pass binds hundreds
-    for name, value in zip(_JSON_FIELDS, _json_values(row)):
-        values[name] = orjson.dumps(list(value)).decode() if value else "[]"
-    values.update(scope=row.scope.value, tokens=row.tokens, origin=origin)
-    return values
+def _parameters(row: RunRow, origin: str) -> tuple[Any, ...]:
+    """``row``'s values in ``_ROW_FIELDS`` order (the ``?`` of ``_ADD_RUN`` and ``_PUT_RUN``)."""
+    values = list(_row_values(row))  # no per-field test: a writer pass binds hundreds
+    for position in _JSON_POSITIONS:
+        value = values[position]
+        values[position] = orjson.dumps(list(value)).decode() if value else "[]"
+    values[_SCOPE], values[_ORIGIN] = row.scope.value, origin
+    return tuple(values)
 
 
 def _row(mapping: Any) -> RunRow:
@@ -139,6 +145,8 @@ class SqlCatalog:
             self._engine = self._open()
         except (SQLAlchemyError, OSError, ImportError) as exc:  # ImportError: the URL's database driver
             raise CatalogUnavailable(f"cannot open the catalog {self._shown()}: {_reason(exc)}") from None
+        self._mark = "?" if self._engine.dialect.paramstyle == "qmark" else "%s"
+        """The driver's positional parameter (``exec_driver_sql``): SQLite's ``?``, psycopg's ``%s``."""
 
     def _shown(self) -> str:
         """The URL as logs and messages show it: a password never."""
@@ -297,19 +305,22 @@ class SqlCatalog:
         if not opened and not sealed:
             return
         self._check_room()
+        mark = self._mark
         with self._transaction() as connection:
             for rows, statement in ((opened, _ADD_RUN), (sealed, _PUT_RUN)):
                 for start in range(0, len(rows), _BATCH):
-                    batch = [_values(row, self.origin) for row in rows[start : start + _BATCH]]
-                    connection.execute(statement, batch)
-                    facet_values = sorted({(name, values[name]) for values in batch for name in _FACETS  # one lock order
-                                           if isinstance(values[name], str)} - self._known_facets)
+                    batch = [_parameters(row, self.origin) for row in rows[start : start + _BATCH]]
+                    connection.exec_driver_sql(statement.replace("?", mark), batch)
+                    facet_values = sorted({(name, values[position]) for values in batch  # one lock order
+                                           for name, position in _FACET_POSITIONS
+                                           if isinstance(values[position], str)} - self._known_facets)
                     if facet_values:
-                        connection.execute(_ADD_FACET, [{"name": name, "value": value} for name, value in facet_values])
+                        connection.exec_driver_sql(_ADD_FACET_SQL.replace("?", mark), facet_values)
                         self._known_facets |= set(facet_values)
             directories = {row.directory for row in opened} | ({row.directory for row in sealed} if recount_sealed else set())
             if directories:
-                connection.execute(_COUNT_SESSION, [{"directory": directory} for directory in sorted(directories)])
+                connection.exec_driver_sql(_COUNT_SESSION_SQL.replace("?", mark),
+                                           [(directory,) for directory in sorted(directories)])
 
     def remove(self, paths: Iterable[str]) -> int:
         paths = sorted(set(paths))

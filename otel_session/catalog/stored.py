@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from otel_session.bundle.fetched import read_stored
 from otel_session.bundle.store import BundleStore
 
 from .model import RunRow
@@ -43,6 +42,8 @@ def store_origin(store: BundleStore) -> str:
 def reindex_store(catalog: SqlCatalog, store: BundleStore, *, progress: Callable[[int], None] | None = None,
                   relatives: list[str] | None = None) -> Reindexed:
     """Rebuild the catalog's rows of ``store`` (``relatives``: the runs it holds, when already listed)."""
+    from otel_session.bundle.fetched import read_stored  # the redactor's imports: not every list's
+
     started = time.perf_counter()
     taken = catalog.stored_locations(exclude_origin=catalog.origin)
     listed = list(store.list_runs()) if relatives is None else relatives

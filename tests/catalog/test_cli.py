@@ -118,3 +118,19 @@ def test_a_catalog_url_with_a_password_is_never_shown(root: Path, writer):
     write_runs(writer, 1)
     result = invoke("reindex", "--dir", str(root), "--catalog", "postgresql://reader:s3cret@127.0.0.1:1/none")
     assert result.exit_code == 1 and "s3cret" not in result.output and "cannot open the catalog" in result.output
+
+
+@pytest.mark.sqlite_only
+def test_sessions_imports_neither_the_redactor_nor_the_normalizer(root: Path, writer):
+    """A list reads the catalog: the store's fetch path (the redactor, the normalizer: tens of ms
+    of a fresh process's CPU) is imported only by ``--store``."""
+    import subprocess
+    import sys
+
+    write_runs(writer, 2)
+    script = ("import sys\nfrom otel_session.cli import main\n"
+              "main(['sessions', '--dir', sys.argv[1], '--json'], standalone_mode=False)\n"
+              "print(sorted(name for name in sys.modules if name.startswith(('otel_session.redact', 'otel_session.normalize'))))")
+    done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=120,
+                          check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"

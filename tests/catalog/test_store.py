@@ -225,3 +225,25 @@ def test_the_pending_rows_are_found_through_their_partial_index_not_by_a_scan(ro
     finally:
         database.close()
     assert any("USING INDEX runs_pending" in step[-1] for step in plan), plan
+
+
+def test_a_sealed_run_s_row_is_made_from_what_its_writer_told_with_no_file_read(root: Path, catalog):
+    """The writer tells its hooks the ``run.json`` and terminal capture it wrote (``SealedRun``):
+    the catalog's row comes from them, whatever the bundle's files hold now (here: none at all)."""
+    from otel_session.bundle.hooks import SealedRun
+    from otel_session.catalog import CatalogHook
+
+    hook = CatalogHook(root)
+    assert hook.wait_ready(60)
+    run_id = "run-00000000-0000-4000-8000-0000000000aa"
+    manifest = {"schema": "otel-session.run.v1", "session_id": "told", "run_id": run_id, "kind": "live",
+                "created_at": "2026-05-01T00:00:00.000000Z", "agent": "booking", "service": "svc"}
+    capture = {"schema": "otel-session.capture.v1", "status": "complete", "event_count": 7}
+    try:
+        hook.runs_passed([], [SealedRun(str(root / "sessions" / "told" / run_id), manifest, capture)])
+    finally:
+        hook.close()
+    (row,) = catalog.page(RunQuery(limit=5)).rows
+    assert (row.session_id, row.run_id, row.agent, row.capture_status, row.event_count) == (
+        "told", run_id, "booking", "complete", 7)
+    assert not (root / "sessions").exists()

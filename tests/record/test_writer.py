@@ -615,14 +615,14 @@ def test_a_run_opened_is_told_with_its_own_seal_and_a_live_one_at_a_flush(tmp_pa
     it opened (here an hour) or at a flush while it still records (a live run)."""
     import threading
 
-    from otel_session.bundle.hooks import HookTeller
+    from otel_session.bundle.hooks import HookTeller, SealedRun
 
     told: list[tuple[list[str], list[str]]] = []
     heard = threading.Event()
 
     class Hooks:
         def runs_passed(self, opened, sealed):
-            told.append(([path for path, _ in opened], list(sealed)))
+            told.append(([path for path, _ in opened], [run.directory for run in sealed]))
             heard.set()
 
         def close(self):
@@ -633,9 +633,39 @@ def test_a_run_opened_is_told_with_its_own_seal_and_a_live_one_at_a_flush(tmp_pa
         teller.opened("s/run-a", {})
         teller.opened("s/run-b", {})
         assert not heard.wait(0.2)  # nothing sealed yet: nothing told (can only fail early)
-        teller.passed(["s/run-a"])
+        teller.passed([SealedRun("s/run-a", {}, None)])
         assert heard.wait(60)
         assert told == [(["s/run-a"], ["s/run-a"])]  # run-b still records: held
         assert teller.flush(60) and told[-1] == (["s/run-b"], [])  # a flush tells it now
     finally:
         teller.close(60)
+
+
+def test_the_hooks_are_told_each_sealed_run_s_manifest_and_capture_as_written(tmp_path):
+    """What the writer holds of a run it sealed reaches its hooks (the catalog reads nothing back)."""
+    import json
+
+    from otel_session.bundle.write import BundleWriter
+
+    told = []
+
+    class Hooks:
+        def runs_passed(self, opened, sealed):
+            told.extend(sealed)
+
+        def close(self):
+            pass
+
+    writer = BundleWriter(tmp_path, hooks=Hooks())
+    try:
+        run = writer.open_run(session_id="told", run_id="run-00000000-0000-4000-8000-000000000002", agent="booking")
+        run.append("run_started", {"kind": "live"}, at_ns=10**18)
+        run.close(run_status="ok")
+        assert writer.force_flush()
+    finally:
+        writer.shutdown()
+    (sealed,) = told
+    assert sealed.directory == run.directory
+    assert sealed.manifest == json.loads((run.path / "run.json").read_text())
+    assert sealed.capture == json.loads((run.path / "capture.json").read_text())
+    assert sealed.capture["status"] == "complete" and sealed.capture["event_count"] == 2
