@@ -34,6 +34,23 @@ def _agrees(catalog: SqlCatalog, root: Path) -> bool:
     return {path: known.capture_status for path, known in catalog.known().items()} == on_disk
 
 
+def _disagreement(catalog: SqlCatalog, root: Path) -> str:
+    rows = {path: known.capture_status for path, known in catalog.known().items()}
+    on_disk = {run.relative_to(root).as_posix(): run for run in root.glob("**/sessions/*/run-*")}
+    lines = [f"no row: {path}" for path in sorted(set(on_disk) - set(rows))]
+    lines += [f"no bundle: {path}" for path in sorted(set(rows) - set(on_disk))]
+    lines += [f"row {rows[path]} / bundle {(on_disk[path] / 'capture.json').read_text(errors='replace')[:200]}: {path}"
+              for path in sorted(set(rows) & set(on_disk)) if not _agrees_on(rows[path], on_disk[path])]
+    return "\n".join(lines) or "the catalog agrees with the bundles"
+
+
+def _agrees_on(status: str | None, run: Path) -> bool:
+    try:
+        return json.loads((run / "capture.json").read_bytes()).get("status") == status
+    except (OSError, ValueError):
+        return status is None
+
+
 def test_reindex_rebuilds_every_row_from_the_bundles(root: Path, tmp_path: Path):
     writer = BundleWriter(root)  # no hook: bundles written before the catalog existed
     try:
@@ -160,14 +177,18 @@ def test_sigkill_of_a_collector_writing_the_catalog_then_restart_agrees_with_the
 
     process, port = _start_collector(root)
     catalog = open_catalog(root)
+    caught_up = False
     try:
         _post(port, _trace_request("after-restart"))
         wait_for(lambda: _agrees(catalog, root) and catalog.page(RunQuery(search="after-restart")).rows
                  and all(row.capture_status != "recording" for row in catalog.page(RunQuery(limit=500)).rows),
-                 timeout=60)
+                 timeout=120)
+        caught_up = True
     finally:
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
+        if not caught_up:  # what the catalog and the bundles disagree on, and what the collector said
+            print(_disagreement(catalog, root), err, sep="\n")
         catalog.close()
     assert process.returncode == 0, err
     assert _agrees(catalog, root)
