@@ -28,14 +28,15 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from sqlalchemy import Column, Connection, Float, MetaData, String, Table, create_engine, delete, event, select, text, update
+from sqlalchemy import Column, Connection, Float, MetaData, String, Table, delete, select, text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from .model import CatalogUnavailable
 from .settings import schema_lock
 from .schema import KEY_TEXT, runs
-from .sql import _BUSY_TIMEOUT_S, _COUNT_SESSION, _DROP_EMPTY_SESSION, _SCHEMA_LOCK, _on_sqlite_connect, _reason
+from .engine import failure_reason, make_engine
+from .sql import _COUNT_SESSION, _DROP_EMPTY_SESSION, _SCHEMA_LOCK
 
 __all__ = ["Claim", "ClaimState", "ClaimTable"]
 
@@ -88,14 +89,10 @@ class ClaimTable:
         try:
             self._engine = self._open()
         except (SQLAlchemyError, OSError, ImportError) as exc:
-            raise CatalogUnavailable(f"cannot open the run claims: {_reason(exc)}") from None
+            raise CatalogUnavailable(f"cannot open the run claims: {failure_reason(exc)}") from None
 
     def _open(self) -> Engine:
-        if self.url.startswith("sqlite"):
-            engine = create_engine(self.url, connect_args={"timeout": _BUSY_TIMEOUT_S, "check_same_thread": False})
-            event.listen(engine, "connect", _on_sqlite_connect)
-        else:
-            engine = create_engine(self.url, pool_pre_ping=True, connect_args={"connect_timeout": _CONNECT_TIMEOUT_S})
+        engine = make_engine(self.url, connect_timeout_s=_CONNECT_TIMEOUT_S)
         with schema_lock(self.url), engine.begin() as connection:
             if not self.url.startswith("sqlite"):  # one opener at a time makes the table
                 connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK + 1})
@@ -121,7 +118,7 @@ class ClaimTable:
                 if taken and connection.dialect.has_table(connection, "runs"):
                     self._drop_rows_of_old_owners(connection, taken)
         except SQLAlchemyError as exc:
-            raise CatalogUnavailable(f"the run claims failed: {_reason(exc)}") from None
+            raise CatalogUnavailable(f"the run claims failed: {failure_reason(exc)}") from None
         return found
 
     @staticmethod
@@ -150,7 +147,7 @@ class ClaimTable:
             with self._engine.connect() as connection:
                 return connection.execute(select(run_claims.c.owner).where(run_claims.c.run_id == run_id)).scalar()
         except SQLAlchemyError as exc:
-            raise CatalogUnavailable(f"the run claims failed: {_reason(exc)}") from None
+            raise CatalogUnavailable(f"the run claims failed: {failure_reason(exc)}") from None
 
     def open_claims(self) -> set[str]:
         """The runs this collector holds open now."""
@@ -160,7 +157,7 @@ class ClaimTable:
                     run_claims.c.owner == self.owner, run_claims.c.collector == self.collector,
                     run_claims.c.state == ClaimState.OPEN.value)).scalars())
         except SQLAlchemyError as exc:
-            raise CatalogUnavailable(f"the run claims failed: {_reason(exc)}") from None
+            raise CatalogUnavailable(f"the run claims failed: {failure_reason(exc)}") from None
 
     def release(self, run_ids: Iterable[str], *, now: float) -> int:
         """The runs sealed here: their claims stay, sealed (later spans of them are rejected anywhere)."""
@@ -178,7 +175,7 @@ class ClaimTable:
             with self._engine.begin() as connection:
                 return connection.execute(statement).rowcount or 0
         except SQLAlchemyError as exc:
-            raise CatalogUnavailable(f"the run claims failed: {_reason(exc)}") from None
+            raise CatalogUnavailable(f"the run claims failed: {failure_reason(exc)}") from None
 
     def close(self) -> None:
         self._engine.dispose()

@@ -35,14 +35,14 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, and_, case, create_engine, delete, event, func, literal, or_, select, text, true, update
+from sqlalchemy import Connection, and_, case, delete, func, literal, or_, select, text, true, update
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, SQLAlchemyError
-from sqlalchemy.pool import StaticPool
 
 from otel_session.core.log import get_logger
 
 from .cursor import decode_cursor, row_cursor, session_cursor
+from .engine import BUSY_TIMEOUT_S, failure_reason, make_engine
 from .labels import label_filters
 from .schema import PENDING, SCHEMA_VERSION, facets, meta_table, metadata, runs, runs_pending, sessions
 from .settings import no_room, schema_lock
@@ -55,7 +55,6 @@ __all__ = ["FLEET_COLUMNS", "SCHEMA_VERSION", "SqlCatalog"]
 
 logger = get_logger(__name__)
 
-_BUSY_TIMEOUT_S = 30.0
 _BATCH = 500
 _SCHEMA_LOCK = 0x6F74656C  # PostgreSQL advisory lock held while the catalog's tables are made
 _FACETS = ("agent", "service", "eval_id")
@@ -119,15 +118,6 @@ def _row(mapping: Any) -> RunRow:
     return RunRow(**values)
 
 
-def _on_sqlite_connect(connection: Any, _record: Any) -> None:
-    cursor = connection.cursor()
-    cursor.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-    cursor.execute("PRAGMA journal_mode = WAL")
-    cursor.execute("PRAGMA synchronous = NORMAL")
-    cursor.execute("PRAGMA journal_size_limit = 4194304")  # the log is cut back to 4 MiB after a checkpoint
-    cursor.close()
-
-
 class SqlCatalog:
     """:class:`~otel_session.catalog.model.Catalog` over one SQL database."""
 
@@ -144,7 +134,7 @@ class SqlCatalog:
         try:
             self._engine = self._open()
         except (SQLAlchemyError, OSError, ImportError) as exc:  # ImportError: the URL's database driver
-            raise CatalogUnavailable(f"cannot open the catalog {self._shown()}: {_reason(exc)}") from None
+            raise CatalogUnavailable(f"cannot open the catalog {self._shown()}: {failure_reason(exc)}") from None
         self._mark = "?" if self._engine.dialect.paramstyle == "qmark" else "%s"
         """The driver's positional parameter (``exec_driver_sql``): SQLite's ``?``, psycopg's ``%s``."""
 
@@ -164,15 +154,10 @@ class SqlCatalog:
         return self.url.startswith("sqlite")
 
     def _make_engine(self) -> Engine:
-        if self._is_sqlite:
-            in_memory = self.url in ("sqlite://", "sqlite:///:memory:")  # one connection, or one database a thread
-            engine = create_engine(self.url, connect_args={"timeout": _BUSY_TIMEOUT_S, "check_same_thread": False},
-                                   **({"poolclass": StaticPool} if in_memory else {}))
-            event.listen(engine, "connect", _on_sqlite_connect)
-            return engine
-        engine = create_engine(self.url, pool_pre_ping=True)
-        with engine.connect(), engine.connect():  # two warm connections kept: a keeper pass and a list at once
-            pass
+        engine = make_engine(self.url)
+        if not self._is_sqlite:
+            with engine.connect(), engine.connect():  # two warm connections kept: a keeper pass and a list at once
+                pass
         return engine
 
     def _open(self) -> Engine:
@@ -186,7 +171,7 @@ class SqlCatalog:
             if not self._is_sqlite:
                 raise
             logger.warning("the catalog %s cannot be read (%s): made new; the bundles fill it again",
-                           self._shown(), _reason(exc))
+                           self._shown(), failure_reason(exc))
             self._remove_sqlite_files()
             engine = self._make_engine()
             version = self._schema_version(engine)
@@ -222,7 +207,7 @@ class SqlCatalog:
     def _made_by_another(self, engine: Engine) -> bool:
         """Whether another opener made the tables while this one tried: its version row appears
         within the busy timeout (SQLite commits each CREATE TABLE by itself, the row after them)."""
-        deadline = time.monotonic() + _BUSY_TIMEOUT_S
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
         while self._schema_version(engine) != SCHEMA_VERSION:
             if time.monotonic() > deadline:
                 return False
@@ -262,7 +247,7 @@ class SqlCatalog:
         try:
             self._engine = self._open()
         except (SQLAlchemyError, OSError) as exc:
-            raise CatalogUnavailable(f"cannot make the catalog {self._shown()} new: {_reason(exc)}") from None
+            raise CatalogUnavailable(f"cannot make the catalog {self._shown()} new: {failure_reason(exc)}") from None
 
     def _remove_sqlite_files(self) -> None:
         database = self.url.removeprefix("sqlite:///")
@@ -279,7 +264,7 @@ class SqlCatalog:
             with self._engine.begin() as connection:
                 yield connection
         except SQLAlchemyError as exc:
-            raise CatalogUnavailable(f"the catalog {self._shown()} failed: {_reason(exc)}") from None
+            raise CatalogUnavailable(f"the catalog {self._shown()} failed: {failure_reason(exc)}") from None
 
     @contextmanager
     def _reading(self) -> Iterator[Connection]:
@@ -287,7 +272,7 @@ class SqlCatalog:
             with self._engine.connect() as connection:
                 yield connection
         except SQLAlchemyError as exc:
-            raise CatalogUnavailable(f"the catalog {self._shown()} cannot be read: {_reason(exc)}") from None
+            raise CatalogUnavailable(f"the catalog {self._shown()} cannot be read: {failure_reason(exc)}") from None
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -565,9 +550,3 @@ def _is_corrupt(exc: DatabaseError) -> bool:
 def _chunks(values: list[str], size: int) -> Iterator[list[str]]:
     for start in range(0, len(values), size):
         yield values[start : start + size]
-
-
-def _reason(exc: BaseException) -> str:
-    """One line naming what failed, without the SQL statement."""
-    original = getattr(exc, "orig", None)
-    return str(original or exc).splitlines()[0] if str(original or exc) else type(exc).__name__
