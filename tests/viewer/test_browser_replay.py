@@ -386,6 +386,8 @@ def test_a_long_run_is_usable_after_a_bounded_number_of_bytes(page, serve, live_
     seq = ui.cursor(page)
     expected = replay_state(events, seq)
     assert page.locator("#p-turn").inner_text() == str(expected["turn_index"])
-    newest = expected["messages"][-1]
-    assert newest["blocks"][0]["text"].strip() in page.locator(f"article.msg[data-message-id={newest['message_id']}]").inner_text()
+    newest = expected["messages"][-1]  # playback may stop right after it started: no block yet
+    article = page.locator(f"article.msg[data-message-id={newest['message_id']}]")
+    assert article.count() == 1
+    assert all(block["text"].strip() in article.inner_text() for block in newest["blocks"])
     assert not page.errors
