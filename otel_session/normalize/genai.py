@@ -286,14 +286,16 @@ def _add_message_events(span: SpanView, ids: _SpanIds, events: list[JournalEvent
     start_ns = span.start_time_ns
     for position, message in enumerate(inputs):
         _add_message(ids, events, start_ns, start_ns, message, f"{ids[2]}-in-{position}")
-    call = _model_call_facts(span.attributes) if outputs else None
-    deltas = deltas_of(span) if outputs and span.events else {}
+    deltas = deltas_of(span) if span.events else {}
+    call = _model_call_facts(span.attributes) if outputs or deltas else None
     for position, message in enumerate(outputs):
         facts = call if message.role == "assistant" else None
         if facts and position:  # a call's usage counts once: on its first output message
             facts = {key: value for key, value in facts.items() if key != "usage"}
         message_id = f"{ids[2]}-out-{position}"
         _add_message(ids, events, start_ns, span.end_time_ns, message, message_id, facts, deltas.get(position))
+    for position in sorted(deltas.keys() - range(len(outputs))):
+        _add_cut_off_reply(span, ids, events, position, deltas[position], call if position == 0 else None)
     if deltas and (dropped := dropped_deltas(span)) is not None:
         events.append(_event(ids, _UPSTREAM_DROP, span.end_time_ns, dropped))
 
@@ -319,6 +321,26 @@ def _add_message(
     if facts:
         payload.update(facts)
     events.append(JournalEvent(_MESSAGE_FINISHED, end_ns, payload, turn_index, message_id, None, trace_id, span_id))
+
+
+def _add_cut_off_reply(span: SpanView, ids: _SpanIds, events: list[JournalEvent], position: int,
+                       deltas: list[tuple[int, dict[str, Any]]], facts: dict[str, Any] | None) -> None:
+    """A reply whose deltas the span holds but whose final message it never got (the stream was
+    aborted, or failed, before the instrumentation recorded the output): its deltas, then an
+    unsettled finish whose content is the deltas joined, so the partial reply stays visible."""
+    blocks: dict[int, dict[str, Any]] = {}
+    for _, delta in deltas:
+        block = blocks.setdefault(delta["index"], {"index": delta["index"], "kind": delta["kind"], "text": ""})
+        block["text"] += delta["delta"]
+    turn_index, trace_id, span_id = ids
+    message_id = f"{span_id}-out-{position}"
+    events.append(JournalEvent(_MESSAGE_STARTED, span.start_time_ns, {"role": "assistant"}, turn_index, message_id, None,
+                               trace_id, span_id))
+    for at_ns, delta in deltas:
+        events.append(JournalEvent(_ASSISTANT_DELTA, at_ns, delta, turn_index, message_id, None, trace_id, span_id))
+    payload: dict[str, Any] = {"settled": False, "content": [blocks[index] for index in sorted(blocks)],
+                               "stop_reason": "incomplete", **(facts or {})}
+    events.append(JournalEvent(_MESSAGE_FINISHED, span.end_time_ns, payload, turn_index, message_id, None, trace_id, span_id))
 
 
 # Where a model call names its model and counts its tokens, first match wins (docs/conventions.md).

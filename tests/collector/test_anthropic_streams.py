@@ -114,9 +114,10 @@ def test_streamed_events_are_deltas_in_process_and_through_the_collector(streami
     assert CANARY_CARD.encode() not in all_bytes(bundle_root) + all_bytes(tmp_path / "in-process")
 
 
-def test_a_raw_stream_is_deltas_live_but_its_span_has_no_final_content(streaming, bundle_root, tmp_path):
+def test_a_raw_stream_whose_span_has_no_final_content_is_its_deltas_and_an_unsettled_finish(streaming, bundle_root, tmp_path):
     """``messages.create(stream=True)`` read without the helper: the SDK puts no output content on
-    its span, so in process the deltas are the reply (unsettled) and the collector journals none."""
+    its span, so on both paths the reply is its deltas (journaled live in process, read from the
+    span's delta events by the collector) and an unsettled finish holding their text."""
     llm, telemetry = streaming
     client = anthropic.Anthropic(base_url=llm.root_url, api_key="unused", open_telemetry=telemetry)
     with otel_session.session("raw"), otel_session.run(agent="raw"):
@@ -125,12 +126,15 @@ def test_a_raw_stream_is_deltas_live_but_its_span_has_no_final_content(streaming
     assert events[0] == "message_start" and events[-1] == "message_stop"
     (in_process,) = sealed_bundles(tmp_path / "in-process")
     (collected,) = sealed_bundles(bundle_root)
-    assert [delta for *_, delta in deltas_of(in_process)] == ["You ", "said: ", "good ", "morning"]
-    ((reply_id, *_), *_) = deltas_of(in_process)
-    started = [e["message_id"] for e in in_process.events if e["type"] == "message_started"]
-    finished = [e["message_id"] for e in in_process.events if e["type"] == "message_finished"]
-    assert reply_id in started and reply_id not in finished  # the reply has no final content
-    assert [role for role, _ in conversation(collected)] == ["user"] and deltas_of(collected) == []
+    for bundle in (in_process, collected):
+        assert [delta for *_, delta in deltas_of(bundle)] == ["You ", "said: ", "good ", "morning"]
+        ((reply_id, *_), *_) = deltas_of(bundle)
+        assert [e["message_id"] for e in bundle.events if e["type"] == "message_started"].count(reply_id) == 1
+        (finish,) = [e["payload"] for e in bundle.events if e["type"] == "message_finished" and e["message_id"] == reply_id]
+        assert (finish["settled"], finish["stop_reason"]) == (False, "incomplete")
+        assert finish["content"] == [{"index": 0, "kind": "text", "text": "You said: good morning"}]
+    assert conversation(in_process) == conversation(collected)
+    assert [role for role, _ in conversation(collected)] == ["user", "assistant"]
 
 
 def test_a_stream_with_no_model_call_span_current_is_untouched(tmp_path):

@@ -2,11 +2,14 @@
 // from an OpenAI-compatible server, its spans exported over OTLP/HTTP to `otel-session collect`.
 //
 //   node chat_app.mjs '{"client": "ai-sdk" | "ai-sdk-plain" | "openai", "protocol": "proto" | "json",
-//                       "traces": URL, "llm": URL, "session": ID, "prompts": [TEXT, ...], "tool": BOOL}'
+//                       "traces": URL, "llm": URL, "session": ID, "prompts": [TEXT, ...], "tool": BOOL,
+//                       "stopAfter": N}'
 //
 // "ai-sdk" registers `withDeltas(new OpenTelemetry())`, "ai-sdk-plain" the integration alone
 // (what such an app records without this package), "openai" streams with openai-node through
 // `tracedChatStream`. With "tool", the AI SDK offers a `lookup` tool and runs up to 3 steps.
+// With "stopAfter", the app stops each reply after that many pieces: openai-node's by leaving the
+// loop, the AI SDK's by aborting it (left without an abort, its spans never end).
 // Prints one JSON line: each reply's streamed pieces as the app read them,
 // the trace id and its run id (`runIdOf`), and the package's deltaStats().
 import { OpenTelemetry } from '@ai-sdk/otel';
@@ -38,6 +41,7 @@ async function reply(messages) {
     for await (const chunk of await tracedChatStream(openai, { model: 'mock-gpt', messages })) {
       const piece = chunk.choices[0]?.delta?.content;
       if (piece) pieces.push(piece);
+      if (pieces.length === options.stopAfter) break;
     }
   } else {
     const tools = options.tool ? {
@@ -47,8 +51,17 @@ async function reply(messages) {
         execute: async ({ query }) => `open on ${query}`,
       }),
     } : undefined;
-    const result = streamText({ model: compatible('mock-gpt'), messages, tools, stopWhen: isStepCount(3) });
-    for await (const piece of result.textStream) pieces.push(piece);
+    const abort = new AbortController(); // the AI SDK's way to stop a reply (its spans end on abort)
+    const result = streamText({ model: compatible('mock-gpt'), messages, tools, stopWhen: isStepCount(3),
+                                abortSignal: abort.signal });
+    try {
+      for await (const piece of result.textStream) {
+        pieces.push(piece);
+        if (pieces.length === options.stopAfter) abort.abort();
+      }
+    } catch (error) {
+      if (!abort.signal.aborted) throw error;
+    }
   }
   return pieces;
 }

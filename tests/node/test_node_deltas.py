@@ -24,9 +24,9 @@ PROMPTS = ["hello there, what time is it", f"my email is {EMAIL} and my card {CA
 
 
 def app(run_node, collect, llm, client: str, protocol: str, session: str, prompts: list[str], *,
-        tool: bool = False) -> dict[str, Any]:
+        tool: bool = False, stop_after: int | None = None) -> dict[str, Any]:
     options = {"client": client, "protocol": protocol, "traces": collect.traces_url, "llm": llm.base_url,
-               "session": session, "prompts": prompts, "tool": tool}
+               "session": session, "prompts": prompts, "tool": tool, "stopAfter": stop_after}
     return run_node("chat_app.mjs", json.dumps(options))
 
 
@@ -115,6 +115,30 @@ def test_a_reply_longer_than_its_span_holds_keeps_the_first_deltas_and_says_how_
     assert drops == [{"dropped_events": 40, "dropped_attributes": 0, "span_name": "chat mock-gpt",
                       "event": "otel_session.delta"}]
     assert printed["stats"]["dropped"] == 40
+
+
+@pytest.mark.parametrize("client", ["ai-sdk", "openai"])
+def test_a_long_reply_the_app_leaves_early_still_says_how_many_deltas_were_dropped(run_node, collect, llm, client):
+    """The app stops the reply past the span's room: the span holds no final output message, so the
+    bundle keeps the reply as its deltas and an unsettled finish, and the drops counted until then
+    (said on the span as they happen: an aborted call's span ends before its stream closes)."""
+    words = [f"w{n}" for n in range(150)]
+    printed = app(run_node, collect, llm, client, "proto", "node-left", [" ".join(words)], stop_after=130)
+    (bundle,) = collect.sealed()
+    verified(bundle)
+    assert len(printed["turns"][0]) == 130
+    ((deltas, text),) = assistant_messages(bundle)
+    assert deltas == printed["turns"][0][:112]
+    (finish,) = [e["payload"] for e in bundle.events if e["type"] == "message_finished" and e["message_id"].endswith("-out-0")]
+    if client == "openai":  # tracedChatStream ends its span with the reply as far as the app read it
+        assert finish["settled"] and text == "".join(printed["turns"][0])
+    else:  # the AI SDK's aborted span holds no output message: the reply is its deltas, unsettled
+        assert not finish["settled"] and finish["stop_reason"] == "incomplete" and text == "".join(deltas)
+    (drop,) = [e["payload"] for e in bundle.events if e["type"] == "upstream_drop"]
+    # Every piece the tap saw past the room is counted; it reads at most a part or two ahead of
+    # the app, and a piece it reads once the span has ended is counted in the stats alone.
+    assert drop["event"] == "otel_session.delta"
+    assert 130 - 112 - 1 <= drop["dropped_events"] <= printed["stats"]["dropped"] <= 130 - 112 + 2
 
 
 def test_a_streamed_tool_call_is_one_block_whose_deltas_read_as_the_final_call(run_node, collect, llm):

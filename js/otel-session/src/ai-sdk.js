@@ -61,27 +61,41 @@ function feed(deltas, part) {
 }
 
 /**
- * `stream` passed through a tap that records its parts on `deltas`.
+ * `stream` passed through a tap that records its parts on `deltas`. A pull source rather than a
+ * `TransformStream`: its `cancel` runs on every Node the package supports when the reader gives
+ * up early (a transformer's `cancel` needs Node 21), so the recorder is closed and the drops said
+ * on the span however the stream ends.
  * @param {ReadableStream<any>} stream
  * @param {DeltaRecorder} deltas
  */
 function tapped(stream, deltas) {
-  return stream.pipeThrough(new TransformStream({
-    transform(part, controller) {
+  const reader = stream.getReader();
+  return new ReadableStream({
+    async pull(controller) {
+      let step;
       try {
-        feed(deltas, part);
+        step = await reader.read();
+      } catch (error) {
+        deltas.close();
+        throw error;
+      }
+      if (step.done) {
+        deltas.close();
+        controller.close();
+        return;
+      }
+      try {
+        feed(deltas, step.value);
       } catch (error) {
         swallowed(error);
       }
-      controller.enqueue(part);
+      controller.enqueue(step.value);
     },
-    flush() {
+    cancel(reason) {
       deltas.close();
+      return reader.cancel(reason);
     },
-    cancel() {
-      deltas.close(); // the reader gave up (Node 21+ calls this; Node 20 leaves the recorder open)
-    },
-  }));
+  }, { highWaterMark: 0 });
 }
 
 /**

@@ -8,7 +8,7 @@
  *     deltas.openCall(key, callId, name);         // a tool call's block begins ...
  *     deltas.piece(key, 'tool_call', '{"q":');    // ... its argument fragments ...
  *     deltas.closeCall(key);                      // ... and it ends
- *     deltas.close();                             // the stream ended: open calls closed, drops said
+ *     deltas.close();                             // the stream ended: open calls closed
  *
  * The events are otel-session's own convention (docs/conventions.md, "Streamed deltas of
  * third-party model calls"): `otel_session.delta.message` (the output message's position),
@@ -150,6 +150,8 @@ export class DeltaRecorder {
       if (this.room <= 0) {
         this.dropped += 1;
         stats.dropped += 1;
+        // Said at once, not at close: a stream aborted or left early can see its span ended first.
+        if (this.span.isRecording()) this.span.setAttribute(DELTAS_DROPPED, this.dropped);
         return;
       }
       this.room -= 1;
@@ -189,13 +191,12 @@ export class DeltaRecorder {
     this.piece(key, 'tool_call', '}', position);
   }
 
-  /** The stream ended (or failed): open calls closed, the drops said on the span. */
+  /** The stream ended (or failed): open calls closed (their closing pieces counted as drops past the room). */
   close() {
     if (this.closed) return;
     try {
       for (const key of [...this.openCalls.keys()]) this.closeCall(key);
       this.closed = true;
-      if (this.dropped > 0 && this.span.isRecording()) this.span.setAttribute(DELTAS_DROPPED, this.dropped);
     } catch (error) {
       this.closed = true;
       swallowed(error);
