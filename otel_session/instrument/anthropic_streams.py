@@ -56,7 +56,7 @@ from opentelemetry import trace
 from otel_session.instrument._log import warn_once
 from otel_session.instrument._on_import import PendingPatch, on_import
 from otel_session.instrument.stream_deltas import (
-    StreamDeltas, deltas_for, is_foreign_model_call, tapped, tapped_async, unwrap_inits, wrap_streams,
+    Originals, StreamDeltas, deltas_for, is_foreign_model_call, tap_stream, tapped, tapped_async, unwrap_streams, wrap_streams,
 )
 from otel_session.normalize.genai_messages import Message, new_inputs, request_inputs
 
@@ -66,7 +66,7 @@ _CALL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 _SDK_SCOPE = "com.anthropic.sdk.python"  # the SDK's own call spans (anthropic 1.14 and later, ``_tracing``)
 
-_originals: dict[type, Callable[..., None]] = {}
+_originals: Originals = {}
 _start_span: list[Callable[..., Any]] = []  # the SDK's ``start_api_call_span``, while wrapped
 _parents: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # SDK call span → model-call span around it
 _patch: PendingPatch | None = None
@@ -106,7 +106,7 @@ def _wrap(module: ModuleType) -> Callable[[], None]:
         _base_client.start_api_call_span = start_api_call_span  # type: ignore[attr-defined]
 
     def unwrap() -> None:
-        unwrap_inits(_originals)
+        unwrap_streams(_originals)
         if _start_span:
             _base_client.start_api_call_span = _start_span.pop()  # type: ignore[attr-defined]
 
@@ -136,11 +136,11 @@ def _tap(stream: Any, tap: Callable[[Any, StreamDeltas], Any], later: Callable[[
     if deltas is None:
         return
     if made:
-        stream._iterator = tap(stream._iterator, deltas)
+        tap_stream(stream, stream._iterator, deltas, tap)
     else:
         # A weak reference: a generator held by the stream that referred to it would make a cycle
         # (the SDK avoids one so that a dropped stream closes its response at once).
-        stream._iterator = tap(later(source.func, weakref.ref(stream)), deltas)  # type: ignore[union-attr]
+        tap_stream(stream, later(source.func, weakref.ref(stream)), deltas, tap)  # type: ignore[union-attr]
 
 
 def _target(stream: Any, current: Any) -> Any:

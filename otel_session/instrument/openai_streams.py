@@ -41,12 +41,14 @@ from typing import Any
 
 from otel_session.instrument._log import warn_once
 from otel_session.instrument._on_import import PendingPatch, on_import
-from otel_session.instrument.stream_deltas import StreamDeltas, deltas_for, tapped, tapped_async, unwrap_inits, wrap_streams
+from otel_session.instrument.stream_deltas import (
+    Originals, StreamDeltas, deltas_for, tap_stream, tapped, tapped_async, unwrap_streams, wrap_streams,
+)
 from otel_session.normalize.genai_messages import Message, new_inputs, request_inputs
 
 __all__ = ["OpenAIDeltas", "install", "uninstall"]
 
-_originals: dict[type, Callable[..., None]] = {}
+_originals: Originals = {}
 _patch: PendingPatch | None = None
 
 
@@ -66,7 +68,7 @@ def _wrap(module: ModuleType) -> Callable[[], None]:
     from openai import _streaming  # imported with the package
 
     wrap_streams(_streaming, _tap_sync, _tap_async, _originals)
-    return functools.partial(unwrap_inits, _originals)
+    return functools.partial(unwrap_streams, _originals)
 
 
 def _tap_sync(stream: Any) -> None:
@@ -84,7 +86,7 @@ def _tap(stream: Any, tap: Callable[[Any, StreamDeltas], Any]) -> None:
         return
     deltas = deltas_for(OpenAIDeltas, getattr(getattr(stream, "_options", None), "json_data", None), sdk="openai")
     if deltas is not None:
-        stream._iterator = tap(iterator, deltas)
+        tap_stream(stream, iterator, deltas, tap)
 
 
 class OpenAIDeltas(StreamDeltas):

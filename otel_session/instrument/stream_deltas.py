@@ -11,8 +11,10 @@ Contract::
     deltas_for(SdkDeltas, request_body, sdk="anthropic", target=choose)   # or the span choose(current) gives
     is_foreign_model_call(span)            # what deltas_for asks of the span
     iterator = tapped(iterator, deltas)    # or tapped_async: feeds each item, closes at the end
-    wrap_streams(sdk._streaming, tap_sync, tap_async, originals)   # Stream/AsyncStream.__init__ then tap(self)
-    unwrap_inits(originals)
+    wrap_streams(sdk._streaming, tap_sync, tap_async, originals)   # Stream/AsyncStream.__init__ then tap(self);
+                                                                   # their close() closes the tap first
+    tap_stream(stream, iterator, deltas, tapped)   # in tap(self): stream._iterator read through the tap
+    unwrap_streams(originals)
 
 A piece of text is a delta of the call's output message ``{span_id}-out-{position}``, in content
 block ``key`` (blocks numbered per message in order of first appearance), redacted as it streams
@@ -22,7 +24,8 @@ end), and as an ``otel_session.delta`` span event within the span's event limit 
 instrumentor's own events (``otel_session.deltas.dropped`` counts the rest). A tool call's block
 opens with ``{"id":…,"name":…,"arguments":`` and closes with ``}`` (``open_call``/``close_call``),
 the text its final block reads. ``close`` (at the stream's end, or earlier when the SDK says the
-message stopped) closes open calls and releases what redaction held back. A span is tapped once: a
+message stopped, or when the app closes the stream before its end: before the SDK ends the span)
+closes open calls, releases what redaction held back and says the drops on the span. A span is tapped once: a
 client under a wrapper (LiteLLM over the openai client) makes two streams of one call, and the
 first one made (the client's) records it. Nothing here raises into the app: a failure is logged
 once and the stream goes on untouched.
@@ -50,7 +53,8 @@ from otel_session.normalize.genai_messages import Message
 from otel_session.normalize.genai_repeats import HeldMessages
 from otel_session.redact import DeltaStream
 
-__all__ = ["StreamDeltas", "deltas_for", "is_foreign_model_call", "tapped", "tapped_async", "unwrap_inits", "wrap_streams"]
+__all__ = ["Originals", "StreamDeltas", "deltas_for", "is_foreign_model_call", "tap_stream", "tapped", "tapped_async", "unwrap_streams",
+           "wrap_streams"]
 
 _RESERVED_EVENTS = 16  # room left on a span for its instrumentor's own events
 _MESSAGE_STARTED = EventType.MESSAGE_STARTED.value
@@ -63,16 +67,32 @@ _tapping: weakref.WeakValueDictionary[int, StreamDeltas] = weakref.WeakValueDict
 """Span id → the tap recording its stream (until it closes, or is dropped unread)."""
 
 
+_stream_taps: weakref.WeakKeyDictionary[Any, StreamDeltas] = weakref.WeakKeyDictionary()
+"""A tapped SDK stream → its tap, closed first when the app closes the stream."""
+
+Originals = dict[tuple[type, str], Callable[..., Any]]
+
+
 def wrap_streams(streaming: Any, tap_sync: Callable[[Any], None], tap_async: Callable[[Any], None],
-                 originals: dict[type, Callable[..., None]]) -> None:
-    """Tap the ``Stream`` and ``AsyncStream`` of an SDK's ``_streaming`` module as they are made."""
+                 originals: Originals) -> None:
+    """Tap the ``Stream`` and ``AsyncStream`` of an SDK's ``_streaming`` module as they are made,
+    and close a stream's tap as the app closes the stream (an SDK or its instrumentor ends the
+    call's span in ``close``: a stream left early would lose what its tap holds)."""
     _wrap_init(streaming.Stream, tap_sync, originals)
     _wrap_init(streaming.AsyncStream, tap_async, originals)
+    _wrap_close(streaming.Stream, originals)
+    _wrap_close(streaming.AsyncStream, originals)
 
 
-def _wrap_init(cls: type, tap: Callable[[Any], None], originals: dict[type, Callable[..., None]]) -> None:
+def tap_stream(stream: Any, iterator: Any, deltas: StreamDeltas, tap: Callable[[Any, StreamDeltas], Any]) -> None:
+    """``stream`` reads ``iterator`` through ``tap`` into ``deltas``, closed with the stream."""
+    stream._iterator = tap(iterator, deltas)
+    _stream_taps[stream] = deltas
+
+
+def _wrap_init(cls: type, tap: Callable[[Any], None], originals: Originals) -> None:
     """``cls.__init__`` followed by ``tap(self)`` (once per class; ``originals`` keeps the unwrapped)."""
-    if cls in originals:
+    if (cls, "__init__") in originals:
         return
     original = cls.__init__
 
@@ -85,13 +105,38 @@ def _wrap_init(cls: type, tap: Callable[[Any], None], originals: dict[type, Call
             warn_once(f"stream-tap-{cls.__module__}", "otel_session: could not tap a stream; its deltas are not recorded",
                       exc_info=True)
 
-    originals[cls] = original
+    originals[(cls, "__init__")] = original
     cls.__init__ = __init__  # type: ignore[misc]
 
 
-def unwrap_inits(originals: dict[type, Callable[..., None]]) -> None:
-    for cls, original in originals.items():
-        cls.__init__ = original  # type: ignore[misc]
+def _wrap_close(cls: type, originals: Originals) -> None:
+    """``cls.close`` after closing the stream's tap, if it has one: at the call, also for an async
+    ``close`` (openai-v2's wrapper calls it without awaiting it)."""
+    original = getattr(cls, "close", None)
+    if original is None or (cls, "close") in originals:
+        return
+
+    @functools.wraps(original)
+    def close(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _close_tap(self)
+        return original(self, *args, **kwargs)  # an async close's coroutine, for the caller to await
+
+    originals[(cls, "close")] = original
+    cls.close = close  # type: ignore[attr-defined]
+
+
+def _close_tap(stream: Any) -> None:
+    try:
+        deltas = _stream_taps.pop(stream, None)
+    except TypeError:  # a stream that cannot be weakly referenced is never in it
+        return
+    if deltas is not None:
+        deltas.close()  # once; never raises
+
+
+def unwrap_streams(originals: Originals) -> None:
+    for (cls, name), original in originals.items():
+        setattr(cls, name, original)
     originals.clear()
 
 

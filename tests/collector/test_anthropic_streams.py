@@ -159,7 +159,8 @@ def test_the_tap_and_the_call_span_hook_come_and_go_with_the_instrumentor(tmp_pa
     from anthropic import _base_client, _streaming
 
     def hooks():
-        return _streaming.Stream.__init__, _streaming.AsyncStream.__init__, _base_client.start_api_call_span
+        return (_streaming.Stream.__init__, _streaming.AsyncStream.__init__, _streaming.Stream.close,
+                _streaming.AsyncStream.close, _base_client.start_api_call_span)
 
     original = hooks()
     instrumentor = OtelSessionInstrumentor()
@@ -341,7 +342,7 @@ def test_a_tap_that_fails_leaves_the_stream_made_and_says_so_once(caplog):
     from types import SimpleNamespace
 
     from otel_session.instrument._log import forget_warnings
-    from otel_session.instrument.stream_deltas import unwrap_inits, wrap_streams
+    from otel_session.instrument.stream_deltas import unwrap_streams, wrap_streams
 
     class Stream:
         def __init__(self, body):
@@ -360,5 +361,5 @@ def test_a_tap_that_fails_leaves_the_stream_made_and_says_so_once(caplog):
     try:
         assert [Stream("a").body, AsyncStream("b").body, Stream("c").body] == ["a", "b", "c"]
     finally:
-        unwrap_inits(originals)
+        unwrap_streams(originals)
     assert caplog.text.count("could not tap a stream") == 1

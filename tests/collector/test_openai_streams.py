@@ -153,6 +153,38 @@ def test_the_tap_comes_and_goes_with_the_instrumentor(tmp_path):
     assert (_streaming.Stream.__init__, _streaming.AsyncStream.__init__) == original
 
 
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_stream_the_app_closes_early_keeps_every_delta_it_read_on_both_paths(streaming, bundle_root, tmp_path, flavour):
+    """The app stops after three chunks and closes the stream: openai-v2 ends the call's span in
+    ``close``, so the tap is closed first and what redaction held back is released: the deltas'
+    fold is the reply as far as the app read it, in process and through the collector."""
+    messages = [{"role": "user", "content": GREETING}]
+    read: list[str] = []
+    with otel_session.session("left"), otel_session.run(agent="left"):
+        if flavour == "sync":
+            stream = openai.OpenAI(base_url=streaming.base_url, api_key="unused").chat.completions.create(
+                model=MODEL, stream=True, messages=messages)
+            while len(read) < 3:
+                read += filter(None, [next(stream).choices[0].delta.content])
+            stream.close()
+        else:
+            async def first_three() -> None:
+                client = openai.AsyncOpenAI(base_url=streaming.base_url, api_key="unused")
+                stream = await client.chat.completions.create(model=MODEL, stream=True, messages=messages)
+                while len(read) < 3:
+                    read.extend(filter(None, [(await stream.__anext__()).choices[0].delta.content]))
+                closed = stream.close()  # openai-v2's wrapper: a plain call, as the app sees it
+                if asyncio.iscoroutine(closed):
+                    await closed
+            asyncio.run(first_three())
+    assert read == ["You ", "said: ", "hello, "]
+    for root in (tmp_path / "in-process", bundle_root):
+        (bundle,) = sealed_bundles(root)
+        assert [delta for *_, delta in deltas_of(bundle)] == read
+        state = replay_state(bundle.events)
+        assert not [d for d in state["diagnostics"] if d["code"] == "reconcile_mismatch"], state["diagnostics"]
+
+
 def test_deltas_beyond_the_span_event_limit_are_journaled_in_process_and_dropped_said_on_the_span(
         monkeypatch, collector, bundle_root, tmp_path):
     """The journal stays lossless; the span keeps what fits beside room for its instrumentor's
