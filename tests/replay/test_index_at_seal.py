@@ -34,10 +34,17 @@ def _record(writer: BundleWriter, records: int, session_id: str = "long") -> Pat
     """A sealed run of ``records`` records written straight through ``writer``."""
     run = writer.open_run(session_id=session_id, run_id=f"run-{uuid.uuid4()}", agent="booking")
     run.append("run_started", {"kind": "live", "agent": "booking"}, at_ns=START_NS)
-    reply = {"turn_index": 0, "message_id": "a0"}
-    run.append("message_started", {"role": "assistant"}, at_ns=START_NS + 1, **reply)
-    for number in range(records - 3):
-        run.append("assistant_delta", {"index": 0, "kind": "text", "delta": f"w{number} "}, at_ns=START_NS + 2 + number, **reply)
+    for number in range(records - 2):  # with run_started and the close's run_finished: ``records``; replies of 100 records: message_started, 98 deltas, message_finished
+        reply = {"turn_index": number // 100, "message_id": f"a{number // 100}"}
+        step = number % 100
+        if step == 0 or number == records - 3:
+            event_type, payload = ("message_started", {"role": "assistant"}) if step == 0 else \
+                ("message_finished", {"settled": True, "content": []})
+        elif step == 99:
+            event_type, payload = "message_finished", {"settled": True, "content": []}
+        else:
+            event_type, payload = "assistant_delta", {"index": 0, "kind": "text", "delta": f"w{number} "}
+        run.append(event_type, payload, at_ns=START_NS + 1 + number, **reply)
         if number % 1024 == 0:
             writer.force_flush()  # stay below the writer's queue bound
     run.close(run_status="ok")
@@ -103,6 +110,7 @@ def test_a_short_run_is_left_to_its_first_reader(tmp_path):
         run = _record(writer, DEFAULT_MIN_RECORDS - 1)
         assert writer.force_flush()
         assert indexer.wait_idle(60) and indexer.built == 0
+        assert orjson.loads((run / "capture.json").read_bytes())["event_count"] == DEFAULT_MIN_RECORDS - 1
         assert not index_path(tmp_path, run).exists()
     finally:
         writer.shutdown()
