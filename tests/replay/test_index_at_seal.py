@@ -31,10 +31,11 @@ START_NS = 1_800_000_000_000_000_000
 
 
 def _record(writer: BundleWriter, records: int, session_id: str = "long") -> Path:
-    """A sealed run of ``records`` records written straight through ``writer``."""
+    """A sealed run of ``records`` records (with ``run_started`` and the close's ``run_finished``)
+    written straight through ``writer``: replies of 100 records (started, 98 deltas, finished)."""
     run = writer.open_run(session_id=session_id, run_id=f"run-{uuid.uuid4()}", agent="booking")
     run.append("run_started", {"kind": "live", "agent": "booking"}, at_ns=START_NS)
-    for number in range(records - 2):  # with run_started and the close's run_finished: ``records``; replies of 100 records: message_started, 98 deltas, message_finished
+    for number in range(records - 2):
         reply = {"turn_index": number // 100, "message_id": f"a{number // 100}"}
         step = number % 100
         if step == 0 or number == records - 3:
