@@ -78,10 +78,11 @@ from otel_session.core.log import get_logger
 from otel_session.bundle.read import RunInfo, iter_runs
 from otel_session.core.journal import CaptureStatus
 from otel_session.bundle.write import BundleWriter, WriterLimits
-from otel_session.bundle.upload import chain_hooks
+from otel_session.bundle.hooks import chain_hooks
 from otel_session.catalog import CatalogError, CatalogKeeper, open_catalog, writer_hooks
 from otel_session.collector.storing import backlog_guard, close_locations, store_uploader
 from otel_session.collector.claiming import RunClaims, open_claims, set_aside, store_guard
+from otel_session.replay.indexer import seal_indexer
 
 __all__ = [
     "SERVING_GC_THRESHOLD",
@@ -346,8 +347,11 @@ class Collector:
         """The runs this collector holds in a shared catalog (None with the root's own catalog)."""
         self.uploader = store_uploader(self.root, options, may_store=store_guard(self.root, self.claims)) if bundle else None
         """Sealed runs to ``--store`` (None without one); the writer's hooks close it at shutdown."""
+        self.indexer = seal_indexer(self.root, store_removes_local=self.uploader is not None and not self.uploader.keep_local) \
+            if bundle else None
+        """Long runs' replay index, built as they seal (None when off, or when the store removes local copies)."""
         self.writer = BundleWriter(self.root, limits=writer_limits, identifier=getattr(self.redactor, "identifier", None),
-                                   hooks=chain_hooks(writer_hooks(self.root), self.uploader) if bundle else None)
+                                   hooks=chain_hooks(writer_hooks(self.root), self.indexer, self.uploader) if bundle else None)
         self._catalog_keeper: CatalogKeeper | None = None
         self.sink = BundleSink(self.writer, self.redactor, options, counters=self.counters, claims=self.claims,
                                admit_run=backlog_guard(self.uploader, options))

@@ -8,6 +8,7 @@ Contract::
     teller.passed([SealedRun(directory, manifest, capture)])   # the writer thread sealed runs (never waits)
     teller.flush(timeout_s)              # -> True once everything handed over so far was told
     teller.close(timeout_s)              # tell what is left, then close the hooks
+    hooks = chain_hooks(catalog_hook, indexer, uploader)   # several hooks (None ones left out), told in order
 
 A hook may wait (a catalog locked by a viewer, a database across the network): it never holds up
 the writer thread, whose queues are bounded, nor the producers. What piles up while a hook is slow
@@ -32,7 +33,7 @@ from typing import Any, NamedTuple, Protocol
 
 from otel_session.core.log import get_logger
 
-__all__ = ["MAX_PENDING", "HookTeller", "RunHooks", "SealedRun"]
+__all__ = ["MAX_PENDING", "HookTeller", "RunHooks", "SealedRun", "chain_hooks"]
 
 logger = get_logger(__name__)
 
@@ -161,3 +162,22 @@ class HookTeller:
                            timeout_s)
             return
         self._hooks.close()
+
+
+class _Chain:
+    def __init__(self, hooks: Sequence[RunHooks]) -> None:
+        self.hooks = hooks
+
+    def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[SealedRun]) -> None:
+        for hook in self.hooks:  # in order: the catalog's rows are in before an upload records a location
+            hook.runs_passed(opened, sealed)
+
+    def close(self) -> None:
+        for hook in self.hooks:
+            hook.close()
+
+
+def chain_hooks(*hooks: RunHooks | None) -> RunHooks | None:
+    """The writer hooks given (None ones left out), told in order; None when there are none."""
+    present = [hook for hook in hooks if hook is not None]
+    return None if not present else present[0] if len(present) == 1 else _Chain(present)

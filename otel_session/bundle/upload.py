@@ -35,33 +35,13 @@ from otel_session.core.log import get_logger
 
 from .read import iter_run_dirs
 from .store import BundleStore, Stored, StoreUnavailable
-from .hooks import SealedRun
-from .write import RunHooks
+from .hooks import SealedRun, chain_hooks
 
-__all__ = ["STORED_LEDGER", "Uploader", "chain_hooks"]
+__all__ = ["STORED_LEDGER", "Uploader", "chain_hooks"]  # chain_hooks lives in bundle.hooks
 
 logger = get_logger(__name__)
 
 STORED_LEDGER = ".stored.ndjson"
-
-
-class _Chain:
-    def __init__(self, hooks: Sequence[RunHooks]) -> None:
-        self.hooks = hooks
-
-    def runs_passed(self, opened: Sequence[tuple[str, dict[str, Any]]], sealed: Sequence[SealedRun]) -> None:
-        for hook in self.hooks:  # in order: the catalog reads a sealed run before an upload may remove it
-            hook.runs_passed(opened, sealed)
-
-    def close(self) -> None:
-        for hook in self.hooks:
-            hook.close()
-
-
-def chain_hooks(*hooks: RunHooks | None) -> RunHooks | None:
-    """The writer hooks given (None ones left out), told in order; None when there are none."""
-    present = [hook for hook in hooks if hook is not None]
-    return None if not present else present[0] if len(present) == 1 else _Chain(present)
 
 
 def _sealed(run_dir: Path) -> bool:

@@ -28,8 +28,10 @@ from otel_session.normalize import DetachedEvent, SpanEventData
 from otel_session.redact import RedactionPolicy, Redactor
 from otel_session.core.semconv import SCOPE_NAME, SESSION_ID
 from otel_session.bundle.recovery import weak_atexit
+from otel_session.bundle.hooks import chain_hooks
 from otel_session.bundle.write import BundleWriter, WriterLimits
 from otel_session.catalog import writer_hooks
+from otel_session.replay.indexer import seal_indexer
 
 if TYPE_CHECKING:
     from otel_session.instrument._handles import OpenRun
@@ -232,7 +234,8 @@ def configure(
         root = config.bundle_dir(bundle_dir)
         redactor = Redactor.from_env(root, redaction)
         provider = _sdk_provider(tracer_provider)
-        writer = BundleWriter(root, limits=writer_limits, identifier=redactor.identifier, hooks=writer_hooks(root))
+        writer = BundleWriter(root, limits=writer_limits, identifier=redactor.identifier,
+                              hooks=chain_hooks(writer_hooks(root), seal_indexer(root)))
         _recorder = Recorder(
             bundle_dir=root, redactor=redactor, tracer_provider=provider, writer=writer,
             logger_provider=_sdk_logger_provider(logger_provider),

@@ -28,8 +28,10 @@ from otel_session.instrument._runtime import current_recorder
 from otel_session.instrument.unopened import SinkExporter
 from otel_session.core.log import get_logger
 from otel_session.redact import RedactionPolicy, Redactor, load_or_create_key
+from otel_session.bundle.hooks import chain_hooks
 from otel_session.bundle.write import BundleWriter, WriterLimits
 from otel_session.catalog import writer_hooks
+from otel_session.replay.indexer import seal_indexer
 
 __all__ = ["RECORDED_BY", "SessionBundleExporter"]
 
@@ -60,7 +62,8 @@ class SessionBundleExporter(SinkExporter):
         root = config.bundle_dir(bundle_dir)
         policy = redaction if redaction is not None else RedactionPolicy.from_env()
         redactor = Redactor(policy, key=load_or_create_key(root))
-        self._writer = BundleWriter(root, limits=writer_limits, identifier=redactor.identifier, hooks=writer_hooks(root))
+        self._writer = BundleWriter(root, limits=writer_limits, identifier=redactor.identifier,
+                                    hooks=chain_hooks(writer_hooks(root), seal_indexer(root)))
         super().__init__(BundleSink(self._writer, redactor, seal_after_s=0.0, recorded_by=RECORDED_BY,
                                     derive_sessions=False), _recorded_in_process)
 

@@ -165,7 +165,7 @@ def _build_and_keep(root: str, run_path: str, rebuild: bool) -> str:
     index = open_run_index(root, run_path, rebuild=rebuild)
     if index is None:
         return ChildBuild.NOT_INDEXABLE.value
-    return (ChildBuild.KEPT if index._contents is None else ChildBuild.NOT_KEPT).value
+    return (ChildBuild.KEPT if index.kept else ChildBuild.NOT_KEPT).value
 
 
 class RunIndex:
@@ -327,6 +327,11 @@ class RunIndex:
     def turns_json(self) -> bytes:
         """The turn summaries as ``turns.as_rows`` writes them, straight from the file."""
         return self._file("turns.json")
+
+    @property
+    def kept(self) -> bool:
+        """Whether its files are on disk (else the root could not be written: held in memory)."""
+        return self._contents is None
 
     def nbytes(self) -> int:
         """About what this object holds in memory (for a byte-bounded cache)."""
