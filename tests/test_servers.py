@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import socket
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -29,14 +30,19 @@ def _taken_at(position: int, taken: int, picks: Callable[[], int]) -> Callable[[
     return lambda: next(answers)
 
 
+def _started(start: Callable[[], Any], unavailable: type[Exception], what: str) -> Any:
+    """The server ``start`` gives; the test skipped when none can run here (a port still taken fails it)."""
+    try:
+        return start()
+    except unavailable as exc:
+        if "already in use" in str(exc).lower():
+            raise
+        pytest.skip(f"no {what} server here: {exc}")
+
+
 def test_postgres_starts_on_a_new_port_when_the_one_picked_was_taken(taken_port, monkeypatch):
     monkeypatch.setattr(pg_server, "_free_port", _taken_at(0, taken_port, pg_server._free_port))
-    try:
-        server = pg_server.PostgresServer.start()
-    except pg_server.PostgresUnavailable as exc:
-        if "Address already in use" in str(exc):
-            raise
-        pytest.skip(f"no PostgreSQL server here: {exc}")
+    server = _started(pg_server.PostgresServer.start, pg_server.PostgresUnavailable, "PostgreSQL")
     try:
         assert server.port != taken_port
         import psycopg
@@ -51,12 +57,7 @@ def test_postgres_starts_on_a_new_port_when_the_one_picked_was_taken(taken_port,
 def test_seaweedfs_starts_on_new_ports_when_one_picked_was_taken(taken, taken_port, monkeypatch):
     order = ("s3", "master")  # as S3Server picks them: the gateway's port, then the master's
     monkeypatch.setattr(s3_server, "_free_port", _taken_at(order.index(taken), taken_port, s3_server._free_port))
-    try:
-        server = s3_server.S3Server.start()
-    except s3_server.S3Unavailable as exc:
-        if "already in use" in str(exc):
-            raise
-        pytest.skip(f"no S3 server here: {exc}")
+    server = _started(s3_server.S3Server.start, s3_server.S3Unavailable, "S3")
     try:
         server.make_bucket("after-a-taken-port")
         assert server.port != taken_port
