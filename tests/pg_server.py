@@ -1,5 +1,5 @@
 """A private PostgreSQL server for tests: Debian's server binaries, a cluster ``initdb``-ed in a
-temp directory, on a free loopback port, stopped after.
+temp directory, on a free loopback port (a new one when another process took it first), stopped after.
 
 Contract::
 
@@ -31,6 +31,7 @@ __all__ = ["PostgresServer", "PostgresUnavailable"]
 
 _USER = "otel"
 _START_TIMEOUT_S = 120
+_PORT_ATTEMPTS = 5
 
 
 class PostgresUnavailable(RuntimeError):
@@ -68,6 +69,15 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _read_from(path: Path, offset: int) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            file.seek(offset)
+            return file.read()
+    except FileNotFoundError:
+        return b""
+
+
 @dataclass
 class PostgresServer:
     bin: Path
@@ -86,12 +96,26 @@ class PostgresServer:
         server = cls(binaries, home, _free_port(), owner)
         try:
             server._run("initdb", "-D", str(home / "data"), "-U", _USER, "--auth=trust", "-E", "UTF8", "--no-sync")
-            server.restart()
+            server._start_on_a_free_port()
         except PostgresUnavailable:
             server.running = False
             server._remove()
             raise
         return server
+
+    def _start_on_a_free_port(self) -> None:
+        """Start on the port picked free; again on a new one while another process took it first
+        (PostgreSQL cannot bind port 0 and say which it got: its socket file is named by the port)."""
+        log = self.home / "server.log"
+        for attempt in range(_PORT_ATTEMPTS):
+            logged = log.stat().st_size if log.exists() else 0
+            try:
+                self.restart()
+                return
+            except PostgresUnavailable:
+                if attempt == _PORT_ATTEMPTS - 1 or b"Address already in use" not in _read_from(log, logged):
+                    raise
+            self.port = _free_port()
 
     def _run(self, program: str, *args: str) -> None:
         command = [str(self.bin / program), *args]

@@ -10,7 +10,7 @@ Contract::
     server.stop()                        # idempotent; removes its data
 
 ``weed server -s3`` runs master, volume, filer and S3 gateway in one process, every port free on
-127.0.0.1, its data in a temp directory. With no identities configured it accepts any key pair;
+127.0.0.1 (new ones when another process took one first), its data in a temp directory. With no identities configured it accepts any key pair;
 ``strict`` configures the one of ``env`` (``-s3.config``), so a wrong key pair is refused.
 """
 
@@ -31,6 +31,7 @@ from pathlib import Path
 __all__ = ["S3Server", "S3Unavailable"]
 
 _READY_TIMEOUT_S = 90
+_PORT_ATTEMPTS = 5
 
 
 class S3Unavailable(RuntimeError):
@@ -65,6 +66,23 @@ class S3Server:
         except ImportError:
             raise S3Unavailable("boto3 is not installed") from None
         weed = _weed()
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            server = cls._launch(weed, strict)
+            try:
+                server._wait_ready()
+                return server
+            except S3Unavailable:
+                # weed binds nine ports and says none it got: one picked free may be taken by another
+                # process before weed binds it (weed then exits, or runs on without that part). New
+                # ones, a bounded number of times.
+                taken = server._port_taken()
+                server.stop()
+                if not taken or attempt == _PORT_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    @classmethod
+    def _launch(cls, weed: str, strict: bool) -> S3Server:
         home = Path(tempfile.mkdtemp(prefix="otel-session-s3-"))
         names = ("s3", "master", "volume", "filer", "s3.grpc", "master.grpc", "volume.grpc", "filer.grpc", "iam")
         ports = {name: _free_port() for name in names}  # every port named: other servers may hold the defaults
@@ -84,27 +102,28 @@ class S3Server:
         log.close()
         env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{ports['s3']}", "AWS_ACCESS_KEY_ID": "test",
                "AWS_SECRET_ACCESS_KEY": "test-secret", "AWS_REGION": "us-east-1"}
-        server = cls(process, home, ports["s3"], env)
-        try:
-            server._wait_ready()
-        except S3Unavailable:
-            server.stop()
-            raise
-        return server
+        return cls(process, home, ports["s3"], env)
 
-    def client(self):
+    def client(self, config=None):
         import boto3
 
         return boto3.client("s3", endpoint_url=self.env["AWS_ENDPOINT_URL"], aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"], region_name=self.env["AWS_REGION"])
+                            aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"], region_name=self.env["AWS_REGION"],
+                            config=config)
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + _READY_TIMEOUT_S
-        probe = self.client()
+        from botocore.config import Config
+
+        # One short try a probe: what holds a taken port may accept and never answer (boto3's
+        # default: 60 s a read, retried), and the log is read between probes.
+        probe = self.client(Config(connect_timeout=2, read_timeout=5, retries={"total_max_attempts": 1}))
         bucket = "otel-session-ready"
         while True:
             if self.process.poll() is not None:
                 raise S3Unavailable(f"weed exited ({self.process.returncode}): {self._log_tail()}")
+            if self._port_taken():
+                raise S3Unavailable(f"a port picked for weed was taken: {self._log_tail()}")
             try:
                 probe.create_bucket(Bucket=bucket)
                 probe.put_object(Bucket=bucket, Key="probe", Body=b"ok")
@@ -114,9 +133,15 @@ class S3Server:
                     raise S3Unavailable(f"SeaweedFS not ready within {_READY_TIMEOUT_S} s: {self._log_tail()}") from None
                 time.sleep(0.5)
 
-    def _log_tail(self) -> str:
+    def _log(self) -> bytes:
         log = self.home / "weed.log"
-        return log.read_text(errors="replace")[-1500:] if log.exists() else ""
+        return log.read_bytes() if log.exists() else b""
+
+    def _port_taken(self) -> bool:
+        return b"address already in use" in self._log()
+
+    def _log_tail(self) -> str:
+        return self._log()[-1500:].decode(errors="replace")
 
     def make_bucket(self, name: str) -> None:
         self.client().create_bucket(Bucket=name)

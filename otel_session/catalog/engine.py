@@ -5,10 +5,17 @@ Contract::
     engine = make_engine(url)                         # SQLite: WAL, a busy timeout; PostgreSQL: pre-ping
     engine = make_engine(url, connect_timeout_s=5)    # a PostgreSQL connection attempt bounded
     failure_reason(exc)                               # one line naming what failed, without the SQL
+
+Openers of one new SQLite file at once (a collector's writer hook and its keeper, a viewer, the
+CLI) each switch it to WAL when they connect; SQLite asks for that switch's write lock without its
+busy handler, so all but one of them got "database is locked" at once, whatever the busy timeout.
+The switch is tried again, with a backoff, for up to ``BUSY_TIMEOUT_S``.
 """
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from typing import Any
 
 from sqlalchemy import create_engine, event
@@ -18,6 +25,10 @@ from sqlalchemy.pool import StaticPool
 __all__ = ["BUSY_TIMEOUT_S", "failure_reason", "make_engine"]
 
 BUSY_TIMEOUT_S = 30.0
+"""How long an SQLite connection waits for another one's lock (its busy timeout, the switch to WAL)."""
+_WAL_RETRY_S = (0.001, 0.1)
+"""The first wait before the switch to WAL is tried again, and the cap of its doubling."""
+_pause = time.sleep
 
 
 def make_engine(url: str, *, connect_timeout_s: float | None = None) -> Engine:
@@ -41,8 +52,33 @@ def failure_reason(exc: BaseException) -> str:
 
 def _on_sqlite_connect(connection: Any, _record: Any) -> None:
     cursor = connection.cursor()
-    cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-    cursor.execute("PRAGMA journal_mode = WAL")
-    cursor.execute("PRAGMA synchronous = NORMAL")
-    cursor.execute("PRAGMA journal_size_limit = 4194304")  # the log is cut back to 4 MiB after a checkpoint
-    cursor.close()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        _use_wal(cursor)
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA journal_size_limit = 4194304")  # the log is cut back to 4 MiB after a checkpoint
+    finally:
+        cursor.close()
+
+
+def _use_wal(cursor: sqlite3.Cursor) -> None:
+    """Switch the database to WAL (nothing to do, and no write lock asked, when it is already).
+    On a new file SQLite reads it, then asks for the write lock without calling the busy handler:
+    another opener that holds it makes this one fail at once. Tried again until ``BUSY_TIMEOUT_S``."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = _WAL_RETRY_S[0]
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() + delay > deadline:
+                raise
+        _pause(delay)
+        delay = min(delay * 2, _WAL_RETRY_S[1])
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY (another connection holds the lock), by its code where Python tells it (3.11+)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF == sqlite3.SQLITE_BUSY if code is not None else str(exc) == "database is locked"

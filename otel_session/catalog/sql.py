@@ -72,9 +72,12 @@ def _upsert_sql(replace: bool) -> str:
     """``INSERT … ON CONFLICT (origin, path) DO UPDATE/NOTHING``, its values ``?`` in column order:
     the same SQL in SQLite and PostgreSQL, made once and handed to the driver as it is
     (``SqlCatalog.write``: SQLAlchemy's processing of every row's parameters cost more than SQLite's
-    write of them)."""
+    write of them). A row read while its run recorded never replaces a sealed run's row: a pass that
+    read the bundle just before the seal writes after the writer's hook wrote the sealed row."""
     conflict = ("DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name in _ROW_FIELDS
                             if name not in ("origin", "path", "location"))  # a re-read bundle is still stored
+                + " WHERE COALESCE(excluded.capture_status, '') <> 'recording'"
+                " OR COALESCE(runs.capture_status, 'recording') = 'recording'"
                 if replace else "DO NOTHING")
     return (f"INSERT INTO runs ({', '.join(_ROW_FIELDS)}) VALUES ({', '.join('?' for _ in _ROW_FIELDS)}) "
             f"ON CONFLICT (origin, path) {conflict}")

@@ -48,6 +48,7 @@ __all__ = [
     "DemoStack",
     "RunCheck",
     "Service",
+    "ServiceExited",
     "StackSummary",
     "free_port",
     "http_ready",
@@ -57,10 +58,15 @@ __all__ = [
 _HOST = "127.0.0.1"
 _READY_TIMEOUT_S = 30.0
 _STOP_TIMEOUT_S = 10.0
+_START_ATTEMPTS = 3
 
 
 class DemoError(RuntimeError):
     """The stack could not start or finish; the message says which service and why."""
+
+
+class ServiceExited(DemoError):
+    """A service exited while it started (a port picked free and taken since, among other causes)."""
 
 
 @dataclass
@@ -176,7 +182,7 @@ class Service:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise DemoError(
+                raise ServiceExited(
                     f"{self.name} exited with code {self.process.returncode} while starting:\n{self.log_tail()}"
                 )
             if self.ready():
@@ -297,19 +303,34 @@ class DemoStack:
         ]
 
     def start(self) -> None:
-        """Start every service and wait until each is ready; on failure stop what started."""
-        self.ports.resolve()
+        """Start every service and wait until each is ready; on failure stop what started.
+
+        Ports given as 0 are picked free here and passed to the services, which start at once (the
+        agent is told the LLM's and the collector's ports before they bind): another process may
+        take one in between, and its service exits. Then every picked port is picked again and the
+        stack started again, ``_START_ATTEMPTS`` times at most."""
+        picked = [item.name for item in fields(self.ports) if getattr(self.ports, item.name) == 0]
         self.bundle_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            for service in self._plan():
-                self.services[service.name] = service
-                service.start(self.log_dir)
-            for service in self.services.values():
-                service.wait_ready(_READY_TIMEOUT_S)
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            self.ports.resolve()
+            try:
+                self.services = {}
+                for service in self._plan():
+                    self.services[service.name] = service
+                    service.start(self.log_dir)
+                for service in self.services.values():
+                    service.wait_ready(_READY_TIMEOUT_S)
+                return
+            except ServiceExited:
+                self.stop()
+                if not picked or attempt == _START_ATTEMPTS:
+                    raise
+                for name in picked:
+                    setattr(self.ports, name, 0)
+            except BaseException:
+                self.stop()
+                raise
 
     def play(self, tag: str | None = None) -> list[dict[str, Any]]:
         """Run the driver as a process; its conversations (session ids, run ids, final states)."""

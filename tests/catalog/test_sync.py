@@ -20,7 +20,7 @@ from otel_session.bundle.write import BundleWriter
 from otel_session.catalog import RunQuery, SqlCatalog, catch_up, open_catalog, reindex
 from otel_session.testing import wait_for
 
-from .conftest import write_runs
+from .conftest import BASE_NS, new_run_id, write_runs
 
 
 def _agrees(catalog: SqlCatalog, root: Path) -> bool:
@@ -88,6 +88,28 @@ def test_a_pass_adds_bundles_it_lacks_drops_deleted_ones_and_rereads_changed_one
     assert deleted.relative_to(root).as_posix() not in rows
     assert rows[changed.relative_to(root).as_posix()].integrity == "invalid"
     assert catch_up(catalog, root).changed is False
+
+
+def test_a_run_sealed_while_a_pass_reads_it_keeps_its_sealed_row(root: Path, writer, catalog, monkeypatch):
+    """A pass reads a recording bundle, the run seals and the writer's hook writes its sealed row,
+    then the pass writes what it read: the row stays sealed. (It went back to ``recording`` until the
+    keeper's next pass, 5 minutes on: the kill -9 test below timed out on it.)"""
+    run = writer.open_run(session_id="s", run_id=new_run_id(), created_at_ns=BASE_NS)
+    run.append("run_started", {"kind": "live"}, at_ns=BASE_NS)
+    assert writer.force_flush(30_000)  # its opened row written; the bundle grew since
+    write_read_rows = catalog.upsert_sealed
+
+    def seal_then_write(rows: list) -> None:
+        assert [row.capture_status for row in rows] == ["recording"]
+        run.close(run_status="ok")
+        assert run.wait_sealed(30) and writer.force_flush(30_000)  # the hook's sealed row is in
+        write_read_rows(rows)
+
+    monkeypatch.setattr(catalog, "upsert_sealed", seal_then_write)
+    assert catch_up(catalog, root).refreshed == 1
+    assert _agrees(catalog, root), _disagreement(catalog, root)
+    monkeypatch.undo()
+    assert catch_up(catalog, root).refreshed == 1 and _agrees(catalog, root)  # the next pass reads it sealed
 
 
 def test_a_viewer_started_on_a_root_the_catalog_lacks_lists_every_run(root: Path, caplog):

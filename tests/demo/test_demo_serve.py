@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -37,13 +38,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_serves_until_ctrl_c_then_leaves_no_process(tmp_path, free_ports):
-    viewer, grpc, http, agent, llm = free_ports(5)
-    stack = subprocess.Popen(
+def test_serves_until_ctrl_c_then_leaves_no_process(tmp_path):
+    stack = subprocess.Popen(  # every port 0: the stack picks them (again, when one was taken meanwhile)
         otel_session_cli("demo", "--dir", str(tmp_path / "bundles"), "--log-dir", str(tmp_path / "logs"),
-                         "--viewer-port", str(viewer),
-                         "--collector-grpc-port", str(grpc), "--collector-http-port", str(http),
-                         "--agent-port", str(agent), "--llm-port", str(llm)),
+                         "--viewer-port", "0", "--collector-grpc-port", "0", "--collector-http-port", "0",
+                         "--agent-port", "0", "--llm-port", "0"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
     )
     try:
@@ -52,7 +51,9 @@ def test_serves_until_ctrl_c_then_leaves_no_process(tmp_path, free_ports):
             lines.append(line)
             if "Ctrl-C stops everything" in line:
                 break
-        assert f"viewer     http://127.0.0.1:{viewer}/" in "".join(lines)
+        summary = "".join(lines)
+        viewer = int(re.search(r"viewer +http://127\.0\.0\.1:(\d+)/", summary)[1])
+        agent = int(re.search(r"agent +http://127\.0\.0\.1:(\d+) ", summary)[1])
         children = _children_of(stack.pid)
         assert len(children) == 4  # collector, viewer, mock LLM, agent
         with urllib.request.urlopen(f"http://127.0.0.1:{viewer}/api/sessions", timeout=5) as response:

@@ -8,6 +8,7 @@ complete, in exactly the collector chosen for it.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections import defaultdict
@@ -15,8 +16,9 @@ from collections import defaultdict
 import orjson
 import pytest
 
-from otel_session.demo.stack import Service, http_ready, tcp_ready
+from otel_session.demo.stack import Service, http_ready
 from otel_session.bundle.read import BundleStatus, iter_runs, read_bundle
+from otel_session.testing import wait_for
 from tests.scaleout.router import TraceIdRouter
 
 from .conftest import otel_session_cli
@@ -24,35 +26,47 @@ from .conftest import otel_session_cli
 pytestmark = pytest.mark.slow
 
 
-def _run_topology(tmp_path, free_ports, *, by_request: bool):
+def _said_port(service: Service, marker: str) -> int:
+    """The port ``service`` says it listens on (the number after ``marker`` in its log), once said:
+    every service here binds port 0, so no port picked free can be taken before it binds."""
+    def said() -> int | None:
+        text = service.log_path.read_text(errors="replace") if service.log_path.exists() else ""
+        assert service.process.poll() is None, f"{service.name} exited while starting:\n{text}"
+        found = re.search(re.escape(marker) + r"(\d+)", text)
+        return int(found[1]) if found else None
+
+    return wait_for(said, timeout=120)
+
+
+def _run_topology(tmp_path, *, by_request: bool):
     """Two collectors, the router, the LLM and the agent; the driver twice. Where each run landed."""
-    http_ports = free_ports(2)
-    llm_port, agent_port = free_ports(4)[2:]
     roots = [tmp_path / "collector-1", tmp_path / "collector-2"]
     services = [
         Service(f"collector-{n + 1}",
                 otel_session_cli("collect", "--dir", str(roots[n]), "--grpc", "off",
-                                 "--http", f"127.0.0.1:{http_ports[n]}", "--seal-after", "1"),
-                tcp_ready(http_ports[n]))
+                                 "--http", "127.0.0.1:0", "--seal-after", "1"),
+                lambda: True)  # ready once it says its port: it says it listening
         for n in range(2)
     ]
-    targets = [f"http://127.0.0.1:{port}/v1/traces" for port in http_ports]
-    with TraceIdRouter(targets, by_request=by_request) as router:
-        services += [
-            Service("llm", [sys.executable, "-m", "otel_session.demo.booking_llm", "--port", str(llm_port)],
-                    http_ready(f"http://127.0.0.1:{llm_port}/v1/models")),
-            Service("agent",
-                    [sys.executable, "-m", "otel_session.demo.agent", "--port", str(agent_port),
-                     "--llm", f"http://127.0.0.1:{llm_port}/v1", "--otlp-endpoint", router.endpoint,
-                     "--journal-dir", str(tmp_path / "agent-journal")],
-                    http_ready(f"http://127.0.0.1:{agent_port}/healthz"),
-                    env={"OTEL_BSP_SCHEDULE_DELAY": "100"}),
-        ]
-        try:
-            for service in services:
-                service.start(tmp_path)
-            for service in services:
-                service.wait_ready(30)
+    try:
+        for service in services:
+            service.start(tmp_path)
+        http_ports = [_said_port(service, "http=127.0.0.1:") for service in services]
+        targets = [f"http://127.0.0.1:{port}/v1/traces" for port in http_ports]
+        with TraceIdRouter(targets, by_request=by_request) as router:
+            llm = Service("llm", [sys.executable, "-m", "otel_session.demo.booking_llm", "--port", "0"], lambda: True)
+            services.append(llm)
+            llm.start(tmp_path)
+            llm_port = _said_port(llm, "at http://127.0.0.1:")
+            agent = Service("agent",
+                            [sys.executable, "-m", "otel_session.demo.agent", "--port", "0",
+                             "--llm", f"http://127.0.0.1:{llm_port}/v1", "--otlp-endpoint", router.endpoint,
+                             "--journal-dir", str(tmp_path / "agent-journal")],
+                            lambda: True, env={"OTEL_BSP_SCHEDULE_DELAY": "100"})
+            services.append(agent)
+            agent.start(tmp_path)
+            agent_port = _said_port(agent, "booking agent at http://127.0.0.1:")
+            wait_for(http_ready(f"http://127.0.0.1:{agent_port}/healthz"), timeout=120)
             from otel_session.demo.driver import play_all
 
             results = play_all(f"http://127.0.0.1:{agent_port}", tag="a") + play_all(
@@ -66,9 +80,9 @@ def _run_topology(tmp_path, free_ports, *, by_request: bool):
                 if sum(run.capture_status == "complete" for _, run in found) >= len(run_ids):
                     break
                 time.sleep(0.1)
-        finally:
-            for service in reversed(services):
-                service.stop()
+    finally:
+        for service in reversed(services):
+            service.stop()
     placed: dict[str, list[int]] = defaultdict(list)
     statuses: dict[str, list[BundleStatus]] = defaultdict(list)
     for n, root in enumerate(roots):
@@ -78,8 +92,8 @@ def _run_topology(tmp_path, free_ports, *, by_request: bool):
     return run_ids, router, placed, statuses
 
 
-def test_every_run_lands_whole_in_exactly_the_collector_its_trace_id_picks(tmp_path, free_ports):
-    run_ids, router, placed, statuses = _run_topology(tmp_path, free_ports, by_request=False)
+def test_every_run_lands_whole_in_exactly_the_collector_its_trace_id_picks(tmp_path):
+    run_ids, router, placed, statuses = _run_topology(tmp_path, by_request=False)
     assert set(placed) == run_ids == set(router.routed)
     assert all(len(where) == 1 for where in placed.values()), "a run was split across collectors"
     assert all(found == [BundleStatus.COMPLETE] for found in statuses.values()), orjson.dumps(statuses).decode()
@@ -88,14 +102,14 @@ def test_every_run_lands_whole_in_exactly_the_collector_its_trace_id_picks(tmp_p
     assert router.requests > 1
 
 
-def test_routing_whole_requests_instead_splits_runs(tmp_path, free_ports):
+def test_routing_whole_requests_instead_splits_runs(tmp_path):
     """The contrast that shows what the check above detects: without trace-id routing runs split.
 
     With separate bundle roots each collector seals its part, and each part reads as a sealed
     bundle of its own: only "every run in exactly one collector" catches it (on a shared volume
     the run lock refuses the second writer instead).
     """
-    run_ids, _, placed, statuses = _run_topology(tmp_path, free_ports, by_request=True)
+    run_ids, _, placed, statuses = _run_topology(tmp_path, by_request=True)
     split = [run_id for run_id, where in placed.items() if len(where) > 1]
     assert split, "no run was split: the agent exported every run in a single request"
     assert set(placed) == run_ids

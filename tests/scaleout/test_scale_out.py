@@ -25,7 +25,6 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import set_span_in_context
 
 from otel_session.catalog import RunQuery, SqlCatalog
-from otel_session.demo.stack import free_port
 from otel_session.testing import wait_for
 
 from .conftest import CollectorProcess
@@ -82,14 +81,16 @@ def test_three_collectors_two_viewers_one_store_one_catalog(tmp_path: Path, cata
     viewers = []
     try:
         for n in range(2):
-            port = free_port()
-            viewers.append((port, subprocess.Popen(
+            viewers.append(subprocess.Popen(  # port 0: the viewer binds a free one and says which
                 [sys.executable, "-m", "otel_session.cli", "view", "--dir", str(tmp_path / f"viewer-{n + 1}"),
-                 "--port", str(port)], env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
-        for port, process in viewers:
+                 "--port", "0"], env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        for process in viewers:
+            said = process.stdout.readline()  # "otel-session viewer on http://127.0.0.1:PORT/ …", once listening
+            assert "otel-session viewer on" in said, process.stderr.read()
+            port = int(said.split("http://127.0.0.1:")[1].split("/")[0])
             base = f"http://127.0.0.1:{port}"
             wait_for(lambda: _listening(base) or process.poll() is not None, timeout=120)
-            assert process.poll() is None, process.stderr.read().decode()
+            assert process.poll() is None, process.stderr.read()
             listed = _get(f"{base}/api/runs?limit=100")["runs"]
             assert sorted(run["run_id"] for run in listed if run["session_id"].startswith("scale-")) == sorted(
                 row.run_id for row in rows)
@@ -102,7 +103,7 @@ def test_three_collectors_two_viewers_one_store_one_catalog(tmp_path: Path, cata
                                   capture_output=True, text=True, timeout=300)
         assert verified.returncode == 0, verified.stdout + verified.stderr
     finally:
-        for _, process in viewers:
+        for process in viewers:
             process.terminate()
             process.wait(60)
 
