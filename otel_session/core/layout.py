@@ -22,6 +22,7 @@ __all__ = [
     "RUN_FILE",
     "UnsafePathError",
     "inside_root",
+    "is_encoded_dir_name",
     "is_valid_run_id",
     "run_dir",
     "run_path",
@@ -38,6 +39,7 @@ FEEDBACK_FILE = "feedback.ndjson"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _RUN_ID = re.compile(r"run-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _ENCODED_PREFIX = "~"
+_ENCODED_NAME = re.compile(r"~[0-9a-f]{40}")
 
 
 class UnsafePathError(ValueError):
@@ -50,6 +52,12 @@ def safe_dir_name(identifier: str) -> str:
         return identifier
     digest = hashlib.sha256(identifier.encode("utf-8", "surrogatepass")).hexdigest()
     return _ENCODED_PREFIX + digest[:40]
+
+
+def is_encoded_dir_name(name: str) -> bool:
+    """True for a name :func:`safe_dir_name` made from a digest (``~`` and 40 hex digits): it
+    holds no id, only a hash of one."""
+    return _ENCODED_NAME.fullmatch(name) is not None
 
 
 def is_valid_run_id(run_id: str) -> bool:

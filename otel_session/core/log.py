@@ -11,9 +11,9 @@ Contract::
 A record's arguments are redacted by kind before it is formatted, and the record then carries only
 the redacted message (``args`` empty):
 
-- an id marked with :func:`log_id`, or a path (whose ids are stored ids already), by
-  ``Redactor.identifier``: the form the bundle stores, as given under
-  ``OTEL_SESSION_REDACT_IDENTIFIERS=keep``;
+- an id marked with :func:`log_id`, or a path (whose ids are stored ids already, component by
+  component), by ``Redactor.identifier``: the form the bundle stores, as given under
+  ``OTEL_SESSION_REDACT_IDENTIFIERS=keep``; a directory name that is an id's digest is kept;
 - a setting the operator gave (marked with :func:`log_setting`: an address) as it is;
 - a number by its digits (``Redactor.scan_value``: a card number as an int is masked);
 - anything else (text, exceptions, reprs) as free text (``Redactor.text``), so a raw id nobody
@@ -39,6 +39,8 @@ import threading
 import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
+
+from otel_session.core.layout import is_encoded_dir_name
 
 __all__ = ["LOG_UNREDACTABLE", "LogRedactor", "get_logger", "log_id", "log_setting", "redact_root_handlers", "redact_record", "redact_with"]
 
@@ -154,13 +156,23 @@ def _format(msg: object, args: Any, redactor: LogRedactor) -> str:
 def _argument(value: Any, redactor: LogRedactor) -> Any:
     if isinstance(value, log_setting):
         return str(value)
-    if isinstance(value, log_id) or isinstance(value, os.PathLike):
-        return redactor.identifier(str(os.fspath(value)) if isinstance(value, os.PathLike) else str(value))
+    if isinstance(value, log_id):
+        return redactor.identifier(str(value))
+    if isinstance(value, os.PathLike):
+        return _path(value, redactor)
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, (int, float)):
         return redactor.scan_value(value)
     return _text(value if isinstance(value, str) else str(value), redactor)
+
+
+def _path(path: os.PathLike[Any], redactor: LogRedactor) -> str:
+    """``path`` component by component, each by ``Redactor.identifier`` (a stored id is left as it
+    is), except a directory name that is a digest of an id (``~`` and 40 hex digits): its digits
+    may look like a card or phone number to the detectors, and it holds none."""
+    parts = str(os.fspath(path)).split(os.sep)
+    return os.sep.join(part if is_encoded_dir_name(part) else redactor.identifier(part) for part in parts)
 
 
 def _text(text: str, redactor: LogRedactor) -> str:

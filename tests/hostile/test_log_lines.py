@@ -166,6 +166,24 @@ def test_a_path_names_the_session_as_stored(debug_logs, monkeypatch, identifiers
     assert_clean(line.replace(plain, ""), "the capture failure's line")
 
 
+@pytest.mark.parametrize("identifiers", ["hash", "keep"])
+def test_a_path_through_a_digest_named_directory_is_printed_as_it_is(debug_logs, monkeypatch, identifiers):
+    """A session id that is no safe directory name is stored under a digest of it (``~`` and 40
+    hex digits). This one's digest holds a Luhn-valid run of 13 digits, a card to the detectors
+    (the CI failure of 2026-12-03 drew such a digest at random): the line names the directory as it
+    is, and still masks a number in another component."""
+    from otel_session.core.layout import session_dir
+
+    monkeypatch.setenv("OTEL_SESSION_REDACT_IDENTIFIERS", identifiers)
+    directory = session_dir(Path("/r"), "caller 109")
+    assert directory.name == "~26eff1ad6694804121527d41598bc36ee0f689a3"
+    get_logger("otel_session.test_log_lines").error("capture of %s failed", directory / CALLER)
+    line = debug_logs.records[-1].getMessage()
+    assert line.startswith(f"capture of {directory}/call-")
+    if identifiers == "hash":  # under keep, the caller's number is the directory's name
+        assert_clean(line, "the line")
+
+
 # -- the collector process's own streams -------------------------------------------------------
 
 
