@@ -9,7 +9,8 @@ Contract (``model.Catalog``; SQL through SQLAlchemy Core in ``sql``)::
     catalog.rebuild(root)                         # forget every row, index every bundle again
     hook = writer_hooks(root)                     # BundleWriter(root, hooks=hook): rows as runs open and seal
     keeper = CatalogKeeper(catalog, root).start() # catch up with bundles it lacks, drop deleted ones
-    page = scan_page(root, query)                 # without a catalog: the same answer from a scan
+    catalog = scan_catalog(root)                  # without a catalog: the same answers, from a scan
+    page = direct.direct_sessions_page(root, query)   # a warm SQLite catalog's page without SQLAlchemy, or None
     rows, cut = catalog.fleet(RunQuery(since=...), limit=N)   # what the dashboard aggregates
 
 Stage: between ``bundle`` (it reads bundles, the writer calls its hook) and ``replay``. The row's
