@@ -36,7 +36,7 @@ __all__ = ["direct_sessions_page"]
 logger = get_logger(__name__)
 
 _SCHEMA = "SELECT value FROM catalog_meta WHERE key = 'schema'"
-_STORED = "SELECT name, sql, constants FROM compiled_statements WHERE version = ? AND name IN (?, ?, ?)"
+_STORED = "SELECT name, sql, parameters FROM compiled_statements WHERE version = ? AND name IN (?, ?, ?)"
 """The two reads that find the stored statements (``schema.meta_table``, ``schema.compiled_statements``)."""
 
 
@@ -58,8 +58,8 @@ def direct_sessions_page(root: Path, query: RunQuery, *, url: str | None = None,
     try:
         connection.execute("BEGIN")  # one snapshot for every statement of the page
         return _read(connection, version, names, values, query.limit, runs_per_session, catalog_origin(root, url))
-    except sqlite3.Error as exc:
-        logger.debug("catalog: %s not read directly: %s", database, exc)
+    except (sqlite3.Error, KeyError) as exc:  # KeyError: a stored statement asks for a value no list gives
+        logger.debug("catalog: %s not read directly: %r", database, exc)
         return None
     finally:
         connection.close()
@@ -85,21 +85,32 @@ def _read(connection: sqlite3.Connection, version: str, names: tuple[str | None,
           limit: int, runs_per_session: int, origin: str) -> SessionsPage | None:
     if connection.execute(_SCHEMA).fetchone() != (SCHEMA_VERSION,):
         return None
-    stored = {name: (sql, orjson.loads(constants))
-              for name, sql, constants in connection.execute(_STORED, (version, PENDING_NAME, *names))}
+    stored = {name: (sql, orjson.loads(parameters))
+              for name, sql, parameters in connection.execute(_STORED, (version, PENDING_NAME, *names))}
     if len(stored) < 3:
         return None
-    sql, constants = stored[PENDING_NAME]
-    if connection.execute(sql, {**constants, "origin": origin, "limit": 1}).fetchone() is not None:
+    if _run(connection, stored[PENDING_NAME], {"origin": origin, "limit": 1}).fetchone() is not None:
         return None  # runs sealed since the last pass: their figures are counted first (a filter sees them)
-    sql, constants = stored[names[0]]
-    groups = connection.execute(sql, {**constants, **values, "limit": limit + 1}).fetchall()
+    groups = _run(connection, stored[names[0]], {**values, "limit": limit + 1}).fetchall()
     records: list[dict[str, Any]] = []
     if groups:
-        directories = {f"directories_{index}": group[0] for index, group in enumerate(groups[:limit])}
-        sql, constants = stored[names[1]]
-        found = connection.execute(sql.replace(DIRECTORIES, ", ".join(f":{name}" for name in directories)),
-                                   {**constants, **values, **directories, "runs_per_session": runs_per_session})
+        found = _run(connection, stored[names[1]], {
+            **values, "directories": [group[0] for group in groups[:limit]], "runs_per_session": runs_per_session})
         columns = [column[0] for column in found.description]
         records = [dict(zip(columns, record)) for record in found]
     return sessions_page_of(groups, limit, records)  # no pending row: the same snapshot had none
+
+
+def _run(connection: sqlite3.Connection, stored: tuple[str, dict[str, Any]], values: dict[str, Any]) -> sqlite3.Cursor:
+    """A stored statement run with ``values`` (and its constants) for its ``?``, in order: the
+    directories' list as one ``?`` each. KeyError for a value it names that is not given."""
+    sql, parameters = stored
+    given = {**parameters["constants"], **values}
+    bound: list[Any] = []
+    for name in parameters["names"]:
+        if name == "directories":
+            sql = sql.replace(DIRECTORIES, ", ".join("?" * len(given[name])))
+            bound += given[name]
+        else:
+            bound.append(given[name])
+    return connection.execute(sql, bound)

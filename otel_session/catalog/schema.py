@@ -84,7 +84,8 @@ compiled_statements = Table(
     Column("name", Text, primary_key=True),
     Column("version", Text, primary_key=True),
     Column("sql", Text, nullable=False),
-    Column("constants", Text, nullable=False),
+    Column("parameters", Text, nullable=False),
 )
 """The SQLite text of a list's read statements, compiled here by SQLAlchemy (``statements``), that
-a fresh process reads with the standard library (``direct``); ``version`` says which code made it."""
+a fresh process reads with the standard library (``direct``); ``version`` says which code made it,
+``parameters`` (JSON) the names of its ``?`` in order and the values of those that are constants."""

@@ -38,7 +38,7 @@ BOUND = frozenset({*_EQUAL, "scope", "status", "search", "cursor_newest", "curso
                    "runs_per_session", "origin"})
 """The names of the values a caller binds; any other bound value of a compiled text is a constant."""
 DIRECTORIES = "{directories}"
-"""Where a stored runs statement takes the page's session directories (one ``:directories_N`` each)."""
+"""Where a stored runs statement takes the page's session directories (a ``?`` each)."""
 PENDING_NAME = "runs.pending"
 """The stored statement of ``queries.pending_paths``: rows whose figures are not counted yet."""
 LIKE_ESCAPE = "/"

@@ -6,9 +6,10 @@ Contract::
     kept.open()                         # the table made when missing; the default lists' statements stored
     kept.keep({name: statement})        # statements of a shape this catalog had not stored (a filtered list)
 
-What ``queries`` builds for a query of each shape (``shapes``) is compiled for SQLite with named
-parameters and stored in ``compiled_statements`` with the version of the code that made it
-(``shapes.statements_version``) and the constants it binds; ``direct`` runs it with the standard
+What ``queries`` builds for a query of each shape (``shapes``) is compiled for SQLite and stored in
+``compiled_statements`` with the version of the code that made it (``shapes.statements_version``),
+the names of its ``?`` parameters in order (positional: SQLite looks each named one up among the
+others, which made a list of 33,000 directories 4 s) and the constants it binds; ``direct`` runs it with the standard
 library in a fresh ``otel-session sessions``, which then imports no SQLAlchemy. Stored as a catalog is
 opened: the default lists (the live sessions; every session); and on first use, any other shape a
 list asks for. Nothing here is ever needed for an answer: a statement that cannot be compiled or
@@ -38,7 +39,7 @@ __all__ = ["KeptStatements", "compile_statement"]
 
 logger = get_logger(__name__)
 
-_DIALECT = sqlite.dialect(paramstyle="named")
+_DIALECT = sqlite.dialect(paramstyle="qmark")
 _EXPANDED = "__[POSTCOMPILE_directories]"
 """How SQLAlchemy leaves the list of directories in a compiled text (expanded as it runs)."""
 _DEFAULT_QUERIES = (RunQuery(scope=Scope.LIVE), RunQuery())
@@ -46,15 +47,16 @@ _DEFAULT_QUERIES = (RunQuery(scope=Scope.LIVE), RunQuery())
 
 
 def compile_statement(statement: Any) -> tuple[str, dict[str, Any]] | None:
-    """``(SQLite text, constants)`` of ``statement``: its parameters named (those of ``shapes.BOUND``
-    given by the reader, the others constants of its shape); None when it cannot be stored
-    (a list of values other than the directories, a constant that is not a plain value)."""
+    """``(SQLite text, parameters)`` of ``statement``: ``{"names": [...], "constants": {...}}``, the
+    name of each ``?`` in order (those of ``shapes.BOUND`` given by the reader, the others constants
+    of its shape, with their values); None when it cannot be stored (a list of values other than
+    the directories, a constant that is not a plain value)."""
     compiled = statement.compile(dialect=_DIALECT)
     text = compiled.string.replace(_EXPANDED, DIRECTORIES)
     constants = {name: value for name, value in compiled.params.items() if name not in BOUND}
     if "__[POSTCOMPILE_" in text or not all(isinstance(value, (str, int, float)) for value in constants.values()):
         return None
-    return text, constants
+    return text, {"names": list(compiled.positiontup or ()), "constants": constants}
 
 
 class KeptStatements:
@@ -96,14 +98,14 @@ class KeptStatements:
             found = compile_statement(statement)
             if found is not None:
                 rows.append({"name": name, "version": self.version, "sql": found[0],
-                             "constants": orjson.dumps(found[1]).decode()})
+                             "parameters": orjson.dumps(found[1]).decode()})
         try:
             with self._engine.begin() as connection:
                 if others_out:
                     connection.execute(delete(compiled_statements).where(compiled_statements.c.version != self.version))
                 for row in rows:
                     connection.execute(sqlite.insert(compiled_statements).values(row).on_conflict_do_update(
-                        index_elements=["name", "version"], set_={"sql": row["sql"], "constants": row["constants"]}))
+                        index_elements=["name", "version"], set_={"sql": row["sql"], "parameters": row["parameters"]}))
         except SQLAlchemyError as exc:
             logger.debug("catalog: compiled statements not stored: %s", exc)
             return
