@@ -163,3 +163,11 @@ def test_hostile_values_are_values_and_a_bad_one_the_same_clear_error(warm: Path
     result = CliRunner().invoke(main, ["sessions", "--dir", str(warm), "--since", "2026'; DROP TABLE runs; --"])
     assert result.exit_code == 2 and "RFC 3339" in result.output and "SELECT" not in result.output
     assert catalog.count() == runs
+
+
+def test_the_row_fields_are_the_tables_columns():
+    """``columns.FIELDS`` (no SQL library imported) names the ``runs`` table's columns in order."""
+    from otel_session.catalog.columns import FIELDS
+    from otel_session.catalog.schema import runs
+
+    assert FIELDS == tuple(column.name for column in runs.columns)
