@@ -13,8 +13,9 @@ others, which made a list of 33,000 directories 4 s) and the constants it binds;
 library in a fresh ``otel-session sessions``, which then imports no SQLAlchemy. Stored as a catalog is
 opened: the default lists (the live sessions; every session); and on first use, any other shape a
 list asks for. Nothing here is ever needed for an answer: a statement that cannot be compiled or
-stored (a read-only file, a full disk, a lock held past the busy timeout) is logged and left out,
-and a list without it is answered by SQLAlchemy.
+stored (a read-only file, a full disk, another writer's lock held for more than ``_WAIT_MS``: a
+list never waits on one for this) is logged and not tried again by this process, and a list
+without it is answered by SQLAlchemy (whose own opening of the catalog stores it again).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from otel_session.core.log import get_logger
 from .model import RunQuery, Scope
 from .queries import pending_paths, sessions_groups, sessions_runs
 from .schema import compiled_statements
-from .settings import no_room
+from .settings import BUSY_TIMEOUT_S, no_room
 from .shapes import BOUND, DIRECTORIES, PENDING_NAME, groups_name, runs_name, statements_version
 
 __all__ = ["KeptStatements", "compile_statement"]
@@ -42,6 +43,8 @@ logger = get_logger(__name__)
 _DIALECT = sqlite.dialect(paramstyle="qmark")
 _EXPANDED = "__[POSTCOMPILE_directories]"
 """How SQLAlchemy leaves the list of directories in a compiled text (expanded as it runs)."""
+_WAIT_MS = 100
+"""How long storing waits for another writer's lock (the catalog's own busy timeout is 30 s)."""
 _DEFAULT_QUERIES = (RunQuery(scope=Scope.LIVE), RunQuery())
 """The lists stored as a catalog opens: ``sessions`` (and the viewer's sessions page) and ``sessions --evals``."""
 
@@ -67,7 +70,7 @@ class KeptStatements:
         self._url = url
         self.version = statements_version()
         self.names: set[str] = set()
-        """The names stored for this version (read at open, added to by ``keep``)."""
+        """The names stored for this version (read at open), and those ``keep`` tried since."""
 
     def open(self) -> None:
         """Read which statements this version has stored, making the table when missing (a catalog
@@ -89,7 +92,7 @@ class KeptStatements:
         self.keep(wanted, others_out=True)
 
     def keep(self, statements: dict[str | None, Any], *, others_out: bool = False) -> None:
-        """Store those of ``statements`` not stored yet (``others_out``: and drop other versions')."""
+        """Store those of ``statements`` not stored or tried yet (``others_out``: and drop other versions')."""
         missing = {name: statement for name, statement in statements.items() if name is not None and name not in self.names}
         if not missing or self.version is None or no_room(self._url):
             return
@@ -99,14 +102,17 @@ class KeptStatements:
             if found is not None:
                 rows.append({"name": name, "version": self.version, "sql": found[0],
                              "parameters": orjson.dumps(found[1]).decode()})
+        self.names |= set(missing)
         try:
             with self._engine.begin() as connection:
-                if others_out:
-                    connection.execute(delete(compiled_statements).where(compiled_statements.c.version != self.version))
-                for row in rows:
-                    connection.execute(sqlite.insert(compiled_statements).values(row).on_conflict_do_update(
-                        index_elements=["name", "version"], set_={"sql": row["sql"], "parameters": row["parameters"]}))
+                connection.exec_driver_sql(f"PRAGMA busy_timeout = {_WAIT_MS}")
+                try:
+                    if others_out:
+                        connection.execute(delete(compiled_statements).where(compiled_statements.c.version != self.version))
+                    for row in rows:
+                        connection.execute(sqlite.insert(compiled_statements).values(row).on_conflict_do_update(
+                            index_elements=["name", "version"], set_={"sql": row["sql"], "parameters": row["parameters"]}))
+                finally:
+                    connection.exec_driver_sql(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         except SQLAlchemyError as exc:
             logger.debug("catalog: compiled statements not stored: %s", exc)
-            return
-        self.names |= set(missing)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,24 @@ def test_without_usable_statements_sqlalchemy_answers_the_same(warm: Path, edit:
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == expected
     assert (direct_sessions_page(warm, RunQuery(scope=Scope.LIVE)) is not None) is stored_again  # by that list
+
+
+def test_a_list_does_not_wait_on_another_writers_lock_to_store_a_statement(warm: Path, catalog: SqlCatalog):
+    """Storing is for the next process: a list through SQLAlchemy answers while another writer (a
+    reindex, a pass) holds the lock, rather than wait up to the catalog's busy timeout (30 s)."""
+    holder = sqlite3.connect(warm / ".catalog.sqlite3", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    answered: list = []
+    try:
+        asking = threading.Thread(target=lambda: answered.append(catalog.sessions_page(RunQuery(agent="booking"))),
+                                  daemon=True)
+        asking.start()
+        asking.join(10)
+        assert answered and answered[0].sessions, "the list waited for the write lock"
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert direct_sessions_page(warm, RunQuery(agent="booking")) is None  # left out, not waited for
 
 
 def test_a_run_whose_figures_are_pending_is_listed_through_sqlalchemy_counted(warm: Path, writer: BundleWriter):
