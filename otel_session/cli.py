@@ -14,13 +14,12 @@ from otel_session.core import config
 from otel_session.catalog import (
     ENV_CATALOG, BadQuery, CatalogError, RunQuery, Scope, StatusFilter, open_catalog, time_prefix,
 )
-from otel_session.catalog import reindex as catalog_reindex
-from otel_session.catalog.sync import Reindexed, run_paths
 from otel_session.cli_store import open_cli_store, reading_root, store_errors, store_option
 
 if TYPE_CHECKING:
     from otel_session.bundle.read import BundleRead
     from otel_session.bundle.store import S3Store
+    from otel_session.catalog.sync import Reindexed
 
 
 def _echo_json(value: object) -> None:
@@ -170,6 +169,8 @@ def sessions(bundle_root: Path | None, catalog_url: str | None, store_url: str |
 def reindex(bundle_root: Path | None, catalog_url: str | None, store_url: str | None) -> None:
     """Rebuild the run catalog from the bundles under --dir (the bundles are the truth), and with
     --store from every run in the store (the bucket listed, each bundle read): the store's rows."""
+    from otel_session.catalog.sync import reindex as catalog_reindex, run_paths  # the bundle reader: reindex's own
+
     store = open_cli_store(store_url)
     root = reading_root(bundle_root, store)
     try:
@@ -200,6 +201,7 @@ def reindex(bundle_root: Path | None, catalog_url: str | None, store_url: str | 
 def _reindex_store(root: Path, catalog_url: str | None, store: S3Store, local: Reindexed) -> Reindexed:
     """The store's rows rebuilt after the root's (``catalog.stored``); both counted in one result."""
     from otel_session.catalog.stored import reindex_store, store_origin
+    from otel_session.catalog.sync import Reindexed
 
     stored = open_catalog(root, catalog_url, origin=store_origin(store))
     try:

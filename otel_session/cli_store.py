@@ -24,15 +24,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import os
+import sys
+
 import click
 
-from otel_session.bundle.files import make_private_dirs
-from otel_session.bundle.store import ENV_STORE, BadStoreUrl, S3Store, StoreUnavailable, open_store
 from otel_session.catalog import CatalogError, open_catalog
 from otel_session.core import config
+from otel_session.core.config import ENV_STORE
 
 if TYPE_CHECKING:
     from otel_session.bundle.fetched import FetchedRuns
+    from otel_session.bundle.store import S3Store
 
 __all__ = ["fetched_runs", "open_cli_store", "reading_root", "store_errors", "store_option"]
 
@@ -46,14 +49,23 @@ def store_errors() -> Iterator[None]:
     """A store that cannot be used, as one line (exit 1)."""
     try:
         yield
-    except StoreUnavailable as exc:
-        raise click.ClickException(str(exc)) from None
+    except Exception as exc:
+        # Only the store's module raises StoreUnavailable: a command that never imported it (a list
+        # from the catalog) does not import it here either.
+        store = sys.modules.get("otel_session.bundle.store")
+        if store is not None and isinstance(exc, store.StoreUnavailable):
+            raise click.ClickException(str(exc)) from None
+        raise
 
 
 def open_cli_store(url: str | None) -> S3Store | None:
     """The store ``--store`` (else ``$OTEL_SESSION_STORE``) names; None when neither is set. One
     given by ``--store`` is checked to answer at once; one from the environment when first used
     (a local read never waits on a store it does not need)."""
+    if not (url or os.environ.get(ENV_STORE, "").strip()):
+        return None  # the store's module (tarfile, hashlib): only a command with a store pays for it
+    from otel_session.bundle.store import BadStoreUrl, open_store
+
     try:
         store = open_store(url)
     except BadStoreUrl as exc:
@@ -72,6 +84,8 @@ def reading_root(bundle_root: Path | None, store: S3Store | None) -> Path:
     if problem and store is None:
         raise click.ClickException(problem)
     if problem:
+        from otel_session.bundle.files import make_private_dirs
+
         try:
             make_private_dirs(root, root)
         except OSError as exc:

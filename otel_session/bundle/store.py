@@ -45,6 +45,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from otel_session.core import layout
+from otel_session.core.config import ENV_STORE
 
 from .archive import BUNDLE_FILES, bundle_archive
 from .files import make_private_dir, make_private_dirs
@@ -55,7 +56,6 @@ __all__ = [
     "open_store",
 ]
 
-ENV_STORE = "OTEL_SESSION_STORE"
 _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]").fullmatch
 _TIMEOUT_S = 30
 

@@ -9,7 +9,8 @@ Contract (``model.Catalog``; SQL through SQLAlchemy Core in ``sql``)::
     catalog.rebuild(root)                         # forget every row, index every bundle again
     hook = writer_hooks(root)                     # BundleWriter(root, hooks=hook): rows as runs open and seal
     keeper = CatalogKeeper(catalog, root).start() # catch up with bundles it lacks, drop deleted ones
-    page = scan_page(root, query)                 # without a catalog: the same answer from a scan
+    catalog = scan_catalog(root)                  # without a catalog: the same answers, from a scan
+    page = direct.direct_sessions_page(root, query)   # a warm SQLite catalog's page without SQLAlchemy, or None
     rows, cut = catalog.fleet(RunQuery(since=...), limit=N)   # what the dashboard aggregates
 
 Stage: between ``bundle`` (it reads bundles, the writer calls its hook) and ``replay``. The row's
@@ -21,31 +22,32 @@ catalog writes; default ``<host>:<root>``).
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from otel_session.core.lazy import lazy_exports
 
 from .cursor import row_cursor, session_cursor
-from .hook import CatalogHook, writer_hooks
 from .model import (
     TOTAL_CAP, BadQuery, Catalog, CatalogError, CatalogUnavailable, Known, Order, Page, Problem, RunQuery, RunRow, Scope,
     SessionGroup, SessionsPage, SortKey, StatusFilter, time_prefix,
 )
-from .settings import CATALOG_FILE, ENV_CATALOG, ENV_ORIGIN, catalog_disabled, catalog_origin, catalog_url
-from .sync import CatalogKeeper, CaughtUp, Reindexed, catch_up, reindex
+from .settings import CATALOG_FILE, ENV_CATALOG, ENV_ORIGIN, SCHEMA_VERSION, catalog_disabled, catalog_origin, catalog_url
 
-_LAZY = {"SqlCatalog": "sql", "SCHEMA_VERSION": "sql"}
-"""Names whose modules import the SQL library: loaded when first asked for, so that an app that
-records (``writer_hooks``) does not pay for SQLAlchemy at start."""
+if TYPE_CHECKING:
+    from .hook import CatalogHook, writer_hooks
+    from .sql import SqlCatalog
+    from .sync import CatalogKeeper, CaughtUp, Reindexed, catch_up, reindex
 
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
+_HOMES = {
+    "SqlCatalog": f"{__name__}.sql",
+    **dict.fromkeys(("CatalogHook", "writer_hooks"), f"{__name__}.hook"),
+    **dict.fromkeys(("CatalogKeeper", "CaughtUp", "Reindexed", "catch_up", "reindex"), f"{__name__}.sync"),
+}
+"""Imported when first asked for: the SQL library (``sql``), the bundle reader (``hook``, ``sync``).
+An app that records does not pay for SQLAlchemy at start, and a list read from the catalog's
+stored statements (``direct``) pays for neither."""
 
 __all__ = [
     "CATALOG_FILE", "TOTAL_CAP", "ENV_CATALOG", "ENV_ORIGIN", "SCHEMA_VERSION", "BadQuery", "Catalog", "CatalogError", "CatalogHook",
@@ -70,7 +72,11 @@ def scan_catalog(root: str | os.PathLike[str]) -> Any:
     """A catalog in memory, filled by reading every bundle under ``root``: what lists answer from
     when the root's catalog is off or unusable (the same queries, at the cost of a full scan)."""
     from .sql import SqlCatalog
+    from .sync import reindex
 
     catalog = SqlCatalog("sqlite://")
     reindex(catalog, Path(root))
     return catalog
+
+
+__getattr__, __dir__ = lazy_exports(globals(), _HOMES)

@@ -22,10 +22,10 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
 
+from .settings import BUSY_TIMEOUT_S
+
 __all__ = ["BUSY_TIMEOUT_S", "failure_reason", "make_engine"]
 
-BUSY_TIMEOUT_S = 30.0
-"""How long an SQLite connection waits for another one's lock (its busy timeout, the switch to WAL)."""
 _WAL_RETRY_S = (0.001, 0.1)
 """The first wait before the switch to WAL is tried again, and the cap of its doubling."""
 _pause = time.sleep

@@ -3,6 +3,7 @@
 Contract::
 
     runs, sessions, facets, meta_table     # Table objects of ``metadata``
+    compiled_statements                    # the list's statements as SQLite text (``statements``, ``direct``)
     SCHEMA_VERSION                         # a catalog of another version is made new (no migrations)
 
 Text keys compare bytewise in both engines (SQLite's default, PostgreSQL's ``COLLATE "C"``), so
@@ -13,9 +14,9 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text, literal_column
 
-__all__ = ["SCHEMA_VERSION", "facets", "meta_table", "metadata", "runs", "sessions"]
+from .settings import SCHEMA_VERSION
 
-SCHEMA_VERSION = "4"
+__all__ = ["SCHEMA_VERSION", "compiled_statements", "facets", "meta_table", "metadata", "runs", "sessions"]
 
 KEY_TEXT = Text().with_variant(Text(collation="C"), "postgresql")
 """Text that sorts and compares bytewise in both engines (SQLite's default; PostgreSQL's ``"C"``)."""
@@ -78,3 +79,13 @@ sessions = Table(
     Index("sessions_by_newest", "scope", "newest_created_at", "directory"),
 )
 facets = Table("facets", metadata, Column("name", String(16), primary_key=True), Column("value", KEY_TEXT, primary_key=True))
+compiled_statements = Table(
+    "compiled_statements", metadata,
+    Column("name", Text, primary_key=True),
+    Column("version", Text, primary_key=True),
+    Column("sql", Text, nullable=False),
+    Column("parameters", Text, nullable=False),
+)
+"""The SQLite text of a list's read statements, compiled here by SQLAlchemy (``statements``), that
+a fresh process reads with the standard library (``direct``); ``version`` says which code made it,
+``parameters`` (JSON) the names of its ``?`` in order and the values of those that are constants."""

@@ -6,6 +6,7 @@ Contract::
     origin = catalog_origin(root, url)       # whose rows a process writes in a shared catalog ($OTEL_SESSION_ORIGIN)
     catalog_disabled(explicit=None)          # --catalog off / $OTEL_SESSION_CATALOG=off: no catalog
     no_room(url)                             # why an SQLite catalog must write nothing now (a nearly full disk), or None
+    SCHEMA_VERSION, BUSY_TIMEOUT_S           # the tables' version (``schema``), an SQLite connection's wait for a lock
 """
 
 from __future__ import annotations
@@ -18,13 +19,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = [
-    "CATALOG_FILE", "DISK_RESERVE_BYTES", "ENV_CATALOG", "ENV_ORIGIN", "catalog_disabled", "catalog_origin",
+    "BUSY_TIMEOUT_S", "CATALOG_FILE", "DISK_RESERVE_BYTES", "SCHEMA_VERSION", "ENV_CATALOG", "ENV_ORIGIN", "catalog_disabled", "catalog_origin",
     "catalog_url", "no_room", "schema_lock",
 ]
 
 ENV_CATALOG = "OTEL_SESSION_CATALOG"
 ENV_ORIGIN = "OTEL_SESSION_ORIGIN"
 CATALOG_FILE = ".catalog.sqlite3"
+SCHEMA_VERSION = "4"
+"""The version of the tables ``schema`` makes: a catalog of another version is made new (no migrations)."""
+BUSY_TIMEOUT_S = 30.0
+"""How long an SQLite connection waits for another one's lock (its busy timeout, the switch to WAL)."""
 
 
 def catalog_url(root: str | os.PathLike[str], explicit: str | None = None) -> str:

@@ -25,7 +25,6 @@ bound parameter. Any database error is raised as :class:`CatalogUnavailable`.
 
 from __future__ import annotations
 
-import operator
 import os
 import threading
 import time
@@ -35,21 +34,21 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, and_, case, delete, func, literal, or_, select, text, true, update
+from sqlalchemy import Connection, and_, case, delete, func, literal, or_, select, text, update
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, SQLAlchemyError
 
 from otel_session.core.log import get_logger
 
-from .cursor import decode_cursor, row_cursor, session_cursor
-from .engine import BUSY_TIMEOUT_S, failure_reason, make_engine
-from .labels import label_filters
-from .schema import PENDING, SCHEMA_VERSION, facets, meta_table, metadata, runs, runs_pending, sessions
-from .settings import no_room, schema_lock
-from .model import (
-    TOTAL_CAP, CatalogUnavailable, Known, Order, Page, Problem, RunQuery, RunRow, Scope, SessionGroup, SessionsPage,
-    SortKey, StatusFilter,
-)
+from .columns import FIELDS, row_of_columns, sessions_page_of, stored_values
+from .cursor import decode_cursor, row_cursor
+from .engine import failure_reason, make_engine
+from .model import TOTAL_CAP, CatalogUnavailable, Known, Order, Page, RunQuery, RunRow, SessionsPage, SortKey
+from .queries import pending_paths, run_filters, sessions_groups, sessions_runs
+from .schema import PENDING, SCHEMA_VERSION, compiled_statements, facets, meta_table, metadata, runs, runs_pending
+from .settings import BUSY_TIMEOUT_S, no_room, schema_lock
+from .shapes import groups_name, runs_name
+from .statements import KeptStatements
 
 __all__ = ["FLEET_COLUMNS", "SCHEMA_VERSION", "SqlCatalog"]
 
@@ -62,10 +61,6 @@ _FACETS = ("agent", "service", "eval_id")
 
 _SORT_COLUMNS = {key: runs.c[key.value] for key in SortKey if key.value in runs.c}
 _SORT_COLUMNS[SortKey.FEEDBACK] = runs.c.feedback_mean
-_ROW_FIELDS = [column.name for column in runs.columns]
-_JSON_FIELDS = ("models", "problems", "diagnostics", "usage_by_model", "tags", "metadata", "scores")
-_TUPLE_FIELDS = ("usage_by_model", "metadata", "scores")
-"""JSON fields whose items are rows of a fixed shape (tuples again when read)."""
 
 
 def _upsert_sql(replace: bool) -> str:
@@ -74,12 +69,12 @@ def _upsert_sql(replace: bool) -> str:
     (``SqlCatalog.write``: SQLAlchemy's processing of every row's parameters cost more than SQLite's
     write of them). A row read while its run recorded never replaces a sealed run's row: a pass that
     read the bundle just before the seal writes after the writer's hook wrote the sealed row."""
-    conflict = ("DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name in _ROW_FIELDS
+    conflict = ("DO UPDATE SET " + ", ".join(f"{name} = excluded.{name}" for name in FIELDS
                             if name not in ("origin", "path", "location"))  # a re-read bundle is still stored
                 + " WHERE COALESCE(excluded.capture_status, '') <> 'recording'"
                 " OR COALESCE(runs.capture_status, 'recording') = 'recording'"
                 if replace else "DO NOTHING")
-    return (f"INSERT INTO runs ({', '.join(_ROW_FIELDS)}) VALUES ({', '.join('?' for _ in _ROW_FIELDS)}) "
+    return (f"INSERT INTO runs ({', '.join(FIELDS)}) VALUES ({', '.join('?' for _ in FIELDS)}) "
             f"ON CONFLICT (origin, path) {conflict}")
 
 
@@ -96,29 +91,7 @@ _DROP_EMPTY_SESSION = text(
     "DELETE FROM sessions WHERE directory = :directory AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.directory = :directory)")
 
 
-_JSON_POSITIONS = [_ROW_FIELDS.index(name) for name in _JSON_FIELDS]
-_FACET_POSITIONS = [(name, _ROW_FIELDS.index(name)) for name in _FACETS]
-_SCOPE, _ORIGIN = _ROW_FIELDS.index("scope"), _ROW_FIELDS.index("origin")
-_row_values = operator.attrgetter(*(name if name != "origin" else "path" for name in _ROW_FIELDS))  # origin: set below
-
-
-def _parameters(row: RunRow, origin: str) -> tuple[Any, ...]:
-    """``row``'s values in ``_ROW_FIELDS`` order (the ``?`` of ``_ADD_RUN`` and ``_PUT_RUN``)."""
-    values = list(_row_values(row))  # no per-field test: a writer pass binds hundreds
-    for position in _JSON_POSITIONS:
-        value = values[position]
-        values[position] = orjson.dumps(list(value)).decode() if value else "[]"
-    values[_SCOPE], values[_ORIGIN] = row.scope.value, origin
-    return tuple(values)
-
-
-def _row(mapping: Any) -> RunRow:
-    values = dict(mapping)
-    values.update({name: tuple(orjson.loads(values[name])) for name in _JSON_FIELDS})
-    values.update({name: tuple(tuple(item) for item in values[name]) for name in _TUPLE_FIELDS})
-    values["scope"] = Scope(values["scope"])
-    values.pop("tokens")
-    return RunRow(**values)
+_FACET_POSITIONS = [(name, FIELDS.index(name)) for name in _FACETS]
 
 
 class SqlCatalog:
@@ -140,6 +113,16 @@ class SqlCatalog:
             raise CatalogUnavailable(f"cannot open the catalog {self._shown()}: {failure_reason(exc)}") from None
         self._mark = "?" if self._engine.dialect.paramstyle == "qmark" else "%s"
         """The driver's positional parameter (``exec_driver_sql``): SQLite's ``?``, psycopg's ``%s``."""
+        self._kept = self._kept_statements()
+
+    def _kept_statements(self) -> KeptStatements | None:
+        """An SQLite file's compiled list statements (``statements``: what ``direct`` reads), opened;
+        None for any other database."""
+        if not self.url.startswith("sqlite:///") or self.url in ("sqlite:///", "sqlite:///:memory:"):
+            return None
+        kept = KeptStatements(self._engine, self.url)
+        kept.open()
+        return kept
 
     def _shown(self) -> str:
         """The URL as logs and messages show it: a password never."""
@@ -198,7 +181,8 @@ class SqlCatalog:
                             return engine
                         runs_pending.dialect_kwargs["postgresql_where"] = PENDING
                     metadata.drop_all(connection)
-                    metadata.create_all(connection)
+                    metadata.create_all(connection, tables=None if self._is_sqlite else [  # read by SQLite's direct lists only
+                        table for table in metadata.sorted_tables if table is not compiled_statements])
                     connection.execute(meta_table.insert().values(key="schema", value=SCHEMA_VERSION))
             except SQLAlchemyError as exc:
                 if "already exists" not in str(exc) or not self._made_by_another(engine):
@@ -251,6 +235,7 @@ class SqlCatalog:
             self._engine = self._open()
         except (SQLAlchemyError, OSError) as exc:
             raise CatalogUnavailable(f"cannot make the catalog {self._shown()} new: {failure_reason(exc)}") from None
+        self._kept = self._kept_statements()
 
     def _remove_sqlite_files(self) -> None:
         database = self.url.removeprefix("sqlite:///")
@@ -297,7 +282,7 @@ class SqlCatalog:
         with self._transaction() as connection:
             for rows, statement in ((opened, _ADD_RUN), (sealed, _PUT_RUN)):
                 for start in range(0, len(rows), _BATCH):
-                    batch = [_parameters(row, self.origin) for row in rows[start : start + _BATCH]]
+                    batch = [stored_values(row, self.origin) for row in rows[start : start + _BATCH]]
                     connection.exec_driver_sql(statement.replace("?", mark), batch)
                     facet_values = sorted({(name, values[position]) for values in batch  # one lock order
                                            for name, position in _FACET_POSITIONS
@@ -373,7 +358,7 @@ class SqlCatalog:
         with self._reading() as connection:
             for chunk in _chunks(paths, _BATCH):
                 for mapping in connection.execute(select(runs).where(self._own, runs.c.path.in_(chunk))).mappings():
-                    found[mapping["path"]] = _row(mapping)
+                    found[mapping["path"]] = row_of_columns(mapping)
         return found
 
     def stored_paths(self, session_id: str) -> list[str]:
@@ -393,12 +378,8 @@ class SqlCatalog:
     def pending(self, limit: int) -> list[str]:
         """Paths of this origin's rows whose figures are pending (at most ``limit``): another
         origin's bundles are not here to count (their own readers count them)."""
-        # The origin as an expression, not the column: the planner then reads the partial index
-        # ``runs_pending`` (the few pending rows) rather than the key's ``origin`` prefix (every row of
-        # this origin: 190 ms a list at 100k runs in SQLite, which has no statistics to know better).
         with self._reading() as connection:
-            return list(connection.execute(
-                select(runs.c.path).where(runs.c.origin.concat("") == self.origin, PENDING).limit(limit)).scalars())
+            return list(connection.execute(pending_paths(self.origin, limit)).scalars())
 
     def facets(self) -> dict[str, list[str]]:
         with self._reading() as connection:
@@ -414,7 +395,7 @@ class SqlCatalog:
     def page(self, query: RunQuery) -> Page:
         column = _SORT_COLUMNS[query.sort]
         descending = query.order is Order.DESC
-        conditions = _filters(query)
+        conditions = run_filters(query)
         statement = select(runs).where(*conditions)
         keys = _sort_keys(query.sort, column)
         if query.cursor is not None:
@@ -424,7 +405,7 @@ class SqlCatalog:
         if query.cursor is None and query.offset:
             statement = statement.offset(query.offset)
         with self._reading() as connection:
-            found = [_row(mapping) for mapping in connection.execute(statement).mappings()]
+            found = [row_of_columns(mapping) for mapping in connection.execute(statement).mappings()]
             total = connection.execute(_capped_count(conditions)).scalar_one() if query.with_total else None
         page = found[: query.limit]
         next_cursor = row_cursor(query.sort, query.order, page[-1]) if len(found) > query.limit else None
@@ -433,7 +414,7 @@ class SqlCatalog:
     def fleet(self, query: RunQuery, *, limit: int) -> tuple[list[dict[str, Any]], bool]:
         """``FLEET_COLUMNS`` of the runs ``query`` filters, oldest first, at most ``limit`` of them
         (the newest kept), and whether some were left out."""
-        statement = (select(*(runs.c[name] for name in FLEET_COLUMNS)).where(*_filters(query))
+        statement = (select(*(runs.c[name] for name in FLEET_COLUMNS)).where(*run_filters(query))
                      .order_by(runs.c.created_at.desc()).limit(limit + 1))
         with self._reading() as connection:
             found = [dict(mapping) for mapping in connection.execute(statement).mappings()]
@@ -442,37 +423,15 @@ class SqlCatalog:
         return found[:limit][::-1], len(found) > limit
 
     def sessions_page(self, query: RunQuery, *, runs_per_session: int = 20) -> SessionsPage:
-        conditions = _filters(query)
-        if query.filtered:
-            source = (select(runs.c.directory, func.max(runs.c.session_id).label("session_id"),
-                             func.max(runs.c.created_at).label("newest_created_at"), func.count().label("run_count"))
-                      .where(*conditions).group_by(runs.c.directory).subquery())
-        else:
-            source = (select(sessions.c.directory, sessions.c.session_id, sessions.c.newest_created_at,
-                             sessions.c.run_count)
-                      .where(sessions.c.scope == query.scope.value if query.scope else true()).subquery())
-        statement = select(source)
-        if query.cursor is not None:
-            _, newest, directory, _ = decode_cursor(query.cursor, SortKey.CREATED_AT, Order.DESC)
-            statement = statement.where(or_(source.c.newest_created_at < newest,
-                                            and_(source.c.newest_created_at == newest, source.c.directory < directory)))
-        statement = statement.order_by(source.c.newest_created_at.desc(), source.c.directory.desc()).limit(query.limit + 1)
+        groups_statement = sessions_groups(query)
         with self._reading() as connection:
-            groups = connection.execute(statement).all()
-            more = len(groups) > query.limit
-            groups = groups[: query.limit]
-            by_directory: dict[str, list[RunRow]] = {directory: [] for directory, *_ in groups}
-            if groups:
-                numbered = (select(runs, func.row_number().over(partition_by=runs.c.directory,
-                                                                 order_by=(runs.c.created_at.desc(), runs.c.path.desc()))
-                                   .label("rank"))
-                            .where(runs.c.directory.in_(list(by_directory)), *conditions).subquery())
-                ranked = select(*(numbered.c[name] for name in _ROW_FIELDS)).where(numbered.c.rank <= runs_per_session)
-                for mapping in connection.execute(ranked.order_by(numbered.c.directory, numbered.c.rank)).mappings():
-                    by_directory[mapping["directory"]].append(_row(mapping))
-        listed = [SessionGroup(directory, session_id, newest, count, by_directory[directory])
-                  for directory, session_id, newest, count in groups]
-        return SessionsPage(listed, session_cursor(listed[-1]) if more else None)
+            groups = connection.execute(groups_statement).all()
+            directories = [directory for directory, *_ in groups[: query.limit]]
+            runs_statement = sessions_runs(query, directories, runs_per_session)
+            records = connection.execute(runs_statement).mappings().all() if directories else []
+        if self._kept is not None:  # a shape asked for the first time: the next fresh process reads it directly
+            self._kept.keep({groups_name(query): groups_statement, runs_name(query): runs_statement})
+        return sessions_page_of(groups, query.limit, records)
 
 
 def _capped_count(conditions: list[Any]) -> Any:
@@ -508,40 +467,9 @@ def _after(keys: list[tuple[Any, bool]], position: tuple[Any, str, str, str], de
     return or_(*alternatives)
 
 
-_PROBLEMS = {
-    Problem.REPEATED_ASK: runs.c.repeated_asks > 0,
-    Problem.BLOCKED_GUARD: runs.c.guards_blocked > 0,
-    Problem.TOOL_ERROR: runs.c.tool_errors > 0,
-    Problem.INTEGRITY_FAILED: runs.c.integrity.in_(("invalid", "failed")),
-}
 FLEET_COLUMNS = ("created_at", "session_id", "repeated_asks", "guards_blocked", "tool_errors", "integrity",
                  "turn_p50_ms", "turn_p95_ms", "usage_by_model", "scores")
 """What the dashboard reads of each run (``SqlCatalog.fleet``)."""
-
-
-def _filters(query: RunQuery) -> list[Any]:
-    conditions: list[Any] = []
-    if query.status is StatusFilter.CAPTURE_FAILED:
-        conditions.append(or_(runs.c.capture_status == "failed", runs.c.integrity == "invalid"))
-    elif query.status is not None:
-        conditions.append(runs.c.status == query.status.value)
-    for name in ("agent", "service", "kind", "eval_id", "session_id"):
-        wanted = getattr(query, name)
-        if wanted is not None:
-            conditions.append(runs.c[name] == wanted)
-    if query.scope is not None:
-        conditions.append(runs.c.scope == query.scope.value)
-    if query.since is not None:
-        conditions.append(runs.c.created_at >= query.since)
-    if query.until is not None:
-        conditions.append(runs.c.created_at < query.until)
-    if query.problem is not None:
-        conditions.append(_PROBLEMS[query.problem])
-    conditions.extend(label_filters(query, runs.c.tags, runs.c["metadata"], runs.c.scores))
-    if query.search is not None:
-        conditions.append(or_(*(runs.c[name].icontains(query.search, autoescape=True)
-                                for name in ("session_id", "run_id", "eval_id", "agent", "search_text"))))
-    return conditions
 
 
 def _is_corrupt(exc: DatabaseError) -> bool:

@@ -15,7 +15,7 @@ from otel_session.core.log import get_logger, log_setting
 logger = get_logger(__name__)
 
 __all__ = [
-    "DEFAULT_BUNDLE_DIR", "ENV_BUNDLE_DIR", "ENV_LANGGRAPH_REQUIRED_SLOTS", "ENV_REQUIRED_SLOTS", "ENV_SEAL_SYNC",
+    "DEFAULT_BUNDLE_DIR", "ENV_BUNDLE_DIR", "ENV_LANGGRAPH_REQUIRED_SLOTS", "ENV_REQUIRED_SLOTS", "ENV_SEAL_SYNC", "ENV_STORE",
     "SEAL_SYNC_MODES", "bundle_dir", "bundle_dir_option", "flag", "missing_bundle_dir", "parse_required_slots",
     "required_slots_for", "required_slots_setting", "seal_sync_setting",
 ]
@@ -23,6 +23,8 @@ __all__ = [
 ENV_BUNDLE_DIR = "OTEL_SESSION_DIR"
 DEFAULT_BUNDLE_DIR = "./otel-session-data"
 ENV_SEAL_SYNC = "OTEL_SESSION_SEAL_SYNC"
+ENV_STORE = "OTEL_SESSION_STORE"
+"""The bundle store sealed runs are kept in (``bundle.store.open_store``)."""
 SEAL_SYNC_MODES = ("auto", "syncfs", "fsync")
 ENV_REQUIRED_SLOTS = "OTEL_SESSION_REQUIRED_SLOTS"
 ENV_LANGGRAPH_REQUIRED_SLOTS = "OTEL_SESSION_LANGGRAPH_REQUIRED_SLOTS"

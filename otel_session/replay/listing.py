@@ -12,7 +12,9 @@ invalid, with the diagnostic codes as ``problems``) and the catalog's columns (`
 tokens, latency). A run whose ``run.json`` cannot be read is listed too, under its session
 directory. A catalog made new here (none yet, another schema, a corrupt file) is filled from the
 bundles first (and from a bundle store's runs, given one); one that cannot be used at all is
-replaced by a scan, with a warning.
+replaced by a scan, with a warning. A warm SQLite catalog is read with the standard library from
+the statements SQLAlchemy compiled and stored in it (``catalog.direct``): a fresh process lists
+without importing SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from otel_session.catalog import (
-    CatalogError, RunQuery, RunRow, SessionsPage, SqlCatalog, catch_up, open_catalog, scan_catalog,
-)
-from otel_session.bundle.store import BundleStore, StoreUnavailable
-from otel_session.catalog.stored import reindex_store, store_origin
-from otel_session.catalog.sync import complete_pending, complete_rows
+from otel_session.catalog.direct import direct_sessions_page
+from otel_session.catalog.model import CatalogError, RunQuery, RunRow, SessionsPage
+
+if TYPE_CHECKING:
+    from otel_session.bundle.store import BundleStore
+    from otel_session.catalog.sql import SqlCatalog
 
 __all__ = ["ListedSessions", "list_sessions", "run_entry"]
 
@@ -73,6 +75,8 @@ class ListedSessions:
 
 def _page(catalog: SqlCatalog, root: Path, query: RunQuery, runs_per_session: int) -> SessionsPage:
     """The page, each run shown with its figures counted (``complete_rows``: pending ones read now)."""
+    from otel_session.catalog.sync import complete_rows
+
     page = catalog.sessions_page(query, runs_per_session=runs_per_session)
     rows = iter(complete_rows(catalog, root, [row for group in page.sessions for row in group.runs]))
     return replace(page, sessions=[replace(group, runs=[next(rows) for _ in group.runs]) for group in page.sessions])
@@ -81,6 +85,8 @@ def _page(catalog: SqlCatalog, root: Path, query: RunQuery, runs_per_session: in
 def _from_store(fill: Callable[[], object]) -> str | None:
     """``fill()`` (rows from the store's runs); why the store's runs are not listed, else None (a
     store that is down never stops a list of the local runs)."""
+    from otel_session.bundle.store import StoreUnavailable
+
     try:
         fill()
     except StoreUnavailable as exc:
@@ -90,6 +96,9 @@ def _from_store(fill: Callable[[], object]) -> str | None:
 
 def _fill_from_store(root: Path, url: str | None, store: BundleStore) -> None:
     """The store's rows, under the store's origin (``catalog.stored``)."""
+    from otel_session.catalog import open_catalog
+    from otel_session.catalog.stored import reindex_store, store_origin
+
     catalog = open_catalog(root, url, origin=store_origin(store))
     try:
         reindex_store(catalog, store)
@@ -100,7 +109,16 @@ def _fill_from_store(root: Path, url: str | None, store: BundleStore) -> None:
 def list_sessions(root: Path, query: RunQuery, *, url: str | None = None, runs_per_session: int = 20,
                   limited: bool = True, store: BundleStore | None = None) -> ListedSessions:
     """The sessions page ``query`` selects (``limited``: it says when more are left). With a
-    ``store``, a catalog made new here is filled from the store's runs too (and so is a scan)."""
+    ``store``, a catalog made new here is filled from the store's runs too (and so is a scan).
+    Read with the standard library from the catalog's stored statements where they answer
+    (``catalog.direct``: no SQLAlchemy imported), else through SQLAlchemy."""
+    page = direct_sessions_page(root, query, url=url, runs_per_session=runs_per_session)  # a catalog to fill: None
+    if page is not None:
+        return ListedSessions(root, page, limited)
+    from otel_session.catalog import catch_up, open_catalog, scan_catalog
+    from otel_session.catalog.stored import reindex_store
+    from otel_session.catalog.sync import complete_pending
+
     try:
         catalog = open_catalog(root, url)
         if catalog is not None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -124,9 +126,6 @@ def test_a_catalog_url_with_a_password_is_never_shown(root: Path, writer):
 def test_sessions_imports_neither_the_redactor_nor_the_normalizer(root: Path, writer):
     """A list reads the catalog: the store's fetch path (the redactor, the normalizer: tens of ms
     of a fresh process's CPU) is imported only by ``--store``."""
-    import subprocess
-    import sys
-
     write_runs(writer, 2)
     script = ("import sys\nfrom otel_session.cli import main\n"
               "main(['sessions', '--dir', sys.argv[1], '--json'], standalone_mode=False)\n"
@@ -134,3 +133,38 @@ def test_sessions_imports_neither_the_redactor_nor_the_normalizer(root: Path, wr
     done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=120,
                           check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _cli(root: Path, *args: str) -> list:
+    """The CLI's entry point in a fresh process: what it prints, then which heavy modules it imported."""
+    done = subprocess.run([sys.executable, "-c", _CHILD, str(root), *args], capture_output=True, text=True, timeout=120,
+                          check=True)
+    *printed, imported = done.stdout.strip().splitlines()
+    return [json.loads("\n".join(printed)), json.loads(imported)]
+
+
+_CHILD = """
+import sys
+from otel_session.cli import main
+try:
+    main(['sessions', '--dir', sys.argv[1], '--json', *sys.argv[2:]], standalone_mode=False)
+finally:
+    heavy = ('sqlalchemy', 'otel_session.catalog.sql', 'otel_session.bundle.read', 'otel_session.bundle.store')
+    print(__import__('json').dumps(sorted(name for name in heavy if name in sys.modules)))
+"""
+
+
+@pytest.mark.sqlite_only
+def test_a_fresh_sessions_on_a_warm_catalog_imports_no_sqlalchemy(root: Path, writer):
+    """A list answered from the catalog's stored statements (``catalog.direct``): SQLAlchemy's import
+    alone was ≈ 250 ms of a fresh process's CPU."""
+    write_runs(writer, 8)
+    writer.shutdown()
+    first, imported = _cli(root)  # the runs' figures are counted and written: through SQLAlchemy
+    assert "sqlalchemy" in imported
+    assert [session["session_id"] for session in first] == ["s1", "s0", "s2"]
+    again, imported = _cli(root)
+    assert (again, imported) == (first, [])
+    filtered, imported = _cli(root, "--agent", "agent1", "--search", "S")
+    assert "sqlalchemy" in imported and len(filtered) == 3  # a shape no list had asked for
+    assert _cli(root, "--agent", "agent1", "--search", "S") == [filtered, []]  # the shape was stored
