@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from otel_session.core.log import get_logger
+from otel_session.redact.attributes import distinct_key
 from otel_session.redact.detectors import IS_MASK, Scanner
 from otel_session.redact.policy import (
     REDACTED_ERROR,
@@ -172,7 +173,7 @@ class Redactor(RecordRedaction):
                 else:
                     redacted_key = self._map_key(key)
                 if redacted_key in result:
-                    redacted_key = _distinct(result, redacted_key)
+                    redacted_key = distinct_key(result, redacted_key)
                 item_kind = type(item)
                 if scanned and item_kind is str and item in clean:
                     result[redacted_key] = item
@@ -315,12 +316,3 @@ def _kept(value: Any) -> Any:
     """The leaf function of ``keep``: values (and keys) as they are."""
     return value
 
-
-def _distinct(result: dict[Any, Any], key: Any) -> Any:
-    """``key``, or ``key#2``, ``key#3`` … when two keys redact alike (nothing is dropped)."""
-    if key not in result:
-        return key
-    number = 2
-    while f"{key}#{number}" in result:
-        number += 1
-    return f"{key}#{number}"
