@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from otel_session.core.log import get_logger
-from otel_session.redact.attributes import distinct_key
+from otel_session.redact.attributes import AttributeRedaction, distinct_key
 from otel_session.redact.detectors import IS_MASK, Scanner
 from otel_session.redact.policy import (
     REDACTED_ERROR,
@@ -81,6 +81,8 @@ class Redactor(RecordRedaction):
         self._tool_results_leaf = self._leaf_function(self.policy.tool_results)
         self._keep_identifiers = self.policy.identifiers is FieldMode.KEEP
         self._identifier_cache: dict[str, str] = {}
+        self._attribute_rules = AttributeRedaction(self)
+        """Each span attribute by the field it feeds (``span`` records: ``redact.attributes``)."""
         self._handlers = {kind: handler.__get__(self) for kind, handler in self._payload_handlers.items()}
         """Each record type's payload redaction, bound to this redactor (``redact_payload``)."""
 
