@@ -111,7 +111,7 @@ class SpanJournal:
         ]
         if self.span_records:
             for (_, events), span in zip(normalized, fresh.values()):
-                events.append(span_record(span))
+                events.append(span_record(span, events))
         failure = run.journal(run.tree.order(normalized), self.redactor)
         if failure is None:
             run.last_activity = now

@@ -149,9 +149,10 @@ class SessionSpanProcessor(SpanProcessor):
             if log_events:
                 data = data.with_events(log_events)
             turn_index = data.attributes.get(sc.TURN_INDEX)
-            events = without_live_records(data, normalize_span(data))  # deltas of streams went live
+            normalized = normalize_span(data)
+            events = without_live_records(data, normalized)  # deltas of streams went live
             if recorder.span_records:
-                events.append(span_record(data))
+                events.append(span_record(data, normalized))
             ToolCallLinker.of(handle).link(events)  # tool spans without a call id answer the model's call
             redacted = recorder.redactor.redact_events(events)
             if isinstance(turn_index, int):
@@ -169,7 +170,8 @@ class SessionSpanProcessor(SpanProcessor):
         if handle is None or handle.journal_recorder is None:
             return
         try:
-            record = self._recorder.redactor.redact_event(span_record(SdkSpan(span)))
+            data = SdkSpan(span)
+            record = self._recorder.redactor.redact_event(span_record(data, normalize_span(data)))  # the records the API wrote
             handle.journal_recorder.append(record.type, record.payload, **record.correlation())
         except Exception:  # noqa: BLE001
             logger.warning("could not journal the span record of %r", span.name, exc_info=True)

@@ -2,7 +2,8 @@
 
 Contract::
 
-    record = span_record(span)          # a JournalEvent of type "span" (raw values: redact it next)
+    record = span_record(span, events)  # a JournalEvent of type "span" (raw values: redact it next);
+                                        # ``events``: the span's other records (normalize_span's)
     payload = bounded(redacted_payload) # sizes, nesting and counts bounded, a ``cut`` count where cut
 
 Opt-in (``OTEL_SESSION_SPAN_RECORDS=on``, the collector's ``--span-records``): both recording
@@ -16,7 +17,12 @@ end; ``trace_id`` and ``span_id`` are the span's. Payload (``docs/bundle-format.
     resource {…}, cut? {section: how many entries, items or values were cut}
 
 ``events`` leaves out the span events journaled as records of their own (this project's
-``otel_session.*`` events, GenAI message events). Values are redacted like any attribute
+``otel_session.*`` events, GenAI message events). Likewise an attribute that holds the messages or
+the tool call the span's own records were made from (``gen_ai.input.messages``, ``input.value``,
+``gen_ai.tool.call.arguments``, ``otel_session.message.content`` …: ``CONTENT_ATTRIBUTES``) keeps
+its key with ``IN_RECORDS`` as its value when the span's records include messages (for message
+content) or a tool execution (for tool content): its content is in those records, redacted once,
+and scanning a model call's whole history again per span would cost several times the rest. Values are redacted like any attribute
 (``redact.attributes``, through ``Redactor.redact_payload``) and then bounded (``bounded``): a
 string past ``MAX_TEXT`` characters keeps its start and ends with ``…[cut N chars]``, a value
 nested past ``MAX_NESTING`` levels becomes ``NESTING_MARKER``, a map past ``MAX_ENTRIES`` entries
@@ -26,7 +32,7 @@ of text in all the rest is left out; ``cut`` counts, per section, what went.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otel_session.core import semconv as sc
@@ -36,6 +42,8 @@ from otel_session.normalize.genai_messages import DETAILS_EVENT, ROLE_EVENTS
 from otel_session.normalize.spans import JournalEvent, SpanView
 
 __all__ = [
+    "CONTENT_ATTRIBUTES",
+    "IN_RECORDS",
     "JOURNALED_EVENTS",
     "MAX_ENTRIES",
     "MAX_ITEMS",
@@ -66,12 +74,43 @@ JOURNALED_EVENTS = frozenset(
 )
 """Span events that become records of their own: left out of the ``span`` record's ``events``."""
 
+IN_RECORDS = "[in this span's records]"
+"""The value of an attribute whose content the span's own records hold (see the module docstring)."""
+_MESSAGE_ATTRIBUTES = frozenset({
+    "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions", "gen_ai.prompt",
+    "gen_ai.completion", "input.value", "output.value", "traceloop.entity.input", "traceloop.entity.output",
+    sc.MESSAGE_CONTENT,
+})
+_MESSAGE_PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.", "llm.output_messages.")
+_TOOL_ATTRIBUTES = frozenset({
+    sc.TOOL_CALL_ARGUMENTS, sc.TOOL_CALL_RESULT, "input.value", "output.value", "traceloop.entity.input",
+    "traceloop.entity.output",
+})
+CONTENT_ATTRIBUTES = _MESSAGE_ATTRIBUTES | _TOOL_ATTRIBUTES
+"""Attributes whose content becomes message or tool records (``IN_RECORDS`` in the ``span`` record then)."""
+_MESSAGE_RECORDS = frozenset({EventType.MESSAGE_STARTED.value, EventType.MESSAGE_FINISHED.value,
+                              EventType.ASSISTANT_DELTA.value})
+_TOOL_RECORDS = frozenset({EventType.TOOL_EXECUTION_STARTED.value, EventType.TOOL_EXECUTION_FINISHED.value})
+
 _KINDS = ("internal", "server", "client", "producer", "consumer")
 _SPAN = EventType.SPAN.value
 
 
-def span_record(span: SpanView) -> JournalEvent:
-    """The ``span`` record of ``span`` (raw values; see the module docstring)."""
+def _attributes(attributes: Mapping[str, Any], events: Sequence[JournalEvent]) -> dict[str, Any]:
+    """The span's attributes, those its records hold as ``IN_RECORDS``."""
+    types = {event.type for event in events}
+    messages, tools = not _MESSAGE_RECORDS.isdisjoint(types), not _TOOL_RECORDS.isdisjoint(types)
+    if not (messages or tools):
+        return dict(attributes)
+    return {
+        key: IN_RECORDS if (messages and (key in _MESSAGE_ATTRIBUTES or key.startswith(_MESSAGE_PREFIXES))
+                            or tools and key in _TOOL_ATTRIBUTES) else value
+        for key, value in attributes.items()
+    }
+
+
+def span_record(span: SpanView, events: Sequence[JournalEvent] = ()) -> JournalEvent:
+    """The ``span`` record of ``span`` (raw values; see the module docstring), ``events`` its other records."""
     status: dict[str, Any] = {"code": span.status_code}
     if span.status_message:
         status["description"] = span.status_message
@@ -88,7 +127,7 @@ def span_record(span: SpanView) -> JournalEvent:
         "status": status,
         "parent_span_id": f"{parent:016x}" if parent is not None else None,
         "scope": scope,
-        "attributes": dict(span.attributes),
+        "attributes": _attributes(span.attributes, events),
         "events": [
             {"name": event.name, "at": format_timestamp(event.time_ns), "attributes": dict(event.attributes)}
             for event in span.events if event.name not in JOURNALED_EVENTS

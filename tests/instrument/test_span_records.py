@@ -3,13 +3,16 @@ this project's spans and other instrumentation's alike, the run's root span incl
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 import otel_session
+from otel_session.normalize import SpanData
 from otel_session.normalize.span_record import (
-    MAX_ENTRIES, MAX_ITEMS, MAX_NESTING, MAX_RECORD_CHARS, MAX_TEXT, NESTING_MARKER, bounded,
+    IN_RECORDS, MAX_ENTRIES, MAX_ITEMS, MAX_NESTING, MAX_RECORD_CHARS, MAX_TEXT, NESTING_MARKER, bounded, span_record,
 )
 from otel_session.testing import capture_bundle
 
@@ -112,3 +115,27 @@ def test_anything_but_on_leaves_them_off(monkeypatch, value):
     with capture_bundle() as captured:
         _record(captured)
     assert not captured.events("span")
+
+
+def test_attributes_whose_content_the_span_s_records_hold_are_named_not_copied(monkeypatch):
+    monkeypatch.setenv("OTEL_SESSION_SPAN_RECORDS", "on")
+    inputs = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "a table for two"}]}])
+    outputs = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "booked"}]}])
+    with capture_bundle() as captured:
+        tracer = captured.recorder.tracer_provider.get_tracer("genai.lib")
+        with otel_session.session("content"), otel_session.run(agent="a"):
+            with tracer.start_as_current_span("chat gpt", attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt", "gen_ai.input.messages": inputs,
+                "gen_ai.output.messages": outputs,
+            }):
+                pass
+    records = captured.bundle.events
+    chat = next(record for record in records if record["type"] == "span" and record["payload"]["name"] == "chat gpt")
+    attributes = chat["payload"]["attributes"]
+    assert attributes["gen_ai.input.messages"] == IN_RECORDS and attributes["gen_ai.output.messages"] == IN_RECORDS
+    assert attributes["gen_ai.request.model"] == "gpt"
+    texts = [block["text"] for record in records if record["type"] == "message_finished"
+             and record["span_id"] == chat["span_id"] for block in record["payload"]["content"]]
+    assert texts == ["a table for two", "booked"]  # where the content is
+    assert span_record(SpanData(1, 2, None, "x", 0, 1, attributes={"gen_ai.input.messages": inputs})).payload[
+        "attributes"] == {"gen_ai.input.messages": inputs}  # no records of its messages: kept (and redacted) whole
