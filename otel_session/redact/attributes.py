@@ -26,6 +26,7 @@ What each value gets (``redact.otlp`` walks protobuf payloads with it; ``redact.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -110,9 +111,9 @@ class AttributeRedaction:
         for key, value in attributes.items():
             redacted_key = distinct_key(result, map_key(key))
             if key in SLOT_VALUES:
-                slot = attributes.get(SLOT_NAME, "")
-                leaf = lambda item, slot=str(slot): self.redactor.slot_value(slot, item)  # noqa: E731
-                result[redacted_key] = self.slot_string(str(slot), value) if type(value) is str else self.value(value, leaf)
+                slot = str(attributes.get(SLOT_NAME, ""))
+                result[redacted_key] = (self.slot_string(slot, value) if type(value) is str
+                                        else self.value(value, functools.partial(self.redactor.slot_value, slot)))
             else:
                 result[redacted_key] = self.value(value, self.leaf(str(key), structural))
         return result
