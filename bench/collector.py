@@ -1,6 +1,7 @@
 """Collector ingest benchmark: spans/s over OTLP/gRPC from N concurrent official exporters.
 
     python -m bench.collector [--spans 30000] [--exporters 4] [--batch 512] [--spans-per-trace 8,64] [--rounds 3]
+                              [--span-records] [--catalog-off] [--against REF]
 
 Runs the collector in a child process twice in one run — receiver only (decode + count, the
 baseline) and bundle writing on (decode → normalize → redact → write, sealing included) — and
@@ -282,6 +283,13 @@ def _source_tree(ref: str) -> str:
     return tree
 
 
+_VARIANTS = {
+    "write-no-catalog": ("OTEL_SESSION_CATALOG", "off"),  # the collector without its run catalog
+    "write-span-records": ("OTEL_SESSION_SPAN_RECORDS", "on"),  # a span record per span besides
+}
+"""Measurement modes that write with one setting changed: (variable, value)."""
+
+
 def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int, parent: str,
             code: str | None = None) -> dict:
     """One collector run; its bundles stay under ``parent`` until the benchmark ends (see main).
@@ -290,12 +298,12 @@ def measure(mode: str, exporters: int, spans: int, batch: int, per_trace: int, p
     env = dict(os.environ)
     if code is not None:
         env["PYTHONPATH"] = code
-    if mode == "write-no-catalog":  # the collector without its run catalog: the catalog's cost is the difference
-        env["OTEL_SESSION_CATALOG"] = "off"
-    else:
-        env.pop("OTEL_SESSION_CATALOG", None)
+    for variable, _ in _VARIANTS.values():
+        env.pop(variable, None)
+    if mode in _VARIANTS:  # writing with one setting changed: its cost is the difference
+        env[_VARIANTS[mode][0]] = _VARIANTS[mode][1]
     child = subprocess.Popen(
-        [sys.executable, "-m", "bench.collector", "--serve", "write" if mode == "write-no-catalog" else mode,
+        [sys.executable, "-m", "bench.collector", "--serve", "write" if mode in _VARIANTS else mode,
          "--dir", root],
         stdout=subprocess.PIPE, text=True, env=env, cwd=code,
     )
@@ -369,6 +377,19 @@ def _per_bundle_figures(workloads: list[dict], parents: dict[str, str], floors: 
     return figures
 
 
+def _span_records_figures(prefix: str, name: str, off: dict, rounds: dict[str, list[dict]], workload: dict) -> list[Figure]:
+    """Writing with span records on against off (the default, ``off``), alternating rounds of one run."""
+    on = workload[f"writing_on_{name}_span_records"] = _median_round(rounds[f"{name}_span_records"])
+    return [
+        Figure(f"{prefix}.{name}.write_spans_per_core_s_span_records_on_vs_off", on["spans_per_core_s"], "spans/s",
+               baseline=off["spans_per_core_s"],
+               note=f"OTEL_SESSION_SPAN_RECORDS=on against off, alternating rounds; CPU per span "
+               f"{on['cpu_ms_per_1k_spans'] / off['cpu_ms_per_1k_spans']:.2f}x; on: " + _spread(rounds[f"{name}_span_records"])),
+        Figure(f"{prefix}.{name}.bundle_bytes_span_records_on_vs_off", on["bundle_bytes"], "bytes",
+               baseline=off["bundle_bytes"], note=f"{on['bundle_bytes'] / off['bundle_bytes']:.2f}x the bytes on disk"),
+    ]
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Measure and write ``bench/results-collector.json`` (``python -m bench`` calls this with no arguments)."""
     parser = argparse.ArgumentParser(prog="python -m bench.collector", description=__doc__.splitlines()[0])
@@ -385,6 +406,9 @@ def main(argv: list[str] | None = None) -> dict:
                         help="also measure writing with the run catalog off (OTEL_SESSION_CATALOG=off), alternating "
                         "with it on: the catalog's cost as a ratio in the same run, and the CPU of the hooks' "
                         "thread per run beside the whole collector's")
+    parser.add_argument("--span-records", action="store_true",
+                        help="also measure writing with span records on (OTEL_SESSION_SPAN_RECORDS=on), alternating "
+                        "with them off (the default): their cost in spans per CPU-second and bundle bytes, same run")
     parser.add_argument("--against", metavar="GIT_REF",
                         help="also measure the collector of that commit (git archive), alternating with this tree's "
                         "in every round: its figures get the suffix _against (and its catalog-off ones with "
@@ -429,6 +453,9 @@ def main(argv: list[str] | None = None) -> dict:
                         if args.catalog_off:
                             rounds.setdefault(f"{name}_no_catalog{suffix}", []).append(
                                 measure("write-no-catalog", *sizes, parent, code))
+                        if args.span_records and not suffix:
+                            rounds.setdefault(f"{name}_span_records", []).append(
+                                measure("write-span-records", *sizes, parent))
             receive = _median_round(rounds["receive"])
             workload = {"spans_per_trace": per_trace, "receiver_only": receive, "rounds": rounds}
             prefix = f"collector.{per_trace}_spans_per_run"
@@ -466,6 +493,8 @@ def main(argv: list[str] | None = None) -> dict:
                         "spans/s", baseline=off["spans_per_core_s"],
                         note="with the run catalog (the default) against OTEL_SESSION_CATALOG=off, alternating rounds; "
                         "off: " + _spread(rounds[off_name])))
+                if args.span_records and not name.endswith("_against"):
+                    figures += _span_records_figures(prefix, name, write, rounds, workload)
             workloads.append(workload)
         figures += _per_bundle_figures(workloads, parents, floors)
     finally:

@@ -65,6 +65,8 @@ _BYTES = {"metavar": "BYTES", "callback": _parse_bytes}
 @_option("--claim-lease", "claim_lease_s", **_SECONDS)
 @click.option("--keep-local", "keep_local", is_flag=True, default=None,
               help=f"{SETTINGS['keep_local'].help} [${SETTINGS['keep_local'].env}]")
+@click.option("--span-records/--no-span-records", "span_records", default=None,
+              help=f"{SETTINGS['span_records'].help} [default: off; ${SETTINGS['span_records'].env}]")
 def collect(bundle_root: Path | None, forward_raw: bool | None, **given: Any) -> None:
     """Receive OTLP traces from any service and record them as redacted run bundles.
 

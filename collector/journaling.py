@@ -2,12 +2,13 @@
 
 Contract::
 
-    journal = SpanJournal(writer, redactor, counters, report, clock)
+    journal = SpanJournal(writer, redactor, counters, report, clock, span_records=False)
     journal.append(run, spans, log_events, result)   # one trace's spans of one request, retries answered once
     journal.late_logs(run, settled_before=...)       # log events that came after their span, once settled
 
 A span is normalized once, with the log events that waited for it, in end order, then redacted and
-appended in event-time order (``OpenRun.journal``). A span the run journaled already (an exporter's
+appended in event-time order (``OpenRun.journal``); with ``span_records``, its ``span`` record
+(``normalize.span_record``) comes with its other records. A span the run journaled already (an exporter's
 retry, or one a resumed run reads back whole) is accepted, not journaled again. The agent a later
 span names is written into ``run.json`` (``BundleWriter.name_agent``).
 """
@@ -22,6 +23,7 @@ from otel_session.collector.counters import Counters, RejectReason, Reporter, Su
 from otel_session.collector.sealing import EventRedactor, OpenRun
 from otel_session.core.log import get_logger, log_id
 from otel_session.normalize import SpanEventData, SpanView, normalize_span
+from otel_session.normalize.span_record import span_record
 
 __all__ = ["SpanJournal"]
 
@@ -33,9 +35,10 @@ class SpanJournal:
 
     def __init__(
         self, writer: BundleWriter, redactor: EventRedactor, counters: Counters, report: Reporter,
-        clock: Callable[[], float],
+        clock: Callable[[], float], *, span_records: bool = False,
     ) -> None:
         self.writer = writer
+        self.span_records = span_records
         self.redactor = redactor
         self.counters = counters
         self._report = report
@@ -106,6 +109,9 @@ class SpanJournal:
             (span_hex, normalize(span, span_hex, log_events.get(span.span_id) if log_events else None, now))
             for span_hex, span in fresh.items()
         ]
+        if self.span_records:
+            for (_, events), span in zip(normalized, fresh.values()):
+                events.append(span_record(span, events))
         failure = run.journal(run.tree.order(normalized), self.redactor)
         if failure is None:
             run.last_activity = now

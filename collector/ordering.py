@@ -7,7 +7,8 @@ Contract::
     key = event_order_key(tree.depth_of)                   # the same order over decoded records
 
 Records order by ``at``; at equal times a run/turn/tool opening comes before its children's
-(shallower first), a closing after its children's (deeper first), everything else between them,
+(shallower first), a closing after its children's (deeper first), a ``span`` record after every
+closing (deeper first: a span's after its children's), everything else between them,
 by span id, then in arrival order (a span's own order; ``seq`` for decoded records). ``order`` compares ``at``
 in microseconds, as the journal stores it, so both keys agree on every record.
 """
@@ -27,8 +28,10 @@ _OPENING = frozenset(
     {EventType.RUN_STARTED.value, EventType.TURN_STARTED.value, EventType.TOOL_EXECUTION_STARTED.value}
 )
 _CLOSING = frozenset(
-    {EventType.TOOL_EXECUTION_FINISHED.value, EventType.TURN_FINISHED.value, EventType.RUN_FINISHED.value}
+    {EventType.TOOL_EXECUTION_FINISHED.value, EventType.TURN_FINISHED.value, EventType.RUN_FINISHED.value,
+     EventType.SPAN.value}
 )
+_SPAN = EventType.SPAN.value
 
 
 def event_order_key(depth_of: Callable[[str | None], int]) -> Callable[[dict[str, Any]], tuple]:
@@ -46,7 +49,7 @@ def _phase_rank(event_type: str | None, span_id: str, depth_of: Callable[[str | 
     if event_type in _OPENING:
         return 0, depth_of(span_id)
     if event_type in _CLOSING:
-        return 2, -depth_of(span_id)
+        return 3 if event_type == _SPAN else 2, -depth_of(span_id)
     return 1, 0
 
 
@@ -94,7 +97,7 @@ class SpanTree:
                     if event_type in _OPENING:
                         append((event.at_ns // 1000, 0, depth, span_id, len(keyed), event))
                     else:
-                        append((event.at_ns // 1000, 2, -depth, span_id, len(keyed), event))
+                        append((event.at_ns // 1000, 3 if event_type == _SPAN else 2, -depth, span_id, len(keyed), event))
                 else:
                     append((event.at_ns // 1000, 1, 0, span_id, len(keyed), event))
         keyed.sort()

@@ -40,7 +40,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from otel_session.normalize import DetachedEvent, LazySpan, SpanEventData, detached_event
+from otel_session.normalize import DetachedEvent, LazySpan, SpanEventData, SpanLinkData, detached_event
 
 __all__ = [
     "OtlpDecodeError",
@@ -159,7 +159,7 @@ class OtlpSpan(LazySpan):
 
     __slots__ = ("_span", "span_id_hex")  # the span id's hex, read by the sink and every mapping: kept
 
-    def __init__(self, span: Any, resource_attributes: dict[str, Any], scope_name: str) -> None:
+    def __init__(self, span: Any, resource_attributes: dict[str, Any], scope_name: str, scope_version: str = "") -> None:
         self._span = span
         parent_span_id = span.parent_span_id
         start_time_ns = span.start_time_unix_nano
@@ -174,6 +174,7 @@ class OtlpSpan(LazySpan):
         self.status_code = _STATUS_CODES.get(span.status.code, "unset")
         self.resource_attributes = resource_attributes
         self.scope_name = scope_name
+        self.scope_version = scope_version
         self.dropped_attributes = span.dropped_attributes_count
         self.dropped_events = span.dropped_events_count
         self.attributes = attributes_of(span.attributes)
@@ -186,6 +187,10 @@ class OtlpSpan(LazySpan):
     def _load_kind(self) -> int:
         return max(self._span.kind - 1, 0)  # OTLP SPAN_KIND_INTERNAL=1 is SpanKind.INTERNAL=0
 
+    def _load_links(self) -> tuple[SpanLinkData, ...]:
+        return tuple(SpanLinkData(int.from_bytes(link.trace_id, "big"), int.from_bytes(link.span_id, "big"),
+                                  attributes_of(link.attributes)) for link in self._span.links)
+
     def encoded_size(self) -> int:
         """The span's size encoded (protobuf bytes): what holding it costs, at least."""
         return self._span.ByteSize()
@@ -196,9 +201,10 @@ def spans_of(request: ExportTraceServiceRequest) -> Iterator[OtlpSpan]:
     for resource_spans in request.resource_spans:
         resource_attributes = attributes_of(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
-            scope_name = scope_spans.scope.name
+            scope = scope_spans.scope
+            scope_name, scope_version = scope.name, scope.version
             for span in scope_spans.spans:
-                yield OtlpSpan(span, resource_attributes, scope_name)
+                yield OtlpSpan(span, resource_attributes, scope_name, scope_version)
 
 
 def _events_of(span_events: Any) -> tuple[SpanEventData, ...]:

@@ -149,7 +149,8 @@ class BundleSink:
         self.admit_run = admit_run
         self._report = Reporter(self.counters, logging.DEBUG if repeats_expected else logging.WARNING)
         self._clock = clock
-        self._journal = SpanJournal(writer, redactor, self.counters, self._report, clock)
+        self._journal = SpanJournal(writer, redactor, self.counters, self._report, clock,
+                                    span_records=options.span_records)
         self._lock = threading.Lock()
         self._runs: dict[int, OpenRun] = {}
         self._sealed: OrderedDict[int, None] = OrderedDict()

@@ -15,7 +15,8 @@ from otel_session.core.log import get_logger, log_setting
 logger = get_logger(__name__)
 
 __all__ = [
-    "DEFAULT_BUNDLE_DIR", "ENV_BUNDLE_DIR", "ENV_LANGGRAPH_REQUIRED_SLOTS", "ENV_REQUIRED_SLOTS", "ENV_SEAL_SYNC", "ENV_STORE",
+    "DEFAULT_BUNDLE_DIR", "ENV_BUNDLE_DIR", "ENV_LANGGRAPH_REQUIRED_SLOTS", "ENV_REQUIRED_SLOTS", "ENV_SEAL_SYNC",
+    "ENV_SPAN_RECORDS", "ENV_STORE",
     "SEAL_SYNC_MODES", "bundle_dir", "bundle_dir_option", "flag", "missing_bundle_dir", "parse_required_slots",
     "required_slots_for", "required_slots_setting", "seal_sync_setting",
 ]
@@ -26,6 +27,9 @@ ENV_SEAL_SYNC = "OTEL_SESSION_SEAL_SYNC"
 ENV_STORE = "OTEL_SESSION_STORE"
 """The bundle store sealed runs are kept in (``bundle.store.open_store``)."""
 SEAL_SYNC_MODES = ("auto", "syncfs", "fsync")
+ENV_SPAN_RECORDS = "OTEL_SESSION_SPAN_RECORDS"
+"""``on``: one ``span`` record per span journaled (``normalize.span_record``); default off (it costs
+the collector about 1.7× the CPU per span: docs/performance.md)."""
 ENV_REQUIRED_SLOTS = "OTEL_SESSION_REQUIRED_SLOTS"
 ENV_LANGGRAPH_REQUIRED_SLOTS = "OTEL_SESSION_LANGGRAPH_REQUIRED_SLOTS"
 """The older, LangGraph-only spelling of ``OTEL_SESSION_REQUIRED_SLOTS`` (JSON only; deprecated)."""

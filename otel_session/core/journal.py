@@ -93,6 +93,8 @@ class EventType(str, Enum):
     TURN_FINISHED = "turn_finished"
     RUN_FINISHED = "run_finished"
     UPSTREAM_DROP = "upstream_drop"
+    SPAN = "span"
+    """One span as it ended (opt-in, ``OTEL_SESSION_SPAN_RECORDS``): ``normalize.span_record``."""
 
 
 class RunKind(str, Enum):

@@ -75,6 +75,7 @@ class RunHandle:
         self._recorder = recorder
         self.journal_recorder: RunRecorder | None = None
         self.open = True
+        self._closed = False
         self._events = SpanEvents(self, span, self.span_id_hex, None)
 
     def append(self, event: JournalEvent) -> None:
@@ -118,20 +119,28 @@ class RunHandle:
         return span
 
     def finish(self, status: str) -> None:
-        """Journal ``run_finished`` (and say the status on the span); the span is the caller's to end."""
+        """Journal ``run_finished`` (and say the status on the span); the span is the caller's to
+        end, then ``close``'s (its ``span`` record is journaled as it ends)."""
         if not self.open:
             return
         self.open = False
         event = self.event(_E[EventType.RUN_FINISHED], {"status": status, **span_scores(span_attributes(self.span))})
         self.span.set_attributes(encode(event.type, event.payload))
         self.append(event)
+
+    def close(self) -> None:
+        """Stop recording the run: its journal closes, later spans of its trace are reported late."""
+        if self._closed:
+            return
+        self._closed = True
         self._recorder.finish_run(self)
         if self.journal_recorder is not None:
             self.journal_recorder.close()
 
     def abandon(self) -> None:
-        """Finish as interrupted (the recorder is shutting down with this run still open)."""
+        """Finish as interrupted and close (the recorder is shutting down with this run still open)."""
         self.finish("interrupted")
+        self.close()
 
 
 class SpanEvents:
@@ -259,6 +268,10 @@ class run(Section):  # noqa: N801
             capture_failed("the end of a run")
         finally:
             handle.span.end()
+            try:
+                handle.close()
+            except Exception:  # noqa: BLE001
+                capture_failed("the end of a run")
 
 
 class ChildSection(Section):

@@ -74,6 +74,8 @@ class Recorder:
         self.finished_traces: deque[int] = deque(maxlen=4096)
         """Recently finished runs: a span of one that ends late is reported, not silently lost."""
         self.active = True
+        self.span_records = config.flag(config.ENV_SPAN_RECORDS)
+        """Whether every span of an open run leaves its ``span`` record (``OTEL_SESSION_SPAN_RECORDS``)."""
         self.processor = span_processor(self)
         tracer_provider.add_span_processor(self.processor)
         self.unopened = unopened_processor(self) if unopened_processor is not None else None

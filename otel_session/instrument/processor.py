@@ -7,7 +7,10 @@ id comes from this package's scope, else W3C baggage (``session.id``), else the 
 ``session.id``, or the request's session header the official HTTP server instrumentations captured
 on it: then the server span is stamped too), else the resource (``OTEL_RESOURCE_ATTRIBUTES``). ``on_end`` journals spans of other instrumentation that belong to a run open
 in this process (normalize → redact → append); this project's own spans are skipped there, since
-the API journaled their facts when they happened.
+the API journaled their facts when they happened. With the recorder's ``span_records`` on
+(``OTEL_SESSION_SPAN_RECORDS``), every span of an open run, its own included, also leaves its
+``span`` record (``normalize.span_record``) as it ends; the run's root span too, which ends
+after ``run_finished`` and before the run's journal closes.
 
 The session log processor does for the GenAI message events that instrumentors emit as *log
 records* what the collector does for OTLP logs: each one emitted in a span of an open run is kept
@@ -29,6 +32,7 @@ from otel_session.instrument.live_records import without_live_records
 from otel_session.core.log import get_logger
 from otel_session.normalize import SdkSpan, detached_event, normalize_span
 from otel_session.normalize.genai_repeats import HeldMessages
+from otel_session.normalize.span_record import span_record
 from otel_session.normalize.toollink import ToolCallLinker
 
 if TYPE_CHECKING:
@@ -47,6 +51,7 @@ class ProcessedRecorder(Protocol):
     in as it builds them): its state, its open runs and the GenAI log events it holds."""
 
     active: bool
+    span_records: bool
     redactor: Redactor
     writer: BundleWriter
     resource_session_id: str | None
@@ -123,10 +128,12 @@ class SessionSpanProcessor(SpanProcessor):
         scope = span.instrumentation_scope
         if scope is not None and scope.name == sc.SCOPE_NAME:
             recorder.take_log_events(span.context.trace_id, span.context.span_id)  # the API recorded its facts
+            if recorder.span_records:
+                self._journal_own(span)
             return
         handle = recorder.open_run(span.context.trace_id)
-        if handle is None:
-            if recorder.finished_recently(span.context.trace_id):
+        if handle is None or not handle.open:  # not open: its run_finished is journaled, its root span ends next
+            if handle is not None or recorder.finished_recently(span.context.trace_id):
                 warn_once(
                     "late-span",
                     "otel_session: span %r ended after its run finished; it is exported but not in the "
@@ -142,7 +149,10 @@ class SessionSpanProcessor(SpanProcessor):
             if log_events:
                 data = data.with_events(log_events)
             turn_index = data.attributes.get(sc.TURN_INDEX)
-            events = without_live_records(data, normalize_span(data))  # deltas of streams went live
+            normalized = normalize_span(data)
+            events = without_live_records(data, normalized)  # deltas of streams went live
+            if recorder.span_records:
+                events.append(span_record(data, normalized))
             ToolCallLinker.of(handle).link(events)  # tool spans without a call id answer the model's call
             redacted = recorder.redactor.redact_events(events)
             if isinstance(turn_index, int):
@@ -153,6 +163,18 @@ class SessionSpanProcessor(SpanProcessor):
                 handle.journal_recorder.append(event.type, event.payload, **event.correlation())
         except Exception:  # noqa: BLE001
             logger.warning("could not journal span %r", span.name, exc_info=True)
+
+    def _journal_own(self, span: ReadableSpan) -> None:
+        """The ``span`` record of one of this project's spans (its other records are journaled)."""
+        handle = self._recorder.open_run(span.context.trace_id)
+        if handle is None or handle.journal_recorder is None:
+            return
+        try:
+            data = SdkSpan(span)
+            record = self._recorder.redactor.redact_event(span_record(data, normalize_span(data)))  # the records the API wrote
+            handle.journal_recorder.append(record.type, record.payload, **record.correlation())
+        except Exception:  # noqa: BLE001
+            logger.warning("could not journal the span record of %r", span.name, exc_info=True)
 
     def shutdown(self) -> None:
         return None

@@ -26,6 +26,7 @@ from otel_session.normalize.spans import (
     JournalEvent,
     SpanData,
     SpanEventData,
+    SpanLinkData,
     session_id_of,
     upstream_drop_event,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "SdkSpan",
     "SpanData",
     "SpanEventData",
+    "SpanLinkData",
     "SpanView",
     "detached_event",
     "normalize_span",

@@ -26,6 +26,7 @@ __all__ = [
     "SpanMethods",
     "SpanData",
     "SpanEventData",
+    "SpanLinkData",
     "SpanView",
     "json_list",
     "json_value",
@@ -48,6 +49,13 @@ SESSION_ID_KEYS = (
 class SpanEventData:
     name: str
     time_ns: int
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class SpanLinkData:
+    trace_id: int
+    span_id: int
     attributes: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -108,6 +116,8 @@ class SpanView(Protocol):
     scope_name: str
     dropped_attributes: int
     dropped_events: int
+    links: Sequence[SpanLinkData]
+    scope_version: str
 
     @property
     def run_id(self) -> str: ...
@@ -158,6 +168,8 @@ class SpanData(SpanMethods):
     scope_name: str = ""
     dropped_attributes: int = 0
     dropped_events: int = 0
+    links: Sequence[SpanLinkData] = ()
+    scope_version: str = ""
 
 
 FIELDS = tuple(item.name for item in dataclasses.fields(SpanData))

@@ -5,7 +5,7 @@ Contract::
     span: SpanView                      # trace_id, span_id, parent_span_id (None: a root), name,
                                         # start_time_ns, end_time_ns, kind, status_code, status_message,
                                         # attributes, events, resource_attributes, scope_name,
-                                        # dropped_attributes, dropped_events
+                                        # dropped_attributes, dropped_events, links, scope_version
     span.run_id, span.trace_id_hex, span.span_id_hex, span.service_name
     joined = span.with_events(extra)    # a SpanData: this span with more events, in time order
     other = span.replaced(attributes=…) # a SpanData: this span with some fields replaced
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_session.normalize.spans import FIELDS, EventView, SpanEventData, SpanMethods, SpanView
+from otel_session.normalize.spans import FIELDS, EventView, SpanEventData, SpanLinkData, SpanMethods, SpanView
 
 __all__ = ["EventView", "LazySpan", "SdkSpan", "SpanView"]
 
@@ -84,3 +84,11 @@ class SdkSpan(LazySpan):
     def _load_resource_attributes(self) -> dict[str, Any]:
         resource = self._span.resource
         return dict(resource.attributes) if resource is not None else {}
+
+    def _load_links(self) -> tuple[SpanLinkData, ...]:
+        return tuple(SpanLinkData(link.context.trace_id, link.context.span_id, dict(link.attributes or {}))
+                     for link in self._span.links)
+
+    def _load_scope_version(self) -> str:
+        scope = self._span.instrumentation_scope
+        return (scope.version or "") if scope is not None else ""

@@ -17,6 +17,8 @@ from typing import Any, ClassVar
 from otel_session.core.journal import EventType
 from otel_session.core.log import get_logger
 from otel_session.normalize import JournalEvent
+from otel_session.normalize.span_record import bounded
+from otel_session.redact.attributes import AttributeRedaction
 from otel_session.redact.policy import REDACTED_ERROR
 from otel_session.redact.stream import DeltaStream
 
@@ -231,6 +233,37 @@ class RecordRedaction:
     def _scan_strings(self, value: Any) -> Any:
         return self._scan(value) if isinstance(value, str) else value
 
+    def _span_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A ``span`` record (``normalize.span_record``): names and scope as ids, the status
+        description as text, every attribute map by ``redact.attributes`` (the resource's as
+        ids), its own vocabulary scanned; then bounded. Fields it does not know: as free text."""
+        rules: AttributeRedaction = self._attribute_rules
+        identifier = self.identifier
+        result: dict[str, Any] = {}
+        for key, value in payload.items():
+            if key == "name":
+                result[key] = identifier(value)
+            elif key == "attributes" or key == "resource":
+                result[key] = rules.redact(value, structural=key == "resource")
+            elif key == "status":
+                result[key] = {name: self.text(item) if name == "description" else self._map_leaves(item, self._scan_strings)
+                               for name, item in value.items()}
+            elif key == "scope":
+                result[key] = {name: identifier(item) for name, item in value.items()}
+            elif key == "events":
+                result[key] = [{"name": identifier(event["name"]), "at": self._scan(event["at"]),
+                                "attributes": rules.redact(event["attributes"])} for event in value]
+            elif key == "links":
+                result[key] = [{"trace_id": _hex_id(link["trace_id"], identifier), "span_id": _hex_id(link["span_id"], identifier),
+                                "attributes": rules.redact(link["attributes"])} for link in value]
+            elif key == "parent_span_id":
+                result[key] = None if value is None else _hex_id(value, identifier)
+            elif key in _SPAN_VOCABULARY:
+                result[key] = self._map_leaves(value, self._scan_strings)
+            else:
+                result[key] = self.free_leaves(value)
+        return bounded(result)
+
 
     _payload_handlers: ClassVar[dict[str, Callable[[RecordRedaction, dict[str, Any]], dict[str, Any]]]] = {
         EventType.SLOT_WRITE.value: _slot_payload,
@@ -248,6 +281,7 @@ class RecordRedaction:
         EventType.GUARD_EVALUATED.value: _structural_payload,
         EventType.RUN_FINISHED.value: _structural_payload,
         EventType.UPSTREAM_DROP.value: _structural_payload,
+        EventType.SPAN.value: _span_payload,
     }
 
 
@@ -267,6 +301,13 @@ def _delta_block(event: JournalEvent) -> tuple[str | None, int] | None:
 
 
 _SLOT_VALUE_KEYS = ("value", "previous")
+_SPAN_VOCABULARY = frozenset({"kind", "started_at", "ended_at", "cut"})
+_HEX_ID = re.compile(r"[0-9a-f]{16}|[0-9a-f]{32}").fullmatch
+
+
+def _hex_id(value: Any, identifier: Callable[[str], str]) -> str:
+    """A trace or span id as the span record writes it (hex digits: kept), else as ``identifier`` gives it."""
+    return value if type(value) is str and _HEX_ID(value) else identifier(str(value))
 _SLOT_LABEL_KEYS = ("slot", "source")
 _SPAN_ID = re.compile(r"(?:msg-|call-)?[0-9a-f]{16}(?:-(?:in|out)-[0-9]+)?").fullmatch
 # What the GenAI mappings append to a span id (16 hex digits) to name its messages (``_tool_call_id``).

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from otel_session.core.log import get_logger
+from otel_session.redact.attributes import AttributeRedaction, distinct_key
 from otel_session.redact.detectors import IS_MASK, Scanner
 from otel_session.redact.policy import (
     REDACTED_ERROR,
@@ -80,6 +81,8 @@ class Redactor(RecordRedaction):
         self._tool_results_leaf = self._leaf_function(self.policy.tool_results)
         self._keep_identifiers = self.policy.identifiers is FieldMode.KEEP
         self._identifier_cache: dict[str, str] = {}
+        self._attribute_rules = AttributeRedaction(self)
+        """Each span attribute by the field it feeds (``span`` records: ``redact.attributes``)."""
         self._handlers = {kind: handler.__get__(self) for kind, handler in self._payload_handlers.items()}
         """Each record type's payload redaction, bound to this redactor (``redact_payload``)."""
 
@@ -172,7 +175,7 @@ class Redactor(RecordRedaction):
                 else:
                     redacted_key = self._map_key(key)
                 if redacted_key in result:
-                    redacted_key = _distinct(result, redacted_key)
+                    redacted_key = distinct_key(result, redacted_key)
                 item_kind = type(item)
                 if scanned and item_kind is str and item in clean:
                     result[redacted_key] = item
@@ -315,12 +318,3 @@ def _kept(value: Any) -> Any:
     """The leaf function of ``keep``: values (and keys) as they are."""
     return value
 
-
-def _distinct(result: dict[Any, Any], key: Any) -> Any:
-    """``key``, or ``key#2``, ``key#3`` … when two keys redact alike (nothing is dropped)."""
-    if key not in result:
-        return key
-    number = 2
-    while f"{key}#{number}" in result:
-        number += 1
-    return f"{key}#{number}"

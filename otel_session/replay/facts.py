@@ -52,6 +52,7 @@ DERIVED_TURNS_NOTE = (
     "otel_session.turn() in the app, or a framework that records its turns or its state)"
 )
 _RUN_LEVEL_TYPES = frozenset({"run_started", "run_finished", "upstream_drop"})
+_SPAN = "span"
 
 _SLOT_TYPES = ("slot_write", "slot_diff")
 _USAGE_KEYS = ("input_tokens", "output_tokens")
@@ -107,6 +108,8 @@ def _group_turns(events: list[dict[str, Any]]) -> tuple[dict[int, list[dict[str,
     for event in events:
         turn_index = event.get("turn_index")
         event_type = event["type"]
+        if event_type == _SPAN:
+            continue  # a span's own record: no part of a turn's facts
         if type(turn_index) is not int:
             turn_index = None
         if event_type == "turn_started":

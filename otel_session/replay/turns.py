@@ -10,7 +10,8 @@ Contract::
 
 ``events`` are one run's records in seq order (``facts.run_events``). A turn spans from its
 ``turn_started`` to its ``turn_finished`` (``open`` without one); records naming the turn's index
-count toward it (messages started, tools started, tools that finished with an error). ``verdict``
+count toward it (messages started, tools started, tools that finished with an error); ``span``
+records count toward none. ``verdict``
 is the turn's last transition verdict (``{from, to, reason}``), the dialogue-state graph's edge.
 """
 
@@ -28,6 +29,8 @@ def turn_summaries(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     current: dict[str, Any] | None = None
     for event in events:
         event_type = event["type"]
+        if event_type == "span":
+            continue  # a span's own record (opt-in): it neither opens, ends nor extends a turn
         turn_index = event.get("turn_index")
         if event_type == "turn_started":
             payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}

@@ -1,13 +1,16 @@
 """The replay page's span tree in Debian's Chromium: every record of a run grouped by the span it
-came from, nested as the run nests them, redacted as the bundle is, read a page at a time."""
+came from, nested as the run nests them (by parent span id with span records), redacted as the
+bundle is, read a page at a time."""
 
 from __future__ import annotations
 
 import pytest
+from opentelemetry.trace import Link, SpanContext, Status, StatusCode, TraceFlags
 
 import otel_session
 from otel_session.bundle.write import BundleWriter
 from otel_session.testing import capture_bundle
+from otel_session.viewer.export import export_html
 
 pytest.importorskip("playwright.sync_api")
 
@@ -136,3 +139,82 @@ def test_a_recording_run_s_tree_takes_the_records_written_since(page, serve, liv
     page.click("#spans .spans-more")
     page.wait_for_function("() => !document.querySelector('#spans .spans-more')")  # sealed: nothing more to come
     assert page.inner_text("#spans .spans-status").startswith("3 spans from records 1–6")
+
+
+def _record_with_span_records(root, monkeypatch):
+    """A run with span records on: a foreign span nests under another under the turn, each with
+    attributes, events and links no other record carries, canaries in all of them."""
+    monkeypatch.setenv("OTEL_SESSION_SPAN_RECORDS", "on")
+    with capture_bundle(root) as captured:
+        tracer = captured.recorder.tracer_provider.get_tracer("my.http.lib", "2.3.4")
+        with otel_session.session("spans-2"), otel_session.run(agent="booking"):
+            with otel_session.turn(0, state="ask_contact", required_slots=["email"]) as turn:
+                with otel_session.message("user") as message:
+                    message.text(f"mail me at {CANARIES[0]}")
+                linked = SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=TraceFlags(1))
+                with tracer.start_as_current_span(f"GET /contacts/{CANARIES[0]}", links=[Link(linked, {"link.note": CANARIES[1]})],
+                                                  attributes={"http.request.method": "GET", "contact.phone": CANARIES[1],
+                                                              "retries": 2}) as get:
+                    get.add_event("cache miss", {"cache.key": f"contact:{CANARIES[0]}"})
+                    with tracer.start_as_current_span("dns lookup") as dns:
+                        dns.set_status(Status(StatusCode.ERROR, f"no answer for {CANARIES[0]}"))
+                turn.finish(state="done")
+    return captured
+
+
+def _open_every_span(page):
+    for node in page.locator("#spans details.span-node").all():
+        if not node.evaluate("el => el.open"):
+            node.locator(":scope > summary").click()
+
+
+def test_span_records_nest_spans_by_parent_and_show_what_no_record_carries(page, serve, tmp_path, monkeypatch):
+    captured = _record_with_span_records(tmp_path / "root", monkeypatch)
+    bundle = captured.bundle
+    server = serve(tmp_path / "root")
+    page.goto(f"{server.url}/sessions/spans-2/runs/{bundle.run_id}#spans")
+    page.wait_for_selector("#spans details.kind-run")
+    ids = {span.name: f"{span.context.span_id:016x}" for span in captured.spans}
+    run = page.locator("#spans ul.span-tree > li > details.kind-run")
+    assert run.count() == 1 and run.get_attribute("data-span-id") == ids["invoke_agent booking"]
+    turn = run.locator(":scope > ul > li > details")
+    assert turn.count() == 1 and turn.get_attribute("data-span-id") == ids["turn 0"]
+    children = turn.locator(":scope > ul > li > details")
+    get_id = next(span_id for name, span_id in ids.items() if name.startswith("GET"))
+    assert [children.nth(i).get_attribute("data-span-id") for i in range(children.count())] == [ids["message user"], get_id]
+    get = children.nth(1)
+    dns = get.locator(":scope > ul > li > details")  # no record of its own: nested by its span record's parent id
+    assert dns.count() == 1 and dns.get_attribute("data-span-id") == ids["dns lookup"]
+    assert "dns lookup" in dns.locator(":scope > summary").text_content()
+    assert "error" in dns.locator(":scope > summary").text_content()
+    _open_every_span(page)
+    page.wait_for_selector(f"#spans details[data-span-id='{ids['dns lookup']}'] .span-record")
+    text = get.locator(":scope > .span-body").inner_text()
+    assert "http.request.method" in text and "GET" in text and "retries" in text  # attributes no record carries
+    assert "cache miss" in text and "cache.key" in text  # a span event no record carries
+    assert f"{0x1234:032x} / {0x5678:016x}" in text and "link.note" in text
+    assert "my.http.lib 2.3.4" in text and "telemetry.sdk.language" in text
+    assert "[phone]" in text and "[email]" in text  # the canaries' places, redacted as recorded
+    assert not any(canary in page.inner_text("#spans") for canary in CANARIES)
+    assert not any(canary in page.content() for canary in CANARIES)
+    assert page.errors == []
+
+
+def test_the_exported_page_shows_the_span_records_too(browser, tmp_path, monkeypatch):
+    captured = _record_with_span_records(tmp_path / "root", monkeypatch)
+    target = tmp_path / "run.html"
+    target.write_text(export_html(tmp_path / "root", "spans-2", captured.bundle.run_id), encoding="utf-8")
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(target.as_uri() + "#spans")
+        page.wait_for_selector("#spans details.kind-run", state="attached")
+        if not page.evaluate("() => document.getElementById('spans-section').open"):
+            _open_spans(page)
+        _open_every_span(page)
+        page.wait_for_selector("#spans .span-record table.span-attribute-table", state="attached")
+        text = page.inner_text("#spans")
+        assert "dns lookup" in text and "http.request.method" in text
+        assert not any(canary in page.content() for canary in CANARIES)
+    finally:
+        context.close()

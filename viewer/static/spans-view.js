@@ -1,11 +1,17 @@
 // The run's spans as a collapsible tree, with every record each span left in the bundle.
 //
-// A bundle keeps journal records, not spans (docs/bundle-format.md): each record carries the
-// trace and span id it came from, its time and its payload (redacted as the bundle is), but not
-// the span's parent, its other attributes, its events or its resource. So the tree groups the
-// records by span id and nests the groups as the run nests them: turn spans under the run's span,
-// the spans of a turn's messages, tools and guards under that turn's. Records with no span id
-// (written by the API with no span, or a test's writer) are grouped by what they are about.
+// By default a bundle keeps journal records, not spans (docs/bundle-format.md): each record
+// carries the trace and span id it came from, its time and its payload (redacted as the bundle
+// is), but not the span's parent, its other attributes, its events or its resource. So the tree
+// groups the records by span id and nests the groups as the run nests them: turn spans under the
+// run's span, the spans of a turn's messages, tools and guards under that turn's. Records with
+// no span id (written by the API with no span, or a test's writer) are grouped by what they are about.
+//
+// A run recorded with span records (OTEL_SESSION_SPAN_RECORDS=on, the collector's --span-records)
+// has one `span` record per span: then each span is named as it was, nested under its parent span
+// (`parent_span_id`), and shows its kind, status, scope, attributes, events, links and resource
+// (redacted and bounded as recorded; `cut` says what the bounds left out). A span whose parent's
+// record is not read yet (a page later) nests as above until it is.
 //
 // It reads the run a page at a time (`source(afterSeq, limit)`, the `/events` reads): a run of a
 // million records is never read whole; "Load more" fetches the next page and merges it (of a run
@@ -30,10 +36,11 @@ function atMs(at) {
   return Number.isNaN(value) ? null : value;
 }
 
-/** What a group of records is, from the records themselves: name, kind and status. */
+/** What a group of records is, from the records themselves (and its span record): name, kind and status. */
 function describe(group) {
   const types = new Set(group.records.map((record) => record.type));
   const first = (type) => group.records.find((record) => record.type === type);
+  const span = group.span?.payload;
   let kind = "span";
   let name = group.key.startsWith("s:") ? `span ${group.spanId}` : "records";
   if (types.has("run_started") || types.has("run_finished")) {
@@ -56,12 +63,27 @@ function describe(group) {
     kind = "turn";
     name = `turn ${group.turnIndex}`;
   }
-  const failed = group.records.some((record) =>
+  if (typeof span?.name === "string" && span.name) name = span.name;
+  const failed = span?.status?.code === "error" || group.records.some((record) =>
     (record.type === "tool_execution_finished" && record.payload?.status === "error")
     || (record.type === "run_finished" && record.payload?.status !== "ok"));
-  const closed = types.has("run_finished") || types.has("turn_finished") || types.has("message_finished")
+  const closed = span != null || types.has("run_finished") || types.has("turn_finished") || types.has("message_finished")
     || types.has("tool_execution_finished") || kind === "guard" || kind === "span";
   return { kind, name, status: failed ? "error" : closed ? "ok" : "open" };
+}
+
+/** The first and last times and seqs of a group: its span's start and end when it has a span record. */
+function extent(group) {
+  const all = group.span ? [...group.records, group.span] : group.records;
+  const seqs = all.map((record) => record.seq);
+  const span = group.span?.payload;
+  return {
+    firstSeq: Math.min(...seqs),
+    lastSeq: Math.max(...seqs),
+    start: span ? atMs(span.started_at) : atMs(group.records[0].at),
+    end: span ? atMs(span.ended_at) : atMs(group.records[group.records.length - 1].at),
+    startAt: span?.started_at ?? group.records[0].at,
+  };
 }
 
 export class SpanTree {
@@ -98,27 +120,39 @@ export class SpanTree {
     const key = groupKey(record);
     let group = this.groups.get(key);
     if (!group) {
-      group = { key, spanId: record.span_id ?? null, traceId: record.trace_id ?? null, turnIndex: record.turn_index ?? null, records: [] };
+      group = { key, spanId: record.span_id ?? null, traceId: record.trace_id ?? null, turnIndex: record.turn_index ?? null, records: [], span: null };
       this.groups.set(key, group);
     }
     if (group.turnIndex == null && record.turn_index != null) group.turnIndex = record.turn_index;
-    group.records.push(record);
+    if (record.type === "span" && record.payload && typeof record.payload === "object") group.span = record;
+    else group.records.push(record);
   }
 
-  /** The groups nested: turns under the run, the rest under their turn (else the run). */
+  /** The groups nested: under their parent span when a span record names it, else turns under
+   * the run and the rest under their turn (else the run). */
   tree() {
-    const described = [...this.groups.values()].map((group) => ({ ...group, ...describe(group), children: [] }));
+    const described = [...this.groups.values()].map((group) => ({ ...group, ...describe(group), ...extent(group), children: [] }));
+    const byKey = new Map(described.map((node) => [node.key, node]));
     const run = described.find((node) => node.kind === "run");
     const turns = new Map();
     for (const node of described) if (node.kind === "turn" && !turns.has(node.turnIndex)) turns.set(node.turnIndex, node);
+    const parentOf = (node) => {
+      const parentId = node.span?.payload?.parent_span_id;
+      if (typeof parentId === "string") {
+        const parent = byKey.get(`s:${node.traceId ?? ""}/${parentId}`);
+        if (parent) return parent;
+        if (node === run) return null;
+      } else if (node.span && parentId === null) return null; // a root span
+      if (node === run) return null;
+      return node.kind === "turn" ? run : (turns.get(node.turnIndex) ?? run);
+    };
     const roots = [];
     for (const node of described) {
-      const parent = node === run ? null
-        : node.kind === "turn" ? run : (turns.get(node.turnIndex) ?? run);
+      const parent = parentOf(node);
       (parent && parent !== node ? parent.children : roots).push(node);
     }
     const order = (nodes) => {
-      nodes.sort((a, b) => a.records[0].seq - b.records[0].seq);
+      nodes.sort((a, b) => a.firstSeq - b.firstSeq);
       for (const node of nodes) order(node.children);
       return nodes;
     };
@@ -137,17 +171,14 @@ export class SpanTree {
   }
 
   nodeView(node) {
-    const first = node.records[0];
-    const last = node.records[node.records.length - 1];
-    const start = atMs(first.at);
-    const end = atMs(last.at);
     const body = h("div", { class: "span-body" });
     const show = () => fill(body,
       h("dl", { class: "span-ids" },
         h("dt", {}, "span id"), h("dd", {}, h("code", {}, node.spanId ?? "none (records grouped by what they are about)")),
         h("dt", {}, "trace id"), h("dd", {}, h("code", {}, node.traceId ?? "none")),
-        h("dt", {}, "start"), h("dd", {}, timeNode(first.at))),
-      this.recordsView(node));
+        h("dt", {}, "start"), h("dd", {}, timeNode(node.startAt))),
+      node.span ? spanView(node.span) : null,
+      node.records.length ? this.recordsView(node) : null);
     const details = h("details", { class: `span-node kind-${node.kind}`, dataset: { key: node.key, spanId: node.spanId ?? "" },
       open: this.open.has(node.key), ontoggle: (event) => { // a span's records are drawn when it is opened
         if (event.target !== details) return;
@@ -157,8 +188,11 @@ export class SpanTree {
         h("strong", {}, node.name), " ",
         h("span", { class: "badge" }, node.kind), " ",
         h("span", { class: `badge status-${node.status}` }, node.status), " ",
-        h("span", { class: "muted" }, start != null && end != null ? durationText(end - start) : "–",
-          ` · ${node.records.length} record${node.records.length === 1 ? "" : "s"} · seq ${first.seq}–${last.seq}`)),
+        node.span?.payload?.cut ? h("span", { class: "badge status-error", title: "the span record's bounds left some of it out" }, "cut") : null,
+        node.span?.payload?.cut ? " " : null,
+        h("span", { class: "muted" }, node.start != null && node.end != null ? durationText(node.end - node.start) : "–",
+          ` · ${node.records.length} record${node.records.length === 1 ? "" : "s"}`,
+          node.records.length ? ` · seq ${node.firstSeq}–${node.lastSeq}` : ` · span record seq ${node.lastSeq}`)),
       body,
       node.children.length ? h("ul", { role: "group" }, node.children.map((child) => this.nodeView(child))) : null);
     if (details.open) show();
@@ -177,6 +211,46 @@ export class SpanTree {
       node.records.length > shown.length
         ? h("caption", { class: "muted" }, `first ${shown.length} of ${node.records.length} records`) : null);
   }
+}
+
+/** A value as the span record holds it: text as it is, the rest as JSON. */
+function valueText(value) {
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+/** An attribute map as rows (a span's, its resource's, an event's or a link's). */
+function attributesTable(attributes, what) {
+  const entries = Object.entries(attributes && typeof attributes === "object" ? attributes : {});
+  if (!entries.length) return h("p", { class: "muted" }, `no ${what}`);
+  return h("table", { class: "grid span-attribute-table", dataset: { what } },
+    h("tbody", {}, entries.map(([name, value]) => h("tr", {},
+      h("th", { scope: "row" }, name), h("td", { class: "span-attributes" }, valueText(value))))));
+}
+
+/** What a span record says of its span, beside the records: kind, status, scope, parent,
+ * attributes, events, links, resource and what was cut. */
+function spanView(record) {
+  const span = record.payload;
+  const status = span.status && typeof span.status === "object" ? span.status : {};
+  const scope = span.scope && typeof span.scope === "object" ? span.scope : {};
+  const events = Array.isArray(span.events) ? span.events : [];
+  const links = Array.isArray(span.links) ? span.links : [];
+  const cut = span.cut && typeof span.cut === "object" ? Object.entries(span.cut) : [];
+  return h("div", { class: "span-record", dataset: { seq: record.seq } },
+    h("dl", { class: "span-ids" },
+      h("dt", {}, "kind"), h("dd", {}, valueText(span.kind ?? "")),
+      h("dt", {}, "status"), h("dd", {}, `${valueText(status.code ?? "")}${status.description != null ? ` · ${valueText(status.description)}` : ""}`),
+      h("dt", {}, "parent span"), h("dd", {}, h("code", {}, span.parent_span_id ?? "none (a root)")),
+      h("dt", {}, "scope"), h("dd", {}, `${valueText(scope.name ?? "")}${scope.version != null ? ` ${valueText(scope.version)}` : ""}`),
+      h("dt", {}, "end"), h("dd", {}, timeNode(span.ended_at ?? record.at))),
+    cut.length ? h("p", { class: "span-cut" }, "cut by the span record's bounds: ",
+      cut.map(([section, count]) => `${section} ${count}`).join(", ")) : null,
+    h("h4", {}, "attributes"), attributesTable(span.attributes, "attributes"),
+    events.length ? [h("h4", {}, `events (${events.length})`), h("ul", { class: "span-events" }, events.map((event) =>
+      h("li", {}, h("strong", {}, valueText(event?.name ?? "")), " ", timeNode(event?.at), attributesTable(event?.attributes, "event attributes"))))] : null,
+    links.length ? [h("h4", {}, `links (${links.length})`), h("ul", { class: "span-links" }, links.map((link) =>
+      h("li", {}, h("code", {}, `${valueText(link?.trace_id ?? "")} / ${valueText(link?.span_id ?? "")}`), attributesTable(link?.attributes, "link attributes"))))] : null,
+    h("h4", {}, "resource"), attributesTable(span.resource, "resource"));
 }
 
 const SHOWN_ELSEWHERE = new Set(["seq", "at", "type", "session_id", "run_id", "span_id", "trace_id"]);
