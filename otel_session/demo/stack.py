@@ -281,7 +281,8 @@ class DemoStack:
             Service(
                 "collector",
                 self._cli("collect", "--dir", str(self.bundle_dir), "--grpc", f"{_HOST}:{p.collector_grpc}",
-                          "--http", f"{_HOST}:{p.collector_http}", "--seal-after", str(self.seal_after_s)),
+                          "--http", f"{_HOST}:{p.collector_http}", "--seal-after", str(self.seal_after_s),
+                          "--span-records"),  # the span tree shows every attribute the agent sent
                 tcp_ready(p.collector_http),
                 # The collector redacts again before disk: the same readable booking slots.
                 env={"OTEL_SESSION_REDACT_KEEP_SLOTS": ",".join(DEMO_KEEP_SLOTS)},

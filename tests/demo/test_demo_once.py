@@ -56,6 +56,20 @@ def test_the_smooth_booking_is_two_runs_of_one_session(demo_run):
     assert "assistant_delta" in types and "transition_verdict" in types and "guard_evaluated" in types
 
 
+def test_every_span_the_agent_sent_is_in_the_span_tree(demo_run):
+    """The demo's collector keeps span records: every run's spans, nested by parent, with the
+    attributes no other record carries (a model call's response id)."""
+    root, _ = demo_run
+    for path in find_bundles([root]):
+        records = [event for event in read_bundle(path).events if event["type"] == "span"]
+        assert records, path
+        ids = {record["span_id"] for record in records}
+        parents = [record["payload"]["parent_span_id"] for record in records]
+        assert None in parents and {parent for parent in parents if parent is not None} <= ids, path
+        calls = [record["payload"] for record in records if record["payload"]["name"].startswith("chat ")]
+        assert all(isinstance(call["attributes"].get("gen_ai.response.id"), str) for call in calls), path
+
+
 def test_the_repeated_ask_is_in_the_facts(demo_run):
     root, _ = demo_run
     [run] = _runs(root, "unparseable-date")
