@@ -59,6 +59,7 @@ def test_the_span_tree_nests_every_record_under_its_span_redacted_as_recorded(pa
     assert {page.locator("#spans details.span-node").nth(i).get_attribute("data-span-id")
             for i in range(page.locator("#spans details.span-node").count())} == spans
     assert "tool lookup" in children.nth(1).locator("summary").text_content()
+    assert "recorded without span records" in page.inner_text("#spans .spans-note")  # says what the tree lacks
     for node in page.locator("#spans details.span-node").all():  # every span opened: all its records drawn
         if not node.evaluate("el => el.open"):
             node.locator(":scope > summary").click()
@@ -186,6 +187,7 @@ def test_span_records_nest_spans_by_parent_and_show_what_no_record_carries(page,
     dns = get.locator(":scope > ul > li > details")  # no record of its own: nested by its span record's parent id
     assert dns.count() == 1 and dns.get_attribute("data-span-id") == ids["dns lookup"]
     assert "dns lookup" in dns.locator(":scope > summary").text_content()
+    assert "recorded with span records" in page.inner_text("#spans .spans-note")  # not the note of a tree without them
     assert "error" in dns.locator(":scope > summary").text_content()
     _open_every_span(page)
     page.wait_for_selector(f"#spans details[data-span-id='{ids['dns lookup']}'] .span-record")

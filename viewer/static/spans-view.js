@@ -86,6 +86,13 @@ function extent(group) {
   };
 }
 
+const SPANS_KEPT = "This run was recorded with span records: each span as the app sent it (its parent, attributes, "
+  + "events, links and resource, redacted as recorded), nested by parent span id, with the journal records it left.";
+const SPANS_NOT_KEPT = "This run was recorded without span records: a span's journal records are kept (their trace and "
+  + "span ids, times and payloads, redacted as recorded), not the span itself, so spans are nested as the run nests "
+  + "them (turns under the run, messages, tools and guards under their turn) and attributes no record carries are not "
+  + "shown. Record with OTEL_SESSION_SPAN_RECORDS=on (the collector's --span-records) to keep every span.";
+
 export class SpanTree {
   /** `source(afterSeq, limit)` resolves to `{events, next_after_seq, last_seq?}` (the `/events` page). */
   constructor(target, source) {
@@ -162,7 +169,9 @@ export class SpanTree {
   render() {
     const roots = this.tree();
     const total = this.lastSeq != null ? ` of ${this.lastSeq}` : "";
+    const withSpans = [...this.groups.values()].some((group) => group.span);
     fill(this.target,
+      h("p", { class: "muted spans-note" }, withSpans ? SPANS_KEPT : SPANS_NOT_KEPT),
       h("p", { class: "muted spans-status" },
         `${this.groups.size} span${this.groups.size === 1 ? "" : "s"} from records 1–${this.loaded}${total}`,
         this.done ? "" : h("button", { type: "button", class: "spans-more", onclick: () => this.loadMore() },
