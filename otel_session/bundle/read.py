@@ -58,6 +58,9 @@ __all__ = [
     "run_info",
 ]
 
+_READ_BLOCK = 1 << 20
+"""What ``read_bundle`` reads of a journal at a time."""
+
 
 class BundleStatus(str, Enum):
     RECORDING = "recording"
@@ -205,6 +208,34 @@ def iter_journal_slice(
                 yield records
 
 
+def _read_journal(
+    events_path: Path, offsets: list[int] | None
+) -> tuple[list[dict[str, Any]], list[Diagnostic], bytes, int]:
+    """:func:`parse_journal` over the whole file, read a block at a time (records, garbage, torn
+    tail, complete lines): never the file's bytes and all its lines at once besides the records
+    (at 1M records that was 0.8 GB more at the peak than the parsed records themselves)."""
+    records: list[dict[str, Any]] = []
+    garbage: list[Diagnostic] = []
+    pieces: list[bytes] = []  # the start of a line no block has ended yet
+    lines = consumed = 0
+    with open(events_path, "rb") as handle:
+        while block := handle.read(_READ_BLOCK):
+            if b"\n" not in block:
+                pieces.append(block)
+                continue
+            data = b"".join((*pieces, block)) if pieces else block
+            found: list[int] | None = [] if offsets is not None else None
+            parsed, bad, pending = parse_journal(data, first_line=lines + 1, offsets=found)
+            records += parsed
+            garbage += bad
+            if offsets is not None and found is not None:
+                offsets += [consumed + offset for offset in found]
+            lines += data.count(b"\n")
+            consumed += len(data) - len(pending)
+            pieces = [pending] if pending else []
+    return records, garbage, b"".join(pieces), lines
+
+
 def _load_json_object(path: Path) -> dict[str, Any] | None:
     try:
         value = orjson.loads(path.read_bytes())
@@ -265,15 +296,15 @@ def read_bundle(path: str | os.PathLike[str], *, record_offsets: bool = False) -
         )
     capture, capture_diagnostics = _check_capture(_load_json_object(path / layout.CAPTURE_FILE), path)
     diagnostics += capture_diagnostics
-    try:
-        data = (path / layout.EVENTS_FILE).read_bytes()
-    except FileNotFoundError:
-        data = b""
-    except OSError as exc:
-        data = b""
-        diagnostics.append(Diagnostic(DiagnosticCode.GARBAGE_LINE, Severity.ERROR, f"cannot read journal: {exc}"))
     offsets: list[int] | None = [] if record_offsets else None
-    events, garbage, torn = parse_journal(data, offsets=offsets)
+    try:
+        events, garbage, torn, complete_lines = _read_journal(path / layout.EVENTS_FILE, offsets)
+    except FileNotFoundError:
+        events, garbage, torn, complete_lines = [], [], b"", 0
+    except OSError as exc:
+        events, garbage, torn, complete_lines = [], [], b"", 0
+        offsets = [] if record_offsets else None
+        diagnostics.append(Diagnostic(DiagnosticCode.GARBAGE_LINE, Severity.ERROR, f"cannot read journal: {exc}"))
     diagnostics += garbage
     capture_status = capture.get("status") if capture else None
 
@@ -323,10 +354,9 @@ def read_bundle(path: str | os.PathLike[str], *, record_offsets: bool = False) -
                 DiagnosticCode.TORN_TAIL,
                 severity,
                 f"final line is incomplete ({len(torn)} bytes without a newline)",
-                line=data.count(b"\n") + 1,
+                line=complete_lines + 1,
             )
         )
-    complete_lines = data.count(b"\n")
     if capture is not None and capture_status != CaptureStatus.RECORDING.value and capture["event_count"] != complete_lines:
         diagnostics.append(
             Diagnostic(
