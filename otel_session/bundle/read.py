@@ -60,6 +60,8 @@ __all__ = [
 
 _READ_BLOCK = 1 << 20
 """What ``read_bundle`` reads of a journal at a time."""
+_SHARED_FIELDS = ("session_id", "run_id", "type", "message_id", "tool_call_id")
+"""Values most records repeat, parsed as one string object each (about 0.3 KB a record less)."""
 
 
 class BundleStatus(str, Enum):
@@ -159,6 +161,7 @@ def parse_journal(
     diagnostics: list[Diagnostic] = []
     line_number = first_line - 1
     next_offset = 0
+    shared: dict[str, str] = {}  # one string object for the ids and types every record repeats
     for raw in data[:end].split(b"\n")[:-1]:
         line_number += 1
         line_offset = next_offset
@@ -180,6 +183,10 @@ def parse_journal(
                 Diagnostic(DiagnosticCode.GARBAGE_LINE, Severity.ERROR, f"not a journal record: {reason}", line=line_number)
             )
             continue
+        for name in _SHARED_FIELDS:
+            text = value.get(name)
+            if type(text) is str:
+                value[name] = shared.setdefault(text, text)
         records.append(value)
         if offsets is not None:
             offsets.append(line_offset)

@@ -427,11 +427,12 @@ def _own_records(bundle: BundleRead) -> tuple[list[dict[str, Any]] | None, list[
     """The run's own records and their byte offsets when they lie on disk in strictly increasing
     seq order, each seq once (so a slice of the file is a slice of the run); (None, []) otherwise."""
     own = run_facts.run_events(bundle)
-    offset_of = {id(event): offset for event, offset in zip(bundle.events, bundle.offsets or ())}
-    offsets = [offset_of[id(event)] for event in own]
     session_run = (own[0]["session_id"], own[0]["run_id"]) if own else None
-    in_file = sum(1 for event in bundle.events if (event["session_id"], event["run_id"]) == session_run)
-    if in_file != len(own) or any(later <= earlier for earlier, later in zip(offsets, offsets[1:])):
+    offsets = [offset for event, offset in zip(bundle.events, bundle.offsets or ())
+               if (event["session_id"], event["run_id"]) == session_run]
+    in_file = (event for event in bundle.events if (event["session_id"], event["run_id"]) == session_run)
+    # In file order, each the record run_events kept in seq order: so their offsets increase.
+    if len(offsets) != len(own) or any(found is not kept for found, kept in zip(in_file, own)):
         return None, []
     return own, offsets
 
