@@ -9,7 +9,7 @@ A build holds an exclusive ``flock`` on ``<index directory>/build.lock`` while i
 and writes the files: the collector's build at seal (``replay.indexer``, in its child), a viewer's
 first open, the CLI's. Whoever comes while one is in progress waits for it, polling, at most
 ``wait_s``, instead of building the same index again beside it (at 1M records: 20 s of CPU and
-1.6 GB each); it then loads what that build kept. The kernel drops the lock of a process that dies
+0.9 GB each); it then loads what that build kept. The kernel drops the lock of a process that dies
 (a killed child), so nothing stale holds it; one that never ends (a suspended build) is waited for
 ``wait_s``, then built beside. A root that cannot be written has no lock: its readers build alone,
 as before.

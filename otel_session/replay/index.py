@@ -17,7 +17,8 @@ record, the journal's size, mtime and head/tail digests, the capture's digest, t
 digests, and a digest of itself), ``checkpoints.ndjson`` (``replay.checkpoints``), ``objects.json``,
 ``facts.json``, ``integrity.json`` and ``turns.json``. They are built once for a sealed run (capture
 ``complete`` or ``failed``: a sealed bundle never changes) by its first reader, from one read of
-its journal, then kept.
+its journal, then kept; one build of a run at a time, across processes (``replay.building``: a
+reader that finds one in progress waits for it and loads what it kept).
 
 Nothing is trusted blindly: a missing, corrupt or stale index (the journal or capture changed,
 a digest differs, a slice does not start at the record it promised) is rebuilt from the journal,
@@ -175,7 +176,7 @@ class ChildBuild(str, Enum):
 
 def build_in_child(root: str | os.PathLike[str], run_path: str | os.PathLike[str], *, rebuild: bool = False) -> ChildBuild | None:
     """Build the run's index in a child process (a fresh interpreter), so that the memory of one
-    whole read (1.6 GB at 1M events) is given back to the system with it, not kept by a
+    whole read (0.9 GB at 1M events) is given back to the system with it, not kept by a
     long-lived caller's allocator. None when the child failed (the caller builds it itself)."""
     context = multiprocessing.get_context("spawn")  # never fork a threaded server
     with context.Pool(1) as pool:
