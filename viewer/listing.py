@@ -39,7 +39,7 @@ from otel_session.catalog import (
     StatusFilter, open_catalog, row_cursor, scan_catalog, session_cursor, time_prefix,
 )
 from otel_session.catalog.sync import complete_pending, complete_rows
-from otel_session.catalog.rows import bundle_stamp, row_of
+from otel_session.catalog.rows import bundle_stamp, sealed_row
 from otel_session.bundle.fetched import FETCHED_DIR
 from otel_session.core.log import get_logger
 
@@ -264,9 +264,10 @@ class Listing:
 
     def rows(self, run_paths: list[Path]) -> dict[Path, RunRow]:
         """The rows of a few runs (one session's): from the catalog where their bundles are unchanged,
-        else read now (and written back)."""
+        else read now (and written back) as the keeper reads them (``rows.sealed_row``: a sealed
+        run's records a row counts, not its whole parsed journal: 1.5 GB at 1M records)."""
         fetched = self.root / FETCHED_DIR  # copies of other roots' stored runs: read, never written as ours
-        found: dict[Path, RunRow] = {path: row_of(fetched, path) for path in run_paths if path.is_relative_to(fetched)}
+        found: dict[Path, RunRow] = {path: sealed_row(fetched, path) for path in run_paths if path.is_relative_to(fetched)}
         relative = {path: path.relative_to(self.root).as_posix() for path in run_paths if path not in found}
         known = {}
         if self.catalog is not None and self.problem is None:
@@ -278,7 +279,7 @@ class Listing:
         for path, key in relative.items():
             row = known.get(key)
             if row is None or row.stamp != bundle_stamp(path):
-                row = row_of(self.root, path)
+                row = sealed_row(self.root, path)
                 fresh.append(row)
             found[path] = row
         if fresh and self.catalog is not None and self.problem is None:

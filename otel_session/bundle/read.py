@@ -58,6 +58,11 @@ __all__ = [
     "run_info",
 ]
 
+_READ_BLOCK = 1 << 20
+"""What ``read_bundle`` reads of a journal at a time."""
+_SHARED_FIELDS = ("session_id", "run_id", "type", "message_id", "tool_call_id")
+"""Values most records repeat, parsed as one string object each (about 0.3 KB a record less)."""
+
 
 class BundleStatus(str, Enum):
     RECORDING = "recording"
@@ -156,6 +161,7 @@ def parse_journal(
     diagnostics: list[Diagnostic] = []
     line_number = first_line - 1
     next_offset = 0
+    shared: dict[str, str] = {}  # one string object for the ids and types every record repeats
     for raw in data[:end].split(b"\n")[:-1]:
         line_number += 1
         line_offset = next_offset
@@ -177,6 +183,10 @@ def parse_journal(
                 Diagnostic(DiagnosticCode.GARBAGE_LINE, Severity.ERROR, f"not a journal record: {reason}", line=line_number)
             )
             continue
+        for name in _SHARED_FIELDS:
+            text = value.get(name)
+            if type(text) is str:
+                value[name] = shared.setdefault(text, text)
         records.append(value)
         if offsets is not None:
             offsets.append(line_offset)
@@ -203,6 +213,34 @@ def iter_journal_slice(
             records, _garbage, pending = parse_journal(pending + data)
             if records:
                 yield records
+
+
+def _read_journal(
+    events_path: Path, offsets: list[int] | None
+) -> tuple[list[dict[str, Any]], list[Diagnostic], bytes, int]:
+    """:func:`parse_journal` over the whole file, read a block at a time (records, garbage, torn
+    tail, complete lines): never the file's bytes and all its lines at once besides the records
+    (at 1M records that was 0.8 GB more at the peak than the parsed records themselves)."""
+    records: list[dict[str, Any]] = []
+    garbage: list[Diagnostic] = []
+    pieces: list[bytes] = []  # the start of a line no block has ended yet
+    lines = consumed = 0
+    with open(events_path, "rb") as handle:
+        while block := handle.read(_READ_BLOCK):
+            if b"\n" not in block:
+                pieces.append(block)
+                continue
+            data = b"".join((*pieces, block)) if pieces else block
+            found: list[int] | None = [] if offsets is not None else None
+            parsed, bad, pending = parse_journal(data, first_line=lines + 1, offsets=found)
+            records += parsed
+            garbage += bad
+            if offsets is not None and found is not None:
+                offsets += [consumed + offset for offset in found]
+            lines += data.count(b"\n")
+            consumed += len(data) - len(pending)
+            pieces = [pending] if pending else []
+    return records, garbage, b"".join(pieces), lines
 
 
 def _load_json_object(path: Path) -> dict[str, Any] | None:
@@ -265,15 +303,15 @@ def read_bundle(path: str | os.PathLike[str], *, record_offsets: bool = False) -
         )
     capture, capture_diagnostics = _check_capture(_load_json_object(path / layout.CAPTURE_FILE), path)
     diagnostics += capture_diagnostics
-    try:
-        data = (path / layout.EVENTS_FILE).read_bytes()
-    except FileNotFoundError:
-        data = b""
-    except OSError as exc:
-        data = b""
-        diagnostics.append(Diagnostic(DiagnosticCode.GARBAGE_LINE, Severity.ERROR, f"cannot read journal: {exc}"))
     offsets: list[int] | None = [] if record_offsets else None
-    events, garbage, torn = parse_journal(data, offsets=offsets)
+    try:
+        events, garbage, torn, complete_lines = _read_journal(path / layout.EVENTS_FILE, offsets)
+    except FileNotFoundError:
+        events, garbage, torn, complete_lines = [], [], b"", 0
+    except OSError as exc:
+        events, garbage, torn, complete_lines = [], [], b"", 0
+        offsets = [] if record_offsets else None
+        diagnostics.append(Diagnostic(DiagnosticCode.GARBAGE_LINE, Severity.ERROR, f"cannot read journal: {exc}"))
     diagnostics += garbage
     capture_status = capture.get("status") if capture else None
 
@@ -323,10 +361,9 @@ def read_bundle(path: str | os.PathLike[str], *, record_offsets: bool = False) -
                 DiagnosticCode.TORN_TAIL,
                 severity,
                 f"final line is incomplete ({len(torn)} bytes without a newline)",
-                line=data.count(b"\n") + 1,
+                line=complete_lines + 1,
             )
         )
-    complete_lines = data.count(b"\n")
     if capture is not None and capture_status != CaptureStatus.RECORDING.value and capture["event_count"] != complete_lines:
         diagnostics.append(
             Diagnostic(

@@ -17,7 +17,8 @@ record, the journal's size, mtime and head/tail digests, the capture's digest, t
 digests, and a digest of itself), ``checkpoints.ndjson`` (``replay.checkpoints``), ``objects.json``,
 ``facts.json``, ``integrity.json`` and ``turns.json``. They are built once for a sealed run (capture
 ``complete`` or ``failed``: a sealed bundle never changes) by its first reader, from one read of
-its journal, then kept.
+its journal, then kept; one build of a run at a time, across processes (``replay.building``: a
+reader that finds one in progress waits for it and loads what it kept).
 
 Nothing is trusted blindly: a missing, corrupt or stale index (the journal or capture changed,
 a digest differs, a slice does not start at the record it promised) is rebuilt from the journal,
@@ -44,6 +45,7 @@ from otel_session.core import layout
 from otel_session.core.journal import CaptureStatus
 from otel_session.core.log import get_logger
 from otel_session.replay import facts as run_facts
+from otel_session.replay.building import BUILD_WAIT_S, build_turn
 from otel_session.replay.checkpoints import CheckpointBook, build_checkpoints
 from otel_session.replay.fold import CHECKPOINT_INTERVAL
 from otel_session.replay.cost import price_table
@@ -108,38 +110,62 @@ def _journal_identity(run_path: Path) -> dict[str, Any] | None:
 
 
 def open_run_index(root: str | os.PathLike[str], run_path: str | os.PathLike[str], *, rebuild: bool = False,
-                   child_build_bytes: int | None = None) -> RunIndex | None:
+                   child_build_bytes: int | None = None, wait_s: float = BUILD_WAIT_S) -> RunIndex | None:
     """The run's index: loaded when it is sound, else built from the journal (and kept when the
     root can be written). None for a run that is not sealed or whose journal cannot be indexed.
     ``rebuild``: a reader found the loaded one wrong; build it again whatever its files say.
     ``child_build_bytes``: a journal at least this large is indexed by a child process
-    (:func:`build_in_child`), so that the caller's memory never holds the whole parsed run."""
+    (:func:`build_in_child`), so that the caller's memory never holds the whole parsed run.
+    A build of the same run in progress (at seal, or by another reader) is waited for, at most
+    ``wait_s``, and what it kept loaded (``replay.building``): the run is never built twice at once."""
     root, run_path = Path(root), Path(run_path)
     identity = _journal_identity(run_path)
     if identity is None:
         return None
     directory = index_path(root, run_path)
     problem = "a reader found it wrong" if rebuild else "absent"
-    if not rebuild and (directory / "seek.json").exists():
+    seen = _stat_of(directory / "seek.json")
+    if not rebuild and seen is not None:
         try:
             return RunIndex.load(run_path, directory, identity)
         except (OSError, ValueError, KeyError, TypeError, IndexStale) as exc:
             problem = str(exc) or type(exc).__name__
             logger.warning("replay index of %s is unusable (%s): rebuilding it from the journal", run_path, problem)
+    with build_turn(root, directory, wait_s=wait_s):
+        if _stat_of(directory / "seek.json") not in (None, seen):  # a build that held the turn kept one
+            try:
+                return RunIndex.load(run_path, directory, identity)
+            except (OSError, ValueError, KeyError, TypeError, IndexStale) as exc:
+                logger.warning("replay index of %s built meanwhile is unusable (%s): rebuilding it", run_path, exc)
+        return _build(root, run_path, identity, rebuilt=problem != "absent", child_build_bytes=child_build_bytes)
+
+
+def _build(root: Path, run_path: Path, identity: dict[str, Any], *, rebuilt: bool,
+           child_build_bytes: int | None) -> RunIndex | None:
+    """Build the index, in a child process when the journal is at least ``child_build_bytes``."""
     built_by_child = None
     if child_build_bytes is not None and identity["size"] >= child_build_bytes:
-        built_by_child = build_in_child(root, run_path, rebuild=rebuild)
+        built_by_child = build_in_child(root, run_path, rebuild=rebuilt)
     if built_by_child is ChildBuild.NOT_INDEXABLE:
         return None
     if built_by_child is ChildBuild.KEPT:
         try:
-            index = RunIndex.load(run_path, directory, identity)
+            index = RunIndex.load(run_path, index_path(root, run_path), identity)
         except (OSError, ValueError, KeyError, TypeError, IndexStale) as exc:
             logger.warning("replay index of %s built in a child process is unusable (%s)", run_path, exc)
         else:
-            index.status = IndexStatus.REBUILT if problem != "absent" else IndexStatus.BUILT
+            index.status = IndexStatus.REBUILT if rebuilt else IndexStatus.BUILT
             return index
-    return RunIndex.build(root, run_path, identity, rebuilt=problem != "absent")
+    return RunIndex.build(root, run_path, identity, rebuilt=rebuilt)
+
+
+def _stat_of(path: Path) -> tuple[int, int] | None:
+    """(inode, mtime) of a file, None when absent: tells whether another build replaced it."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
 
 
 class ChildBuild(str, Enum):
@@ -150,7 +176,7 @@ class ChildBuild(str, Enum):
 
 def build_in_child(root: str | os.PathLike[str], run_path: str | os.PathLike[str], *, rebuild: bool = False) -> ChildBuild | None:
     """Build the run's index in a child process (a fresh interpreter), so that the memory of one
-    whole read (1.6 GB at 1M events) is given back to the system with it, not kept by a
+    whole read (0.9 GB at 1M events) is given back to the system with it, not kept by a
     long-lived caller's allocator. None when the child failed (the caller builds it itself)."""
     context = multiprocessing.get_context("spawn")  # never fork a threaded server
     with context.Pool(1) as pool:
@@ -162,7 +188,9 @@ def build_in_child(root: str | os.PathLike[str], run_path: str | os.PathLike[str
 
 
 def _build_and_keep(root: str, run_path: str, rebuild: bool) -> str:
-    index = open_run_index(root, run_path, rebuild=rebuild)
+    """The child's work; its parent holds the run's build lock."""
+    identity = _journal_identity(Path(run_path))
+    index = None if identity is None else RunIndex.build(Path(root), Path(run_path), identity, rebuilt=rebuild)
     if index is None:
         return ChildBuild.NOT_INDEXABLE.value
     return (ChildBuild.KEPT if index.kept else ChildBuild.NOT_KEPT).value
@@ -400,11 +428,12 @@ def _own_records(bundle: BundleRead) -> tuple[list[dict[str, Any]] | None, list[
     """The run's own records and their byte offsets when they lie on disk in strictly increasing
     seq order, each seq once (so a slice of the file is a slice of the run); (None, []) otherwise."""
     own = run_facts.run_events(bundle)
-    offset_of = {id(event): offset for event, offset in zip(bundle.events, bundle.offsets or ())}
-    offsets = [offset_of[id(event)] for event in own]
     session_run = (own[0]["session_id"], own[0]["run_id"]) if own else None
-    in_file = sum(1 for event in bundle.events if (event["session_id"], event["run_id"]) == session_run)
-    if in_file != len(own) or any(later <= earlier for earlier, later in zip(offsets, offsets[1:])):
+    offsets = [offset for event, offset in zip(bundle.events, bundle.offsets or ())
+               if (event["session_id"], event["run_id"]) == session_run]
+    in_file = (event for event in bundle.events if (event["session_id"], event["run_id"]) == session_run)
+    # In file order, each the record run_events kept in seq order: so their offsets increase.
+    if len(offsets) != len(own) or any(found is not kept for found, kept in zip(in_file, own)):
         return None, []
     return own, offsets
 

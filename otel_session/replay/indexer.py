@@ -10,7 +10,7 @@ Contract::
 
 A sealed run (capture ``complete`` or ``failed``) of at least ``min_records`` records gets its
 ``replay.index`` built once, right after its seal, so its first reader loads it (``LOADED``)
-instead of building it (10.6 s of CPU and 1.6 GB at 1M records). Below ``min_records``
+instead of building it (10–20 s of CPU and 0.9 GB at 1M records). Below ``min_records``
 (:data:`DEFAULT_MIN_RECORDS`) the first read costs a reader tens of milliseconds: nothing is
 done, so short runs (the collector's usual ones) cost one comparison each.
 

@@ -256,3 +256,55 @@ def test_a_large_journal_is_indexed_by_a_child_process(sealed, tmp_path):
     (path / "events.ndjson").write_bytes(b"".join([lines[1], lines[0], *lines[2:]]))  # unsound: out of order
     assert build_in_child(root, path) is ChildBuild.NOT_INDEXABLE
     assert open_run_index(root, path, child_build_bytes=1) is None
+
+
+def test_a_journal_of_many_read_blocks_reads_as_one_parse_and_holds_only_its_records(tmp_path):
+    """The build's read (``read_bundle`` with offsets) goes a block at a time: it holds little
+    besides the records (before: the file's bytes, a copy and all its lines, 2.2x the journal), and
+    lines across blocks, one longer than a block, a garbage line and a torn tail read as a parse of
+    the whole file does."""
+    import tracemalloc
+
+    from otel_session.bundle.read import parse_journal
+
+    path = Path(record(tmp_path, long_script(600)))
+    journal = path / "events.ndjson"
+    tracemalloc.start()
+    try:
+        read = read_bundle(path, record_offsets=True)
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert read.status.value == "complete" and peak - kept < journal.stat().st_size // 2, (peak, kept)
+    del read
+
+    lines = journal.read_bytes().splitlines(keepends=True)
+    long_line = orjson.loads(lines[5])
+    long_line["payload"]["text"] = "x" * (3 << 20)  # longer than two blocks
+    lines[5] = orjson.dumps(long_line) + b"\n"
+    lines[700] = b"{not json\n"
+    journal.write_bytes(b"".join(lines) + b'{"torn')
+    data = journal.read_bytes()
+    assert len(data) > 3 * (1 << 20)
+    offsets: list[int] = []
+    records, garbage, torn = parse_journal(data, offsets=offsets)
+    read = read_bundle(path, record_offsets=True)
+    assert read.events == records and read.offsets == offsets and torn == b'{"torn'
+    assert [d.line for d in read.diagnostics if d.code.value == "garbage_line"] == [d.line for d in garbage] == [701]
+    assert [d.line for d in read.diagnostics if d.code.value == "torn_tail"] == [len(lines) + 1]
+
+
+def test_parsed_records_share_the_ids_and_types_they_repeat(tmp_path):
+    """What a build holds is its parsed records: the session and run ids, types and message ids
+    every record repeats are one string each, so they hold under 3.5x the journal (before: 4x)."""
+    import tracemalloc
+
+    path = Path(record(tmp_path, long_script(200)))
+    tracemalloc.start()
+    try:
+        read = read_bundle(path)
+        kept = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert read.status.value == "complete" and kept < 3.5 * (path / "events.ndjson").stat().st_size
+    assert read.events == [orjson.loads(line) for line in (path / "events.ndjson").read_bytes().splitlines()]

@@ -1,6 +1,8 @@
 """A long run's replay index is built as it seals (``replay.indexer``), by both writers, off their
 paths: its first reader loads it. Short runs are left alone, a full queue skips, and a build
-killed or abandoned at a collector's SIGTERM leaves nothing a reader trusts."""
+killed or abandoned at a collector's SIGTERM leaves nothing a reader trusts. A reader that comes
+while a build of the run is in progress (at seal, or another reader's) waits for it and loads what
+it made, rather than building it again beside it."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -22,10 +25,12 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 import otel_session
 from otel_session.bundle.hooks import SealedRun
 from otel_session.bundle.write import BundleWriter
+from otel_session.replay.building import LOCK_FILE
 from otel_session.replay.index import IndexStatus, index_path, open_run_index
 from otel_session.replay.indexer import DEFAULT_MIN_RECORDS, ENV_INDEX_AT_SEAL, SealIndexer, seal_indexer
 from otel_session.testing import running_collectors, wait_for
 from otel_session.viewer import create_app
+from otel_session.viewer.run_reader import RunReader
 
 START_NS = 1_800_000_000_000_000_000
 
@@ -51,6 +56,15 @@ def _record(writer: BundleWriter, records: int, session_id: str = "long") -> Pat
     run.close(run_status="ok")
     assert run.wait_sealed(120)
     return Path(run.path)
+
+
+def _recorded(root: Path, records: int) -> Path:
+    """A sealed run of ``records`` records under ``root``, by a writer with no hooks (no index at seal)."""
+    writer = BundleWriter(root)
+    try:
+        return _record(writer, records)
+    finally:
+        writer.shutdown()
 
 
 def _talk(turns: int, deltas: int = 150) -> None:
@@ -156,10 +170,11 @@ def test_the_setting_turns_it_off_and_a_store_that_removes_local_copies_skips_it
     assert seal_indexer(tmp_path).min_records == 500
 
 
-def _build_child(parent: psutil.Process) -> psutil.Process | None:
+def _build_child(parent: psutil.Process, marker: str = "build_here") -> psutil.Process | None:
+    """The child of ``parent`` whose command line holds ``marker`` (the build at seal's, by default)."""
     for child in parent.children(recursive=True):
         try:
-            if "build_here" in " ".join(child.cmdline()):
+            if marker in " ".join(child.cmdline()):
                 return child
         except psutil.Error:
             continue
@@ -172,11 +187,7 @@ def _no_temporaries(directory: Path) -> bool:
 
 def test_an_abandoned_build_leaves_nothing_a_reader_trusts(tmp_path):
     indexer = SealIndexer(tmp_path)
-    writer = BundleWriter(tmp_path)  # the indexer is told by hand, so that the writer's shutdown does not close it
-    try:
-        run = _record(writer, 30_000)
-    finally:
-        writer.shutdown()
+    run = _recorded(tmp_path, 30_000)  # the indexer is told by hand, so that the writer's shutdown does not close it
     indexer.runs_passed([], [_sealed(run)])
     child = wait_for(lambda: _build_child(psutil.Process()), 60)
     child.suspend()  # certainly mid-build when the stop comes
@@ -225,3 +236,106 @@ def test_a_collector_stopped_by_sigterm_mid_build_ends_the_build_and_its_reader_
     assert not psutil.pid_exists(child.pid)
     assert not (index_path(root, run) / "seek.json").exists() and _no_temporaries(index_path(root, run))
     assert open_run_index(root, run).status is IndexStatus.BUILT
+
+
+def _lock_held(root: Path, run: Path) -> bool:
+    """Whether someone holds the run's build lock (tried without waiting, and let go at once)."""
+    import fcntl
+
+    try:
+        fd = os.open(index_path(root, run) / LOCK_FILE, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _stopped_holding_the_lock(child: psutil.Process, root: Path, run: Path) -> None:
+    """Let ``child`` run in slices of a few milliseconds until it holds the run's build lock, and
+    leave it stopped there: mid-build whatever the machine's load (a build takes far longer)."""
+    child.suspend()
+
+    def step() -> bool:
+        if _lock_held(root, run):
+            return True
+        assert not (index_path(root, run) / "seek.json").exists(), "the build ended without ever holding the lock"
+        child.resume()
+        time.sleep(0.002)
+        child.suspend()
+        return False
+
+    wait_for(step, 120, interval=0)
+
+
+def _waiting(caplog) -> bool:
+    return any("a build is in progress" in record.getMessage() for record in caplog.records)
+
+
+def _in_thread(action) -> tuple[threading.Thread, list]:
+    answer: list = []
+    thread = threading.Thread(target=lambda: answer.append(action()), daemon=True)
+    thread.start()
+    return thread, answer
+
+
+def test_a_reader_during_the_build_at_seal_waits_for_it_and_loads_what_it_made(tmp_path, caplog):
+    run = _recorded(tmp_path, 30_000)
+    indexer = SealIndexer(tmp_path)
+    try:
+        indexer.runs_passed([], [_sealed(run)])
+        child = wait_for(lambda: _build_child(psutil.Process()), 60)
+        _stopped_holding_the_lock(child, tmp_path, run)
+        with caplog.at_level(logging.INFO, logger="otel_session"):
+            client = create_app({"BUNDLE_DIR": str(tmp_path), "TESTING": True}).test_client()
+            reader, answer = _in_thread(lambda: client.get(f"/api/sessions/{run.parent.name}/runs/{run.name}/turns"))
+            wait_for(lambda: _waiting(caplog), 60)  # the viewer's first open waits: it builds nothing beside it
+            child.resume()
+            reader.join(120)
+        assert indexer.wait_idle(120) and indexer.built == 1
+    finally:
+        indexer.close()
+    assert answer[0].status_code == 200 and answer[0].get_json()["indexed"] is True
+    assert not [record.getMessage() for record in caplog.records if record.getMessage().endswith((" built", " rebuilt"))]
+    assert open_run_index(tmp_path, run).status is IndexStatus.LOADED
+
+
+def test_two_first_opens_at_once_build_the_index_once(tmp_path, caplog):
+    """Two viewers over one root (two workers) open a run with no index at the same moment."""
+    run = _recorded(tmp_path, 30_000)
+    first, second = RunReader(tmp_path, child_build_bytes=1), RunReader(tmp_path, child_build_bytes=1)
+    with caplog.at_level(logging.INFO, logger="otel_session"):
+        building, built = _in_thread(lambda: first.turns(run))
+        child = wait_for(lambda: _build_child(psutil.Process(), "spawn_main"), 60)
+        child.suspend()  # the first holds the run's build lock from before it started this child: mid-build
+        try:
+            waiting, loaded = _in_thread(lambda: second.turns(run))
+            wait_for(lambda: _waiting(caplog), 60)
+        finally:
+            child.resume()
+        building.join(120)
+        waiting.join(120)
+    assert built[0]["indexed"] and loaded[0]["indexed"] and orjson.dumps(loaded[0]) == orjson.dumps(built[0])
+    statuses = [record.getMessage().rsplit(" ", 1)[1] for record in caplog.records
+                if record.getMessage().startswith("replay index of") and "waiting" not in record.getMessage()]
+    assert statuses == ["built"]  # the second loaded what the first made
+    assert open_run_index(tmp_path, run).status is IndexStatus.LOADED
+
+
+def test_a_build_that_never_ends_is_waited_for_a_bounded_time(tmp_path):
+    """A build stopped mid-way (its process alive, its lock held): the reader builds beside it once the wait is over."""
+    import fcntl
+
+    run = _recorded(tmp_path, 5_000)
+    index_path(tmp_path, run).mkdir(parents=True)
+    fd = os.open(index_path(tmp_path, run) / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a build that holds it and never ends
+        assert open_run_index(tmp_path, run, wait_s=0.1).status is IndexStatus.BUILT
+    finally:
+        os.close(fd)
+    assert open_run_index(tmp_path, run).status is IndexStatus.LOADED

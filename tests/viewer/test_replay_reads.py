@@ -5,6 +5,7 @@ hostile parameters refused with one clear line."""
 from __future__ import annotations
 
 import hashlib
+import tracemalloc
 import uuid
 
 import orjson
@@ -165,3 +166,19 @@ def test_the_run_cache_stays_within_its_bytes_and_answers_alike_after_eviction(s
         assert [bounded.events(path, 3, 5).events for path in runs] == expected
         assert 0 < bounded.cached_bytes <= 12_000
     assert unbounded.cached_bytes > 2 * 12_000
+
+
+def test_a_sessions_run_list_reads_a_row_it_lacks_without_parsing_the_whole_journal(tmp_path):
+    """A run the catalog has no row for (here: no catalog) is read for the session's list as the
+    keeper reads it, only the records a row counts: at 1M records the whole parse held 1.5 GB."""
+    run, _ = _long_run(tmp_path, turns=200)
+    journal = (tmp_path / run.path / "events.ndjson").stat().st_size
+    client = create_app({"BUNDLE_DIR": str(tmp_path), "TESTING": True, "CATALOG": "off"}).test_client()
+    tracemalloc.start()
+    try:
+        answer = client.get("/api/sessions/long/runs")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert answer.status_code == 200 and answer.get_json()["runs"][0]["turns"] == 200
+    assert peak < 3 * journal  # the whole parse: 6x the journal's bytes
