@@ -10,6 +10,12 @@ pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 
 
+def _next_frame(page) -> None:
+    """Wait until the page has drawn what it queued: a pause's position is drawn in the next frame
+    (on a loaded machine the label still showed the frame before it)."""
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => done()))")
+
+
 def test_timeline_waterfall_cursor_and_click_to_seek(page, serve, sample, ui):
     server = serve(sample.root)
     page.goto(f"{server.url}/sessions/call-42/runs/{sample.latest_run}")
@@ -179,6 +185,7 @@ def test_replay_follows_the_cursor_keyboard_and_shared_position(page, serve, liv
     page.focus("#cursor")  # space on the scrubber plays and pauses too
     page.keyboard.press(" ")
     page.wait_for_selector("body[data-playing=false]")
+    _next_frame(page)
     paused = ui.cursor(page)
     page.wait_for_timeout(200)
     assert ui.cursor(page) == paused
@@ -383,6 +390,7 @@ def test_a_long_run_is_usable_after_a_bounded_number_of_bytes(page, serve, live_
     page.click("#play")
     page.wait_for_selector("body[data-playing=false]")
     page.wait_for_selector("body[data-loading-window=false]")
+    _next_frame(page)
     seq = ui.cursor(page)
     expected = replay_state(events, seq)
     assert page.locator("#p-turn").inner_text() == str(expected["turn_index"])
