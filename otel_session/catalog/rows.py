@@ -54,6 +54,8 @@ _TALLIED = frozenset(name.encode() for name in (
 _TYPE_KEY = b'"type":"'
 _TRUNCATED_MARK = b'"%s":"depth"' % TRUNCATED_FIELD.encode()
 _SEALED = frozenset({CaptureStatus.COMPLETE.value, CaptureStatus.FAILED.value})
+_BLOCK = 1 << 20
+"""What a sealed row reads of a journal at a time."""
 
 
 def _ms(at: Any) -> float | None:
@@ -387,35 +389,45 @@ def sealed_row(root: Path, run_path: Path) -> RunRow:
     manifest = read_manifest(run_path)
     try:
         capture = orjson.loads((run_path / layout.CAPTURE_FILE).read_bytes())
-        data = (run_path / layout.EVENTS_FILE).read_bytes()
     except (OSError, orjson.JSONDecodeError):
         return row_of(root, run_path)
-    lines = data.split(b"\n")
-    if (manifest is None or not isinstance(capture, dict) or capture.get("status") not in _SEALED
-            or lines.pop() != b"" or capture.get("event_count") != len(lines)):
+    if manifest is None or not isinstance(capture, dict) or capture.get("status") not in _SEALED:
         return row_of(root, run_path)
-    tally = _Tally()
+    tally, count, first, last, truncated, tail = _Tally(), 0, None, None, False, b""
     try:
-        for line in lines:
-            start = line.find(_TYPE_KEY) + len(_TYPE_KEY)
-            kind = line[start : line.find(b'"', start)]
-            if kind not in _TALLIED or (kind == b"message_finished" and tally.text_chars >= MAX_SEARCH_TEXT
-                                        and tally.roles.get(_message_id(line)) not in (None, "assistant")):
-                continue  # a message that is not a model call, once the search text is full: it counts no more
-            event = orjson.loads(line)
-            tally.feed(event)
-            if event["type"] == "upstream_drop":
-                tally.upstream_drop = True
-        edges = [orjson.loads(lines[0]), orjson.loads(lines[-1])] if lines else []
-    except orjson.JSONDecodeError:
+        with open(run_path / layout.EVENTS_FILE, "rb") as handle:
+            while block := handle.read(_BLOCK):  # a block at a time: a 1M-record journal is 250 MB
+                lines = (tail + block).split(b"\n")
+                tail = lines.pop()
+                if not lines:
+                    continue
+                count += len(lines)
+                first = lines[0] if first is None else first
+                last = lines[-1]
+                truncated = truncated or any(_TRUNCATED_MARK in line for line in lines)
+                for line in lines:
+                    start = line.find(_TYPE_KEY) + len(_TYPE_KEY)
+                    kind = line[start : line.find(b'"', start)]
+                    if kind not in _TALLIED or (kind == b"message_finished" and tally.text_chars >= MAX_SEARCH_TEXT
+                                                and tally.roles.get(_message_id(line)) not in (None, "assistant")):
+                        continue  # a message that is not a model call, once the search text is full: it counts no more
+                    event = orjson.loads(line)
+                    tally.feed(event)
+                    if event["type"] == "upstream_drop":
+                        tally.upstream_drop = True
+        ended = tail == b""
+        if not ended or capture.get("event_count") != count:
+            return row_of(root, run_path)
+        edges = [orjson.loads(first), orjson.loads(last)] if count else []
+    except (OSError, orjson.JSONDecodeError):
         return row_of(root, run_path)
     diagnostics = []
     if tally.upstream_drop:
         diagnostics.append(DiagnosticCode.UPSTREAM_DROP)
-    if _TRUNCATED_MARK in data:
+    if truncated:
         diagnostics.append(DiagnosticCode.VALUE_TRUNCATED)
     bundle = BundleRead(run_path, BundleStatus(capture["status"]), manifest, capture, [], [])
-    return _row(root, bundle, stamp, tally=tally, event_count=len(lines), edges=edges,
+    return _row(root, bundle, stamp, tally=tally, event_count=count, edges=edges,
                 diagnostics=tuple(code.value for code in diagnostics))
 
 

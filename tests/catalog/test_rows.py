@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,35 @@ def test_the_writers_fast_row_is_the_tolerant_readers_row(root: Path, writer, vo
     fast = sealed_row(root, run.path)
     assert fast == row_of(root, run.path)
     assert set(fast.diagnostics) == {"upstream_drop", "value_truncated"}
+
+
+def test_the_fast_row_of_a_long_run_reads_its_journal_a_block_at_a_time(root: Path, writer):
+    """A journal of several read blocks: the row is the tolerant reader's, and the read holds a
+    block at a time, not the whole file and its lines (at 1M records 584 MiB in a viewer's keeper)."""
+    from otel_session.catalog.rows import row_of, sealed_row
+
+    run = writer.open_run(session_id="call-5", run_id=new_run_id(), agent="booking", created_at_ns=BASE_NS)
+    script = Script(run, BASE_NS)
+    for turn in range(150):
+        ids = {"turn_index": turn, "message_id": f"a{turn}"}
+        script("turn_started", {"state": "s", "required_slots": []}, turn_index=turn)
+        script("message_started", {"role": "assistant"}, **ids)
+        for word in range(100):
+            script("assistant_delta", {"index": 0, "kind": "text", "delta": f"w{word} " + "x" * 800}, **ids)
+        script("message_finished", {"settled": True, "content": [{"index": 0, "kind": "text", "text": "done"}]}, **ids)
+        script("turn_finished", {"state": "s", "missing_required_slots": []}, turn_index=turn)
+    run.close(run_status="ok")
+    assert run.wait_sealed(60)
+    journal = (run.path / "events.ndjson").stat().st_size
+    assert journal > 12 << 20  # twelve blocks and more
+    tracemalloc.start()
+    try:
+        fast = sealed_row(root, run.path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert fast == row_of(root, run.path) and fast.turns == 150
+    assert peak < 6 << 20  # a few blocks whatever the journal's size (the whole file and its lines: 2x the journal)
 
 
 def test_the_fast_row_falls_back_to_the_reader_on_a_bundle_that_is_not_as_sealed(root: Path, writer):
