@@ -74,7 +74,7 @@ from otel_session.collector.otlp import (
     spans_of,
 )
 from otel_session.collector.sink import BundleSink, Counters, EventRedactor, Overloaded, TooManyRequests
-from otel_session.core.log import get_logger
+from otel_session.core.log import get_logger, log_setting
 from otel_session.bundle.read import RunInfo, iter_runs
 from otel_session.core.journal import CaptureStatus
 from otel_session.bundle.write import BundleWriter, WriterLimits
@@ -422,7 +422,7 @@ class Collector:
             self._http_server.start()
             self.http_port = self._http_server.port
         self._timer.start()
-        logger.info("collector listening grpc=%s http=%s root=%s", self.grpc_port, self.http_port, self.root)
+        logger.info("collector listening grpc=%s http=%s root=%s", self.grpc_port, self.http_port, log_setting(str(self.root)))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until :meth:`stop` was called (or ``timeout``); True when stopped."""

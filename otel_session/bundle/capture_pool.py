@@ -34,7 +34,7 @@ import shutil
 
 from otel_session.bundle.files import DIR_MODE, process_alive, require_real_dir
 from otel_session.core.layout import UnsafePathError
-from otel_session.core.log import get_logger
+from otel_session.core.log import get_logger, log_setting
 
 __all__ = ["POOL_DIR", "CapturePool", "remove_dead_pools"]
 
@@ -156,7 +156,7 @@ class CapturePool:
                 os.close(fd)
                 raise
         except (OSError, UnsafePathError) as exc:
-            logger.info("no capture pool under %s (%s): creating captures", self._root, exc)
+            logger.info("no capture pool under %s (%s): creating captures", log_setting(str(self._root)), exc)
             self._off = True
             return False
         self._dir, self._lock_fd = directory, fd

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from otel_session.bundle.read import iter_run_dirs
-from otel_session.core.log import get_logger
+from otel_session.core.log import get_logger, log_setting
 
 from .model import Catalog, CatalogError, RunRow
 from .rows import bundle_stamp, sealed_row
@@ -147,11 +147,11 @@ def catch_up(catalog: Catalog, root: Path) -> CaughtUp:
         elif row.stamp != bundle_stamp(path):
             changed.append(path)
     if missing:
-        logger.warning("catalog: adding %d bundle(s) it lacks under %s", len(missing), root)
+        logger.warning("catalog: adding %d bundle(s) it lacks under %s", len(missing), log_setting(str(root)))
     _write_rows(catalog, root, missing + changed, None)
     removed = catalog.remove([path for path, row in known.items() if path not in present and row.location is None])
     if removed:
-        logger.info("catalog: dropped %d run(s) whose bundles are gone from %s", removed, root)
+        logger.info("catalog: dropped %d run(s) whose bundles are gone from %s", removed, log_setting(str(root)))
     return CaughtUp(len(missing), len(changed), removed)
 
 
@@ -193,10 +193,10 @@ class CatalogKeeper:
                 self.failure = None
             except CatalogError as exc:
                 if self.failure is None:
-                    logger.warning("catalog: a pass over %s failed: %s", self.root, exc)
+                    logger.warning("catalog: a pass over %s failed: %s", log_setting(str(self.root)), exc)
                 self.failure = str(exc)
             except Exception as exc:  # noqa: BLE001 - a bug in one pass must not end the keeper
-                logger.exception("catalog: a pass over %s failed", self.root)
+                logger.exception("catalog: a pass over %s failed", log_setting(str(self.root)))
                 self.failure = f"{type(exc).__name__}: {exc}"
             self.first_pass.set()
             self._wake.wait(self.interval_s)

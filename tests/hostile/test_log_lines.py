@@ -184,6 +184,28 @@ def test_a_path_through_a_digest_named_directory_is_printed_as_it_is(debug_logs,
         assert_clean(line, "the line")
 
 
+def test_the_bundle_root_is_printed_as_the_operator_gave_it(debug_logs, tmp_path):
+    """The root is a setting, not an id: a number in its name (``…-1000000``, a phone number to
+    the detectors) is printed as it is, not hashed with this process's key."""
+    import otel_session
+    from otel_session.catalog import open_catalog
+    from otel_session.catalog.sync import catch_up
+    from otel_session.testing import capture_bundle
+
+    root = tmp_path / "bench-replay-1000000"
+    with capture_bundle(root=root):
+        with otel_session.session("s1"), otel_session.run(agent="a"):
+            pass
+    catalog = open_catalog(root)
+    try:
+        catalog.clear()
+        catch_up(catalog, root)
+    finally:
+        catalog.close()
+    line = next(record.getMessage() for record in debug_logs.records if "lacks under" in record.getMessage())
+    assert line.endswith(f"lacks under {root}")
+
+
 # -- the collector process's own streams -------------------------------------------------------
 
 
