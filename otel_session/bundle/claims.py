@@ -34,7 +34,7 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
-from otel_session.bundle.files import DIR_MODE, FILE_MODE, require_real_dir
+from otel_session.bundle.files import DIR_MODE, FILE_MODE, lock_held, require_real_dir
 from otel_session.core.log import get_logger
 
 __all__ = ["CLAIMS_DIR", "MARK", "JournalFiles", "WriterClaims", "journal_limit", "release", "remove_dead_claims"]
@@ -130,17 +130,7 @@ def writer_alive(root: str, token: str) -> bool:
     """Whether the writer ``token`` still holds its lock (its process, or a forked child of it, lives)."""
     if "/" in token or token in ("", ".", ".."):
         return False
-    try:
-        fd = os.open(f"{root}/{CLAIMS_DIR}/{token}", os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return lock_held(f"{root}/{CLAIMS_DIR}/{token}")
 
 
 def remove_dead_claims(root: str) -> int:

@@ -15,6 +15,7 @@ Nothing here knows runs, queues or threads.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 import threading
@@ -32,6 +33,7 @@ __all__ = [
     "count_complete_lines",
     "fsync_file",
     "json_document",
+    "lock_held",
     "make_private_dir",
     "make_private_dirs",
     "require_real_dir",
@@ -236,3 +238,19 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True  # another user's process
     return True
+
+
+def lock_held(path: str | Path) -> bool:
+    """Whether a process holds an ``flock`` on the file at ``path`` (tried without waiting and let
+    go at once; False when there is no such file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 import otel_session
+from otel_session.bundle.files import lock_held
 from otel_session.bundle.hooks import SealedRun
 from otel_session.bundle.write import BundleWriter
 from otel_session.replay.building import LOCK_FILE
@@ -239,20 +240,8 @@ def test_a_collector_stopped_by_sigterm_mid_build_ends_the_build_and_its_reader_
 
 
 def _lock_held(root: Path, run: Path) -> bool:
-    """Whether someone holds the run's build lock (tried without waiting, and let go at once)."""
-    import fcntl
-
-    try:
-        fd = os.open(index_path(root, run) / LOCK_FILE, os.O_RDWR)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    """Whether someone holds the run's build lock."""
+    return lock_held(index_path(root, run) / LOCK_FILE)
 
 
 def _stopped_holding_the_lock(child: psutil.Process, root: Path, run: Path) -> None:
