@@ -34,6 +34,7 @@ from otel_session.bundle.hooks import SealedRun
 from otel_session.core.log import get_logger
 
 from .model import CatalogError, RunRow
+from .settings import RETRY_S
 from .rows import light_row, opened_row
 from .settings import catalog_disabled, catalog_origin, catalog_url, no_room
 
@@ -42,9 +43,6 @@ __all__ = ["CatalogHook", "writer_hooks"]
 logger = get_logger(__name__)
 
 _WARN_EVERY_S = 60.0
-RETRY_S = (1.0, 30.0)
-"""A catalog that could not be opened or written (a server down, a nearly full disk) is tried again
-after the first of these seconds, then twice as long each time, up to the second."""
 _OPEN_WAIT_S = 30.0
 """How long a pass's rows wait for the catalog's first opening before they are kept for later."""
 _MAX_WAITING = 100_000

@@ -7,6 +7,7 @@ Contract::
     catalog_disabled(explicit=None)          # --catalog off / $OTEL_SESSION_CATALOG=off: no catalog
     no_room(url)                             # why an SQLite catalog must write nothing now (a nearly full disk), or None
     SCHEMA_VERSION, BUSY_TIMEOUT_S           # the tables' version (``schema``), an SQLite connection's wait for a lock
+    RETRY_S                                  # the backoff (first, cap) of a catalog that could not be opened or written
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = [
-    "BUSY_TIMEOUT_S", "CATALOG_FILE", "DISK_RESERVE_BYTES", "SCHEMA_VERSION", "ENV_CATALOG", "ENV_ORIGIN", "catalog_disabled", "catalog_origin",
+    "BUSY_TIMEOUT_S", "CATALOG_FILE", "DISK_RESERVE_BYTES", "RETRY_S", "SCHEMA_VERSION", "ENV_CATALOG", "ENV_ORIGIN", "catalog_disabled", "catalog_origin",
     "catalog_url", "no_room", "schema_lock",
 ]
 
@@ -30,6 +31,10 @@ SCHEMA_VERSION = "4"
 """The version of the tables ``schema`` makes: a catalog of another version is made new (no migrations)."""
 BUSY_TIMEOUT_S = 30.0
 """How long an SQLite connection waits for another one's lock (its busy timeout, the switch to WAL)."""
+RETRY_S = (1.0, 30.0)
+"""A catalog that could not be opened or written (a server down, a nearly full disk) is tried again
+after the first of these seconds, then twice as long each time, up to the second (the writer's
+hook, the keeper's passes)."""
 
 
 def catalog_url(root: str | os.PathLike[str], explicit: str | None = None) -> str:

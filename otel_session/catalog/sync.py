@@ -35,6 +35,7 @@ from otel_session.core.log import get_logger, log_setting
 
 from .model import Catalog, CatalogError, RunRow
 from .rows import bundle_stamp, sealed_row
+from .settings import RETRY_S
 
 __all__ = ["CatalogKeeper", "CaughtUp", "Reindexed", "catch_up", "complete_pending", "complete_rows", "reindex",
            "run_paths"]
@@ -156,13 +157,16 @@ def catch_up(catalog: Catalog, root: Path) -> CaughtUp:
 
 
 class CatalogKeeper:
-    """Runs :func:`catch_up` at start and every ``interval_s`` on a daemon thread; a failed pass is
-    logged and tried again at the next."""
+    """Runs :func:`catch_up` at start and every ``interval_s`` on a daemon thread. A failed pass
+    is logged and tried again sooner, with a backoff (``retry_s``: first pause and its cap, at most
+    ``interval_s``): while the catalog cannot be kept true, lists scan the bundles."""
 
-    def __init__(self, catalog: Catalog, root: Path, *, interval_s: float = 30.0) -> None:
+    def __init__(self, catalog: Catalog, root: Path, *, interval_s: float = 30.0,
+                 retry_s: tuple[float, float] = RETRY_S) -> None:
         self.catalog = catalog
         self.root = Path(root)
         self.interval_s = interval_s
+        self._retry_s = retry_s
         self.first_pass = threading.Event()
         """Set when the first pass ended (done or failed)."""
         self.last: CaughtUp | None = None
@@ -187,6 +191,7 @@ class CatalogKeeper:
             self._thread.join(timeout_s)
 
     def _run(self) -> None:
+        retry_s = self._retry_s[0]
         while not self._stop.is_set():
             try:
                 self.last = catch_up(self.catalog, self.root)
@@ -199,5 +204,10 @@ class CatalogKeeper:
                 logger.exception("catalog: a pass over %s failed", log_setting(str(self.root)))
                 self.failure = f"{type(exc).__name__}: {exc}"
             self.first_pass.set()
-            self._wake.wait(self.interval_s)
+            if self.failure is None:
+                retry_s = self._retry_s[0]
+                self._wake.wait(self.interval_s)
+            else:
+                self._wake.wait(min(retry_s, self.interval_s))
+                retry_s = min(retry_s * 2, self._retry_s[1])
             self._wake.clear()

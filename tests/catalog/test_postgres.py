@@ -115,7 +115,7 @@ def test_while_postgresql_is_down_recording_goes_on_and_the_catalog_catches_up_w
         tmp_path: Path, monkeypatch):
     """A collector on a PostgreSQL catalog whose server goes away: runs are recorded all the same,
     their rows kept by the catalog hook; once the server is back the hook's timer (a backoff with a
-    cap, ``catalog.hook.RETRY_S``) writes them, with no later run and no other pass."""
+    cap, ``catalog.settings.RETRY_S``) writes them, with no later run and no other pass."""
     import signal
 
     from otel_session.catalog import ENV_CATALOG, RunQuery, open_catalog
@@ -165,5 +165,38 @@ def test_while_postgresql_is_down_recording_goes_on_and_the_catalog_catches_up_w
             _, err = process.communicate(timeout=60)
         assert process.returncode == 0, err
         assert "catalog: rows not written" in err
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_a_keeper_whose_pass_failed_tries_again_soon_not_at_its_interval(root: Path, writer):
+    """The viewer's keeper over a PostgreSQL catalog whose server goes away: while its passes fail
+    the lists scan every bundle, so it tries again with the hook's backoff (``RETRY_S``), not at its
+    next interval (5 minutes in a viewer), and a run recorded meanwhile is listed once it is back."""
+    from otel_session.catalog import CatalogKeeper, RunQuery
+    from otel_session.testing import wait_for
+    from tests.pg_server import PostgresServer, PostgresUnavailable
+
+    try:
+        server = PostgresServer.start()  # its own: this test stops it
+    except PostgresUnavailable as exc:
+        pytest.skip(f"no PostgreSQL server here: {exc}")
+    try:
+        catalog = SqlCatalog(catalog_url(root, server.create_database("keeper")), "here")
+        keeper = CatalogKeeper(catalog, root, interval_s=300).start()
+        try:
+            wait_for(keeper.first_pass.is_set, timeout=60)
+            assert keeper.failure is None
+            server.halt()
+            keeper.pass_now()
+            wait_for(lambda: keeper.failure is not None, timeout=60)
+            write_runs(writer, 2)
+            server.restart()
+            wait_for(lambda: keeper.failure is None, timeout=60)  # before: the next pass 300 s on
+            assert catalog.page(RunQuery()).total == 2
+        finally:
+            keeper.stop()
+            catalog.close()
     finally:
         server.stop()
