@@ -120,7 +120,9 @@ class AttributeRedaction:
 
     def value(self, value: Any, leaf: Callable[[Any], Any]) -> Any:
         """One plain attribute value: a string through ``string``, numbers scanned as digits,
-        bytes as text, arrays item by item, maps (an OTLP kvlist) by ``redact``."""
+        bytes as text, arrays item by item, maps (an OTLP kvlist) key by key: under a plain
+        attribute each nested key chooses its leaf (``redact``), under any other (tool arguments,
+        an id, a slot value) every nested value keeps ``leaf``, never a laxer one."""
         kind = type(value)
         if kind is str:
             return self.string(value, leaf)
@@ -134,7 +136,12 @@ class AttributeRedaction:
         if isinstance(value, (list, tuple)):
             return [self.value(item, leaf) for item in value]
         if isinstance(value, Mapping):
-            return self.redact(value, structural=leaf is self.ids)
+            if leaf is self.text:  # a plain attribute's map: each of its keys chooses as a top-level one
+                return self.redact(value)
+            result: dict[str, Any] = {}  # ids, tool arguments or results, a slot: every leaf as its parent's
+            for key, item in value.items():
+                result[distinct_key(result, self.redactor.map_key(key))] = self.value(item, leaf)
+            return result
         return leaf(str(value))
 
     def _may_hold(self, text: str) -> bool:

@@ -147,3 +147,27 @@ def test_message_ids_in_records_are_ids(redactor):
     assert events[0].message_id.startswith("msg hmac-sha256:") and events[1].message_id == "msg-0123456789012345"
     single = redactor.redact_event(JournalEvent("message_started", 1, {"role": "user"}, message_id="msg +1 415 00001 0199"))
     assert single.message_id == events[0].message_id
+
+
+@pytest.mark.parametrize("shape", ["json text", "map", "list of maps"])
+def test_tool_arguments_as_a_map_are_redacted_by_the_tool_mode_at_every_level(shape):
+    """A tool call's arguments and result sent as a map (an OTLP kvlist) or a list of maps: every
+    nested value by the tool mode (here ``mask``), as JSON text is, in a span record and in the
+    attribute rule the forwarded OTLP uses. A map took each nested key's own leaf: the text mode."""
+    from otel_session.normalize.span_record import span_record
+    from otel_session.normalize.spans import SpanData
+    from otel_session.redact.attributes import AttributeRedaction
+    from otel_session.redact.policy import FieldMode
+
+    secret = "Paris secret plan"
+    value = {"json text": json.dumps({"city": secret}), "map": {"city": secret}, "list of maps": [{"city": secret}]}[shape]
+    redactor = Redactor(RedactionPolicy(tool_arguments=FieldMode.MASK, tool_results=FieldMode.MASK), key=b"k" * 32)
+    attributes = {"gen_ai.tool.call.arguments": value, "gen_ai.tool.call.result": value}
+    span = SpanData(trace_id=1, span_id=2, parent_span_id=None, name="tool", start_time_ns=1, end_time_ns=2, kind=0,
+                    status_code="unset", status_message="", attributes=attributes, events=(), resource_attributes={},
+                    scope_name="app")
+    recorded = redactor.redact_event(span_record(span, [])).payload["attributes"]
+    forwarded = AttributeRedaction(redactor).redact(attributes)
+    for redacted in (recorded, forwarded):
+        assert secret not in json.dumps(redacted)
+        assert "<redacted str len=" in json.dumps(redacted)
