@@ -4,7 +4,6 @@ Contract::
 
     record = span_record(span, events)  # a JournalEvent of type "span" (raw values: redact it next);
                                         # ``events``: the span's other records (normalize_span's)
-    payload = bounded(redacted_payload) # sizes, nesting and counts bounded, a ``cut`` count where cut
 
 Opt-in (``OTEL_SESSION_SPAN_RECORDS=on``, the collector's ``--span-records``): both recording
 paths append one per span they journal, after that span's other records. Its ``at`` is the span's
@@ -22,12 +21,9 @@ the tool call the span's own records were made from (``gen_ai.input.messages``, 
 ``gen_ai.tool.call.arguments``, ``otel_session.message.content`` …: ``CONTENT_ATTRIBUTES``) keeps
 its key with ``IN_RECORDS`` as its value when the span's records include messages (for message
 content) or a tool execution (for tool content): its content is in those records, redacted once,
-and scanning a model call's whole history again per span would cost several times the rest. Values are redacted like any attribute
-(``redact.attributes``, through ``Redactor.redact_payload``) and then bounded (``bounded``): a
-string past ``MAX_TEXT`` characters keeps its start and ends with ``…[cut N chars]``, a value
-nested past ``MAX_NESTING`` levels becomes ``NESTING_MARKER``, a map past ``MAX_ENTRIES`` entries
-or a list past ``MAX_ITEMS`` items keeps its first ones, and past ``MAX_RECORD_CHARS`` characters
-of text in all the rest is left out; ``cut`` counts, per section, what went.
+and scanning a model call's whole history again per span would cost several times the rest.
+Values are redacted like any attribute (``redact.attributes``, through ``Redactor.redact_event``)
+and then bounded (``redact.bounds``), ``cut`` counting, per section, what the bounds left out.
 """
 
 from __future__ import annotations
@@ -45,29 +41,9 @@ __all__ = [
     "CONTENT_ATTRIBUTES",
     "IN_RECORDS",
     "JOURNALED_EVENTS",
-    "MAX_ENTRIES",
-    "MAX_ITEMS",
-    "MAX_NESTING",
-    "MAX_RECORD_CHARS",
-    "MAX_TEXT",
-    "NESTING_MARKER",
-    "bounded",
     "span_record",
 ]
 
-MAX_TEXT = 4096
-"""Characters of one string (a value, a name), at most."""
-MAX_KEY = 256
-"""Characters of one attribute key, at most."""
-MAX_ENTRIES = 128
-"""Entries of one attribute map (the span's, the resource's, an event's, a link's, a nested one)."""
-MAX_ITEMS = 128
-"""Items of one list: events, links, an array value."""
-MAX_NESTING = 8
-"""Levels of maps and arrays inside one attribute value."""
-MAX_RECORD_CHARS = 256 * 1024
-"""Characters of text in one record, at most (the writer refuses a record past 1 MiB)."""
-NESTING_MARKER = f"[cut: nested deeper than {MAX_NESTING} levels]"
 
 JOURNALED_EVENTS = frozenset(
     {*SPAN_EVENTS, *ROLE_EVENTS, "gen_ai.choice", DETAILS_EVENT, "gen_ai.content.prompt", "gen_ai.content.completion"}
@@ -143,94 +119,3 @@ def span_record(span: SpanView, events: Sequence[JournalEvent] = ()) -> JournalE
         _SPAN, span.end_time_ns, payload, turn_index=turn_index if type(turn_index) is int else None,
         trace_id=span.trace_id_hex, span_id=span.span_id_hex,
     )
-
-
-def bounded(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """``payload`` (a redacted ``span`` record's) within the bounds, ``cut`` saying what went.
-
-    Events and links are kept whole (their own fields, their attribute map bounded) or left out
-    whole; in attribute maps, entries and values are cut."""
-    bounds = _Bounds()
-    result: dict[str, Any] = {}
-    for key, value in payload.items():
-        if key == "cut":
-            continue
-        if key in _ATTRIBUTE_MAPS and isinstance(value, Mapping):
-            result[key] = bounds.mapping(value, key, 0)
-        elif key in _ENTRY_LISTS and isinstance(value, (list, tuple)):
-            result[key] = bounds.entries(value, key)
-        else:
-            result[key] = bounds.value(value, key, 0)
-    if bounds.cut:
-        result["cut"] = bounds.cut
-    return result
-
-
-_ATTRIBUTE_MAPS = frozenset({"attributes", "resource"})
-_ENTRY_LISTS = frozenset({"events", "links"})
-
-
-class _Bounds:
-    """One record's walk: the text left in its budget and the counts of what was cut, by section."""
-
-    __slots__ = ("cut", "left")
-
-    def __init__(self) -> None:
-        self.left = MAX_RECORD_CHARS
-        self.cut: dict[str, int] = {}
-
-    def _count(self, section: str, number: int = 1) -> None:
-        self.cut[section] = self.cut.get(section, 0) + number
-
-    def text(self, value: str, section: str, limit: int = MAX_TEXT) -> str:
-        size = len(value)
-        if size <= limit and size <= self.left:
-            self.left -= size
-            return value
-        keep = max(0, min(limit, self.left))
-        self.left -= keep
-        self._count(section)
-        return f"{value[:keep]}…[cut {size - keep} chars]"
-
-    def entries(self, entries: list[Any] | tuple[Any, ...], section: str) -> list[Any]:
-        """Events or links: each whole (its fields bounded, its attribute map too) while the bounds last."""
-        result: list[Any] = []
-        for number, entry in enumerate(entries):
-            if number >= MAX_ITEMS or self.left <= 0:
-                self._count(section, len(entries) - number)
-                break
-            if isinstance(entry, Mapping):
-                result.append({key: self.mapping(item, section, 0) if key == "attributes" and isinstance(item, Mapping)
-                               else self.value(item, section, 0) for key, item in entry.items()})
-            else:
-                result.append(self.value(entry, section, 0))
-        return result
-
-    def value(self, value: Any, section: str, depth: int) -> Any:
-        """One value inside ``depth`` levels of maps and arrays of its attribute value."""
-        if isinstance(value, str):
-            return self.text(value, section)
-        if isinstance(value, (Mapping, list, tuple)):
-            if depth >= MAX_NESTING:
-                self._count(section)
-                return NESTING_MARKER
-            return self.mapping(value, section, depth + 1) if isinstance(value, Mapping) else self.items(value, section, depth + 1)
-        return value
-
-    def mapping(self, value: Mapping[Any, Any], section: str, depth: int) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        for number, (key, item) in enumerate(value.items()):
-            if number >= MAX_ENTRIES or self.left <= 0:
-                self._count(section, len(value) - number)
-                break
-            result[self.text(str(key), section, MAX_KEY)] = self.value(item, section, depth)
-        return result
-
-    def items(self, value: list[Any] | tuple[Any, ...], section: str, depth: int) -> list[Any]:
-        result = []
-        for number, item in enumerate(value):
-            if number >= MAX_ITEMS or self.left <= 0:
-                self._count(section, len(value) - number)
-                break
-            result.append(self.value(item, section, depth))
-        return result

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from otel_session.core.journal import EventType
 from otel_session.core.log import get_logger
 from otel_session.normalize import JournalEvent
-from otel_session.normalize.span_record import bounded
+from otel_session.redact.bounds import bounded
 from otel_session.redact.attributes import AttributeRedaction
 from otel_session.redact.policy import REDACTED_ERROR
 from otel_session.redact.stream import DeltaStream

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 
+import orjson
 import pytest
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 import otel_session
 from otel_session.normalize import SpanData
-from otel_session.normalize.span_record import (
-    IN_RECORDS, MAX_ENTRIES, MAX_ITEMS, MAX_NESTING, MAX_RECORD_CHARS, MAX_TEXT, NESTING_MARKER, bounded, span_record,
+from otel_session.normalize.span_record import IN_RECORDS, span_record
+from otel_session.redact.bounds import (
+    MAX_ENTRIES, MAX_ITEMS, MAX_KEY, MAX_NESTING, MAX_RECORD_BYTES, MAX_RECORD_CHARS, MAX_TEXT, NESTING_MARKER, bounded,
 )
 from otel_session.testing import capture_bundle
 
@@ -107,6 +109,33 @@ def test_bounds_cut_nesting_lists_and_the_record_s_text_visibly():
     assert all(set(event) == {"name", "at", "attributes"} for event in payload["events"])  # whole, or left out
     assert sum(len(event["attributes"].get("text", "")) for event in payload["events"]) <= MAX_RECORD_CHARS
     assert payload["cut"]["events"] >= MAX_ITEMS + 4 - kept
+
+
+@pytest.mark.parametrize("character", ["\x1b", "\N{GRINNING FACE}", '"'])
+def test_a_span_whose_text_is_large_as_json_never_fails_the_run(monkeypatch, character):
+    """70 values of 4,096 characters that JSON writes as 6 bytes (an escape), 4 (UTF-8) or 2 each:
+    the record's character budget holds, its JSON did not (1.57 MB: the writer refused it and the
+    run's capture failed, every later record lost). The record stays under MAX_RECORD_BYTES, says
+    what it cut, and the run is complete."""
+    monkeypatch.setenv("OTEL_SESSION_SPAN_RECORDS", "on")
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=1000, max_attribute_length=None))
+    with capture_bundle(tracer_provider=provider) as captured:
+        with otel_session.session("large"), otel_session.run(agent="a"):
+            with otel_session.turn(0, state="s") as turn:
+                with provider.get_tracer("app").start_as_current_span(
+                        "big", attributes={f"out.{n}": character * MAX_TEXT for n in range(70)}):
+                    pass
+                turn.finish(state="t")
+    assert captured.bundle.capture["status"] == "complete"
+    assert {"turn_finished", "run_finished"} <= {record["type"] for record in captured.bundle.events}
+    record = next(record["payload"] for record in captured.events("span") if record["payload"]["name"] == "big")
+    assert len(orjson.dumps(record)) <= MAX_RECORD_BYTES and record["cut"]["attributes"] > 0
+
+
+def test_keys_cut_alike_are_kept_apart():
+    payload = bounded({"name": "n", "attributes": {"k" * 300 + "A": "first", "k" * 300 + "B": "second"}})
+    assert sorted(payload["attributes"].values()) == ["first", "second"]
+    assert all(len(key) <= MAX_KEY + 40 for key in payload["attributes"])
 
 
 @pytest.mark.parametrize("value", ["off", "", "no"])
