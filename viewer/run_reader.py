@@ -18,13 +18,19 @@ once. A recording run (or one whose journal cannot be indexed) is read whole and
 as before. Both kinds live in one cache bounded by bytes, least recently used first out; an entry
 is valid while the run's files keep their stats. A stale or corrupt index found mid-request is
 rebuilt from the journal and the request answered from the new one.
+
+A run is opened by one thread at a time (the others then find it cached), and runs are opened
+independently: waiting for another process's build of one (``replay.building``, up to its
+``BUILD_WAIT_S``) holds up no other. One index is built at a time in a viewer (a build reads a
+whole journal); loading one already built never waits for that.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -71,13 +77,36 @@ class _InMemory:
         self.lock = threading.Lock()
 
 
+class _PerRun:
+    """A lock per run, kept while a thread holds or waits for it: never more than the threads."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[Path, list[Any]] = {}  # path -> [its lock, the threads holding or waiting for it]
+
+    @contextmanager
+    def hold(self, path: Path) -> Iterator[None]:
+        with self._guard:
+            entry = self._locks.setdefault(path, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._guard:
+                entry[1] -= 1
+                if not entry[1]:
+                    del self._locks[path]
+
+
 class RunReader:
     def __init__(self, root: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES,
                  child_build_bytes: int = DEFAULT_CHILD_BUILD_BYTES) -> None:
         self.root = Path(root)
         self._child_build_bytes = child_build_bytes
         self._cache = ByteLRU(cache_bytes)
-        self._build_lock = threading.Lock()  # one index built at a time: a build reads a whole journal
+        self._opening = _PerRun()  # one open of a run at a time: the next finds it cached
+        self._building = threading.Lock()  # one index built at a time (a build reads a whole journal), not loaded
 
     # -- answers ----------------------------------------------------------------------------
 
@@ -152,11 +181,11 @@ class RunReader:
         cached = self._cache.get(("index", path))
         if cached is not None and cached[0] == key:
             return cached[1]
-        with self._build_lock:
+        with self._opening.hold(path):
             cached = self._cache.get(("index", path))
             if cached is not None and cached[0] == key:
                 return cached[1]
-            index = open_run_index(self.root, path, child_build_bytes=self._child_build_bytes)
+            index = open_run_index(self.root, path, child_build_bytes=self._child_build_bytes, builds=self._building)
             self._cache.put(("index", path), (key, index), index.nbytes() if index is not None else 256)
         if index is not None and index.status.value != "loaded":
             logger.info("replay index of %s %s", path, index.status.value)
@@ -171,8 +200,9 @@ class RunReader:
             return action(index)
         except (IndexStale, OSError, ValueError, KeyError) as exc:
             logger.warning("replay index of %s failed a check (%s): rebuilding it from the journal", path, exc)
-        with self._build_lock:
-            rebuilt = open_run_index(self.root, path, rebuild=True, child_build_bytes=self._child_build_bytes)
+        with self._opening.hold(path):
+            rebuilt = open_run_index(self.root, path, rebuild=True, child_build_bytes=self._child_build_bytes,
+                                     builds=self._building)
             if rebuilt is None:
                 raise ApiError(409, "run_changed", "the run changed while it was read: ask again")
             self._cache.put(("index", path), (stat_key(path), rebuilt), rebuilt.nbytes())

@@ -33,6 +33,7 @@ import bisect
 import hashlib
 import multiprocessing
 import os
+from contextlib import AbstractContextManager, nullcontext
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -110,14 +111,16 @@ def _journal_identity(run_path: Path) -> dict[str, Any] | None:
 
 
 def open_run_index(root: str | os.PathLike[str], run_path: str | os.PathLike[str], *, rebuild: bool = False,
-                   child_build_bytes: int | None = None, wait_s: float = BUILD_WAIT_S) -> RunIndex | None:
+                   child_build_bytes: int | None = None, wait_s: float = BUILD_WAIT_S,
+                   builds: AbstractContextManager[Any] | None = None) -> RunIndex | None:
     """The run's index: loaded when it is sound, else built from the journal (and kept when the
     root can be written). None for a run that is not sealed or whose journal cannot be indexed.
     ``rebuild``: a reader found the loaded one wrong; build it again whatever its files say.
     ``child_build_bytes``: a journal at least this large is indexed by a child process
     (:func:`build_in_child`), so that the caller's memory never holds the whole parsed run.
     A build of the same run in progress (at seal, or by another reader) is waited for, at most
-    ``wait_s``, and what it kept loaded (``replay.building``): the run is never built twice at once."""
+    ``wait_s``, and what it kept loaded (``replay.building``): the run is never built twice at once.
+    ``builds``: held while this call builds, not while it loads or waits: a caller's bound on its builds at once."""
     root, run_path = Path(root), Path(run_path)
     identity = _journal_identity(run_path)
     if identity is None:
@@ -137,7 +140,8 @@ def open_run_index(root: str | os.PathLike[str], run_path: str | os.PathLike[str
                 return RunIndex.load(run_path, directory, identity)
             except (OSError, ValueError, KeyError, TypeError, IndexStale) as exc:
                 logger.warning("replay index of %s built meanwhile is unusable (%s): rebuilding it", run_path, exc)
-        return _build(root, run_path, identity, rebuilt=problem != "absent", child_build_bytes=child_build_bytes)
+        with builds or nullcontext():
+            return _build(root, run_path, identity, rebuilt=problem != "absent", child_build_bytes=child_build_bytes)
 
 
 def _build(root: Path, run_path: Path, identity: dict[str, Any], *, rebuilt: bool,

@@ -328,3 +328,60 @@ def test_a_build_that_never_ends_is_waited_for_a_bounded_time(tmp_path):
     finally:
         os.close(fd)
     assert open_run_index(tmp_path, run).status is IndexStatus.LOADED
+
+
+def _holding_its_build_lock(root: Path, run: Path) -> subprocess.Popen:
+    """Another process holding ``run``'s build lock (a build at seal, say) until its stdin closes."""
+    index_path(root, run).mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()", str(index_path(root, run) / LOCK_FILE)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n" and _lock_held(root, run)
+    return holder
+
+
+def test_waiting_for_one_runs_build_never_holds_up_opening_another(tmp_path, caplog):
+    """A viewer waits for another process's build of run A (up to BUILD_WAIT_S); meanwhile its
+    readers of run B, indexed already, load B's index at once."""
+    waited_for, indexed = _recorded(tmp_path, 2_000), _recorded(tmp_path, 2_000)
+    assert open_run_index(tmp_path, indexed).status is IndexStatus.BUILT
+    holder = _holding_its_build_lock(tmp_path, waited_for)
+    client = create_app({"BUNDLE_DIR": str(tmp_path), "TESTING": True}).test_client()
+    try:
+        with caplog.at_level(logging.INFO, logger="otel_session"):
+            waiting, waited = _in_thread(lambda: client.get(f"/api/sessions/long/runs/{waited_for.name}/turns"))
+            wait_for(lambda: _waiting(caplog), 60)
+            opening, opened = _in_thread(lambda: client.get(f"/api/sessions/long/runs/{indexed.name}/turns"))
+            opening.join(60)  # a guard: the open takes milliseconds; before, it waited for run A's build to end
+            assert not opening.is_alive() and waiting.is_alive()  # B answered while A is still waited for
+    finally:
+        holder.communicate("")
+    waiting.join(120)
+    assert opened[0].status_code == 200 and opened[0].get_json()["indexed"] is True
+    assert waited[0].status_code == 200 and waited[0].get_json()["indexed"] is True
+
+
+def test_a_viewer_building_one_run_still_loads_another_at_once(tmp_path, caplog):
+    """The viewer builds one index at a time (a build reads a whole journal), and a run once, but
+    loading one already built never waits behind that build."""
+    building, indexed = _recorded(tmp_path, 2_000), _recorded(tmp_path, 2_000)
+    assert open_run_index(tmp_path, indexed).status is IndexStatus.BUILT
+    reader = RunReader(tmp_path, child_build_bytes=1)  # every build in a child process, which the test can stop
+    with caplog.at_level(logging.INFO, logger="otel_session"):
+        builder, built = _in_thread(lambda: reader.turns(building))
+        child = wait_for(lambda: _build_child(psutil.Process(), "spawn_main"), 60)
+        child.suspend()  # mid-build of the first run
+        try:
+            again, built_again = _in_thread(lambda: reader.turns(building))
+            opening, opened = _in_thread(lambda: reader.turns(indexed))
+            opening.join(60)  # a guard: loading takes milliseconds
+            assert not opening.is_alive() and builder.is_alive()
+        finally:
+            child.resume()
+        builder.join(120)
+        again.join(120)
+    assert opened[0]["indexed"] and built[0]["indexed"] and orjson.dumps(built_again[0]) == orjson.dumps(built[0])
+    assert [record.getMessage() for record in caplog.records if record.getMessage().endswith(" built")] == \
+        [f"replay index of {building} built"]  # the second reader of the run waited for the first's build
+    assert open_run_index(tmp_path, building).status is IndexStatus.LOADED

@@ -11,7 +11,8 @@
 // has one `span` record per span: then each span is named as it was, nested under its parent span
 // (`parent_span_id`), and shows its kind, status, scope, attributes, events, links and resource
 // (redacted and bounded as recorded; `cut` says what the bounds left out). A span whose parent's
-// record is not read yet (a page later) nests as above until it is.
+// record is not read yet (a page later) nests as above until it is, and so does one whose parent ids
+// would make a cycle (span records naming each other), so that every span is shown once.
 //
 // It reads the run a page at a time (`source(afterSeq, limit)`, the `/events` reads): a run of a
 // million records is never read whole; "Load more" fetches the next page and merges it (of a run
@@ -136,28 +137,32 @@ export class SpanTree {
   }
 
   /** The groups nested: under their parent span when a span record names it, else turns under
-   * the run and the rest under their turn (else the run). */
+   * the run and the rest under their turn (else the run). A span whose named parent would put it
+   * on a cycle (span records naming each other: a buggy or hostile sender) nests as though its
+   * record named none, so that every group is shown once. */
   tree() {
     const described = [...this.groups.values()].map((group) => ({ ...group, ...describe(group), ...extent(group), children: [] }));
     const byKey = new Map(described.map((node) => [node.key, node]));
-    const run = described.find((node) => node.kind === "run");
+    const run = described.find((node) => node.kind === "run") ?? null;
     const turns = new Map();
     for (const node of described) if (node.kind === "turn" && !turns.has(node.turnIndex)) turns.set(node.turnIndex, node);
+    // acyclic: any node → its turn (a turn-kind node) → the run → none
+    const nestedOf = (node) => (node === run ? null : node.kind === "turn" ? run : (turns.get(node.turnIndex) ?? run));
     const parentOf = (node) => {
       const parentId = node.span?.payload?.parent_span_id;
       if (typeof parentId === "string") {
         const parent = byKey.get(`s:${node.traceId ?? ""}/${parentId}`);
         if (parent) return parent;
-        if (node === run) return null;
       } else if (node.span && parentId === null) return null; // a root span
-      if (node === run) return null;
-      return node.kind === "turn" ? run : (turns.get(node.turnIndex) ?? run);
+      return nestedOf(node);
     };
-    const roots = [];
-    for (const node of described) {
-      const parent = parentOf(node);
-      (parent && parent !== node ? parent.children : roots).push(node);
+    const parents = new Map(described.map((node) => [node, parentOf(node)]));
+    // each round moves every node on a cycle to its nesting; a cycle holds at least one named parent, so it ends
+    for (let cyclic = onCycles(parents); cyclic.length; cyclic = onCycles(parents)) {
+      for (const node of cyclic) parents.set(node, nestedOf(node));
     }
+    const roots = [];
+    for (const [node, parent] of parents) (parent ? parent.children : roots).push(node);
     const order = (nodes) => {
       nodes.sort((a, b) => a.firstSeq - b.firstSeq);
       for (const node of nodes) order(node.children);
@@ -220,6 +225,24 @@ export class SpanTree {
       node.records.length > shown.length
         ? h("caption", { class: "muted" }, `first ${shown.length} of ${node.records.length} records`) : null);
   }
+}
+
+/** The nodes on a cycle of `parents` (each node's parent, null for a root), each walked once. */
+function onCycles(parents) {
+  const walkOf = new Map(); // node → the walk that first reached it
+  const cyclic = [];
+  let walk = 0;
+  for (const start of parents.keys()) {
+    walk += 1;
+    const path = [];
+    let node = start;
+    for (; node && !walkOf.has(node); node = parents.get(node)) {
+      walkOf.set(node, walk);
+      path.push(node);
+    }
+    if (node && walkOf.get(node) === walk) cyclic.push(...path.slice(path.indexOf(node))); // this walk met itself
+  }
+  return cyclic;
 }
 
 /** A value as the span record holds it: text as it is, the rest as JSON. */
