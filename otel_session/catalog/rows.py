@@ -30,7 +30,9 @@ from typing import Any
 
 import orjson
 
-from otel_session.bundle.read import BundleRead, BundleStatus, DiagnosticCode, read_bundle, read_manifest
+from otel_session.bundle.read import (
+    BundleRead, BundleStatus, DiagnosticCode, iter_line_chunks, read_bundle, read_manifest,
+)
 from otel_session.core import layout
 from otel_session.core.journal import TRUNCATED_FIELD, CaptureStatus, parse_timestamp
 
@@ -54,8 +56,6 @@ _TALLIED = frozenset(name.encode() for name in (
 _TYPE_KEY = b'"type":"'
 _TRUNCATED_MARK = b'"%s":"depth"' % TRUNCATED_FIELD.encode()
 _SEALED = frozenset({CaptureStatus.COMPLETE.value, CaptureStatus.FAILED.value})
-_BLOCK = 1 << 20
-"""What a sealed row reads of a journal at a time."""
 
 
 def _ms(at: Any) -> float | None:
@@ -393,18 +393,17 @@ def sealed_row(root: Path, run_path: Path) -> RunRow:
         return row_of(root, run_path)
     if manifest is None or not isinstance(capture, dict) or capture.get("status") not in _SEALED:
         return row_of(root, run_path)
-    tally, count, first, last, truncated, tail = _Tally(), 0, None, None, False, b""
+    tally, count, first, last, truncated = _Tally(), 0, None, None, False
     try:
         with open(run_path / layout.EVENTS_FILE, "rb") as handle:
-            while block := handle.read(_BLOCK):  # a block at a time: a 1M-record journal is 250 MB
-                lines = (tail + block).split(b"\n")
-                tail = lines.pop()
-                if not lines:
-                    continue
+            for chunk in iter_line_chunks(handle):  # a block at a time: a 1M-record journal is 250 MB
+                lines = chunk.split(b"\n")
+                if lines.pop():
+                    return row_of(root, run_path)  # a torn tail
                 count += len(lines)
                 first = lines[0] if first is None else first
                 last = lines[-1]
-                truncated = truncated or any(_TRUNCATED_MARK in line for line in lines)
+                truncated = truncated or _TRUNCATED_MARK in chunk
                 for line in lines:
                     start = line.find(_TYPE_KEY) + len(_TYPE_KEY)
                     kind = line[start : line.find(b'"', start)]
@@ -415,8 +414,7 @@ def sealed_row(root: Path, run_path: Path) -> RunRow:
                     tally.feed(event)
                     if event["type"] == "upstream_drop":
                         tally.upstream_drop = True
-        ended = tail == b""
-        if not ended or capture.get("event_count") != count:
+        if capture.get("event_count") != count:
             return row_of(root, run_path)
         edges = [orjson.loads(first), orjson.loads(last)] if count else []
     except (OSError, orjson.JSONDecodeError):

@@ -155,6 +155,45 @@ def test_the_fast_row_falls_back_to_the_reader_on_a_bundle_that_is_not_as_sealed
     assert row.integrity == "invalid" and "count_mismatch" in row.diagnostics
 
 
+def _sealed_booking(writer, session_id: str, *, last_text: str = "Friday") -> Path:
+    run = writer.open_run(session_id=session_id, run_id=new_run_id(), agent="booking", created_at_ns=BASE_NS)
+    script = Script(run, BASE_NS)
+    record_booking(script, voice=True, user_texts=("table for 2", "sometime soon", last_text))
+    script("run_finished", {"status": "ok"})
+    run.close()
+    assert run.wait_sealed(30)
+    return run.path
+
+
+def test_the_fast_row_reads_a_line_of_several_blocks_as_the_reader_does(root: Path):
+    """A record longer than a read block, then a crash's stretch of NULs without a newline longer
+    than several blocks: the fast row and the tolerant reader read the same lines (the journal
+    by ``bundle.read.iter_line_chunks``, linear in the stretch's length)."""
+    from otel_session.bundle.write import BundleWriter
+    from otel_session.catalog.rows import row_of, sealed_row
+    from otel_session.bundle.recording import WriterLimits
+
+    root.mkdir(parents=True)
+    writer = BundleWriter(root, limits=WriterLimits(max_event_bytes=8 << 20, max_queue_bytes=32 << 20))
+    try:
+        path = _sealed_booking(writer, "call-7", last_text="Friday " + "x" * (3 << 20))
+    finally:
+        writer.shutdown()
+    assert max(map(len, (path / "events.ndjson").read_bytes().split(b"\n"))) > 3 << 20
+    fast = sealed_row(root, path)
+    assert fast == row_of(root, path) and fast.integrity == "complete" and fast.turns == 3
+    with open(path / "events.ndjson", "ab") as journal:
+        journal.write(b"\0" * (5 << 20))
+    torn = row_of(root, path)
+    assert torn.integrity == "invalid" and "torn_tail" in torn.diagnostics
+    assert sealed_row(root, path) == torn
+    with open(path / "events.ndjson", "ab") as journal:
+        journal.write(b"\n")
+    garbage = row_of(root, path)
+    assert garbage.integrity == "invalid" and "garbage_line" in garbage.diagnostics
+    assert sealed_row(root, path) == garbage
+
+
 @pytest.mark.sqlite_only
 def test_in_process_recording_writes_the_row_at_open_and_at_seal(tmp_path: Path):
     import otel_session
