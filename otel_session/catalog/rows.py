@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,8 @@ _TALLIED = frozenset(name.encode() for name in (
 _TYPE_KEY = b'"type":"'
 _TRUNCATED_MARK = b'"%s":"depth"' % TRUNCATED_FIELD.encode()
 _SEALED = frozenset({CaptureStatus.COMPLETE.value, CaptureStatus.FAILED.value})
+_SEQ_PREFIX = b'{"seq":%d,'
+"""How each line of a journal its writer sealed starts: the record's seq first (``journal.encode_record``)."""
 
 
 def _ms(at: Any) -> float | None:
@@ -381,10 +384,13 @@ def sealed_row(root: Path, run_path: Path) -> RunRow:
     """The row of a run its writer has just sealed, parsing only the records a row counts.
 
     It leans on what the writer guarantees of a bundle it sealed (a manifest, a terminal capture
-    that counts every line, one record a line, seqs in order) and checks the cheap parts of it:
-    when anything is not so, the row is :func:`row_of`'s (the tolerant reader's verdict). Its
-    integrity is the capture's status; its diagnostics the warnings a sealed bundle may carry
-    (upstream drops, values cut for depth)."""
+    that counts every line, one record a line, seqs in order) and checks the cheap parts of it on
+    every line, not only on those it parses: the bundle may have been copied in or fetched from a
+    store. Each line starts ``{"seq":N,`` with N its line number (``encode_record`` writes ``seq``
+    first), ends with ``}``, names a ``"type":"``, and the last one ends with a newline. When
+    anything is not so, the row is :func:`row_of`'s (the tolerant reader's verdict). Its integrity
+    is the capture's status; its diagnostics the warnings a sealed bundle may carry (upstream drops,
+    values cut for depth)."""
     stamp = bundle_stamp(run_path)
     manifest = read_manifest(run_path)
     try:
@@ -398,14 +404,19 @@ def sealed_row(root: Path, run_path: Path) -> RunRow:
         with open(run_path / layout.EVENTS_FILE, "rb") as handle:
             for chunk in iter_line_chunks(handle):  # a block at a time: a 1M-record journal is 250 MB
                 lines = chunk.split(b"\n")
-                if lines.pop():
-                    return row_of(root, run_path)  # a torn tail
+                torn = lines.pop()
+                heads = map(_SEQ_PREFIX.__mod__, range(count + 1, count + 1 + len(lines)))  # each line's own seq
+                if torn or not (all(map(bytes.endswith, lines, repeat(b"}"))) and all(map(bytes.startswith, lines, heads))):
+                    return row_of(root, run_path)  # a torn tail, a line that ends no object, a seq out of place
                 count += len(lines)
                 first = lines[0] if first is None else first
                 last = lines[-1]
                 truncated = truncated or _TRUNCATED_MARK in chunk
                 for line in lines:
-                    start = line.find(_TYPE_KEY) + len(_TYPE_KEY)
+                    start = line.find(_TYPE_KEY)
+                    if start < 0:
+                        return row_of(root, run_path)  # a line that is not a record
+                    start += len(_TYPE_KEY)
                     kind = line[start : line.find(b'"', start)]
                     if kind not in _TALLIED or (kind == b"message_finished" and tally.text_chars >= MAX_SEARCH_TEXT
                                                 and tally.roles.get(_message_id(line)) not in (None, "assistant")):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tracemalloc
 from pathlib import Path
 
+import orjson
 import pytest
 
 from otel_session.bundle.read import read_bundle
@@ -163,6 +164,53 @@ def _sealed_booking(writer, session_id: str, *, last_text: str = "Friday") -> Pa
     run.close()
     assert run.wait_sealed(30)
     return run.path
+
+
+# Changes to the lines ``at`` and ``at + 1`` of a journal, two records a row does not parse.
+def _insert_garbage(lines: list[bytes], at: int) -> None:
+    lines.insert(at, b'{"type":"x" garbage')  # not JSON (its seq is no number either)
+
+
+def _renumber(lines: list[bytes], at: int) -> None:
+    lines[at] = lines[at].replace(b'{"seq":%d,' % (at + 1), b'{"seq":%d,' % (at + 9), 1)  # a gap
+
+
+def _cut_line(lines: list[bytes], at: int) -> None:
+    lines[at] = lines[at][: len(lines[at]) // 2]  # a record's line cut short, the next line after it
+
+
+def _untyped(lines: list[bytes], at: int) -> None:
+    lines[at] = b'{"seq":%d,"at":"2025-01-01T00:00:00.000000Z","kind":"assistant_delta"}' % (at + 1)  # no type, ids
+
+
+def _swapped(lines: list[bytes], at: int) -> None:
+    lines[at], lines[at + 1] = lines[at + 1], lines[at]  # two records out of order
+
+
+@pytest.mark.parametrize(("tamper", "code"), [
+    (_insert_garbage, "garbage_line"), (_renumber, "seq_gap"), (_cut_line, "garbage_line"),
+    (_untyped, "garbage_line"), (_swapped, "seq_gap"),
+])
+def test_the_fast_row_of_a_sealed_bundle_changed_since_is_the_tolerant_readers(root: Path, writer, tamper, code):
+    """A sealed bundle this writer did not write as it is (copied in, fetched from a store): a line
+    that is no record or a seq out of place in the records a row does not parse, its capture's
+    count made to match. The fast row checks every line's shape, so its verdict is the reader's
+    (before, it parsed only the records it tallied: ``complete``, no problem)."""
+    from otel_session.catalog.rows import row_of, sealed_row
+
+    path = _sealed_booking(writer, "call-6")
+    journal = path / "events.ndjson"
+    lines = journal.read_bytes().split(b"\n")[:-1]
+    kinds = [orjson.loads(line)["type"] for line in lines]
+    at = kinds.index("assistant_delta") + 1
+    assert kinds[at : at + 2] == ["assistant_delta", "assistant_delta"]  # records the row does not parse
+    tamper(lines, at)
+    journal.write_bytes(b"\n".join(lines) + b"\n")
+    capture = orjson.loads((path / "capture.json").read_bytes())
+    (path / "capture.json").write_bytes(orjson.dumps({**capture, "event_count": len(lines)}))
+    tolerant = row_of(root, path)
+    assert tolerant.integrity == "invalid" and code in tolerant.diagnostics
+    assert sealed_row(root, path) == tolerant
 
 
 def test_the_fast_row_reads_a_line_of_several_blocks_as_the_reader_does(root: Path):
