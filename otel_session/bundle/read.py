@@ -5,6 +5,7 @@ Contract::
     result = read_bundle(path)      # -> BundleRead(status, events, diagnostics, manifest, capture)
     read_bundle(path, record_offsets=True).offsets  # byte offset of each record's line (a seek index's source)
     for records in iter_journal_slice(events_path, offset): ...  # seek + read, a chunk at a time
+    for chunk in iter_line_chunks(handle): ...  # a file's bytes as whole lines, a block read at a time
     tail = JournalTail(events_path) # tail.poll() -> new complete records, never a partial line
     for run in iter_runs(root): ... # RunInfo of every live run (eval runs on request)
 
@@ -21,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -49,6 +50,7 @@ __all__ = [
     "find_bundles",
     "find_run",
     "iter_journal_slice",
+    "iter_line_chunks",
     "iter_run_dirs",
     "iter_runs",
     "iter_session_runs",
@@ -59,7 +61,7 @@ __all__ = [
 ]
 
 _READ_BLOCK = 1 << 20
-"""What ``read_bundle`` reads of a journal at a time."""
+"""What a journal's whole readers (``read_bundle``, the catalog's rows) read of it at a time."""
 _SHARED_FIELDS = ("session_id", "run_id", "type", "message_id", "tool_call_id")
 """Values most records repeat, parsed as one string object each (about 0.3 KB a record less)."""
 
@@ -215,6 +217,26 @@ def iter_journal_slice(
                 yield records
 
 
+def iter_line_chunks(handle: BinaryIO, block_size: int = _READ_BLOCK) -> Iterator[bytes]:
+    """The bytes of ``handle`` from where it stands to its end, read ``block_size`` at a time.
+
+    Each chunk ends with a newline and holds whole lines (a line longer than a block is read whole,
+    in one chunk); a last line the file does not end with a newline (a torn tail) is one last chunk,
+    the only one that does not end with one. The chunks joined are the bytes read. Linear in their
+    size: a stretch without a newline is kept as its blocks and joined once, however many blocks."""
+    pieces: list[bytes] = []  # the start of a line no block has ended yet
+    while block := handle.read(block_size):
+        end = block.rfind(b"\n") + 1
+        if not end:
+            pieces.append(block)
+            continue
+        pieces.append(block if end == len(block) else block[:end])
+        yield b"".join(pieces) if len(pieces) > 1 else pieces[0]
+        pieces = [block[end:]] if end < len(block) else []
+    if pieces:
+        yield b"".join(pieces)
+
+
 def _read_journal(
     events_path: Path, offsets: list[int] | None
 ) -> tuple[list[dict[str, Any]], list[Diagnostic], bytes, int]:
@@ -223,24 +245,20 @@ def _read_journal(
     (at 1M records that was 0.8 GB more at the peak than the parsed records themselves)."""
     records: list[dict[str, Any]] = []
     garbage: list[Diagnostic] = []
-    pieces: list[bytes] = []  # the start of a line no block has ended yet
     lines = consumed = 0
     with open(events_path, "rb") as handle:
-        while block := handle.read(_READ_BLOCK):
-            if b"\n" not in block:
-                pieces.append(block)
-                continue
-            data = b"".join((*pieces, block)) if pieces else block
+        for chunk in iter_line_chunks(handle):
+            if not chunk.endswith(b"\n"):
+                return records, garbage, chunk, lines  # the torn tail: the last chunk
             found: list[int] | None = [] if offsets is not None else None
-            parsed, bad, pending = parse_journal(data, first_line=lines + 1, offsets=found)
+            parsed, bad, _ = parse_journal(chunk, first_line=lines + 1, offsets=found)
             records += parsed
             garbage += bad
             if offsets is not None and found is not None:
                 offsets += [consumed + offset for offset in found]
-            lines += data.count(b"\n")
-            consumed += len(data) - len(pending)
-            pieces = [pending] if pending else []
-    return records, garbage, b"".join(pieces), lines
+            lines += chunk.count(b"\n")
+            consumed += len(chunk)
+    return records, garbage, b"", lines
 
 
 def _load_json_object(path: Path) -> dict[str, Any] | None:

@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import math
 import os
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from otel_session.bundle.read import BundleRead, BundleStatus, DiagnosticCode, read_bundle, read_manifest
+from otel_session.bundle.read import (
+    BundleRead, BundleStatus, DiagnosticCode, iter_line_chunks, read_bundle, read_manifest,
+)
 from otel_session.core import layout
 from otel_session.core.journal import TRUNCATED_FIELD, CaptureStatus, parse_timestamp
 
@@ -54,8 +57,8 @@ _TALLIED = frozenset(name.encode() for name in (
 _TYPE_KEY = b'"type":"'
 _TRUNCATED_MARK = b'"%s":"depth"' % TRUNCATED_FIELD.encode()
 _SEALED = frozenset({CaptureStatus.COMPLETE.value, CaptureStatus.FAILED.value})
-_BLOCK = 1 << 20
-"""What a sealed row reads of a journal at a time."""
+_SEQ_PREFIX = b'{"seq":%d,'
+"""How each line of a journal its writer sealed starts: the record's seq first (``journal.encode_record``)."""
 
 
 def _ms(at: Any) -> float | None:
@@ -381,10 +384,13 @@ def sealed_row(root: Path, run_path: Path) -> RunRow:
     """The row of a run its writer has just sealed, parsing only the records a row counts.
 
     It leans on what the writer guarantees of a bundle it sealed (a manifest, a terminal capture
-    that counts every line, one record a line, seqs in order) and checks the cheap parts of it:
-    when anything is not so, the row is :func:`row_of`'s (the tolerant reader's verdict). Its
-    integrity is the capture's status; its diagnostics the warnings a sealed bundle may carry
-    (upstream drops, values cut for depth)."""
+    that counts every line, one record a line, seqs in order) and checks the cheap parts of it on
+    every line, not only on those it parses: the bundle may have been copied in or fetched from a
+    store. Each line starts ``{"seq":N,`` with N its line number (``encode_record`` writes ``seq``
+    first), ends with ``}``, names a ``"type":"``, and the last one ends with a newline. When
+    anything is not so, the row is :func:`row_of`'s (the tolerant reader's verdict). Its integrity
+    is the capture's status; its diagnostics the warnings a sealed bundle may carry (upstream drops,
+    values cut for depth)."""
     stamp = bundle_stamp(run_path)
     manifest = read_manifest(run_path)
     try:
@@ -393,20 +399,24 @@ def sealed_row(root: Path, run_path: Path) -> RunRow:
         return row_of(root, run_path)
     if manifest is None or not isinstance(capture, dict) or capture.get("status") not in _SEALED:
         return row_of(root, run_path)
-    tally, count, first, last, truncated, tail = _Tally(), 0, None, None, False, b""
+    tally, count, first, last, truncated = _Tally(), 0, None, None, False
     try:
         with open(run_path / layout.EVENTS_FILE, "rb") as handle:
-            while block := handle.read(_BLOCK):  # a block at a time: a 1M-record journal is 250 MB
-                lines = (tail + block).split(b"\n")
-                tail = lines.pop()
-                if not lines:
-                    continue
+            for chunk in iter_line_chunks(handle):  # a block at a time: a 1M-record journal is 250 MB
+                lines = chunk.split(b"\n")
+                torn = lines.pop()
+                heads = map(_SEQ_PREFIX.__mod__, range(count + 1, count + 1 + len(lines)))  # each line's own seq
+                if torn or not (all(map(bytes.endswith, lines, repeat(b"}"))) and all(map(bytes.startswith, lines, heads))):
+                    return row_of(root, run_path)  # a torn tail, a line that ends no object, a seq out of place
                 count += len(lines)
                 first = lines[0] if first is None else first
                 last = lines[-1]
-                truncated = truncated or any(_TRUNCATED_MARK in line for line in lines)
+                truncated = truncated or _TRUNCATED_MARK in chunk
                 for line in lines:
-                    start = line.find(_TYPE_KEY) + len(_TYPE_KEY)
+                    start = line.find(_TYPE_KEY)
+                    if start < 0:
+                        return row_of(root, run_path)  # a line that is not a record
+                    start += len(_TYPE_KEY)
                     kind = line[start : line.find(b'"', start)]
                     if kind not in _TALLIED or (kind == b"message_finished" and tally.text_chars >= MAX_SEARCH_TEXT
                                                 and tally.roles.get(_message_id(line)) not in (None, "assistant")):
@@ -415,8 +425,7 @@ def sealed_row(root: Path, run_path: Path) -> RunRow:
                     tally.feed(event)
                     if event["type"] == "upstream_drop":
                         tally.upstream_drop = True
-        ended = tail == b""
-        if not ended or capture.get("event_count") != count:
+        if capture.get("event_count") != count:
             return row_of(root, run_path)
         edges = [orjson.loads(first), orjson.loads(last)] if count else []
     except (OSError, orjson.JSONDecodeError):

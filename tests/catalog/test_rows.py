@@ -5,6 +5,7 @@ from __future__ import annotations
 import tracemalloc
 from pathlib import Path
 
+import orjson
 import pytest
 
 from otel_session.bundle.read import read_bundle
@@ -153,6 +154,92 @@ def test_the_fast_row_falls_back_to_the_reader_on_a_bundle_that_is_not_as_sealed
         journal.write(b"{not json}\n")
     row = sealed_row(root, run.path)
     assert row.integrity == "invalid" and "count_mismatch" in row.diagnostics
+
+
+def _sealed_booking(writer, session_id: str, *, last_text: str = "Friday") -> Path:
+    run = writer.open_run(session_id=session_id, run_id=new_run_id(), agent="booking", created_at_ns=BASE_NS)
+    script = Script(run, BASE_NS)
+    record_booking(script, voice=True, user_texts=("table for 2", "sometime soon", last_text))
+    script("run_finished", {"status": "ok"})
+    run.close()
+    assert run.wait_sealed(30)
+    return run.path
+
+
+# Changes to the lines ``at`` and ``at + 1`` of a journal, two records a row does not parse.
+def _insert_garbage(lines: list[bytes], at: int) -> None:
+    lines.insert(at, b'{"type":"x" garbage')  # not JSON (its seq is no number either)
+
+
+def _renumber(lines: list[bytes], at: int) -> None:
+    lines[at] = lines[at].replace(b'{"seq":%d,' % (at + 1), b'{"seq":%d,' % (at + 9), 1)  # a gap
+
+
+def _cut_line(lines: list[bytes], at: int) -> None:
+    lines[at] = lines[at][: len(lines[at]) // 2]  # a record's line cut short, the next line after it
+
+
+def _untyped(lines: list[bytes], at: int) -> None:
+    lines[at] = b'{"seq":%d,"at":"2025-01-01T00:00:00.000000Z","kind":"assistant_delta"}' % (at + 1)  # no type, ids
+
+
+def _swapped(lines: list[bytes], at: int) -> None:
+    lines[at], lines[at + 1] = lines[at + 1], lines[at]  # two records out of order
+
+
+@pytest.mark.parametrize(("tamper", "code"), [
+    (_insert_garbage, "garbage_line"), (_renumber, "seq_gap"), (_cut_line, "garbage_line"),
+    (_untyped, "garbage_line"), (_swapped, "seq_gap"),
+])
+def test_the_fast_row_of_a_sealed_bundle_changed_since_is_the_tolerant_readers(root: Path, writer, tamper, code):
+    """A sealed bundle this writer did not write as it is (copied in, fetched from a store): a line
+    that is no record or a seq out of place in the records a row does not parse, its capture's
+    count made to match. The fast row checks every line's shape, so its verdict is the reader's
+    (before, it parsed only the records it tallied: ``complete``, no problem)."""
+    from otel_session.catalog.rows import row_of, sealed_row
+
+    path = _sealed_booking(writer, "call-6")
+    journal = path / "events.ndjson"
+    lines = journal.read_bytes().split(b"\n")[:-1]
+    kinds = [orjson.loads(line)["type"] for line in lines]
+    at = kinds.index("assistant_delta") + 1
+    assert kinds[at : at + 2] == ["assistant_delta", "assistant_delta"]  # records the row does not parse
+    tamper(lines, at)
+    journal.write_bytes(b"\n".join(lines) + b"\n")
+    capture = orjson.loads((path / "capture.json").read_bytes())
+    (path / "capture.json").write_bytes(orjson.dumps({**capture, "event_count": len(lines)}))
+    tolerant = row_of(root, path)
+    assert tolerant.integrity == "invalid" and code in tolerant.diagnostics
+    assert sealed_row(root, path) == tolerant
+
+
+def test_the_fast_row_reads_a_line_of_several_blocks_as_the_reader_does(root: Path):
+    """A record longer than a read block, then a crash's stretch of NULs without a newline longer
+    than several blocks: the fast row and the tolerant reader read the same lines (the journal
+    by ``bundle.read.iter_line_chunks``, linear in the stretch's length)."""
+    from otel_session.bundle.write import BundleWriter
+    from otel_session.catalog.rows import row_of, sealed_row
+    from otel_session.bundle.recording import WriterLimits
+
+    root.mkdir(parents=True)
+    writer = BundleWriter(root, limits=WriterLimits(max_event_bytes=8 << 20, max_queue_bytes=32 << 20))
+    try:
+        path = _sealed_booking(writer, "call-7", last_text="Friday " + "x" * (3 << 20))
+    finally:
+        writer.shutdown()
+    assert max(map(len, (path / "events.ndjson").read_bytes().split(b"\n"))) > 3 << 20
+    fast = sealed_row(root, path)
+    assert fast == row_of(root, path) and fast.integrity == "complete" and fast.turns == 3
+    with open(path / "events.ndjson", "ab") as journal:
+        journal.write(b"\0" * (5 << 20))
+    torn = row_of(root, path)
+    assert torn.integrity == "invalid" and "torn_tail" in torn.diagnostics
+    assert sealed_row(root, path) == torn
+    with open(path / "events.ndjson", "ab") as journal:
+        journal.write(b"\n")
+    garbage = row_of(root, path)
+    assert garbage.integrity == "invalid" and "garbage_line" in garbage.diagnostics
+    assert sealed_row(root, path) == garbage
 
 
 @pytest.mark.sqlite_only

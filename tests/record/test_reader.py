@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from otel_session.cli import main
 from otel_session.core.journal import format_timestamp, parse_timestamp
-from otel_session.bundle.read import BundleStatus, JournalTail, Severity, find_bundles, read_bundle
+from otel_session.bundle.read import BundleStatus, JournalTail, Severity, find_bundles, iter_line_chunks, read_bundle
 
 SAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
 
@@ -131,6 +131,35 @@ def test_tail_reports_garbage_and_goes_on(tmp_path):
     tail = JournalTail(path)
     assert [r["seq"] for r in tail.poll()] == [1, 2]
     assert [(d.code.value, d.line) for d in tail.diagnostics] == [("garbage_line", 2)]
+
+
+_LINES = b'{"a":1}\n' + b"\0" * 50 + b"x\n" + b"\n" + b"ab\ncd\n"
+
+
+@pytest.mark.parametrize("block_size", [1, 2, 3, 7, 64, 1 << 20])
+@pytest.mark.parametrize("torn", [b"", b"e" * 23])
+def test_line_chunks_are_whole_lines_whatever_the_block(tmp_path, block_size, torn):
+    """The journal's readers share ``iter_line_chunks``: whole lines (one of 51 bytes read over up
+    to 51 blocks), then a torn tail alone, the bytes of the file, none lost or doubled."""
+    path = tmp_path / "lines"
+    path.write_bytes(_LINES + torn)
+    with open(path, "rb") as handle:
+        chunks = list(iter_line_chunks(handle, block_size))
+    assert b"".join(chunks) == _LINES + torn
+    whole = chunks[:-1] if torn else chunks
+    assert all(chunk.endswith(b"\n") for chunk in whole) and chunks[len(whole):] == ([torn] if torn else [])
+    assert b"\0" * 50 + b"x\n" in [line + b"\n" for chunk in whole for line in chunk.split(b"\n")[:-1]]
+
+
+def test_a_long_stretch_without_a_newline_costs_its_length(tmp_path):
+    """4 MiB without a newline (a crash's NULs) read 16 bytes at a time: 262,144 blocks kept, joined
+    once. Joining the unfinished line to each block as it came (``sealed_row`` did: quadratic)
+    would copy 550 GB here, and this test would not end; both readers now read this way."""
+    path = tmp_path / "stretch"
+    path.write_bytes(b"{}\n" + b"\0" * (4 << 20) + b"\n{}")
+    with open(path, "rb") as handle:
+        sizes = [len(chunk) for chunk in iter_line_chunks(handle, 16)]
+    assert sizes[0] == 3 and sum(sizes[:-1]) == 3 + (4 << 20) + 1 and sizes[-1] == 2
 
 
 def test_find_bundles_walks_directories():

@@ -80,6 +80,26 @@ def test_a_problem_in_an_older_run_is_listed_with_the_session(live_writer, journ
     ]
 
 
+def test_a_sealed_run_changed_since_is_listed_as_invalid(sample, app_for):
+    """A sealed run's bundle given a line that is no record among those a row does not count, its
+    capture's count made to match (a copy, a store's fetch): the session's runs list it invalid,
+    as the tolerant reader does (before, ``sealed_row`` left it ``complete``, no problem)."""
+    import orjson
+
+    (path,) = sample.root.glob(f"sessions/*/{sample.older_run}")
+    lines = (path / "events.ndjson").read_bytes().split(b"\n")[:-1]
+    at = next(n for n, line in enumerate(lines) if b'"type":"assistant_delta"' in line) + 1
+    lines.insert(at, b"not a record")
+    (path / "events.ndjson").write_bytes(b"\n".join(lines) + b"\n")
+    capture = orjson.loads((path / "capture.json").read_bytes())
+    (path / "capture.json").write_bytes(orjson.dumps({**capture, "event_count": len(lines)}))
+    runs = {run["run_id"]: run for run in app_for(sample.root).test_client().get("/api/sessions/call-42/runs").get_json()["runs"]}
+    older = runs[sample.older_run]
+    assert (older["integrity"], older["diagnostics"]) == ("invalid", ["garbage_line"])
+    assert "invalid_bundle" in [problem["kind"] for problem in older["problems"]]
+    assert runs[sample.latest_run]["integrity"] == "complete"
+
+
 def test_past_feedback_is_served_newest_first(client, sample):
     for rating, comment in ((2, "asked twice"), (4, "better")):
         assert client.post("/api/sessions/call-42/feedback", json={"rating": rating, "comment": comment}).status_code == 201
