@@ -145,7 +145,8 @@ class FetchedRuns:
         return found
 
     def _trim(self, keep: set[Path]) -> None:
-        """Remove the least recently used copies (never ``keep``) until the rest fit ``max_bytes``."""
+        """Remove the least recently used copies (never ``keep``), with the replay index built of
+        each, until the rest fit ``max_bytes``."""
         runs = sorted(self._runs(), key=lambda run: run[2])
         total = sum(size for _, size, _ in runs)
         for path, size, _ in runs:
@@ -154,6 +155,7 @@ class FetchedRuns:
             if path in keep or not layout.is_valid_run_id(path.name):
                 continue
             shutil.rmtree(path, ignore_errors=True)
+            shutil.rmtree(self.directory / layout.INDEX_DIR / path.relative_to(self.directory), ignore_errors=True)
             total -= size
 
 

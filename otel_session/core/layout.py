@@ -19,6 +19,7 @@ __all__ = [
     "CAPTURE_FILE",
     "EVENTS_FILE",
     "FEEDBACK_FILE",
+    "INDEX_DIR",
     "RUN_FILE",
     "UnsafePathError",
     "inside_root",
@@ -35,6 +36,9 @@ RUN_FILE = "run.json"
 EVENTS_FILE = "events.ndjson"
 CAPTURE_FILE = "capture.json"
 FEEDBACK_FILE = "feedback.ndjson"
+INDEX_DIR = Path(".index", "replay")
+"""Under a bundle root: where the derived read data of its sealed runs lives (``replay.index``),
+at the run's own path below it."""
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _RUN_ID = re.compile(r"run-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -58,8 +58,7 @@ __all__ = ["INDEX_DIR", "VIEW_WINDOW_MAX", "ChildBuild", "IndexStale", "IndexSta
 
 logger = get_logger(__name__)
 
-INDEX_DIR = Path(".index", "replay")
-"""Under the bundle root: where the derived read data of sealed runs lives."""
+INDEX_DIR = layout.INDEX_DIR
 
 _SCHEMA = "otel-session.replay-index.v1"
 _SEALED = frozenset({CaptureStatus.COMPLETE.value, CaptureStatus.FAILED.value})

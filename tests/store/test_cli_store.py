@@ -212,6 +212,7 @@ def test_store_errors_are_one_line(tmp_path: Path, s3, bucket: str, monkeypatch:
 def test_fetched_copies_stay_within_their_bound_least_recently_used_out(tmp_path: Path, stored: dict):
     from otel_session.catalog import SqlCatalog
     from otel_session.catalog.settings import catalog_url
+    from otel_session.replay.index import index_path, open_run_index
 
     catalog = SqlCatalog(catalog_url(".", stored["catalog"]), "reader")
     try:
@@ -223,8 +224,11 @@ def test_fetched_copies_stay_within_their_bound_least_recently_used_out(tmp_path
     first, second = everything
     fetched = FetchedRuns(stored["store"], tmp_path / "host", lambda _session: [], max_bytes=1)
     assert fetched.fetch([first]) == [first]
+    first_index = index_path(fetched.directory, fetched.directory / first)
+    assert open_run_index(fetched.directory, fetched.directory / first) is not None and first_index.is_dir()
     assert fetched.fetch([second]) == [second]
     assert not (fetched.directory / first).exists() and (fetched.directory / second).is_dir()
+    assert not first_index.exists()  # the index built of an evicted copy goes with it
     assert fetched.cached_bytes > 0
     roomy = FetchedRuns(stored["store"], tmp_path / "host", lambda _session: [], max_bytes=10 << 20)
     roomy.fetch(everything)
